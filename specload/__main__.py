@@ -1,0 +1,5 @@
+"""``python -m specload`` is the ``specload`` command."""
+
+from specload.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,36 @@
+"""Errors users see. Each maps to an exit code, so the CLI never shows a traceback for bad input.
+
+``ConfigError`` (exit 2) names where the bad input is: a file, a key path and what was
+expected. ``TargetError`` (exit 1) is a server that could not be started or reached.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ConfigError", "SpecloadError", "TargetError"]
+
+
+class SpecloadError(Exception):
+    """Base of every error specload reports to the user as one line."""
+
+    exit_code = 1
+
+
+class ConfigError(SpecloadError):
+    """Bad user input: scenario, CLI argument, path. Exit code 2.
+
+    The message is one line: ``FILE: key.path: problem (expected ...)``.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, file: str | None = None, path: str | None = None) -> None:
+        self.file = file
+        self.path = path
+        parts = [p for p in (file, path) if p]
+        super().__init__(": ".join([*parts, message]) if parts else message)
+
+
+class TargetError(SpecloadError):
+    """The server under test could not be started, became unhealthy, or refused us. Exit 1."""
+
+    exit_code = 1

@@ -1,0 +1,106 @@
+"""The record schema: one ``RequestRecord`` per request sent, success or failure.
+
+This module owns the contract between the client, the recorder and the analysis (see
+``docs/architecture.md`` and DESIGN "Run directory"). Fields are only ever added, never
+renamed; ``SCHEMA_VERSION`` is written with every record so readers can refuse what they do
+not understand. Times are unix seconds (floats); durations end in ``_s``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+__all__ = [
+    "ERROR_KINDS",
+    "SCHEMA_VERSION",
+    "ErrorInfo",
+    "RequestRecord",
+]
+
+SCHEMA_VERSION = 1
+
+#: The only values ``ErrorInfo.kind`` may take.
+ERROR_KINDS = ("connect", "timeout", "http", "stream_broken", "bad_payload", "cancelled")
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """Why a request failed: a kind from ``ERROR_KINDS`` and a short detail (never user text)."""
+
+    kind: str
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ERROR_KINDS:
+            raise ValueError(f"error kind {self.kind!r} not in {ERROR_KINDS}")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """Everything measured about one request. Exactly one per request sent.
+
+    TTFT, TPOT and E2E follow vLLM's benchmark definitions: TTFT to the first *content*
+    token (the role-only chunk does not count), E2E to the last content token (the usage
+    chunk does not extend it), TPOT = (E2E - TTFT) / (output_tokens - 1) when > 1 token.
+    """
+
+    request_id: str
+    worker: str
+    step: int
+    target_qps: float
+    warmup: bool
+    scheduled_at: float
+    sent_at: float
+    first_token_at: float | None = None
+    done_at: float | None = None
+    queue_delay_s: float = 0.0
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    itl_s: list[float] | None = None
+    content_chunks: int = 0
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    tokens_source: str | None = None  # "usage" | "chunks"
+    finish_reason: str | None = None
+    status: int | None = None  # HTTP status
+    ok: bool = False
+    error: ErrorInfo | None = None
+    prompt_sha256: str | None = None
+    prompt_chars: int | None = None
+    output_sha256: str | None = None
+    output_chars: int | None = None
+    json_valid: bool | None = None
+    tool_calls: int | None = None
+    repeat: int = 0
+    prompt_index: int | None = None
+    lookup_match_rate: float | None = None
+    prompt_text: str | None = None  # only with --store-text
+    output_text: str | None = None  # only with --store-text
+    extra: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; text fields are dropped when they were not stored."""
+        d = asdict(self)
+        for key in ("prompt_text", "output_text"):
+            if d[key] is None:
+                del d[key]
+        if not d["extra"]:
+            del d["extra"]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
+        """Inverse of ``to_dict``; unknown keys from newer writers are kept in ``extra``."""
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in d.items() if k in known}
+        unknown = {k: v for k, v in d.items() if k not in known}
+        err = kwargs.get("error")
+        if isinstance(err, dict):
+            kwargs["error"] = ErrorInfo(kind=err.get("kind", "bad_payload"), detail=err.get("detail", ""))
+        if unknown:
+            kwargs["extra"] = {**kwargs.get("extra", {}), **unknown}
+        return cls(**kwargs)

@@ -1,0 +1,108 @@
+"""Shared test helpers: real servers on 127.0.0.1 with ports chosen at run time.
+
+Every process a fixture starts is stopped by its PID (process group) when the test ends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_http(url: str, timeout_s: float = 20.0, proc: subprocess.Popen | None = None) -> None:
+    """Poll ``url`` until it answers 200, or fail with the process's exit status."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode} before {url} answered")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"{url} did not answer within {timeout_s} s")
+
+
+def stop_process(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
+    """SIGTERM the process group we started, then SIGKILL if it lingers."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=timeout_s)
+
+
+@dataclass
+class SimServer:
+    """A running ``specload sim`` subprocess."""
+
+    url: str
+    port: int
+    proc: subprocess.Popen
+    log: Path
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+
+
+def start_sim(*args: str, log_dir: Path, port: int | None = None) -> SimServer:
+    """Start ``python -m specload sim`` on a free port with extra CLI ``args``; wait for /health."""
+    port = port or free_port()
+    log = log_dir / f"sim-{port}.log"
+    cmd = [sys.executable, "-m", "specload", "sim", "--host", "127.0.0.1", "--port", str(port), *args]
+    fh = open(log, "wb")
+    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(url + "/health", proc=proc)
+    except Exception:
+        stop_process(proc)
+        raise RuntimeError(f"sim failed to start: {log.read_text(errors='replace')[-2000:]}")
+    return SimServer(url=url, port=port, proc=proc, log=log)
+
+
+@pytest.fixture
+def sim_factory(tmp_path: Path) -> Iterator:
+    """Start any number of simulators in a test; all are stopped at teardown."""
+    started: list[SimServer] = []
+
+    def factory(*args: str) -> SimServer:
+        s = start_sim(*args, log_dir=tmp_path)
+        started.append(s)
+        return s
+
+    yield factory
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture
+def sim(sim_factory) -> SimServer:
+    """One simulator with the small fast test profile."""
+    return sim_factory("--profile", "tiny")
