@@ -1,0 +1,246 @@
+"""The run directory: the one artefact a run leaves, and the only input analysis reads.
+
+Layout and keys are the contract in ``docs/architecture.md`` ("Run directory"): ``run.json``
+(metadata, rewritten atomically at start, at each step change and at the end, so a reader never
+sees half a file), ``requests.jsonl`` (one record per request, append-only), ``metrics.jsonl``
+(one object per ``/metrics`` scrape) and ``steps.json`` (the schedule as executed). Exactly one
+process writes a run directory: the Locust master, or the local runner. ``read_run`` is the
+reading side, tolerant of a run that was killed mid-write.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from specload import __version__
+from specload.errors import ConfigError
+from specload.records import RequestRecord
+from specload.recorder.jsonl import JsonlWriter, iter_jsonl
+
+__all__ = [
+    "RUN_SCHEMA_VERSION",
+    "RUN_STATUSES",
+    "RunData",
+    "RunMeta",
+    "RunWriter",
+    "check_out_dir",
+    "read_run",
+]
+
+RUN_SCHEMA_VERSION = 1
+RUN_STATUSES = ("running", "completed", "interrupted", "failed")
+
+
+def _versions() -> dict[str, str | None]:
+    try:
+        from importlib.metadata import version
+
+        locust_version: str | None = version("locust")
+    except Exception:  # locust missing: a reader-only install
+        locust_version = None
+    return {"specload": __version__, "locust": locust_version, "python": platform.python_version()}
+
+
+@dataclass(slots=True)
+class RunMeta:
+    """``run.json``: what was run, against what, by whom, and how it ended.
+
+    Mutable on purpose: the writer updates ``status``, ``counts`` and ``workers`` as the run
+    goes, and rewrites the whole file each time. Times are unix seconds.
+    """
+
+    run_id: str
+    label: str
+    condition: dict[str, Any] = field(
+        default_factory=lambda: {"speculative": None, "prefix_caching": None}
+    )
+    target: dict[str, Any] = field(
+        default_factory=lambda: {"url": None, "model": None, "server_version": None, "models": None}
+    )
+    scenario: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str | None] = field(default_factory=_versions)
+    workers: list[str] = field(default_factory=list)
+    started_at: float | None = None
+    ended_at: float | None = None
+    status: str = "running"
+    server_cmd: str | None = None
+    counts: dict[str, Any] = field(
+        default_factory=lambda: {"sent": 0, "recorded": 0, "by_worker": {}}
+    )
+    lost_workers: list[dict[str, Any]] = field(default_factory=list)
+    token_count_source: str | None = None
+    lookup_method: str | None = None
+    notes: list[str] = field(default_factory=list)
+    schema_version: int = RUN_SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunMeta:
+        """Inverse of ``to_dict``; unknown keys from newer writers are ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def _atomic_write_json(path: Path, obj: Any) -> None:
+    """Write via a temp file and ``os.replace`` so readers see the old or the new file, whole."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    os.replace(tmp, path)
+
+
+def check_out_dir(path: str | Path) -> Path:
+    """Create ``path`` if needed and prove it is writable and not already a run; else ConfigError.
+
+    Called before any traffic, so a bad ``--out`` fails in a second with one line, exit 2.
+    """
+    p = Path(path)
+    if (p / "run.json").exists():
+        raise ConfigError("already holds a run (run.json); choose a new directory", file=str(p))
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe = p / ".specload-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"not a writable directory ({exc.strerror or exc})", file=str(p)) from None
+    return p
+
+
+class RunWriter:
+    """Writes one run directory. Not thread-safe: the master's single gevent loop owns it."""
+
+    def __init__(self, path: str | Path, meta: RunMeta, *, buffer_lines: int = 512) -> None:
+        self.path = check_out_dir(path)
+        self.meta = meta
+        self.steps: list[dict[str, Any]] = []
+        self._requests = JsonlWriter(self.path / "requests.jsonl", buffer_lines=buffer_lines)
+        self._metrics = JsonlWriter(self.path / "metrics.jsonl", buffer_lines=64)
+        self.write_meta()
+        self.write_steps()
+
+    @property
+    def records_written(self) -> int:
+        """Records accepted so far (written or waiting in the buffer)."""
+        return self._requests.lines_written + len(self._requests._buf)
+
+    def add_records(self, records: Iterable[dict[str, Any] | RequestRecord]) -> int:
+        """Append records (dicts in the ``RequestRecord.to_dict`` shape, or records); count them."""
+        n = 0
+        for r in records:
+            self._requests.write(r.to_dict() if isinstance(r, RequestRecord) else r)
+            n += 1
+        return n
+
+    def add_metrics(self, t: float, step: int | None, phase: str, values: dict[str, float]) -> None:
+        """One ``/metrics`` scrape; ``phase`` is ``start``, ``end`` or ``interval``."""
+        self._metrics.write({"t": t, "step": step, "phase": phase, "values": values})
+
+    def begin_step(self, step: dict[str, Any]) -> None:
+        """Record a step as announced (``index, repeat, target_qps, start, warmup_end, end``)."""
+        self.steps.append(dict(step))
+        self.write_steps()
+        self.write_meta()
+
+    def end_step(self, index: int, end: float) -> None:
+        """Close a step at its actual end; flush records and metrics so a crash keeps them."""
+        for s in self.steps:
+            if s["index"] == index:
+                s["end"] = end
+        self.flush()
+        self.write_steps()
+        self.write_meta()
+
+    def flush(self) -> None:
+        self._requests.flush()
+        self._metrics.flush()
+
+    def write_meta(self) -> None:
+        _atomic_write_json(self.path / "run.json", self.meta.to_dict())
+
+    def write_steps(self) -> None:
+        _atomic_write_json(self.path / "steps.json", self.steps)
+
+    def close(self, status: str, ended_at: float) -> None:
+        """Fsync the JSONL files and write the final ``run.json``. Safe to call twice."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"status {status!r} not in {RUN_STATUSES}")
+        self._requests.close()
+        self._metrics.close()
+        self.meta.status = status
+        self.meta.ended_at = ended_at
+        self.write_steps()
+        self.write_meta()
+
+
+@dataclass
+class RunData:
+    """One run directory, read back. Records are streamed (``records()``), the rest is loaded.
+
+    ``warnings`` collects what the reader had to skip or found suspicious (a partial trailing
+    line, a run still marked ``running``, lost workers); it grows while ``records()`` runs.
+    """
+
+    path: Path
+    meta: dict[str, Any]
+    steps: list[dict[str, Any]]
+    metrics: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+
+    def record_dicts(self) -> Iterator[dict[str, Any]]:
+        """Each line of ``requests.jsonl`` as a dict (the fast path for analysis)."""
+        return iter_jsonl(self.path / "requests.jsonl", self.warnings)
+
+    def records(self) -> Iterator[RequestRecord]:
+        """Each line of ``requests.jsonl`` as a ``RequestRecord``."""
+        for d in self.record_dicts():
+            yield RequestRecord.from_dict(d)
+
+
+def _load_json(path: Path, what: str) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise ConfigError(f"missing {what} (not a run directory?)", file=str(path)) from None
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"{what} is not valid JSON ({exc})", file=str(path)) from None
+
+
+def read_run(path: str | Path) -> RunData:
+    """Open a run directory written by ``RunWriter``; ConfigError when it is not one.
+
+    The reader accepts runs that did not complete (status ``running`` after a crash,
+    ``interrupted``) and says so in ``warnings`` rather than refusing them.
+    """
+    p = Path(path)
+    meta = _load_json(p / "run.json", "run.json")
+    if not isinstance(meta, dict):
+        raise ConfigError("run.json is not an object", file=str(p / "run.json"))
+    version = meta.get("schema_version", 1)
+    if isinstance(version, int) and version > RUN_SCHEMA_VERSION:
+        raise ConfigError(
+            f"schema_version {version} is newer than this specload reads ({RUN_SCHEMA_VERSION})",
+            file=str(p / "run.json"),
+        )
+    steps = _load_json(p / "steps.json", "steps.json") if (p / "steps.json").exists() else []
+    warnings: list[str] = []
+    if not (p / "steps.json").exists():
+        warnings.append(f"{p}: steps.json missing")
+    metrics = list(iter_jsonl(p / "metrics.jsonl", warnings))
+    status = meta.get("status")
+    if status != "completed":
+        warnings.append(f"{p}: run status is {status!r}, not 'completed'")
+    for lost in meta.get("lost_workers") or []:
+        warnings.append(
+            f"{p}: worker {lost.get('worker')} lost at {lost.get('at')} "
+            f"(sent {lost.get('sent')}, recorded {lost.get('recorded')})"
+        )
+    return RunData(path=p, meta=meta, steps=steps, metrics=metrics, warnings=warnings)

@@ -1,0 +1,124 @@
+"""The run directory: what the master writes is what analysis reads, even after a crash."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from specload.errors import ConfigError
+from specload.records import ErrorInfo, RequestRecord
+from specload.recorder import JsonlWriter, RunMeta, RunWriter, check_out_dir, iter_jsonl, read_run
+
+
+def _record(i: int, *, ok: bool = True) -> RequestRecord:
+    return RequestRecord(
+        request_id=f"r-{i}", worker="local", step=0, target_qps=2.0, warmup=i == 0,
+        scheduled_at=100.0 + i, sent_at=100.001 + i, ttft_s=0.01, tpot_s=0.002, e2e_s=0.05,
+        output_tokens=21, ok=ok, error=None if ok else ErrorInfo("http", "500"),
+    )
+
+
+def test_run_dir_round_trips_meta_steps_records_and_metrics(tmp_path: Path) -> None:
+    w = RunWriter(tmp_path / "run", RunMeta(run_id="x1", label="baseline", started_at=99.0))
+    w.begin_step({"index": 0, "repeat": 0, "target_qps": 2.0, "start": 100.0, "warmup_end": 101.0, "end": 103.0})
+    w.add_metrics(100.0, 0, "start", {"vllm:num_requests_running": 0.0})
+    w.add_records([_record(0), _record(1), _record(2, ok=False).to_dict()])
+    w.add_metrics(103.0, 0, "end", {"vllm:num_requests_running": 1.0})
+    w.end_step(0, 103.02)
+    w.meta.counts = {"sent": 3, "recorded": 3, "by_worker": {"local": {"sent": 3, "recorded": 3}}}
+    w.close("completed", 104.0)
+
+    run = read_run(tmp_path / "run")
+    assert run.meta["status"] == "completed" and run.meta["ended_at"] == 104.0
+    assert run.meta["label"] == "baseline" and run.meta["counts"]["recorded"] == 3
+    assert run.steps == [{"index": 0, "repeat": 0, "target_qps": 2.0, "start": 100.0, "warmup_end": 101.0, "end": 103.02}]
+    records = list(run.records())
+    assert [r.request_id for r in records] == ["r-0", "r-1", "r-2"]
+    assert records[0].warmup is True and records[2].error == ErrorInfo("http", "500")
+    assert [m["phase"] for m in run.metrics] == ["start", "end"]
+    assert run.warnings == []
+
+
+def test_run_json_is_rewritten_at_each_step_change(tmp_path: Path) -> None:
+    w = RunWriter(tmp_path / "run", RunMeta(run_id="x", label="l"))
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "running"
+    w.meta.workers = ["w1", "w2"]
+    w.begin_step({"index": 0, "repeat": 0, "target_qps": 1.0, "start": 1.0, "warmup_end": 1.0, "end": 2.0})
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["workers"] == ["w1", "w2"]
+    assert not list((tmp_path / "run").glob("*.tmp"))
+
+
+def test_records_are_on_disk_after_step_end_without_close(tmp_path: Path) -> None:
+    w = RunWriter(tmp_path / "run", RunMeta(run_id="x", label="l"))
+    w.add_records([_record(i) for i in range(5)])
+    w.end_step(0, 5.0)  # a crash after this point must keep the five records
+    lines = (tmp_path / "run" / "requests.jsonl").read_text().splitlines()
+    assert len(lines) == 5
+
+
+def test_reader_skips_and_reports_partial_trailing_line(tmp_path: Path) -> None:
+    w = RunWriter(tmp_path / "run", RunMeta(run_id="x", label="l"))
+    w.add_records([_record(0), _record(1)])
+    w.close("completed", 1.0)
+    with open(tmp_path / "run" / "requests.jsonl", "ab") as fh:
+        fh.write(b'{"request_id": "r-2", "wor')  # killed mid-write
+    run = read_run(tmp_path / "run")
+    assert [r.request_id for r in run.records()] == ["r-0", "r-1"]
+    assert any("partial trailing line 3" in x for x in run.warnings)
+
+
+def test_reader_warns_about_unfinished_and_lost_workers(tmp_path: Path) -> None:
+    w = RunWriter(tmp_path / "run", RunMeta(run_id="x", label="l"))
+    w.meta.lost_workers = [{"worker": "w2", "at": 10.0, "sent": 7, "recorded": 5}]
+    w.write_meta()  # the process then dies: status stays "running"
+    run = read_run(tmp_path / "run")
+    assert any("status is 'running'" in x for x in run.warnings)
+    assert any("worker w2 lost at 10.0" in x for x in run.warnings)
+
+
+def test_out_dir_holding_a_run_is_refused(tmp_path: Path) -> None:
+    RunWriter(tmp_path / "run", RunMeta(run_id="x", label="l"))
+    with pytest.raises(ConfigError, match="already holds a run"):
+        check_out_dir(tmp_path / "run")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_unwritable_out_dir_is_a_config_error(tmp_path: Path) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        with pytest.raises(ConfigError, match="not a writable directory"):
+            check_out_dir(ro / "run")
+    finally:
+        ro.chmod(0o700)
+
+
+def test_not_a_run_dir_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="missing run.json"):
+        read_run(tmp_path)
+
+
+def test_jsonl_writer_buffers_until_flush_and_reader_reports_bad_middle_line(tmp_path: Path) -> None:
+    p = tmp_path / "x.jsonl"
+    w = JsonlWriter(p, buffer_lines=100)
+    w.write({"a": 1})
+    assert p.read_bytes() == b""
+    w.flush()
+    assert p.read_bytes() == b'{"a":1}\n'
+    with open(p, "ab") as fh:
+        fh.write(b"garbage\n")
+    w.write({"a": 2})
+    w.close()
+    warnings: list[str] = []
+    assert list(iter_jsonl(p, warnings)) == [{"a": 1}, {"a": 2}]
+    assert warnings == [f"{p}: line 2 is not JSON, skipped"]
+
+
+def test_out_dir_under_a_file_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ConfigError, match="not a writable directory"):
+        check_out_dir(tmp_path / "f" / "run")
