@@ -1,0 +1,119 @@
+"""``specload demo``: the whole protocol against the embedded simulator, in minutes.
+
+What ``make demo`` runs. A sweep over four conditions of ``specload sim`` with a calibrated
+profile (baseline; speculative decoding with the calibration's draft-model settings; prefix
+caching; both), the demo scenario through Locust headless, then compare: the one-sentence
+verdict on the terminal and the report in ``OUT/report/report.html``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from specload.errors import ConfigError
+
+__all__ = ["DEFAULT_PROFILE", "SPEC_CONFIGS", "add_parser", "demo_conditions", "run"]
+
+DEFAULT_PROFILE = "h200-llama8b"
+
+#: The speculative config each profile was calibrated with (the calibration table's spec
+#: rows: a Llama-3.2-1B-shaped draft model, k=4, per-position acceptance 0.8/0.55/0.3/0.15,
+#: mean acceptance length 2.8). Profiles not listed use the same settings.
+SPEC_CONFIGS: dict[str, dict[str, object]] = {
+    "h200-llama8b": {
+        "method": "draft_model",
+        "model": "llama-3.2-1b",
+        "num_speculative_tokens": 4,
+        "synthetic_acceptance_rates": [0.8, 0.55, 0.3, 0.15],
+    },
+}
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "demo",
+        help="run the protocol (baseline, spec, prefix, both) against the simulator, minutes",
+        description=(__doc__ or "").replace("``", ""),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--out", type=Path, default=Path("runs/demo"),
+                   help="where the runs and the report go (default runs/demo; replaced)")
+    p.add_argument("--profile", default=DEFAULT_PROFILE,
+                   help=f"simulator profile (default {DEFAULT_PROFILE}, calibrated)")
+    p.add_argument("--scenario", type=Path, default=None,
+                   help="scenario YAML (default scenarios/demo.yaml)")
+    p.set_defaults(func=run)
+
+
+def demo_conditions(profile: str) -> list:  # type: ignore[type-arg]
+    """Baseline, spec, prefix and both, declared as the simulator is started for each."""
+    from specload.sweep import parse_condition
+
+    spec = json.dumps(SPEC_CONFIGS.get(profile, SPEC_CONFIGS[DEFAULT_PROFILE]),
+                      separators=(",", ":"))
+    spec_flags = shlex.join(["--speculative-config", spec])
+    texts = ["baseline=", f"spec={spec_flags}", "prefix=--enable-prefix-caching",
+             f"both={spec_flags} --enable-prefix-caching"]
+    # The simulator, like vLLM before V1, has prefix caching off unless the flag is given.
+    return [parse_condition(t, default_prefix_caching=False) for t in texts]
+
+
+def _scenario_path(arg: Path | None) -> Path:
+    if arg is not None:
+        return arg
+    for base in (Path.cwd(), _REPO):
+        if (base / "scenarios" / "demo.yaml").is_file():
+            return base / "scenarios" / "demo.yaml"
+    raise ConfigError("scenarios/demo.yaml not found (run from the repository, or give "
+                      "--scenario)", path="--scenario")
+
+
+def _clear_previous(out: Path, names: list[str]) -> None:
+    """Remove the previous demo's runs and report in ``out``; nothing else is touched."""
+    for name in [*names, "report"]:
+        d = out / name
+        if d.is_dir() and ((d / "run.json").exists() or (d / "server.log").exists()
+                           or name == "report"):
+            shutil.rmtree(d)
+
+
+def run(args: argparse.Namespace) -> int:
+    from specload.sweep import SweepPlan, compare_sweep, run_sweep
+
+    profile = _check_profile(args.profile)
+    scenario = _scenario_path(args.scenario)
+    conditions = demo_conditions(profile)
+    _clear_previous(args.out, [c.name for c in conditions])
+    server_cmd = (f"{shlex.quote(sys.executable)} -m specload sim --host 127.0.0.1 "
+                  f"--port {{port}} --profile {shlex.quote(profile)}")
+    plan = SweepPlan(scenario=scenario, out=args.out, conditions=conditions,
+                     server_cmd=server_cmd, health_timeout_s=60.0)
+    print(f"specload demo: simulator profile {profile}, scenario {scenario}, "
+          f"4 conditions -> {args.out}")
+    try:
+        results = run_sweep(plan)
+    except KeyboardInterrupt:
+        print(f"specload demo: interrupted; partial runs are in {args.out}", file=sys.stderr)
+        return 130
+    bad = [r.condition.name for r in results if r.status != "completed"]
+    if bad:
+        print(f"specload demo: runs did not complete: {', '.join(bad)}", file=sys.stderr)
+        return 1
+    outcome = compare_sweep(args.out, [r.run_dir for r in results])
+    return 0 if outcome == 0 else outcome
+
+
+def _check_profile(name: str) -> str:
+    from specload.sim.profiles import list_profiles
+
+    if name not in list_profiles() and not Path(name).is_file():
+        raise ConfigError(f"no profile {name!r} (bundled: {', '.join(list_profiles())})",
+                          path="--profile")
+    return name

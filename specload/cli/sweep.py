@@ -1,0 +1,115 @@
+"""``specload sweep``: one run per server condition, each on a fresh server, then compare.
+
+    specload sweep --server-cmd 'vllm serve MODEL --port {port}' \\
+      --condition baseline= \\
+      --condition spec='--speculative-config {"method":"ngram","num_speculative_tokens":4}' \\
+      --condition prefix=--enable-prefix-caching \\
+      --scenario scenarios/low-to-medium.yaml --out runs/sweep-1
+
+Each condition's run lands in ``OUT/<name>/`` (with the server's log), the comparison in
+``OUT/report/``. ``--url URL --label NAME`` measures a server someone else manages instead
+(one condition per invocation; runs already in ``OUT`` are compared with it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from specload.errors import ConfigError, TargetError
+
+__all__ = ["add_parser", "run", "summarize_and_compare"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "sweep",
+        help="measure each server condition (baseline, speculative, prefix caching) and compare",
+        description=(__doc__ or "").replace("``", ""),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    target = p.add_argument_group("server (one of)")
+    target.add_argument("--server-cmd", metavar="CMD",
+                        help="command that starts the server; {port} is replaced by the port, "
+                             "each condition's flags are appended")
+    target.add_argument("--url", help="a server someone else manages (no start/stop)")
+    p.add_argument("--condition", action="append", default=[], metavar="NAME=FLAGS",
+                   help="a condition and its extra server flags, split like a shell does "
+                        "(repeatable; 'baseline=' for none)")
+    p.add_argument("--label", help="with --url: the condition's name (same as --condition NAME=)")
+    p.add_argument("--scenario", required=True, type=Path, help="scenario YAML")
+    p.add_argument("--out", required=True, type=Path, help="sweep directory")
+    p.add_argument("--port", type=int, help="server port (default: a free port per condition)")
+    p.add_argument("--health-timeout", type=float, default=600.0, metavar="S",
+                   help="seconds to wait for the server's /health (default 600)")
+    p.add_argument("--store-text", action="store_true",
+                   help="also store raw prompts and outputs in the records")
+    p.add_argument("--processes", type=int, metavar="N",
+                   help="Locust worker processes per run (as locust --processes)")
+    p.add_argument("--no-compare", action="store_true", help="skip the comparison at the end")
+    p.set_defaults(func=run)
+
+
+def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from specload.sweep import SweepPlan, parse_condition
+
+    texts = list(args.condition)
+    if args.label:
+        if args.url is None:
+            raise ConfigError("--label names the condition of a --url server", path="--label")
+        texts.append(f"{args.label}=")
+    conditions = [parse_condition(t) for t in texts]
+    if args.port is not None and not 0 < args.port < 65536:
+        raise ConfigError(f"{args.port} is not a TCP port", path="--port")
+    if args.processes is not None and args.processes < 1:
+        raise ConfigError("must be at least 1", path="--processes")
+    _validate_scenario(args.scenario)
+    return SweepPlan(
+        scenario=args.scenario, out=args.out, conditions=conditions,
+        server_cmd=args.server_cmd, url=args.url, port=args.port,
+        health_timeout_s=args.health_timeout, store_text=args.store_text,
+        processes=args.processes,
+    )
+
+
+def _validate_scenario(path: Path) -> None:
+    """Fail on a bad scenario before any server starts (a vLLM start can take minutes)."""
+    if not path.is_file():
+        raise ConfigError("no such file", file=str(path), path="--scenario")
+    from specload.scenario import load_scenario
+
+    load_scenario(path)
+
+
+def run(args: argparse.Namespace) -> int:
+    from specload.sweep import run_sweep
+
+    plan = _plan(args)
+    try:
+        results = run_sweep(plan)
+    except TargetError as exc:
+        _print_results(getattr(exc, "results", []))
+        raise
+    except KeyboardInterrupt as exc:
+        _print_results(getattr(exc, "results", []))
+        print(f"specload sweep: interrupted; runs so far are in {plan.out}", file=sys.stderr)
+        return 130
+    _print_results(results)
+    failed = [r for r in results if r.status != "completed"]
+    if args.no_compare:
+        return 1 if failed else 0
+    code = summarize_and_compare(plan.out, [r.run_dir for r in results])
+    return 1 if failed else code
+
+
+def _print_results(results: list) -> None:  # type: ignore[type-arg]
+    for r in results:
+        print(f"  {r.condition.name:<16} {r.status:<12} {r.run_dir}")
+
+
+def summarize_and_compare(out: Path, run_dirs: list[Path]) -> int:
+    """Compare every run in ``out`` (this sweep's and earlier ones) into ``out/report``."""
+    from specload.sweep import compare_sweep
+
+    return compare_sweep(out, run_dirs)

@@ -1,0 +1,404 @@
+"""The measurement protocol as one command: one run per server condition, then compare.
+
+For each condition (a name and the extra server flags that make it), the sweep starts a fresh
+server (``target.ManagedServer``), resets its prefix cache, drives one headless run through
+``specload run`` in a child process, stops the server, and stamps the run's ``run.json``
+with the exact server command line and the condition as declared (speculative config JSON,
+prefix caching). The run is a child process, not a function call, because Locust needs
+gevent's monkey-patching, which must not leak into the process that owns the servers, and
+because a child can be interrupted and still write its records.
+
+Ctrl-C (or SIGTERM) at any point: the current run gets SIGINT and is marked ``interrupted``
+with the records it has, the server's process group is stopped, and no further condition runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specload.errors import ConfigError, TargetError
+from specload.target import ExternalTarget, ManagedServer, Target, reset_prefix_cache
+
+__all__ = [
+    "Condition",
+    "ConditionResult",
+    "SweepPlan",
+    "parse_condition",
+    "patch_run_json",
+    "run_sweep",
+]
+
+#: Seconds a run may take to finish after SIGINT before it is terminated.
+RUN_INTERRUPT_GRACE_S = 30.0
+
+_SPEC_FLAGS = ("--speculative-config", "--speculative_config")
+_SPEC_UNQUOTED = re.compile(r"(?:^|\s)--speculative[-_]config(?:=|\s+)\{")
+_PREFIX_ON = ("--enable-prefix-caching", "--enable_prefix_caching")
+_PREFIX_OFF = ("--no-enable-prefix-caching", "--no_enable_prefix_caching")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One server condition: a label and the flags added to the server command for it.
+
+    ``speculative`` and ``prefix_caching`` are what the flags declare (``None``: not said,
+    the server's default applies), written to ``run.json`` so compare can attribute effects.
+    """
+
+    name: str
+    flags: tuple[str, ...] = ()
+    speculative: dict[str, Any] | None = None
+    prefix_caching: bool | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"speculative": self.speculative, "prefix_caching": self.prefix_caching}
+
+
+def parse_condition(text: str, default_prefix_caching: bool | None = None) -> Condition:
+    """``NAME=FLAGS`` (flags split like a shell would) into a ``Condition``.
+
+    ``baseline=`` is a condition with no extra flags. The speculative config must be JSON,
+    as vLLM requires; a typo is reported here, before any server starts.
+    """
+    where = f"--condition {text!r}"
+    name, sep, flag_text = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ConfigError("expected NAME=FLAGS, e.g. baseline= or prefix=--enable-prefix-caching",
+                          path=where)
+    if not all(c.isalnum() or c in "-_." for c in name):
+        raise ConfigError("NAME may hold only letters, digits, '-', '_' and '.'", path=where)
+    flags = _split_flags(flag_text, where)
+    prefix = default_prefix_caching
+    spec_text: str | None = None
+    for i, flag in enumerate(flags):
+        key, eq, value = flag.partition("=")
+        if key in _SPEC_FLAGS:
+            spec_text = value if eq else (flags[i + 1] if i + 1 < len(flags) else "")
+        elif flag in _PREFIX_ON:
+            prefix = True
+        elif flag in _PREFIX_OFF:
+            prefix = False
+    spec = _parse_spec_json(spec_text, where) if spec_text is not None else None
+    return Condition(name=name, flags=flags, speculative=spec, prefix_caching=prefix)
+
+
+def _split_flags(text: str, where: str) -> tuple[str, ...]:
+    """Split like a shell, except that an unquoted JSON object after ``--speculative-config``
+    is kept verbatim: ``spec=--speculative-config {"method":"ngram"}`` means what it says,
+    although a shell split would strip the JSON's double quotes.
+    """
+    match = _SPEC_UNQUOTED.search(text)
+    raw_json = _balanced_braces(text, match.end() - 1) if match else None
+    if match and raw_json is not None:
+        end = match.end() - 1 + len(raw_json)
+        head, tail = text[: match.end() - 1], text[end:]
+        try:
+            before, after = shlex.split(head), shlex.split(tail)
+        except ValueError as exc:
+            raise ConfigError(f"cannot split the flags ({exc})", path=where) from exc
+        if head.endswith("="):  # --speculative-config={...}
+            return (*before[:-1], before[-1] + raw_json, *after)
+        return (*before, raw_json, *after)
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as exc:
+        raise ConfigError(f"cannot split the flags ({exc})", path=where) from exc
+
+
+def _balanced_braces(text: str, start: int) -> str | None:
+    """The ``{...}`` object starting at ``text[start]``, skipping braces inside JSON strings."""
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        c = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+            continue
+        if c == '"':
+            in_string = True
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return None
+
+
+def _parse_spec_json(text: str, where: str) -> dict[str, Any]:
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--speculative-config is not valid JSON ({exc.msg} at char {exc.pos})",
+                          path=where) from exc
+    if not isinstance(spec, dict):
+        raise ConfigError("--speculative-config must be a JSON object", path=where)
+    return spec
+
+
+@dataclass
+class SweepPlan:
+    """Everything a sweep needs. Exactly one of ``server_cmd`` and ``url`` is set."""
+
+    scenario: Path
+    out: Path
+    conditions: Sequence[Condition]
+    server_cmd: str | None = None
+    url: str | None = None
+    port: int | None = None
+    health_timeout_s: float = 600.0
+    store_text: bool = False
+    processes: int | None = None
+    run_args: Sequence[str] = ()
+
+
+@dataclass
+class ConditionResult:
+    """How one condition's run ended: ``status`` is run.json's (or ``failed`` if it has none)."""
+
+    condition: Condition
+    run_dir: Path
+    status: str
+    returncode: int | None = None
+    server_cmd: str | None = None
+    detail: str = ""
+
+
+@dataclass
+class _Sweep:
+    plan: SweepPlan
+    say: Callable[[str], None]
+    results: list[ConditionResult] = field(default_factory=list)
+
+
+def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> list[ConditionResult]:
+    """Run every condition in order; returns one result per condition that started.
+
+    Raises ``TargetError`` when a server cannot be started (after stopping it) and
+    ``KeyboardInterrupt`` after a Ctrl-C has been cleaned up; the results gathered so far
+    are then in the exception's ``results`` attribute.
+    """
+    _check_plan(plan)
+    sweep = _Sweep(plan, say)
+    with _sigterm_as_interrupt():
+        for i, cond in enumerate(plan.conditions, 1):
+            say(f"[sweep] condition {i}/{len(plan.conditions)}: {cond.name}"
+                + (f" ({shlex.join(cond.flags)})" if cond.flags else " (no extra flags)"))
+            try:
+                result = _run_condition(sweep, cond)
+            except (KeyboardInterrupt, TargetError) as exc:
+                exc.results = sweep.results  # type: ignore[union-attr]
+                raise
+            sweep.results.append(result)
+            say(f"[sweep] {cond.name}: {result.status} -> {result.run_dir}")
+    return sweep.results
+
+
+def _check_plan(plan: SweepPlan) -> None:
+    if (plan.server_cmd is None) == (plan.url is None):
+        raise ConfigError("give exactly one of --server-cmd and --url")
+    if plan.url is not None and len(plan.conditions) != 1:
+        raise ConfigError("with --url (a server someone else manages) give exactly one "
+                          "condition, via --label", path="--url")
+    if not plan.conditions:
+        raise ConfigError("no condition given (expected --condition NAME=FLAGS ...)")
+    names = [c.name for c in plan.conditions]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"condition names must be unique, repeated: {', '.join(dupes)}")
+    if not plan.scenario.is_file():
+        raise ConfigError("no such file", file=str(plan.scenario), path="--scenario")
+    for name in names:
+        d = plan.out / name
+        if (d / "run.json").exists() or (d / "requests.jsonl").exists():
+            raise ConfigError(f"{d} already holds a run (choose another --out or remove it)",
+                              path="--out")
+
+
+def _make_target(plan: SweepPlan, cond: Condition, run_dir: Path) -> Target:
+    if plan.url is not None:
+        return ExternalTarget(plan.url)
+    assert plan.server_cmd is not None
+    return ManagedServer(
+        template=plan.server_cmd,
+        extra_flags=cond.flags,
+        port=plan.port or _free_port(),
+        log_path=run_dir / "server.log",
+        health_timeout_s=plan.health_timeout_s,
+    )
+
+
+def _run_condition(sweep: _Sweep, cond: Condition) -> ConditionResult:
+    plan = sweep.plan
+    run_dir = plan.out / cond.name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    target = _make_target(plan, cond, run_dir)
+    started = time.monotonic()
+    interrupted = False
+    code: int | None = None
+    try:
+        if target.command_line:
+            sweep.say(f"[sweep] starting server: {target.command_line}")
+        target.start()
+        took_s = time.monotonic() - started
+        sweep.say(f"[sweep] server healthy at {target.url} after {took_s:.1f} s")
+        if not reset_prefix_cache(target.url):
+            sweep.say("[sweep] server has no /reset_prefix_cache; prefix cache not reset")
+        code = _drive_run(plan, cond, target.url, run_dir)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        target.stop()
+        status = patch_run_json(run_dir, cond, target.command_line, interrupted, code)
+        if interrupted:
+            sweep.say(f"[sweep] interrupted: {cond.name} marked {status}, server stopped")
+    return ConditionResult(cond, run_dir, status, code, target.command_line)
+
+
+def _run_command(plan: SweepPlan, cond: Condition, url: str, run_dir: Path) -> list[str]:
+    cmd = [sys.executable, "-m", "specload", "run", "--host", url,
+           "--scenario", str(plan.scenario), "--label", cond.name, "--out", str(run_dir)]
+    if plan.processes:
+        cmd += ["--processes", str(plan.processes)]
+    if plan.store_text:
+        cmd.append("--store-text")
+    return [*cmd, *plan.run_args]
+
+
+def _drive_run(plan: SweepPlan, cond: Condition, url: str, run_dir: Path) -> int:
+    """``specload run`` in its own process group; its progress lines go to our terminal.
+
+    Its own group means a terminal Ctrl-C reaches only us, and we forward exactly one SIGINT,
+    so the run sees the same signal whether the user or a test interrupted the sweep.
+    """
+    proc = subprocess.Popen(_run_command(plan, cond, url, run_dir), start_new_session=True)
+    try:
+        code = proc.wait()
+        _kill_stragglers(proc.pid)
+        return code
+    except KeyboardInterrupt:
+        _interrupt_run(proc)
+        raise
+    finally:
+        if proc.poll() is None:
+            _interrupt_run(proc)
+
+
+def _interrupt_run(proc: subprocess.Popen[bytes]) -> None:
+    """SIGINT the run's group; escalate to SIGTERM and SIGKILL if it does not finish."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip this
+    try:
+        for sig, grace_s in ((signal.SIGINT, RUN_INTERRUPT_GRACE_S), (signal.SIGTERM, 5.0),
+                             (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout=grace_s)
+                _kill_stragglers(proc.pid)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _kill_stragglers(pgid: int) -> None:
+    """Locust ``--processes`` children left behind by a run that exited: kill them."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def patch_run_json(run_dir: Path, cond: Condition, server_cmd: str | None,
+                   interrupted: bool, returncode: int | None) -> str:
+    """Stamp ``server_cmd`` and ``condition`` into run.json; fix a status left ``running``.
+
+    Returns the run's final status. A run that never wrote run.json (its server failed to
+    start, or it was interrupted before its first step) is reported as ``failed`` or
+    ``interrupted`` and nothing is written.
+    """
+    path = run_dir / "run.json"
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return "interrupted" if interrupted else "failed"
+    meta["server_cmd"] = server_cmd
+    meta["condition"] = cond.as_json()
+    if meta.get("status") in (None, "running"):
+        meta["status"] = "interrupted" if interrupted else "failed"
+        meta.setdefault("ended_at", time.time())
+        if meta["ended_at"] is None:
+            meta["ended_at"] = time.time()
+        note = f"status set by sweep: run exited with code {returncode}"
+        meta["notes"] = [*(meta.get("notes") or []), note]
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(meta, indent=2) + "\n")
+    os.replace(tmp, path)
+    return str(meta["status"])
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Treat SIGTERM (a CI job cancelled) like Ctrl-C, so servers are stopped either way."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def sweep_run_dirs(out: Path) -> list[Path]:
+    """Every run dir directly under ``out`` (this sweep's and earlier ``--url`` ones)."""
+    return sorted(p.parent for p in out.glob("*/run.json") if p.parent.name != "report")
+
+
+def compare_sweep(out: Path, run_dirs: Sequence[Path]) -> int:
+    """Compare the sweep's runs into ``out/report``; returns compare's exit code.
+
+    The first of ``run_dirs`` is the baseline. Runs already in ``out`` from earlier
+    invocations (``--url``, one condition each) are compared too.
+    """
+    dirs = list(run_dirs) + [d for d in sweep_run_dirs(out) if d not in run_dirs]
+    if len(dirs) < 2:
+        print(f"[sweep] one run in {out}; add another condition to compare")
+        return 0
+    cmd = [sys.executable, "-m", "specload", "compare", *map(str, dirs),
+           "--out", str(out / "report"), "--baseline", dirs[0].name]
+    return subprocess.call(cmd)
