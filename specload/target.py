@@ -190,6 +190,10 @@ class ManagedServer:
             start_new_session=True,
             env=env,
         )
+        # The group id is the shell's pid; tests and users find the server by it.
+        pid = self.proc.pid
+        self._log.write(f"[specload] server pid {pid} (process group {pid})\n".encode())
+        self._log.flush()
         try:
             self._wait_healthy()
         except BaseException:

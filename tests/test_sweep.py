@@ -1,0 +1,222 @@
+"""``specload sweep`` end to end: the real simulator as the subprocess server, real Locust runs.
+
+Every test checks by PID (process group) that nothing it caused is left running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specload.errors import ConfigError
+from specload.sweep import parse_condition
+from tests.conftest import REPO
+
+PY = shlex.quote(sys.executable)
+SIM_CMD = f"{PY} -m specload sim --host 127.0.0.1 --port {{port}} --profile tiny"
+
+SCENARIO = """\
+name: sweep-test
+max_tokens: 16
+min_tokens: 16
+ignore_eos: true
+arrival: poisson
+steps: {steps}
+step_duration_s: {duration}
+warmup_s: 0.5
+max_concurrency: 32
+metrics_interval_s: 1
+request_timeout_s: 20
+prompts:
+  synthetic:
+    input_tokens: 64
+    shared_prefix_tokens: 32
+    count: 20
+"""
+
+
+def _scenario(tmp_path: Path, steps: str = "[4, 8]", duration: float = 1.5) -> Path:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(SCENARIO.format(steps=steps, duration=duration))
+    return path
+
+
+def _sweep(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "specload", "sweep", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout_s)
+
+
+def _server_pgid(run_dir: Path) -> int:
+    match = re.search(r"\[specload\] server pid (\d+)", (run_dir / "server.log").read_text())
+    assert match, "server.log names the server's pid"
+    return int(match.group(1))
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _records(run_dir: Path) -> list[dict]:
+    lines = (run_dir / "requests.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_condition_flags_declare_speculative_json_and_prefix_caching() -> None:
+    spec_json = '{"method":"ngram","num_speculative_tokens":4}'
+    spec = parse_condition(f"spec=--speculative-config '{spec_json}'")
+    assert spec.flags == ("--speculative-config", spec_json)
+    assert spec.as_json() == {"speculative": {"method": "ngram", "num_speculative_tokens": 4},
+                              "prefix_caching": None}
+    # Unquoted JSON is kept verbatim (a shell split would strip its double quotes).
+    unquoted = parse_condition('both=--speculative-config {"method": "ngram"} '
+                               "--enable-prefix-caching")
+    assert unquoted.flags == ("--speculative-config", '{"method": "ngram"}',
+                              "--enable-prefix-caching")
+    assert unquoted.as_json() == {"speculative": {"method": "ngram"}, "prefix_caching": True}
+    assert parse_condition("baseline=", default_prefix_caching=False).as_json() == {
+        "speculative": None, "prefix_caching": False}
+    assert parse_condition("off=--no-enable-prefix-caching").prefix_caching is False
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("baseline", "expected NAME=FLAGS"),
+    ("spec=--speculative-config {method: ngram}", "not valid JSON"),
+    ("spec=--speculative-config '[4]'", "must be a JSON object"),
+    ("x=--flag 'unclosed", "cannot split"),
+])
+def test_bad_condition_is_a_config_error_naming_it(text: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(problem)) as err:
+        parse_condition(text)
+    assert repr(text) in str(err.value)
+
+
+def test_bad_input_exits_2_with_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path)
+    cases = [
+        ["--server-cmd", SIM_CMD, "--condition", "a=", "--condition", "a=--x"],
+        ["--server-cmd", "vllm serve m", "--condition", "a="],
+        ["--url", "http://127.0.0.1:9", "--condition", "a=", "--condition", "b="],
+        ["--server-cmd", SIM_CMD, "--url", "http://127.0.0.1:9", "--condition", "a="],
+    ]
+    for extra in cases:
+        out = _sweep(*extra, "--scenario", str(scenario), "--out", str(tmp_path / "o"))
+        assert out.returncode == 2, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    bad_scenario = tmp_path / "bad.yaml"
+    bad_scenario.write_text("steps: [1]\nstep_duration_s: -1\n")
+    out = _sweep("--server-cmd", SIM_CMD, "--condition", "a=", "--scenario", str(bad_scenario),
+                 "--out", str(tmp_path / "o"))
+    assert out.returncode == 2 and "step_duration_s" in out.stderr
+    assert not (tmp_path / "o" / "a" / "server.log").exists()
+
+
+def test_sweep_runs_each_condition_on_its_own_server_and_stamps_run_json(tmp_path: Path) -> None:
+    out_dir = tmp_path / "sweep"
+    res = _sweep("--server-cmd", SIM_CMD, "--condition", "baseline=",
+                 "--condition", "prefix=--enable-prefix-caching",
+                 "--scenario", str(_scenario(tmp_path)), "--out", str(out_dir), "--no-compare")
+    assert res.returncode == 0, res.stdout + res.stderr
+    pgids = []
+    for name, prefix_flag in (("baseline", False), ("prefix", True)):
+        run_dir = out_dir / name
+        meta = json.loads((run_dir / "run.json").read_text())
+        assert meta["status"] == "completed" and meta["label"] == name
+        assert meta["condition"] == {"speculative": None,
+                                     "prefix_caching": True if prefix_flag else None}
+        cmd = shlex.split(meta["server_cmd"])
+        assert cmd[:3] == [sys.executable, "-m", "specload"] and "--port" in cmd
+        assert ("--enable-prefix-caching" in cmd) is prefix_flag
+        assert meta["target"]["url"].endswith(f":{cmd[cmd.index('--port') + 1]}")
+        records = _records(run_dir)
+        assert records and all(r["ok"] for r in records)
+        assert len(records) == meta["counts"]["sent"]
+        pgids.append(_server_pgid(run_dir))
+    assert pgids[0] != pgids[1]
+    assert not any(_group_alive(g) for g in pgids)
+
+
+def test_server_that_exits_at_start_fails_with_its_log_tail(tmp_path: Path) -> None:
+    cmd = f"{PY} -c 'import sys; print(\"CUDA out of memory (pretend)\"); sys.exit(1)' {{port}}"
+    out_dir = tmp_path / "sweep"
+    res = _sweep("--server-cmd", cmd, "--condition", "baseline=", "--condition", "spec=",
+                 "--scenario", str(_scenario(tmp_path)), "--out", str(out_dir))
+    assert res.returncode == 1, res.stderr
+    assert "exited with code 1" in res.stderr and "CUDA out of memory (pretend)" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not _group_alive(_server_pgid(out_dir / "baseline"))
+    assert not (out_dir / "spec").exists(), "no condition runs after a server failed to start"
+
+
+def test_server_never_healthy_times_out_and_is_killed(tmp_path: Path) -> None:
+    cmd = f"{PY} -c 'import time; print(\"loading weights\", flush=True); time.sleep(60)' {{port}}"
+    out_dir = tmp_path / "sweep"
+    res = _sweep("--server-cmd", cmd, "--condition", "baseline=", "--health-timeout", "2",
+                 "--scenario", str(_scenario(tmp_path)), "--out", str(out_dir))
+    assert res.returncode == 1
+    assert "within 2 s" in res.stderr and "loading weights" in res.stderr
+    assert not _group_alive(_server_pgid(out_dir / "baseline"))
+
+
+def _wait_for(predicate, timeout_s: float) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.1)
+
+
+def _record_count(path: Path) -> int:
+    try:
+        return path.read_text().count("\n")
+    except OSError:
+        return 0
+
+
+def test_sigint_marks_the_run_interrupted_keeps_records_and_stops_everything(
+    tmp_path: Path,
+) -> None:
+    out_dir = tmp_path / "sweep"
+    args = [sys.executable, "-m", "specload", "sweep", "--server-cmd", SIM_CMD,
+            "--condition", "baseline=", "--condition", "spec=",
+            "--scenario", str(_scenario(tmp_path, "[8, 8, 8, 8]", 5)), "--out", str(out_dir)]
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        records = out_dir / "baseline" / "requests.jsonl"
+        _wait_for(lambda: _record_count(records) >= 5, 60)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    run_dir = out_dir / "baseline"
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["status"] == "interrupted"
+    assert meta["server_cmd"] and "--port" in meta["server_cmd"]
+    recs = _records(run_dir)  # every line parses: nothing half-written
+    assert len(recs) >= 5 and len({r["request_id"] for r in recs}) == len(recs)
+    assert not _group_alive(_server_pgid(run_dir))
+    assert not (out_dir / "spec").exists()
+    leftover = [p for p in Path("/proc").iterdir()
+                if p.name.isdigit() and _cmdline_has(p, str(out_dir))]
+    assert not leftover, "the run process and its children exited"
+
+
+def _cmdline_has(proc_dir: Path, needle: str) -> bool:
+    try:
+        return needle in (proc_dir / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
