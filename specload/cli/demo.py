@@ -59,10 +59,12 @@ def demo_conditions(profile: str) -> list:  # type: ignore[type-arg]
     spec = json.dumps(SPEC_CONFIGS.get(profile, SPEC_CONFIGS[DEFAULT_PROFILE]),
                       separators=(",", ":"))
     spec_flags = shlex.join(["--speculative-config", spec])
-    texts = ["baseline=", f"spec={spec_flags}", "prefix=--enable-prefix-caching",
-             f"both={spec_flags} --enable-prefix-caching"]
-    # The simulator, like vLLM before V1, has prefix caching off unless the flag is given.
-    return [parse_condition(t, default_prefix_caching=False) for t in texts]
+    # Prefix caching is said explicitly both ways, as a real vLLM sweep must (vLLM V1 turns
+    # it on by default), so each run.json records exactly what its server ran with.
+    off, on = "--no-enable-prefix-caching", "--enable-prefix-caching"
+    texts = [f"baseline={off}", f"spec={spec_flags} {off}", f"prefix={on}",
+             f"both={spec_flags} {on}"]
+    return [parse_condition(t) for t in texts]
 
 
 def _scenario_path(arg: Path | None) -> Path:
