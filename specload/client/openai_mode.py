@@ -1,0 +1,171 @@
+"""``client: openai``: the same request and record, sent with the official ``openai`` SDK.
+
+For users who want the SDK's exact semantics (its request building, its SSE parser, its
+pydantic chunk objects). Same ``send`` signature and record as ``StreamClient``; the
+SDK costs far more CPU per chunk (see ``benchmarks/results/client_fidelity.md``), so one
+process saturates at a much lower token rate and its timestamps drift under load.
+
+One SDK client with one shared HTTP client (connection pool sized by ``concurrency``) and
+``max_retries=0``: a retried request would hide a failure and double-count load. Under
+Locust, gevent has monkey-patched sockets, so the synchronous SDK is cooperative.
+Error mapping: ``APIConnectionError`` → ``connect`` (before any response) or
+``stream_broken`` (after chunks arrived), ``APITimeoutError`` / our deadline → ``timeout``,
+``APIStatusError`` → ``http``, anything unparseable → ``bad_payload``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gevent
+from gevent import GreenletExit
+
+from specload.client.assemble import RecordBuilder
+from specload.client.request import ChatRequest, RecordMeta
+from specload.client.stream import RequestCancelled
+from specload.client.timing import CLOCK
+from specload.records import ErrorInfo, RequestRecord
+
+__all__ = ["OpenAIStreamClient"]
+
+
+class _Deadline(Exception):
+    """Our own whole-request deadline (the SDK's timeout is per read)."""
+
+
+class _Broken(Exception):
+    """The stream ended (or broke) before it was complete."""
+
+
+class OpenAIStreamClient:
+    """Streams chat completions through ``openai.OpenAI``; safe to share between greenlets."""
+
+    def __init__(self, base_url: str, *, api_key: str | None = None, timeout_s: float = 120.0,
+                 store_text: bool = False, concurrency: int = 64,
+                 extra_headers: dict[str, str] | None = None, record_itl: bool = True) -> None:
+        import httpx2
+        import openai
+
+        base = base_url.rstrip("/")
+        if not base.endswith("/v1"):
+            base += "/v1"
+        limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        self._http = openai.DefaultHttpx2Client(limits=limits, timeout=timeout_s)
+        self._sdk = openai.OpenAI(base_url=base, api_key=api_key or "EMPTY", max_retries=0,
+                                  timeout=timeout_s, http_client=self._http,
+                                  default_headers=extra_headers or None)
+        self._openai = openai
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = float(timeout_s)
+        self.store_text = store_text
+        self.record_itl = record_itl
+
+    def close(self) -> None:
+        """Close pooled connections."""
+        self._sdk.close()
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"OpenAIStreamClient({self.base_url!r}, timeout_s={self.timeout_s:g})"
+
+    def send(self, req: ChatRequest, *, request_id: str, worker: str, step: int, repeat: int,
+             target_qps: float, warmup: bool, scheduled_at: float) -> RequestRecord:
+        """Send ``req`` with the SDK and return its one record (failures included)."""
+        meta = RecordMeta(request_id=request_id, worker=worker, step=step, repeat=repeat,
+                          target_qps=target_qps, warmup=warmup, scheduled_at=scheduled_at)
+        kwargs = _sdk_kwargs(req, request_id)
+        sent_at = CLOCK.now()
+        b = RecordBuilder(req, meta, sent_at, store_text=self.store_text,
+                          record_itl=self.record_itl)
+        error: ErrorInfo | None = None
+        timer = gevent.Timeout(self.timeout_s, _Deadline)
+        timer.start()
+        try:
+            self._exchange(kwargs, b, req.stream)
+        except _Deadline:
+            error = ErrorInfo("timeout", f"no complete response within {self.timeout_s:g} s")
+        except GreenletExit:
+            rec = b.build(ErrorInfo("cancelled", "greenlet killed"), CLOCK.now())
+            raise RequestCancelled(rec) from None
+        except Exception as exc:  # noqa: BLE001 - a request must never crash the run
+            error = self._classify(exc, b)
+        finally:
+            timer.close()
+        return b.build(error, b.done_at if b.done_at is not None else CLOCK.now())
+
+    def _exchange(self, kwargs: dict[str, Any], b: RecordBuilder, stream: bool) -> None:
+        create = self._sdk.chat.completions.create
+        if not stream:
+            resp = create(**kwargs)
+            b.status = 200
+            b.done_at = t = CLOCK.now()
+            b.on_chunk(resp.model_dump(exclude_none=True), t)
+            return
+        with create(**kwargs) as chunks:
+            b.status = chunks.response.status_code
+            for chunk in chunks:
+                t = CLOCK.now()
+                _on_sdk_chunk(b, chunk, t)
+        if b.finish_reason is None:
+            raise _Broken("stream ended before finish_reason")
+        b.saw_done = True
+        b.done_at = b.timing.last_content_at or CLOCK.now()
+
+    def _classify(self, exc: Exception, b: RecordBuilder) -> ErrorInfo:
+        o = self._openai
+        detail = f"{exc.__class__.__name__}: {str(exc)[:160]}"
+        if isinstance(exc, o.APITimeoutError):
+            return ErrorInfo("timeout", detail)
+        if isinstance(exc, o.APIStatusError):
+            b.status = exc.status_code
+            return ErrorInfo("http", f"HTTP {exc.status_code}: {str(exc)[:160]}")
+        if isinstance(exc, o.APIConnectionError):
+            kind = "stream_broken" if (b.status is not None) else "connect"
+            return ErrorInfo(kind, detail)
+        import httpx2
+
+        if isinstance(exc, _Broken) or (b.status is not None and isinstance(
+                exc, (OSError, httpx2.TransportError))):
+            return ErrorInfo("stream_broken", detail)
+        return ErrorInfo("bad_payload", detail)
+
+
+def _sdk_kwargs(req: ChatRequest, request_id: str) -> dict[str, Any]:
+    """The SDK call: standard fields as arguments, vLLM extensions in ``extra_body``."""
+    body = req.body()
+    std = {"model", "messages", "temperature", "stream", "stream_options", "max_tokens",
+           "seed", "stop", "tools"}
+    kwargs: dict[str, Any] = {k: v for k, v in body.items() if k in std}
+    extra = {k: v for k, v in body.items() if k not in std}
+    if extra:
+        kwargs["extra_body"] = extra
+    kwargs["extra_headers"] = {"X-Request-Id": request_id}
+    return kwargs
+
+
+def _on_sdk_chunk(b: RecordBuilder, chunk: Any, t: float) -> None:
+    """Attribute access on the SDK's pydantic chunk (cheaper than ``model_dump``)."""
+    if chunk.choices:
+        choice = chunk.choices[0]
+        delta = choice.delta
+        got = False
+        if delta is not None:
+            if delta.content:
+                b.add_text(delta.content)
+                got = True
+            extra = getattr(delta, "model_extra", None) or {}
+            reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+            if reasoning:
+                b.add_text(reasoning, kind="reasoning")
+                got = True
+            if delta.tool_calls:
+                for i, call in enumerate(delta.tool_calls):
+                    b.tool_call(call.index if call.index is not None else i)
+                    fn = call.function
+                    b.add_text(((fn.name or "") + (fn.arguments or "")) if fn else "", kind="tool")
+                got = True
+        if got:
+            b.timing.content(t)
+        if choice.finish_reason:
+            b.finish_reason = choice.finish_reason
+    if chunk.usage is not None:
+        b.usage(chunk.usage.model_dump())

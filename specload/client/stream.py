@@ -1,0 +1,221 @@
+"""The default client: one streaming chat completion over geventhttpclient → one record.
+
+``StreamClient(base_url, *, api_key, timeout_s, store_text=False, concurrency=64,
+extra_headers=None).send(req, *, request_id, worker, step, repeat, target_qps, warmup,
+scheduled_at) -> RequestRecord``.
+
+Why not Locust's ``FastHttpSession.iter_lines``: it fills a 1024-byte buffer before yielding,
+which holds a small SSE chunk back until later chunks arrive (~3 inter-token gaps added to
+TTFT). Here the response is read with ``readline`` — it returns as soon as one line is in —
+the arrival time is taken right after it returns and before any parsing, and chunks are
+parsed with orjson. Everything is gevent-cooperative (geventhttpclient sockets), so one
+process streams hundreds of responses at once.
+
+``send`` never raises for server or network problems: every failure becomes a record with
+``ok=False`` and ``error.kind`` one of ``connect`` (refused, DNS, connect timeout),
+``timeout`` (``timeout_s`` over the whole request), ``http`` (status != 200),
+``stream_broken`` (connection lost before the stream ended), ``bad_payload`` (a line that
+is not an OpenAI chunk) or ``cancelled``. The one exception to "never raises" is the
+greenlet being killed (Locust stopping users): ``send`` then raises ``RequestCancelled``, a
+``GreenletExit`` carrying the ``cancelled`` record in ``.record``, so the caller can record
+it and the greenlet still dies as gevent expects.
+
+``concurrency`` sizes the connection pool; it must be at least the number of requests in
+flight at once (the scenario's ``max_concurrency``), or requests wait for a connection
+after ``sent_at`` and that wait shows up as TTFT. The API key goes only into the
+``Authorization`` header, never into a record or a log line.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import gevent
+import orjson
+from gevent import GreenletExit
+from geventhttpclient import HTTPClient
+from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
+from geventhttpclient.url import URL
+
+from specload.client.assemble import RecordBuilder
+from specload.client.request import ChatRequest, RecordMeta
+from specload.client.sse import SSEDecoder
+from specload.client.timing import CLOCK
+from specload.records import ErrorInfo, RequestRecord
+
+__all__ = ["ChatRequest", "RequestCancelled", "StreamClient"]
+
+_MAX_ERROR_BODY = 2048
+
+
+class RequestCancelled(GreenletExit):
+    """The sending greenlet was killed; ``record`` is the request's ``cancelled`` record."""
+
+    def __init__(self, record: RequestRecord) -> None:
+        super().__init__("request cancelled")
+        self.record = record
+
+
+class _Deadline(Exception):
+    """Raised by our own ``gevent.Timeout`` when a request exceeds ``timeout_s``."""
+
+
+class _Failure(Exception):
+    """A classified failure on the way out of the read loop."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.info = ErrorInfo(kind=kind, detail=detail)
+
+
+class StreamClient:
+    """Streams chat completions from one server; safe to share between greenlets."""
+
+    def __init__(self, base_url: str, *, api_key: str | None = None, timeout_s: float = 120.0,
+                 store_text: bool = False, concurrency: int = 64,
+                 extra_headers: dict[str, str] | None = None, record_itl: bool = True,
+                 connect_timeout_s: float = 10.0) -> None:
+        url = URL(base_url.rstrip("/") + "/")
+        self.base_url = base_url.rstrip("/")
+        self._path = url.path.rstrip("/") + ("/chat/completions" if url.path.rstrip("/")
+                                             .endswith("/v1") else "/v1/chat/completions")
+        self.timeout_s = float(timeout_s)
+        self.store_text = store_text
+        self.record_itl = record_itl
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        headers.update(extra_headers or {})
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._http = HTTPClient.from_url(
+            url, concurrency=concurrency, connection_timeout=min(connect_timeout_s, timeout_s),
+            network_timeout=timeout_s, headers=headers)
+
+    def close(self) -> None:
+        """Close pooled connections."""
+        self._http.close()
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"StreamClient({self.base_url!r}, timeout_s={self.timeout_s:g})"
+
+    def send(self, req: ChatRequest, *, request_id: str, worker: str, step: int, repeat: int,
+             target_qps: float, warmup: bool, scheduled_at: float) -> RequestRecord:
+        """Send ``req`` and return its one record (failures included; see module doc)."""
+        meta = RecordMeta(request_id=request_id, worker=worker, step=step, repeat=repeat,
+                          target_qps=target_qps, warmup=warmup, scheduled_at=scheduled_at)
+        body = orjson.dumps(req.body())
+        headers = {"X-Request-Id": request_id}
+        sent_at = CLOCK.now()
+        b = RecordBuilder(req, meta, sent_at, store_text=self.store_text,
+                          record_itl=self.record_itl)
+        error: ErrorInfo | None = None
+        timer = gevent.Timeout(self.timeout_s, _Deadline)
+        timer.start()
+        try:
+            self._exchange(body, headers, b, req.stream)
+        except _Failure as f:
+            error = f.info
+        except _Deadline:
+            error = ErrorInfo("timeout", f"no complete response within {self.timeout_s:g} s")
+        except GreenletExit:
+            rec = b.build(ErrorInfo("cancelled", "greenlet killed"), CLOCK.now())
+            raise RequestCancelled(rec) from None
+        except Exception as exc:  # noqa: BLE001 - a request must never crash the run
+            error = _classify(exc)
+        finally:
+            timer.close()
+        return b.build(error, b.done_at if b.done_at is not None else CLOCK.now())
+
+    def _exchange(self, body: bytes, headers: dict[str, str], b: RecordBuilder,
+                  stream: bool) -> None:
+        try:
+            resp = self._http.request("POST", self._path, body=body, headers=headers)
+        except (ConnectionError, socket.gaierror, TimeoutError) as exc:
+            raise _Failure("connect", _short(exc)) from None
+        except HTTPConnectionClosed as exc:
+            raise _Failure("stream_broken", f"closed before the response: {_short(exc)}") from None
+        try:
+            b.status = resp.status_code
+            if b.status != 200:
+                raise _Failure("http", _http_detail(resp))
+            if stream:
+                _read_stream(resp, b)
+            else:
+                _read_whole(resp, b)
+        finally:
+            resp.release()  # closes the connection unless the message was read completely
+
+
+def _read_stream(resp: HTTPSocketPoolResponse, b: RecordBuilder) -> None:
+    """Read SSE lines until ``[DONE]``; stamp each line before parsing it."""
+    decoder = SSEDecoder()
+    readline = resp.readline
+    now = CLOCK.now
+    loads = orjson.loads
+    while True:
+        try:
+            line = readline(b"\n")
+        except (HTTPConnectionClosed, ConnectionError, OSError) as exc:
+            raise _Failure("stream_broken", f"connection lost mid-stream: {_short(exc)}") from None
+        t = now()
+        if not line:
+            if b.finish_reason is not None:  # ended cleanly, only the [DONE] sentinel missing
+                return
+            raise _Failure("stream_broken", "stream ended before finish_reason or [DONE]")
+        event = decoder.feed_line(line)
+        if event is None:
+            continue
+        if event.is_done:
+            b.saw_done = True
+            b.done_at = t
+            return
+        try:
+            b.on_chunk(loads(event.data), t)
+        except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError) as exc:
+            raise _Failure("bad_payload", f"unparseable chunk: {_short(exc)}") from None
+
+
+def _read_whole(resp: HTTPSocketPoolResponse, b: RecordBuilder) -> None:
+    """Non-streaming response: the whole completion arrives at once (TTFT = E2E)."""
+    try:
+        data = resp.read()
+    except (HTTPConnectionClosed, ConnectionError, OSError) as exc:
+        raise _Failure("stream_broken", f"connection lost: {_short(exc)}") from None
+    t = CLOCK.now()
+    try:
+        b.on_chunk(orjson.loads(data), t)
+    except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError) as exc:
+        raise _Failure("bad_payload", f"unparseable response: {_short(exc)}") from None
+    b.done_at = t
+
+
+def _http_detail(resp: HTTPSocketPoolResponse) -> str:
+    """``HTTP 503: <server message>`` (truncated; the body may be large or not JSON)."""
+    try:
+        raw = resp.read(_MAX_ERROR_BODY)
+    except Exception:  # noqa: BLE001 - the status is the information that matters
+        raw = b""
+    msg = ""
+    try:
+        obj: Any = orjson.loads(raw)
+        err = obj.get("error", obj) if isinstance(obj, dict) else obj
+        msg = err.get("message", "") if isinstance(err, dict) else str(err)
+    except orjson.JSONDecodeError:
+        msg = raw[:160].decode("utf-8", "replace")
+    return f"HTTP {resp.status_code}" + (f": {msg[:160]}" if msg else "")
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc) or exc.__class__.__name__
+    return f"{exc.__class__.__name__}: {text}"[:200]
+
+
+def _classify(exc: Exception) -> ErrorInfo:
+    """Map an unexpected exception from the HTTP layer to an error kind."""
+    if isinstance(exc, TimeoutError):
+        return ErrorInfo("timeout", _short(exc))
+    if isinstance(exc, (ConnectionError, HTTPConnectionClosed)):
+        return ErrorInfo("stream_broken", _short(exc))
+    if isinstance(exc, OSError):
+        return ErrorInfo("connect", _short(exc))
+    return ErrorInfo("bad_payload", _short(exc))

@@ -1,0 +1,93 @@
+"""Request timing: one clock, and TTFT / TPOT / E2E / ITL from the timestamps it gives.
+
+Definitions follow vLLM's ``bench serve`` (and ``docs/architecture.md``):
+
+- ``TTFT = t_first_content − t_sent`` (a role-only first chunk is not content);
+- ``E2E = t_last_content − t_sent`` (the trailing usage chunk does not extend it);
+- ``TPOT = (E2E − TTFT) / (output_tokens − 1)``, only when ``output_tokens > 1``;
+- ``ITL`` = gaps between consecutive content chunks. Under speculative decoding one chunk
+  can carry several tokens, so chunk gaps are not per-token latency;
+  ``output_tokens / content_chunks`` is the client-side tokens-per-chunk estimate.
+
+``Clock.now()`` is unix seconds read as ``anchor_wall + (perf_counter() − anchor_perf)``:
+sub-microsecond resolution and monotonic within a process (an NTP step during a run cannot
+make a TTFT negative), yet on the same time axis as the simulator's ``time.time()`` ground
+truth and other processes' records (to within the anchoring error, ~1 µs).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+__all__ = ["CLOCK", "Clock", "StreamTiming", "e2e_s", "itl_s", "tpot_s", "ttft_s"]
+
+
+class Clock:
+    """Unix-time clock with ``perf_counter`` resolution and monotonicity."""
+
+    __slots__ = ("_perf0", "_wall0")
+
+    def __init__(self) -> None:
+        self._wall0 = time.time()
+        self._perf0 = time.perf_counter()
+
+    def now(self) -> float:
+        """Current unix time in seconds (float)."""
+        return self._wall0 + (time.perf_counter() - self._perf0)
+
+
+#: The process-wide clock every client uses, so records of one process share one anchor.
+CLOCK = Clock()
+
+
+def ttft_s(sent_at: float, first_content_at: float | None) -> float | None:
+    """Time to first content token (seconds), None when no content arrived."""
+    return None if first_content_at is None else first_content_at - sent_at
+
+
+def e2e_s(sent_at: float, last_content_at: float | None) -> float | None:
+    """Send to last content token (seconds), None when no content arrived."""
+    return None if last_content_at is None else last_content_at - sent_at
+
+
+def tpot_s(ttft: float | None, e2e: float | None, output_tokens: int | None) -> float | None:
+    """Mean time per output token after the first (seconds); None unless > 1 token."""
+    if ttft is None or e2e is None or output_tokens is None or output_tokens < 2:
+        return None
+    return (e2e - ttft) / (output_tokens - 1)
+
+
+def itl_s(chunk_times: list[float]) -> list[float]:
+    """Gaps between consecutive content chunks (seconds); one fewer than chunks."""
+    return [b - a for a, b in zip(chunk_times, chunk_times[1:])]
+
+
+@dataclass(slots=True)
+class StreamTiming:
+    """Accumulates content-chunk arrival times of one stream (unix seconds)."""
+
+    sent_at: float
+    chunk_times: list[float] = field(default_factory=list)
+
+    def content(self, t: float) -> None:
+        """A chunk carrying content (text, reasoning or tool-call delta) arrived at ``t``."""
+        self.chunk_times.append(t)
+
+    @property
+    def first_content_at(self) -> float | None:
+        return self.chunk_times[0] if self.chunk_times else None
+
+    @property
+    def last_content_at(self) -> float | None:
+        return self.chunk_times[-1] if self.chunk_times else None
+
+    @property
+    def content_chunks(self) -> int:
+        return len(self.chunk_times)
+
+    def summary(self, output_tokens: int | None) -> tuple[float | None, float | None, float | None]:
+        """``(ttft_s, tpot_s, e2e_s)`` for this stream given its output token count."""
+        ttft = ttft_s(self.sent_at, self.first_content_at)
+        e2e = e2e_s(self.sent_at, self.last_content_at)
+        return ttft, tpot_s(ttft, e2e, output_tokens), e2e

@@ -1,0 +1,101 @@
+"""Open-loop arrival schedules: when each request of a step should be sent.
+
+The pacer is pure and seeded: ``Pacer(rate_qps, arrival, seed, start_at).next_send_at(i)``
+is the absolute time (unix seconds) at which arrival ``i`` (0-based) is due, whatever
+happened to earlier requests. Load therefore does not depend on response times (open loop);
+a client that falls behind sends late, and ``sent_at - scheduled_at`` says by how much.
+
+- ``poisson``: gaps are independent exponentials of mean ``1/rate`` drawn from a RNG seeded
+  by ``seed`` (``random.Random``, string-seeded: identical across processes and platforms).
+  Arrival 0 is one gap after ``start_at``.
+- ``constant``: arrival ``i`` at ``start_at + (i + phase) / rate``.
+
+Splitting one step over W processes: ``Pacer.share(rate_qps, arrival, seed, start_at,
+index=k, count=W)`` gives process ``k`` its own schedule at ``rate/W``. Poisson shares use
+independent seed streams (``derive_seed``), so their superposition is Poisson at ``rate``
+with no correlation between processes; constant shares are phase-shifted by ``k/rate`` so the
+merged stream is exactly evenly spaced at ``rate``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections.abc import Iterator
+
+__all__ = ["ARRIVALS", "Pacer", "derive_seed"]
+
+ARRIVALS = ("constant", "poisson")
+
+
+def derive_seed(seed: int, *parts: object) -> int:
+    """A 63-bit seed derived from ``seed`` and labels (step index, process index...).
+
+    Hash-based so neighbouring labels give unrelated streams (``seed + k`` would not, for
+    some generators), and stable across processes (no ``PYTHONHASHSEED`` dependence).
+    """
+    text = ":".join([str(seed), *(str(p) for p in parts)])
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
+
+
+class Pacer:
+    """Absolute arrival times for one step at ``rate_qps`` requests per second."""
+
+    __slots__ = ("_gaps_sum", "_rng", "arrival", "phase", "rate_qps", "seed", "start_at")
+
+    def __init__(self, rate_qps: float, arrival: str, seed: int, start_at: float,
+                 *, phase: float = 0.0) -> None:
+        if arrival not in ARRIVALS:
+            raise ValueError(f"arrival {arrival!r} not in {ARRIVALS}")
+        if not (rate_qps > 0 and math.isfinite(rate_qps)):
+            raise ValueError(f"rate_qps must be a positive number, got {rate_qps!r}")
+        self.rate_qps = float(rate_qps)
+        self.arrival = arrival
+        self.seed = seed
+        self.start_at = float(start_at)
+        self.phase = float(phase)
+        self._rng = random.Random(f"specload-pacer:{seed}")
+        self._gaps_sum: list[float] = []  # cumulative Poisson offsets, extended lazily
+
+    @classmethod
+    def share(cls, rate_qps: float, arrival: str, seed: int, start_at: float,
+              *, index: int, count: int) -> Pacer:
+        """Process ``index`` of ``count``'s part of a step at total ``rate_qps``."""
+        if not 0 <= index < count:
+            raise ValueError(f"share index {index} not in [0, {count})")
+        if arrival == "constant":
+            # Evenly interleaved: process k sends at start + (k + i*count) / rate.
+            return cls(rate_qps / count, arrival, seed, start_at, phase=index / count)
+        return cls(rate_qps / count, arrival, derive_seed(seed, "share", index, count), start_at)
+
+    def next_send_at(self, i: int) -> float:
+        """Unix time at which arrival ``i`` (0-based) is due."""
+        if i < 0:
+            raise ValueError(f"arrival index must be >= 0, got {i}")
+        if self.arrival == "constant":
+            return self.start_at + (i + self.phase) / self.rate_qps
+        sums = self._gaps_sum
+        total = sums[-1] if sums else 0.0
+        while len(sums) <= i:
+            total += self._rng.expovariate(self.rate_qps)
+            sums.append(total)
+        return self.start_at + sums[i]
+
+    def arrivals_until(self, end_at: float, first: int = 0) -> Iterator[tuple[int, float]]:
+        """``(i, send_at)`` for every arrival due before ``end_at``, from index ``first``."""
+        i = first
+        while True:
+            t = self.next_send_at(i)
+            if t >= end_at:
+                return
+            yield i, t
+            i += 1
+
+    def expected_count(self, duration_s: float) -> float:
+        """Mean number of arrivals in ``duration_s`` seconds (for progress and checks)."""
+        return self.rate_qps * duration_s
+
+    def __repr__(self) -> str:
+        return (f"Pacer(rate_qps={self.rate_qps:g}, arrival={self.arrival!r}, "
+                f"seed={self.seed}, start_at={self.start_at:.3f})")

@@ -1,0 +1,306 @@
+"""YAML (or dict) → validated ``Scenario``; every problem is one ``ConfigError`` line.
+
+Public entry points:
+
+- ``load_scenario(path, overrides=None) -> Scenario``: read a YAML file with ``safe_load``,
+  apply ``overrides`` (a dict whose keys may be dotted paths, e.g.
+  ``{"steps": [1, 2], "prompts.synthetic.count": 10}``), validate, fill defaults.
+- ``parse_scenario(raw, file=..., base_dir=...) -> Scenario``: the same from an already
+  parsed dict (e.g. ``Scenario.to_dict()`` shipped to a Locust worker).
+
+Errors read ``FILE: key.path: problem (expected ...)`` and carry ``file`` and ``path``
+attributes. Unknown keys are errors (a typo must not silently fall back to a default).
+YAML syntax errors name line and column. Relative prompt files resolve against the
+scenario file's directory.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specload.errors import ConfigError
+from specload.scenario.schema import ARRIVALS, CLIENTS, ContractSpec, PromptSpec, Scenario
+
+__all__ = ["load_scenario", "parse_scenario"]
+
+_TOP_KEYS = {
+    "name", "description", "model", "temperature", "max_tokens", "min_tokens", "ignore_eos",
+    "stop", "extra_body", "arrival", "steps", "step_duration_s", "warmup_s", "repeats",
+    "max_concurrency", "metrics_interval_s", "request_timeout_s", "seed", "client",
+    "record_itl", "stream", "prompts", "contract", "source",
+}
+_SYNTH_KEYS = {"input_tokens", "shared_prefix_tokens", "repetition", "count"}
+_CONTRACT_KEYS = {"json", "required_fields", "tools"}
+_MAX_STEPS = 1000
+
+
+class _Reader:
+    """Typed access to a raw mapping that raises ``ConfigError`` with the key path."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+    def fail(self, path: str, problem: str) -> ConfigError:
+        return ConfigError(problem, file=self.file, path=path or None)
+
+    def mapping(self, value: Any, path: str, allowed: set[str]) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.fail(path, f"got {_kind(value)} (expected a mapping)")
+        for key in value:
+            if key not in allowed:
+                where = f"{path}.{key}" if path else str(key)
+                raise self.fail(where, f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+        return dict(value)
+
+    def number(self, value: Any, path: str, *, lo: float | None = None,
+               lo_open: bool = False, hi: float | None = None) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.fail(path, f"got {_kind(value)} (expected a number)")
+        if lo is not None and (value < lo or (lo_open and value == lo)):
+            rel = ">" if lo_open else ">="
+            raise self.fail(path, f"got {value} (expected a number {rel} {lo:g})")
+        if hi is not None and value > hi:
+            raise self.fail(path, f"got {value} (expected a number <= {hi:g})")
+        return float(value)
+
+    def integer(self, value: Any, path: str, *, lo: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(path, f"got {_kind(value)} (expected an integer)")
+        if lo is not None and value < lo:
+            raise self.fail(path, f"got {value} (expected an integer >= {lo})")
+        return value
+
+    def boolean(self, value: Any, path: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(path, f"got {_kind(value)} (expected true or false)")
+        return value
+
+    def string(self, value: Any, path: str, *, choices: tuple[str, ...] | None = None) -> str:
+        if not isinstance(value, str):
+            raise self.fail(path, f"got {_kind(value)} (expected a string)")
+        if choices is not None and value not in choices:
+            raise self.fail(path, f"got {value!r} (expected one of: {', '.join(choices)})")
+        return value
+
+    def strings(self, value: Any, path: str) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            raise self.fail(path, f"got {_kind(value)} (expected a list of strings)")
+        return tuple(self.string(v, f"{path}[{i}]") for i, v in enumerate(value))
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"boolean {value}"
+    if isinstance(value, (int, float)):
+        return f"number {value}"
+    if isinstance(value, str):
+        return f"string {value!r}" if len(value) < 40 else "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return type(value).__name__
+
+
+def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
+    """Read, override, validate and default a scenario YAML file."""
+    p = Path(path)
+    file = str(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("file not found (expected a scenario YAML file)", file=file) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read ({exc.__class__.__name__}; expected a UTF-8 text file)",
+                          file=file) from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{where}{problem} (expected valid YAML)", file=file) from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"top level is {_kind(raw)} (expected a mapping)", file=file)
+    raw.setdefault("name", p.stem)
+    if overrides:
+        raw = apply_overrides(raw, overrides, file)
+    return parse_scenario(raw, file=file, base_dir=p.resolve().parent)
+
+
+def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any], file: str) -> dict[str, Any]:
+    """Set dotted-path keys (``prompts.synthetic.count``) in a copy of ``raw``."""
+    import copy
+
+    out = copy.deepcopy(raw)
+    for dotted, value in overrides.items():
+        node = out
+        parts = str(dotted).split(".")
+        for i, part in enumerate(parts[:-1]):
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict):
+                where = ".".join(parts[: i + 1])
+                raise ConfigError(f"override {dotted!r} goes through {_kind(nxt)} "
+                                  "(expected a mapping)", file=file, path=where)
+            node = nxt
+        node[parts[-1]] = value
+    return out
+
+
+def parse_scenario(raw: Mapping[str, Any], *, file: str = "<scenario>",
+                   base_dir: Path | None = None) -> Scenario:
+    """Validate a raw scenario mapping and build the ``Scenario`` (defaults filled)."""
+    r = _Reader(file)
+    d = r.mapping(raw, "", _TOP_KEYS)
+    if "steps" not in d:
+        raise r.fail("steps", "missing (expected a list of QPS values or {from, to, factor})")
+    kw: dict[str, Any] = {"name": r.string(d.get("name", "scenario"), "name")}
+    kw["steps"] = _steps(r, d["steps"])
+    _sampling(r, d, kw)
+    _load_shape(r, d, kw)
+    kw["prompts"] = _prompts(r, d.get("prompts"), base_dir)
+    kw["contract"] = _contract(r, d.get("contract"))
+    if d.get("source") is not None:
+        kw["source"] = r.string(d["source"], "source")
+    elif file and not file.startswith("<"):
+        kw["source"] = file
+    return Scenario(**kw)
+
+
+def _sampling(r: _Reader, d: dict[str, Any], kw: dict[str, Any]) -> None:
+    """What the server is asked: model, sampling, output length, stop, extra body."""
+    if d.get("model") is not None:
+        kw["model"] = r.string(d["model"], "model")
+    if "description" in d:
+        kw["description"] = r.string(d["description"] or "", "description")
+    kw["temperature"] = r.number(d.get("temperature", 0.0), "temperature", lo=0.0, hi=2.0)
+    kw["max_tokens"] = r.integer(d.get("max_tokens", 256), "max_tokens", lo=1)
+    kw["ignore_eos"] = r.boolean(d.get("ignore_eos", True), "ignore_eos")
+    default_min = kw["max_tokens"] if kw["ignore_eos"] else None
+    min_tokens = d.get("min_tokens", default_min)
+    if min_tokens is not None:
+        min_tokens = r.integer(min_tokens, "min_tokens", lo=0)
+        if min_tokens > kw["max_tokens"]:
+            raise r.fail("min_tokens", f"got {min_tokens} (expected <= max_tokens "
+                                       f"{kw['max_tokens']})")
+    kw["min_tokens"] = min_tokens
+    if d.get("stop") is not None:
+        stop = d["stop"]
+        kw["stop"] = (r.string(stop, "stop"),) if isinstance(stop, str) else r.strings(stop, "stop")
+    if d.get("extra_body") is not None:
+        if not isinstance(d["extra_body"], Mapping):
+            raise r.fail("extra_body", f"got {_kind(d['extra_body'])} (expected a mapping of "
+                                       "extra request body fields)")
+        kw["extra_body"] = dict(d["extra_body"])
+    kw["stream"] = r.boolean(d.get("stream", True), "stream")
+    kw["record_itl"] = r.boolean(d.get("record_itl", True), "record_itl")
+    kw["client"] = r.string(d.get("client", "fast"), "client", choices=CLIENTS)
+
+
+def _load_shape(r: _Reader, d: dict[str, Any], kw: dict[str, Any]) -> None:
+    """How load is offered: arrivals, step timing, repeats, concurrency cap, seed."""
+    kw["arrival"] = r.string(d.get("arrival", "poisson"), "arrival", choices=ARRIVALS)
+    kw["step_duration_s"] = r.number(d.get("step_duration_s", 60.0), "step_duration_s",
+                                     lo=0.0, lo_open=True)
+    kw["warmup_s"] = r.number(d.get("warmup_s", 10.0), "warmup_s", lo=0.0)
+    kw["repeats"] = r.integer(d.get("repeats", 1), "repeats", lo=1)
+    kw["max_concurrency"] = r.integer(d.get("max_concurrency", 256), "max_concurrency", lo=1)
+    kw["metrics_interval_s"] = r.number(d.get("metrics_interval_s", 5.0), "metrics_interval_s",
+                                        lo=0.0, lo_open=True)
+    kw["request_timeout_s"] = r.number(d.get("request_timeout_s", 120.0), "request_timeout_s",
+                                       lo=0.0, lo_open=True)
+    kw["seed"] = r.integer(d.get("seed", 0), "seed", lo=0)
+
+
+def _steps(r: _Reader, value: Any) -> tuple[float, ...]:
+    """An explicit QPS list, or ``{from, to, factor}`` (geometric) / ``{from, to, by}``."""
+    if isinstance(value, list):
+        if not value:
+            raise r.fail("steps", "empty list (expected at least one QPS value)")
+        return tuple(r.number(v, f"steps[{i}]", lo=0.0, lo_open=True) for i, v in enumerate(value))
+    if not isinstance(value, Mapping):
+        raise r.fail("steps", f"got {_kind(value)} (expected a list of QPS values or "
+                              "{from, to, factor})")
+    m = r.mapping(value, "steps", {"from", "to", "factor", "by"})
+    for key in ("from", "to"):
+        if key not in m:
+            raise r.fail(f"steps.{key}", "missing (expected a number > 0)")
+    lo = r.number(m["from"], "steps.from", lo=0.0, lo_open=True)
+    hi = r.number(m["to"], "steps.to", lo=lo)
+    if ("factor" in m) == ("by" in m):
+        raise r.fail("steps", "needs exactly one of factor (geometric) or by (linear)")
+    out = [lo]
+    if "factor" in m:
+        factor = r.number(m["factor"], "steps.factor", lo=1.0, lo_open=True)
+        while out[-1] * factor <= hi * (1 + 1e-9) and len(out) <= _MAX_STEPS:
+            out.append(round(out[-1] * factor, 9))
+    else:
+        by = r.number(m["by"], "steps.by", lo=0.0, lo_open=True)
+        while out[-1] + by <= hi * (1 + 1e-9) and len(out) <= _MAX_STEPS:
+            out.append(round(out[-1] + by, 9))
+    if len(out) > _MAX_STEPS:
+        raise r.fail("steps", f"expands to more than {_MAX_STEPS} steps (expected fewer)")
+    if out[-1] < hi * (1 - 1e-9):
+        out.append(hi)
+    return tuple(out)
+
+
+def _prompts(r: _Reader, value: Any, base_dir: Path | None) -> PromptSpec:
+    if value is None:
+        return PromptSpec()
+    m = r.mapping(value, "prompts", {"synthetic", "file", "count"})
+    if ("synthetic" in m) == ("file" in m):
+        raise r.fail("prompts", "needs exactly one of synthetic or file")
+    if "file" in m:
+        name = r.string(m["file"], "prompts.file")
+        path = Path(name)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        if not path.is_file():
+            raise r.fail("prompts.file", f"{name!r} not found (expected a JSONL file of "
+                                         "{\"messages\": [...]} relative to the scenario)")
+        count = r.integer(m.get("count", 0), "prompts.count", lo=0)
+        return PromptSpec(kind="file", file=str(path.resolve()), count=count, input_tokens=0)
+    if "count" in m:
+        raise r.fail("prompts.count", "belongs inside prompts.synthetic (expected "
+                                      "prompts.synthetic.count)")
+    s = r.mapping(m["synthetic"] or {}, "prompts.synthetic", _SYNTH_KEYS)
+    base = "prompts.synthetic"
+    inp = r.integer(s.get("input_tokens", 512), f"{base}.input_tokens", lo=1)
+    prefix = r.integer(s.get("shared_prefix_tokens", 0), f"{base}.shared_prefix_tokens", lo=0)
+    if prefix >= inp:
+        raise r.fail(f"{base}.shared_prefix_tokens",
+                     f"got {prefix} (expected fewer than input_tokens {inp})")
+    rep = r.number(s.get("repetition", 0.0), f"{base}.repetition", lo=0.0, hi=1.0)
+    count = r.integer(s.get("count", 200), f"{base}.count", lo=1)
+    return PromptSpec(kind="synthetic", input_tokens=inp, shared_prefix_tokens=prefix,
+                      repetition=rep, count=count)
+
+
+def _contract(r: _Reader, value: Any) -> ContractSpec | None:
+    if value is None:
+        return None
+    m = r.mapping(value, "contract", _CONTRACT_KEYS)
+    want_json = r.boolean(m.get("json", False), "contract.json")
+    fields = r.strings(m.get("required_fields") or [], "contract.required_fields")
+    if fields and not want_json:
+        raise r.fail("contract.required_fields", "needs contract.json: true (fields are "
+                                                 "checked in the parsed JSON output)")
+    tools = m.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not all(isinstance(t, Mapping) for t in tools):
+            raise r.fail("contract.tools", f"got {_kind(tools)} (expected a list of OpenAI "
+                                           "tool definitions)")
+        tools = tuple(dict(t) for t in tools)
+    return ContractSpec(json=want_json, required_fields=fields, tools=tools)

@@ -1,0 +1,165 @@
+"""The validated scenario: what must stay fixed for two runs to be comparable.
+
+A ``Scenario`` is a frozen dataclass with every default filled. It is built only by
+``specload.scenario.load`` (from YAML or a dict), which validates every key and names the
+key path of anything wrong. ``Scenario.schedule()`` expands the QPS ladder and its repeats
+into ``StepPlan``s, the unit the Locust shape (master) walks through.
+
+Repeats replay the **whole ladder**: with steps ``[1, 4, 8]`` and ``repeats: 2`` the run is
+1, 4, 8, 1, 4, 8. That spreads slow drift of the server (thermal, fragmentation) over every
+step instead of piling it on the last ones. ``StepPlan.index`` counts all steps of the run
+across repeats (it is the ``step`` field of every record).
+
+Each step runs ``warmup_s + duration_s`` seconds: the first ``warmup_s`` seconds of every
+step are warm-up (records flagged ``warmup: true``, excluded from figures) so queues settle
+at the new rate before anything is measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = [
+    "ARRIVALS",
+    "CLIENTS",
+    "ContractSpec",
+    "PromptSpec",
+    "Scenario",
+    "StepPlan",
+]
+
+#: Arrival processes the pacer knows.
+ARRIVALS = ("constant", "poisson")
+#: Client implementations: ``fast`` (geventhttpclient) or ``openai`` (official SDK).
+CLIENTS = ("fast", "openai")
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSpec:
+    """Where prompts come from: ``kind`` is ``synthetic`` or ``file``.
+
+    Synthetic: ``count`` prompts of ``input_tokens`` prompt tokens each (as the server counts
+    them for the chat request, template included, when the server has ``/tokenize``), whose
+    first ``shared_prefix_tokens`` content tokens are identical across prompts (prefix
+    caching), and whose body repeats itself to the degree ``repetition`` (0 = no repeated
+    lines, 1 = the body is one short block repeated: the continuation copies the input,
+    which is where n-gram / suffix drafting wins).
+    File: ``file`` is the absolute path of a JSONL file of ``{"messages": [...]}`` objects;
+    ``count`` (0 = all) limits how many lines are used.
+    """
+
+    kind: str = "synthetic"
+    input_tokens: int = 512
+    shared_prefix_tokens: int = 0
+    repetition: float = 0.0
+    count: int = 200
+    file: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContractSpec:
+    """The output contract checked per request: JSON validity, required fields, tool calls.
+
+    ``tools`` is passed to the server verbatim (OpenAI tool definitions) when not None.
+    """
+
+    json: bool = False
+    required_fields: tuple[str, ...] = ()
+    tools: tuple[dict[str, Any], ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepPlan:
+    """One step of the executed schedule.
+
+    ``index`` counts steps over the whole run (all repeats); ``repeat`` is 0-based.
+    The step lasts ``warmup_s + duration_s`` seconds; only the last ``duration_s`` count.
+    """
+
+    index: int
+    repeat: int
+    target_qps: float
+    duration_s: float
+    warmup_s: float
+
+    @property
+    def total_s(self) -> float:
+        """Wall-clock length of the step, warm-up included (seconds)."""
+        return self.warmup_s + self.duration_s
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A validated scenario with defaults filled. Build it with ``load_scenario``.
+
+    Units: seconds for every ``*_s``, requests per second for ``steps``. ``model`` None means
+    the first model the server lists at ``/v1/models``. ``min_tokens`` together with
+    ``max_tokens`` and ``ignore_eos`` fixes the output length (vLLM's own benchmark does the
+    same), so conditions are compared on equal work.
+    """
+
+    name: str
+    steps: tuple[float, ...]
+    model: str | None = None
+    description: str = ""
+    temperature: float = 0.0
+    max_tokens: int = 256
+    min_tokens: int | None = 256
+    ignore_eos: bool = True
+    stop: tuple[str, ...] | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    arrival: str = "poisson"
+    step_duration_s: float = 60.0
+    warmup_s: float = 10.0
+    repeats: int = 1
+    max_concurrency: int = 256
+    metrics_interval_s: float = 5.0
+    request_timeout_s: float = 120.0
+    seed: int = 0
+    client: str = "fast"
+    record_itl: bool = True
+    stream: bool = True
+    prompts: PromptSpec = field(default_factory=PromptSpec)
+    contract: ContractSpec | None = None
+    source: str | None = None  # the file it was loaded from, if any
+
+    def schedule(self) -> list[StepPlan]:
+        """The run's steps in order: the whole ladder once per repeat."""
+        plans: list[StepPlan] = []
+        for repeat in range(self.repeats):
+            for qps in self.steps:
+                plans.append(
+                    StepPlan(
+                        index=len(plans),
+                        repeat=repeat,
+                        target_qps=qps,
+                        duration_s=self.step_duration_s,
+                        warmup_s=self.warmup_s,
+                    )
+                )
+        return plans
+
+    @property
+    def total_duration_s(self) -> float:
+        """Planned wall-clock length of the run (seconds), warm-ups included."""
+        return sum(p.total_s for p in self.schedule())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict, defaults filled; ``load.parse_scenario`` reads it back."""
+        d = asdict(self)
+        d["steps"] = list(self.steps)
+        if self.stop is not None:
+            d["stop"] = list(self.stop)
+        p = d["prompts"]
+        kind = p.pop("kind")
+        if kind == "file":
+            d["prompts"] = {"file": p["file"], "count": p["count"]}
+        else:
+            p.pop("file")
+            d["prompts"] = {"synthetic": p}
+        if self.contract is not None:
+            c = d["contract"]
+            c["required_fields"] = list(self.contract.required_fields)
+            c["tools"] = None if self.contract.tools is None else list(self.contract.tools)
+        return d
