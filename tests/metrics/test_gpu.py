@@ -1,0 +1,168 @@
+"""GPU memory sources: a real HTTP server on loopback serving literal DCGM exporter text."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from specload.errors import ConfigError
+from specload.metrics.gpu import (
+    DcgmSource,
+    GpuMemorySampler,
+    GpuSourceError,
+    NvmlSource,
+    open_gpu_source,
+    peak_from_values,
+)
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "metrics" / "dcgm_exporter.prom"
+DCGM_TEXT = FIXTURE.read_text()
+UUID_1 = "GPU-9a17e3c2-6b5d-44f0-a1e8-0d2c7b9f6e55"
+
+
+@dataclass
+class FakeExporter:
+    """A DCGM exporter stand-in: serves ``body`` at ``/metrics`` (changeable between reads)."""
+
+    url: str
+    body: str = DCGM_TEXT
+    requests: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def exporter() -> Iterator[FakeExporter]:
+    state = FakeExporter(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            state.requests.append(self.path)
+            if self.path != "/metrics":
+                self.send_error(404)
+                return
+            data = state.body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def with_used(gpu0: int, gpu1: int) -> str:
+    """The fixture with other framebuffer-used values (MiB)."""
+    return DCGM_TEXT.replace("} 130493\n", f"}} {gpu0}\n").replace("} 130237\n", f"}} {gpu1}\n")
+
+
+def test_dcgm_scrape_reads_framebuffer_used_per_gpu_in_mib(exporter: FakeExporter) -> None:
+    reading = DcgmSource(exporter.url).read()
+    assert reading.source == "dcgm"
+    assert reading.used_mib == {"0": 130493.0, "1": 130237.0}
+    assert reading.total_mib == 130493.0 + 130237.0
+    assert exporter.requests == ["/metrics"]
+
+
+def test_dcgm_scrape_keeps_only_the_gpus_asked_by_index_or_uuid(exporter: FakeExporter) -> None:
+    assert DcgmSource(exporter.url, gpus=["0"]).read().used_mib == {"0": 130493.0}
+    assert DcgmSource(exporter.url, gpus=[UUID_1]).read().used_mib == {"1": 130237.0}
+
+
+def test_sampler_reports_the_peak_per_step_and_starts_over(exporter: FakeExporter) -> None:
+    sampler = GpuMemorySampler(DcgmSource(exporter.url))
+    for gpu0, gpu1 in [(1000, 2000), (5000, 1500), (3000, 2500)]:
+        exporter.body = with_used(gpu0, gpu1)
+        assert sampler.sample() is not None
+    peak = sampler.take_peak()
+    assert peak is not None
+    assert peak.peak_total_mib == 6500.0  # 5000 + 1500: the largest simultaneous total
+    assert peak.peak_per_gpu_mib == {"0": 5000.0, "1": 2500.0}
+    assert peak.samples == 3
+    assert "DCGM exporter" in peak.source
+    assert sampler.take_peak() is None  # a new step with no samples yet
+    exporter.body = with_used(700, 800)
+    sampler.sample()
+    second = sampler.take_peak()
+    assert second is not None and second.peak_total_mib == 1500.0
+
+
+def test_readings_merge_into_metrics_lines_and_peak_back_out(exporter: FakeExporter) -> None:
+    sampler = GpuMemorySampler(DcgmSource(exporter.url))
+    lines = []
+    for gpu0, gpu1 in [(100, 200), (400, 300)]:
+        exporter.body = with_used(gpu0, gpu1)
+        reading = sampler.sample()
+        assert reading is not None
+        lines.append({"vllm:num_requests_running": 3.0, **reading.as_values()})
+    assert 'specload:gpu_memory_used_mib{gpu="0"}' in lines[0]
+    assert peak_from_values(lines) == 700.0
+    assert peak_from_values([{"vllm:num_requests_running": 1.0}]) is None
+
+
+def test_exporter_without_framebuffer_metric_is_stated_not_guessed(exporter: FakeExporter) -> None:
+    exporter.body = "\n".join(line for line in DCGM_TEXT.splitlines() if "FB_USED" not in line) + "\n"
+    with pytest.raises(GpuSourceError, match="no DCGM_FI_DEV_FB_USED"):
+        DcgmSource(exporter.url).read()
+    sampler = GpuMemorySampler(DcgmSource(exporter.url))
+    assert sampler.sample() is None
+    assert sampler.errors == 1 and "DCGM_FI_DEV_FB_USED" in (sampler.last_error or "")
+    assert sampler.take_peak() is None
+
+
+def test_garbage_from_the_exporter_is_an_error_not_a_crash(exporter: FakeExporter) -> None:
+    exporter.body = "this is { not prometheus\n"
+    sampler = GpuMemorySampler(DcgmSource(exporter.url))
+    assert sampler.sample() is None
+    assert sampler.errors == 1
+
+
+def test_unreachable_exporter_does_not_break_sampling(exporter: FakeExporter) -> None:
+    dead = exporter.url.replace("/metrics", "/nothing-here")
+    sampler = GpuMemorySampler(DcgmSource(dead, timeout_s=1.0))
+    assert sampler.sample() is None
+    assert "unreachable" in (sampler.last_error or "")
+
+
+def test_a_gpu_metrics_url_selects_dcgm(exporter: FakeExporter) -> None:
+    source, note = open_gpu_source(exporter.url, "http://far-away-host:8000")
+    assert isinstance(source, DcgmSource)
+    assert exporter.url in note
+
+
+def test_remote_server_without_exporter_url_is_not_sampled() -> None:
+    source, note = open_gpu_source(None, "http://inference.example.net:8000")
+    assert source is None
+    assert note.startswith("GPU memory not sampled") and "--gpu-metrics-url" in note
+
+
+def test_nvml_absence_is_stated_for_a_local_server() -> None:
+    try:
+        NvmlSource()
+    except GpuSourceError:
+        pass
+    else:
+        pytest.skip("this machine has a working NVML; the absent-source path cannot be shown")
+    source, note = open_gpu_source(None, "http://127.0.0.1:8000")
+    assert source is None
+    assert note.startswith("GPU memory not sampled: NVML unavailable")
+
+
+def test_malformed_gpu_metrics_url_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="--gpu-metrics-url"):
+        open_gpu_source("gpu-node:9400", None)
