@@ -1,0 +1,143 @@
+"""The crossover: the lowest load at which a condition stops beating the baseline, with a CI.
+
+Per aligned step the *gain* on a latency metric is ``1 - condition / baseline`` (0.2 = 20 %
+faster). A step *helps* when the gain is at least ``min_gain``. The crossover is the first
+step that does not help right after one that does, interpolated linearly in gain against
+log(QPS) between the two (load steps are usually geometric, and latency curves are smoother
+in log-QPS). Statuses: ``always_helps`` (every tested step helps), ``never_helps`` (none
+does), ``crosses``. A condition that does not help at the lowest step but does higher up is
+reported as crossing at the lowest step, with a note: it stops helping at or below there.
+
+The CI applies the same rule to every bootstrap replicate of the per-step ratios. A
+replicate that always helps crosses "above the tested range" and one that never helps
+"below it"; a CI bound that lands there is None (JSON null): the data cannot bound it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from specload.analysis.stats import Estimate
+
+__all__ = ["Crossover", "classify", "crossover_points", "find_crossover"]
+
+ALWAYS, NEVER, CROSSES = "always_helps", "never_helps", "crosses"
+
+
+@dataclass(slots=True)
+class Crossover:
+    """Where ``condition`` stops beating ``baseline`` on ``metric``; QPS in requests/s."""
+
+    metric: str
+    condition: str
+    baseline: str
+    status: str
+    qps: float | None
+    ci: tuple[float | None, float | None]
+    tested_range: tuple[float, float]
+    last_helping_qps: float | None
+    first_gain: Estimate
+    agreement: float
+    note: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "metric": self.metric, "condition": self.condition, "baseline": self.baseline,
+            "qps": self.qps, "ci": list(self.ci), "status": self.status,
+            "tested_range": list(self.tested_range), "last_helping_qps": self.last_helping_qps,
+            "first_gain": self.first_gain.to_dict(), "agreement": self.agreement,
+            "note": self.note,
+        }
+
+
+def classify(ratio: float | None, min_gain: float) -> str:
+    """``better`` / ``worse`` / ``same`` for a condition/baseline ratio of a latency metric."""
+    if ratio is None:
+        return "n/a"
+    if 1.0 - ratio >= min_gain:
+        return "better"
+    if ratio - 1.0 >= min_gain:
+        return "worse"
+    return "same"
+
+
+def crossover_points(log_qps: np.ndarray, gains: np.ndarray, min_gain: float) -> np.ndarray:
+    """Crossover QPS for each row of ``gains`` (shape (R, S)); +inf always, -inf never helps."""
+    helps = gains >= min_gain
+    nan_rows = np.isnan(gains).any(axis=1)
+    out = np.full(gains.shape[0], np.nan)
+    all_help = helps.all(axis=1)
+    none_help = ~helps.any(axis=1)
+    out[all_help] = np.inf
+    out[none_help] = -np.inf
+    if gains.shape[1] >= 2:
+        trans = helps[:, :-1] & ~helps[:, 1:]
+        has = trans.any(axis=1) & ~all_help & ~none_help
+        i = np.argmax(trans, axis=1)  # index of the last helping step before the drop
+        rows = np.nonzero(has)[0]
+        g0, g1 = gains[rows, i[rows]], gains[rows, i[rows] + 1]
+        t = (g0 - min_gain) / np.where(g0 == g1, 1.0, g0 - g1)
+        x = log_qps[i[rows]] + np.clip(t, 0.0, 1.0) * (log_qps[i[rows] + 1] - log_qps[i[rows]])
+        out[rows] = np.exp(x)
+        rest = ~has & ~all_help & ~none_help
+        out[rest] = math.exp(log_qps[0])
+    out[nan_rows] = np.nan
+    return out
+
+
+def _ci(points: np.ndarray) -> tuple[float | None, float | None]:
+    pts = np.sort(points[~np.isnan(points)])
+    if pts.size == 0:
+        return None, None
+    lo = pts[int(math.floor(0.025 * (pts.size - 1)))]
+    hi = pts[int(math.ceil(0.975 * (pts.size - 1)))]
+    return (float(lo) if np.isfinite(lo) else None, float(hi) if np.isfinite(hi) else None)
+
+
+def _status(point: float) -> str:
+    return ALWAYS if point == np.inf else NEVER if point == -np.inf else CROSSES
+
+
+def find_crossover(metric: str, condition: str, baseline: str, qps: list[float],
+                   ratios: list[Estimate], reps: np.ndarray, min_gain: float) -> Crossover | None:
+    """Crossover of one condition on one metric; ``reps`` has shape (B, steps). None: no data."""
+    keep = [i for i, r in enumerate(ratios) if r.value is not None]
+    if not keep:
+        return None
+    q = np.asarray([qps[i] for i in keep], dtype=np.float64)
+    gains = 1.0 - np.asarray([ratios[i].value for i in keep], dtype=np.float64)
+    log_q = np.log(q)
+    point = float(crossover_points(log_q, gains[None, :], min_gain)[0])
+    rep_pts = crossover_points(log_q, 1.0 - reps[:, keep], min_gain)
+    status = _status(point)
+    helping = q[gains >= min_gain]
+    last_help = None
+    note = ""
+    if status == CROSSES:
+        before = q[(q <= point) & (gains >= min_gain)]
+        last_help = float(before[-1]) if before.size else None
+        if gains[0] < min_gain:
+            note = (f"does not help at the lowest step ({q[0]:g} req/s) but helps at "
+                    f"{', '.join(f'{v:g}' for v in helping)} req/s")
+        elif (gains[q > point] >= min_gain).any():
+            note = "helps again at a higher step: " + ", ".join(
+                f"{v:g}" for v in q[(q > point) & (gains >= min_gain)]) + " req/s"
+    elif status == ALWAYS:
+        last_help = float(q[-1])
+    finite = rep_pts[~np.isnan(rep_pts)]
+    agreement = float(np.mean([_status(p) == status for p in finite])) if finite.size else 0.0
+    first = ratios[keep[0]]
+    first_gain = Estimate(
+        1.0 - first.value if first.value is not None else None,
+        1.0 - first.hi if first.hi is not None else None,
+        1.0 - first.lo if first.lo is not None else None,
+    )
+    return Crossover(
+        metric=metric, condition=condition, baseline=baseline, status=status,
+        qps=point if status == CROSSES else None, ci=_ci(rep_pts),
+        tested_range=(float(q[0]), float(q[-1])), last_helping_qps=last_help,
+        first_gain=first_gain, agreement=agreement, note=note,
+    )

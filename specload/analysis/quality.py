@@ -1,0 +1,152 @@
+"""The output contract: did a condition change *what* the server answers, not just how fast?
+
+Speculative decoding is meant to be lossless, but precision, batching and bugs can still
+change outputs. We judge by the contract, not by string equality alone: the finish-reason
+mix, the output length distribution, the exact-match rate of output hashes for the same
+prompt (meaningful only at temperature 0), JSON validity (the client's ``json_valid``, which
+includes the scenario's required fields), and tool-call presence. Only successful requests,
+warm-up included (the contract does not depend on load). Each check that moves by more than
+its tolerance becomes an issue line; a condition with no issues passes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from specload.analysis.load import RunData
+
+__all__ = ["ContractCheck", "ContractSide", "check_contract", "contract_side", "scenario_temperature"]
+
+#: Tolerances: finish-mix total variation, relative length change, exact match, shares.
+FINISH_TVD_MAX = 0.02
+LENGTH_REL_MAX = 0.05
+EXACT_MIN = 0.99
+SHARE_PP_MAX = 0.02
+
+
+@dataclass(slots=True)
+class ContractSide:
+    """Output-contract figures of one condition (successful requests only)."""
+
+    n: int
+    finish_reasons: dict[str, float]
+    output_tokens: dict[str, float]
+    json_valid: float | None
+    tool_call_share: float | None
+    outputs: dict[str, Counter[str]] = field(repr=False, default_factory=dict)
+
+
+@dataclass(slots=True)
+class ContractCheck:
+    """One condition's contract against the baseline; ``issues`` empty means it passes."""
+
+    condition: str
+    baseline: str
+    side: ContractSide
+    base: ContractSide
+    temperature: float | None
+    exact_match: float | None
+    compared: int
+    baseline_self_match: float | None
+    issues: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return not self.issues
+
+
+def scenario_temperature(scenario: Any) -> float | None:
+    """The first ``temperature`` found in the resolved scenario dict, else None."""
+    if isinstance(scenario, dict):
+        if isinstance(scenario.get("temperature"), (int, float)):
+            return float(scenario["temperature"])
+        for v in scenario.values():
+            t = scenario_temperature(v)
+            if t is not None:
+                return t
+    return None
+
+
+def contract_side(runs: list[RunData]) -> ContractSide:
+    """Pool the successful records of a condition's runs."""
+    fins: Counter[str] = Counter()
+    lengths, jv, tools = [], [], []
+    outputs: dict[str, Counter[str]] = {}
+    for run in runs:
+        c, ok = run.cols, run.cols["ok"]
+        fins.update(str(f) for f in c["finish_reason"][ok].tolist())
+        lengths.append(c["output_tokens"][ok])
+        jv.append(c["json_valid"][ok])
+        tools.append(c["tool_calls"][ok])
+        for p, o in zip(c["prompt_sha256"][ok].tolist(), c["output_sha256"][ok].tolist()):
+            if p is not None and o is not None:
+                outputs.setdefault(p, Counter())[o] += 1
+    n = sum(fins.values())
+    out_len = np.concatenate(lengths) if lengths else np.array([])
+    out_len = out_len[~np.isnan(out_len)]
+    j = np.concatenate(jv) if jv else np.array([], dtype=np.int8)
+    j = j[j >= 0]
+    t = np.concatenate(tools) if tools else np.array([])
+    t = t[~np.isnan(t)]
+    return ContractSide(
+        n=n,
+        finish_reasons={k: v / n for k, v in sorted(fins.items())} if n else {},
+        output_tokens=({"p5": float(np.percentile(out_len, 5)), "p50": float(np.median(out_len)),
+                        "p95": float(np.percentile(out_len, 95)), "mean": float(out_len.mean())}
+                       if out_len.size else {}),
+        json_valid=float(j.mean()) if j.size else None,
+        tool_call_share=float((t > 0).mean()) if t.size else None,
+        outputs=outputs,
+    )
+
+
+def _exact(side: ContractSide, base: ContractSide) -> tuple[float | None, int, float | None]:
+    """Share of outputs equal to the baseline's most common output for the same prompt."""
+    modes = {p: c.most_common(1)[0][0] for p, c in base.outputs.items()}
+    match = total = 0
+    for p, c in side.outputs.items():
+        m = modes.get(p)
+        if m is not None:
+            total += sum(c.values())
+            match += c.get(m, 0)
+    self_total = sum(sum(c.values()) for c in base.outputs.values())
+    self_match = sum(c[modes[p]] for p, c in base.outputs.items())
+    return (match / total if total else None, total,
+            self_match / self_total if self_total else None)
+
+
+def _issues(chk: ContractCheck) -> list[str]:
+    s, b = chk.side, chk.base
+    out = []
+    keys = set(s.finish_reasons) | set(b.finish_reasons)
+    tvd = 0.5 * sum(abs(s.finish_reasons.get(k, 0) - b.finish_reasons.get(k, 0)) for k in keys)
+    if tvd > FINISH_TVD_MAX:
+        mix = ", ".join(f"{k} {b.finish_reasons.get(k, 0):.0%}→{s.finish_reasons.get(k, 0):.0%}" for k in sorted(keys))
+        out.append(f"finish-reason mix differs ({mix})")
+    for tag in ("p50", "mean"):
+        sv, bv = s.output_tokens.get(tag), b.output_tokens.get(tag)
+        if sv is not None and bv and abs(sv / bv - 1) > LENGTH_REL_MAX:
+            out.append(f"output length {tag} {bv:.1f}→{sv:.1f} tokens")
+            break
+    if chk.exact_match is not None and chk.exact_match < EXACT_MIN and (chk.temperature or 0) == 0:
+        own = f"; the baseline agrees with itself {chk.baseline_self_match:.1%}" if chk.baseline_self_match is not None else ""
+        out.append(f"exact match with the baseline {chk.exact_match:.1%} over {chk.compared} outputs at temperature 0{own}")
+    for name, sv, bv in (("JSON valid", s.json_valid, b.json_valid), ("tool-call", s.tool_call_share, b.tool_call_share)):
+        if sv is not None and bv is not None and abs(sv - bv) > SHARE_PP_MAX:
+            out.append(f"{name} share {bv:.1%}→{sv:.1%}")
+    return out
+
+
+def check_contract(condition: str, baseline: str, side: ContractSide, base: ContractSide,
+                   temperature: float | None) -> ContractCheck:
+    """Compare one condition's outputs to the baseline's (see module docstring)."""
+    exact, compared, self_match = _exact(side, base)
+    if temperature:  # sampling: equal hashes are not expected, so not measured
+        exact, compared, self_match = None, 0, None
+    chk = ContractCheck(condition, baseline, side, base, temperature, exact, compared, self_match, [])
+    chk.issues = _issues(chk)
+    return chk

@@ -1,0 +1,172 @@
+"""The server's view of each load step, from ``metrics.jsonl`` counter deltas and gauge maxima.
+
+Speculative decoding's effect is explained by numbers only the server knows: how many
+drafted tokens were accepted (and at which position), how full the KV cache and the running
+batch got, how often the prefix cache hit, and its own latency histograms. Per step we take
+each counter's delta between the step's first scrape at or after the warm-up boundary (the
+latest scrape not later than ``warmup_end``, else the step's ``start`` scrape) and its
+``end`` scrape, and the maximum of each gauge over those scrapes. Step executions with the
+same target QPS (repeats, repeated run dirs) are summed before ratios are taken. Real vLLM
+labels every sample with ``model_name`` (and ``engine``): we sum over those labels.
+
+A server without ``/metrics`` leaves every field None: empty columns, not errors.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from specload.metrics.histogram import bucket_deltas, histogram_quantile, parse_key
+
+__all__ = ["SERVER_HISTOGRAMS", "ServerStep", "server_steps"]
+
+#: Short name → vLLM histogram (seconds). ``tpot`` is vLLM's per-request time per output token.
+SERVER_HISTOGRAMS = {
+    "ttft": "vllm:time_to_first_token_seconds",
+    "queue": "vllm:request_queue_time_seconds",
+    "prefill": "vllm:request_prefill_time_seconds",
+    "decode": "vllm:request_decode_time_seconds",
+    "tpot": "vllm:request_time_per_output_token_seconds",
+    "itl": "vllm:inter_token_latency_seconds",
+    "e2e": "vllm:e2e_request_latency_seconds",
+}
+_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
+_CUMULATIVE = ("_total", "_bucket", "_sum", "_count")
+
+
+@dataclass(slots=True)
+class ServerStep:
+    """Server-side figures for one step (pooled over its executions). Rates are 0..1."""
+
+    scrapes: int = 0
+    drafts: float | None = None
+    draft_tokens: float | None = None
+    accepted_tokens: float | None = None
+    acceptance_rate: float | None = None
+    acceptance_length: float | None = None
+    per_position: list[float] = field(default_factory=list)
+    prefix_hit_rate: float | None = None
+    kv_usage_max: float | None = None
+    running_max: float | None = None
+    waiting_max: float | None = None
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
+    latency_s: dict[str, float] = field(default_factory=dict)
+
+
+def _sum_name(values: Mapping[str, float], name: str) -> float | None:
+    found = [v for k, v in values.items() if k == name or k.startswith(name + "{")]
+    return sum(found) if found else None
+
+
+def _per_position(values: Mapping[str, float]) -> dict[int, float]:
+    out: dict[int, float] = defaultdict(float)
+    name = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+    for key, value in values.items():
+        if key.startswith(name):
+            base, labels = parse_key(key)
+            if base == name and "position" in labels:
+                out[int(labels["position"])] += value
+    return dict(out)
+
+
+def _window(scrapes: list[dict[str, Any]], warmup_end: float | None) -> list[dict[str, Any]]:
+    """The step's scrapes from the measurement start on (see module docstring)."""
+    scrapes = sorted(scrapes, key=lambda s: (s.get("t") or 0.0, s.get("phase") != "start"))
+    first = 0
+    if warmup_end is not None:
+        for i, s in enumerate(scrapes):
+            if (s.get("t") or 0.0) <= warmup_end:
+                first = i
+    return scrapes[first:]
+
+
+def _instance(scrapes: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
+    """Counter deltas and gauge maxima over one step execution's scrapes."""
+    start = scrapes[0].get("values") or {}
+    end = scrapes[-1].get("values") or {}
+    deltas: dict[str, float] = {}
+    for key, value in end.items():
+        base = key.split("{", 1)[0]
+        if base.endswith(_CUMULATIVE):
+            before = start.get(key, 0.0)
+            deltas[key] = value - before if value >= before else value
+    gauges: dict[str, float] = {}
+    for s in scrapes:
+        for key, value in (s.get("values") or {}).items():
+            base = key.split("{", 1)[0]
+            if base in _GAUGES:
+                gauges[base] = max(gauges.get(base, value), value)
+    return deltas, gauges
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den else None
+
+
+def _summarise(deltas: dict[str, float], gauges: dict[str, float], scrapes: int) -> ServerStep:
+    drafts = _sum_name(deltas, "vllm:spec_decode_num_drafts_total")
+    draft_tokens = _sum_name(deltas, "vllm:spec_decode_num_draft_tokens_total")
+    accepted = _sum_name(deltas, "vllm:spec_decode_num_accepted_tokens_total")
+    pos = _per_position(deltas)
+    latency: dict[str, float] = {}
+    for short, hist in SERVER_HISTOGRAMS.items():
+        buckets = bucket_deltas({}, deltas, hist)
+        for tag, q in (("p50", 0.5), ("p95", 0.95)):
+            v = histogram_quantile(q, buckets)
+            if v is not None:
+                latency[f"{short}_{tag}"] = v
+    accept_len = _ratio(accepted, drafts)
+    return ServerStep(
+        scrapes=scrapes,
+        drafts=drafts,
+        draft_tokens=draft_tokens,
+        accepted_tokens=accepted,
+        acceptance_rate=_ratio(accepted, draft_tokens),
+        acceptance_length=None if accept_len is None else 1.0 + accept_len,
+        per_position=[pos[i] / drafts for i in sorted(pos)] if drafts else [],
+        prefix_hit_rate=_ratio(
+            _sum_name(deltas, "vllm:prefix_cache_hits_total"),
+            _sum_name(deltas, "vllm:prefix_cache_queries_total"),
+        ),
+        kv_usage_max=gauges.get("vllm:kv_cache_usage_perc"),
+        running_max=gauges.get("vllm:num_requests_running"),
+        waiting_max=gauges.get("vllm:num_requests_waiting"),
+        prompt_tokens=_sum_name(deltas, "vllm:prompt_tokens_total"),
+        generation_tokens=_sum_name(deltas, "vllm:generation_tokens_total"),
+        latency_s=latency,
+    )
+
+
+def server_steps(
+    runs: Iterable[tuple[list[dict[str, Any]], list[dict[str, Any]]]],
+) -> dict[float, ServerStep]:
+    """Per target QPS, the pooled server figures of ``(metrics, steps)`` pairs of runs.
+
+    Steps with fewer than two scrapes (no delta possible) are skipped; a QPS with no usable
+    step is absent from the result.
+    """
+    deltas: dict[float, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    gauges: dict[float, dict[str, float]] = defaultdict(dict)
+    counts: dict[float, int] = defaultdict(int)
+    for metrics, steps in runs:
+        by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for m in metrics:
+            if m.get("step") is not None:
+                by_step[int(m["step"])].append(m)
+        for s in steps:
+            scrapes = by_step.get(int(s.get("index", -1)), [])
+            window = _window(scrapes, s.get("warmup_end"))
+            if len(window) < 2 or s.get("target_qps") is None:
+                continue
+            qps = round(float(s["target_qps"]), 6)
+            d, g = _instance(window)
+            for k, v in d.items():
+                deltas[qps][k] += v
+            for k, v in g.items():
+                gauges[qps][k] = max(gauges[qps].get(k, v), v)
+            counts[qps] += len(window)
+    return {q: _summarise(dict(deltas[q]), gauges[q], counts[q]) for q in deltas}

@@ -1,0 +1,152 @@
+"""Per condition and load step: what the client measured, pooled over repeats, warm-up excluded.
+
+A *condition* is every run directory with one ``label``; its records are pooled, and steps
+are aligned across conditions by target QPS (not by index, which counts repeats). Latency
+percentiles (TTFT, TPOT, E2E) use successful requests only; queue delay uses every request
+sent (it is the client's lateness, independent of the server's answer). Achieved QPS and
+output tokens/s divide by the measured window from ``steps.json`` (``end - warmup_end`` per
+step execution), or by the span of send times when ``steps.json`` is missing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specload.analysis.load import RunData
+from specload.analysis.server import ServerStep
+from specload.analysis.stats import Estimate, estimate, rng_for
+
+__all__ = ["LATENCY_FIELDS", "QUANTILES", "StepStats", "condition_steps", "metric_names"]
+
+#: Metric family → record field (seconds).
+LATENCY_FIELDS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s", "queue_delay": "queue_delay_s"}
+QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+#: A request sent more than this late counts as "late" (the client fell behind), seconds.
+LATE_S = 0.010
+
+
+def metric_names() -> list[str]:
+    """Every latency metric name compare knows, e.g. ``tpot_p50``."""
+    return [f"{fam}_{tag}" for fam in LATENCY_FIELDS for tag in QUANTILES]
+
+
+@dataclass(slots=True)
+class StepStats:
+    """One condition at one target QPS. Latencies in seconds, rates 0..1."""
+
+    condition: str
+    target_qps: float
+    n: int
+    n_ok: int
+    executions: int
+    window_s: float
+    achieved_qps: float | None
+    error_rate: float
+    error_kinds: dict[str, int]
+    latency: dict[str, Estimate]
+    output_tok_s: float | None
+    tokens_per_chunk: float | None
+    output_tokens_p50: float | None
+    late_share: float
+    server: ServerStep | None = None
+    replicates: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+
+def _windows(run: RunData, measured: np.ndarray) -> dict[float, tuple[float, int]]:
+    """Measured seconds and number of executions per target QPS of one run."""
+    out: dict[float, tuple[float, int]] = {}
+    cols = run.cols
+    for s in run.steps:
+        if s.get("target_qps") is None:
+            continue
+        q = round(float(s["target_qps"]), 6)
+        start = s.get("warmup_end") if s.get("warmup_end") is not None else s.get("start")
+        end = s.get("end")
+        if end is None:  # interrupted during this step: up to its last send
+            sel = measured & (cols["step"] == s.get("index"))
+            end = float(np.nanmax(cols["sent_at"][sel])) if sel.any() else start
+        if start is None or end is None:
+            continue
+        w, k = out.get(q, (0.0, 0))
+        out[q] = (w + max(float(end) - float(start), 0.0), k + 1)
+    if out:
+        return out
+    for q in np.unique(np.round(cols["target_qps"][measured], 6)):
+        for idx in np.unique(cols["step"][measured & (np.round(cols["target_qps"], 6) == q)]):
+            sent = cols["sent_at"][measured & (cols["step"] == idx)]
+            span = float(np.nanmax(sent) - np.nanmin(sent)) if sent.size > 1 else 0.0
+            w, k = out.get(float(q), (0.0, 0))
+            out[float(q)] = (w + span, k + 1)
+    return out
+
+
+def _pool(runs: list[RunData]) -> tuple[dict[str, np.ndarray], dict[float, tuple[float, int]]]:
+    """Concatenated measured (non-warm-up) columns of all runs, and their summed windows."""
+    parts: list[dict[str, np.ndarray]] = []
+    windows: dict[float, tuple[float, int]] = {}
+    for run in runs:
+        measured = ~run.cols["warmup"] & ~np.isnan(run.cols["target_qps"])
+        parts.append({k: v[measured] for k, v in run.cols.items()})
+        for q, (w, k) in _windows(run, measured).items():
+            w0, k0 = windows.get(q, (0.0, 0))
+            windows[q] = (w0 + w, k0 + k)
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return cols, windows
+
+
+def _latency(cols: dict[str, np.ndarray], ok: np.ndarray, cond: str, qps: float, b: int, seed: int
+             ) -> tuple[dict[str, Estimate], dict[str, np.ndarray]]:
+    est: dict[str, Estimate] = {}
+    reps: dict[str, np.ndarray] = {}
+    for fam, col in LATENCY_FIELDS.items():
+        x = cols[col] if fam == "queue_delay" else cols[col][ok]
+        x = np.sort(x[~np.isnan(x)])
+        for tag, q in QUANTILES.items():
+            name = f"{fam}_{tag}"
+            est[name], reps[name] = estimate(x, q, b, rng_for(cond, qps, name, seed=seed))
+    return est, reps
+
+
+def _one_step(cond: str, qps: float, cols: dict[str, np.ndarray], window: tuple[float, int],
+              b: int, seed: int) -> StepStats:
+    ok = cols["ok"]
+    n, n_ok = int(ok.size), int(ok.sum())
+    kinds = Counter(k if k else "unknown" for k in cols["error_kind"][~ok].tolist())
+    latency, reps = _latency(cols, ok, cond, qps, b, seed)
+    out_tok = cols["output_tokens"][ok]
+    chunks = cols["content_chunks"][ok]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_chunk = out_tok / chunks
+    per_chunk = per_chunk[np.isfinite(per_chunk) & (chunks > 0)]
+    win_s, execs = window
+    finite_out = out_tok[~np.isnan(out_tok)]
+    return StepStats(
+        condition=cond, target_qps=qps, n=n, n_ok=n_ok, executions=execs, window_s=win_s,
+        achieved_qps=n / win_s if win_s > 0 else None,
+        error_rate=(n - n_ok) / n if n else 0.0,
+        error_kinds=dict(sorted(kinds.items())),
+        latency=latency,
+        output_tok_s=float(finite_out.sum()) / win_s if win_s > 0 else None,
+        tokens_per_chunk=float(np.median(per_chunk)) if per_chunk.size else None,
+        output_tokens_p50=float(np.median(finite_out)) if finite_out.size else None,
+        late_share=float(np.mean(cols["queue_delay_s"] > LATE_S)) if n else 0.0,
+        replicates=reps,
+    )
+
+
+def condition_steps(cond: str, runs: list[RunData], *, b: int = 1000, seed: int = 0) -> list[StepStats]:
+    """Per-step statistics of one condition (its runs pooled), sorted by target QPS."""
+    cols, windows = _pool(runs)
+    qps = np.round(cols["target_qps"], 6)
+    keys, inverse = np.unique(qps, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(keys.size + 1))
+    out = []
+    for i, q in enumerate(keys.tolist()):
+        idx = order[bounds[i]:bounds[i + 1]]
+        sub = {k: v[idx] for k, v in cols.items()}
+        out.append(_one_step(cond, float(q), sub, windows.get(float(q), (0.0, 0)), b, seed))
+    return out

@@ -1,0 +1,95 @@
+"""Percentiles from Prometheus histogram buckets, the way ``histogram_quantile`` estimates them.
+
+The server's own view of latency (vLLM's TTFT, queue, prefill, decode and per-token
+histograms) only exists as cumulative bucket counters. Over one load step we take the bucket
+deltas (end scrape minus start scrape) and estimate a quantile by linear interpolation
+inside the bucket that holds the rank, exactly as Prometheus' ``histogram_quantile`` does:
+the first bucket's lower edge is 0 (when its upper edge is positive), and a rank that falls
+in the ``+Inf`` bucket returns the highest finite upper edge. Values are in the histogram's
+unit (seconds for every vLLM latency histogram).
+
+Keys follow ``metrics.jsonl``: ``name_bucket{le="0.01",model_name="m"}``; labels other than
+``le`` (``model_name``, ``engine``) are summed over.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+
+__all__ = [
+    "bucket_deltas",
+    "histogram_quantile",
+    "parse_key",
+]
+
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_key(key: str) -> tuple[str, dict[str, str]]:
+    """Split a flattened sample key ``name{a="1",b="2"}`` into its name and labels."""
+    brace = key.find("{")
+    if brace < 0:
+        return key, {}
+    return key[:brace], dict(_LABEL.findall(key, brace))
+
+
+def _le(value: str) -> float:
+    return math.inf if value in ("+Inf", "Inf", "inf") else float(value)
+
+
+def bucket_deltas(
+    start: Mapping[str, float], end: Mapping[str, float], name: str
+) -> list[tuple[float, float]]:
+    """Cumulative bucket counts of histogram ``name`` between two scrapes, summed over labels.
+
+    ``name`` is the histogram's base name (``vllm:time_to_first_token_seconds``); the
+    result is ``[(le, count), ...]`` sorted by ``le`` and ending with ``+Inf`` when the
+    server exposed it. A counter that went backwards (server restart) counts from zero.
+    """
+    bucket_name = f"{name}_bucket"
+    totals: dict[float, float] = {}
+    for key, value in end.items():
+        if not key.startswith(bucket_name):
+            continue
+        base, labels = parse_key(key)
+        if base != bucket_name or "le" not in labels:
+            continue
+        before = start.get(key, 0.0)
+        delta = value - before if value >= before else value
+        le = _le(labels["le"])
+        totals[le] = totals.get(le, 0.0) + delta
+    return sorted(totals.items())
+
+
+def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
+    """The ``q`` quantile (0..1) of cumulative ``buckets``; None when they hold no samples.
+
+    Mirrors Prometheus: rank = q * total, find the first bucket whose cumulative count
+    reaches the rank, interpolate linearly between its lower and upper edge.
+    """
+    if not buckets or not 0.0 <= q <= 1.0:
+        return None
+    les = [le for le, _ in buckets]
+    counts = [c for _, c in buckets]
+    # Cumulative counts must not decrease; scrapes taken mid-update can break this slightly.
+    for i in range(1, len(counts)):
+        counts[i] = max(counts[i], counts[i - 1])
+    total = counts[-1]
+    if total <= 0:
+        return None
+    rank = q * total
+    idx = next(i for i, c in enumerate(counts) if c >= rank)
+    if math.isinf(les[idx]):
+        finite = [le for le in les if not math.isinf(le)]
+        return finite[-1] if finite else None
+    upper = les[idx]
+    if idx == 0:
+        lower, below = (0.0 if upper > 0 else upper), 0.0
+    else:
+        lower, below = les[idx - 1], counts[idx - 1]
+    in_bucket = counts[idx] - below
+    if in_bucket <= 0:
+        return upper
+    return lower + (upper - lower) * (rank - below) / in_bucket
