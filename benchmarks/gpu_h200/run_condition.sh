@@ -93,6 +93,7 @@ EOF
 
 # ------------------------------------------------------------------ servers
 SIM_PID=""
+SERVER_CMD=""
 start_server() {
   if [ "$SERVER" = vllm ]; then
     [ -f "$KIT/serve_vllm.sh" ] || { echo "ERROR: no kit at $KIT"; return 1; }
@@ -100,16 +101,19 @@ start_server() {
     local ht=$(( $(left) - 195 )); [ "$ht" -gt 420 ] && ht=420
     [ "$ht" -lt 60 ] && { echo "ERROR: only $(left)s left before the server starts"; return 1; }
     SPEC_CONFIG="$SPEC_CONFIG" HEALTH_TIMEOUT_S=$ht OUT="$OUT" PORT="$PORT" \
-      bash "$KIT/serve_vllm.sh" "$COND" || return 1
+      bash "$KIT/serve_vllm.sh" "$COND" 2>&1 | tee "$RUNS/serve-$COND.out" || return 1
+    SERVER_CMD=$(grep -a -m1 'starting: ' "$RUNS/serve-$COND.out" | sed 's/.*starting: //')
     "$PY" "$KIT/benchtool.py" warmup --url "$URL" --n 8 --max-tokens 32 --timeout 60 \
       || ts "warmup had errors (continuing)"
     return 0
   fi
-  local args=(-m specload sim --profile "$SIM_PROFILE" --host 127.0.0.1 --port "$PORT")
+  local args=(-m specload sim --profile "$SIM_PROFILE" --host 127.0.0.1 --port "$PORT"
+    --served-model-name target --no-enable-prefix-caching)
   if [ "$COND" = spec ]; then
     args+=(--speculative-config "${SPEC_CONFIG//@DRAFT@/draft-1b}")
   fi
   ts "starting: $PY ${args[*]}"
+  SERVER_CMD="$PY ${args[*]}"
   setsid "$PY" "${args[@]}" >"$OUT/server-$COND.log" 2>&1 </dev/null &
   SIM_PID=$!
   for _ in $(seq 1 150); do
@@ -138,19 +142,34 @@ stop_server() {
 run_load() {
   local cap=$(( $(left) - 45 ))   # keep 45 s to stop the server and pack
   [ "$cap" -lt 30 ] && { echo "ERROR: only $(left)s left for the load"; return 1; }
-  local extra=()
-  if [ "$COND" = spec ]; then
-    extra+=(--speculative "${SPEC_CONFIG//@DRAFT@/draft-1b}")
-  fi
   rm -rf "$RUN_DIR"
   ts "specload run: label=$COND scenario=$SCENARIO cap=${cap}s out=$RUN_DIR"
   # SIGINT first (specload ends the run cleanly, status interrupted), SIGKILL 20 s later.
   timeout --signal=INT --kill-after=20 "$cap" \
     "$PY" -m specload run --host "$URL" --scenario "$SCENARIO" --label "$COND" \
-      --out "$RUN_DIR" "${extra[@]}"
+      --out "$RUN_DIR"
   local rc=$?
   ts "specload run exit code $rc"
+  declare_condition "$rc"
   return "$rc"
+}
+
+# Stamp the condition as declared (speculative JSON or null, prefix caching off) and the
+# exact server command line into run.json, as `specload sweep` does for its own runs.
+declare_condition() {
+  local spec=null
+  [ "$COND" = spec ] && spec="${SPEC_CONFIG//@DRAFT@/draft-1b}"
+  SPEC_JSON="$spec" SERVER_CMD="$SERVER_CMD" "$PY" - "$RUN_DIR" "$COND" "$1" <<'EOF' \
+    || ts "could not stamp the condition into run.json (continuing)"
+import json, os, sys
+from pathlib import Path
+from specload.sweep import Condition, patch_run_json
+run_dir, name, rc = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+spec = json.loads(os.environ["SPEC_JSON"])
+cond = Condition(name=name, speculative=spec, prefix_caching=False)
+status = patch_run_json(run_dir, cond, os.environ.get("SERVER_CMD") or None, rc == 124, rc)
+print(f"run.json: condition={cond.as_json()} status={status}")
+EOF
 }
 
 pack() {
