@@ -1,0 +1,289 @@
+"""Prompt sets: deterministic synthetic prompts of exact token length, or a JSONL file.
+
+``build_prompt_set(scenario, tokenize) -> PromptSet``. ``tokenize(text) -> int`` counts the
+prompt tokens the server charges for a chat request whose single user message is ``text``
+(chat template included); ``server_tokenizer(base_url, model, api_key)`` makes one from the
+server's ``/tokenize`` and returns None when the server has none. Without it, counts are an
+estimate (one token per word or punctuation mark, no template), and
+``PromptSet.token_count_source`` says ``"estimate"`` instead of ``"tokenize"``; the run
+records which (``run.json: token_count_source``).
+
+Synthetic prompt ``i`` is ``shared prefix + instruction + body``, built from common English
+words (one token each in the usual BPE vocabularies), with a RNG seeded by
+``(scenario.seed, i)``: the same scenario gives the same prompts in every run and every
+process. Length fitting adds or drops words until ``tokenize`` returns exactly
+``input_tokens`` (a few ``/tokenize`` calls per prompt); ``Prompt.expected_prompt_tokens``
+is the count the server reported (or the estimate).
+
+- ``shared_prefix_tokens``: the first that many content tokens are identical in every
+  prompt (a long system-like block), so a server with prefix caching can skip their prefill.
+- ``repetition`` r in [0, 1]: the body is code-like lines, each a copy of an earlier line with
+  probability r, and the instruction asks the model to reproduce them. The continuation then
+  repeats the input: where n-gram / suffix drafting accepts many tokens. r = 0 gives prose
+  with no repeated lines (topic-hopping traffic, low acceptance).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specload.errors import ConfigError
+from specload.pacer import derive_seed
+from specload.scenario.schema import PromptSpec, Scenario
+
+__all__ = [
+    "Prompt",
+    "PromptSet",
+    "build_prompt_set",
+    "estimate_tokens",
+    "server_tokenizer",
+]
+
+Tokenize = Callable[[str], int]
+
+_WORDS = (
+    "the of and to in is that for it as was with be by on not he this are or his from at "
+    "which but have an they you were her she there been one all we their has would when "
+    "who will more no if out so said what up its about into than them can only other new "
+    "some could time these two may then do first any my now such like our over man me even "
+    "most made after also did many before must through back years where much your way well "
+    "down should because each just those people how too little state good very make world "
+    "still own see men work long get here between both life being under never day same "
+    "another know while last might us great old year off come since against go came right "
+    "used take three"
+).split()
+_IDENTS = ("value total count index item result data node key name size offset buffer "
+           "items values left right parent child start end step scale limit").split()
+_OPS = ("+", "-", "*")
+_TOKEN_RE = re.compile(r"\s*\w+|\s*[^\w\s]")
+_FIT_ROUNDS = 12
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimated tokens of ``text``: one per word and per punctuation mark."""
+    return len(_TOKEN_RE.findall(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One prompt: its index in the set, chat messages, and its token count if known."""
+
+    index: int
+    messages: tuple[dict[str, Any], ...]
+    expected_prompt_tokens: int | None
+
+
+class PromptSet:
+    """An indexed, immutable list of prompts; ``cycle(n)`` wraps around for request ``n``."""
+
+    def __init__(self, prompts: Sequence[Prompt], *, token_count_source: str,
+                 input_tokens: int | None = None, shared_prefix_tokens: int = 0,
+                 repetition: float = 0.0) -> None:
+        if not prompts:
+            raise ValueError("a prompt set needs at least one prompt")
+        self._prompts = tuple(prompts)
+        self.token_count_source = token_count_source  # "tokenize" | "estimate"
+        self.input_tokens = input_tokens  # target per prompt; None for file prompts
+        self.shared_prefix_tokens = shared_prefix_tokens
+        self.repetition = repetition
+
+    def __len__(self) -> int:
+        return len(self._prompts)
+
+    def __getitem__(self, i: int) -> Prompt:
+        return self._prompts[i]
+
+    def cycle(self, n: int) -> Prompt:
+        """The prompt for the ``n``-th request: the set in order, then again from the start."""
+        return self._prompts[n % len(self._prompts)]
+
+    @property
+    def exact(self) -> bool:
+        """True when every prompt has exactly ``input_tokens`` tokens as the server counts."""
+        return (self.token_count_source == "tokenize" and self.input_tokens is not None
+                and all(p.expected_prompt_tokens == self.input_tokens for p in self._prompts))
+
+
+def build_prompt_set(scenario: Scenario, tokenize: Tokenize | None = None) -> PromptSet:
+    """The scenario's prompts; exact lengths when ``tokenize`` is given, else estimated."""
+    spec = scenario.prompts
+    if spec.kind == "file":
+        return _file_prompts(spec, tokenize)
+    count_fn = tokenize if tokenize is not None else estimate_tokens
+    overhead = count_fn("")
+    where = scenario.source or "<scenario>"
+    if spec.input_tokens <= overhead + spec.shared_prefix_tokens:
+        raise ConfigError(f"{spec.input_tokens} leaves no room after the chat template "
+                          f"({overhead}) and the shared prefix ({spec.shared_prefix_tokens}) "
+                          "(expected a larger value)", file=where,
+                          path="prompts.synthetic.input_tokens")
+    prefix = ""
+    if spec.shared_prefix_tokens:
+        pieces = _prose(random.Random(derive_seed(scenario.seed, "prefix")),
+                        spec.shared_prefix_tokens * 2 + 16)
+        prefix, _ = _fit("", pieces, overhead + spec.shared_prefix_tokens, count_fn)
+        prefix += "\n\n"
+    prompts = []
+    for i in range(spec.count):
+        rng = random.Random(derive_seed(scenario.seed, "prompt", i))
+        head = prefix + _instruction(spec.repetition, rng)
+        budget = spec.input_tokens * 2 + 32
+        pieces = _code(rng, spec.repetition, budget) if spec.repetition > 0 else _prose(rng, budget)
+        text, n_tokens = _fit(head, pieces, spec.input_tokens, count_fn)
+        prompts.append(Prompt(i, ({"role": "user", "content": text},), n_tokens))
+    return PromptSet(prompts, token_count_source="tokenize" if tokenize else "estimate",
+                     input_tokens=spec.input_tokens,
+                     shared_prefix_tokens=spec.shared_prefix_tokens,
+                     repetition=spec.repetition)
+
+
+def _instruction(repetition: float, rng: random.Random) -> str:
+    if repetition > 0:
+        return "Reproduce the following code exactly, line by line, then continue it:\n"
+    return rng.choice(("Continue the following text:", "Summarize the following notes:",
+                       "Answer in detail, using these notes:")) + "\n"
+
+
+def _prose(rng: random.Random, n: int) -> list[str]:
+    """``n`` pieces of word salad: " word" pieces, a period and newline now and then."""
+    out: list[str] = []
+    for _ in range(n):
+        out.append(" " + rng.choice(_WORDS) if out and out[-1] != "\n" else rng.choice(_WORDS))
+        if rng.random() < 0.06:
+            out.append(".")
+            out.append("\n")
+    return out[:n]
+
+
+def _code_line(rng: random.Random) -> list[str]:
+    a, b, c = (rng.choice(_IDENTS) for _ in range(3))
+    return ["   ", f" {a}", " =", f" {b}", f" {rng.choice(_OPS)}", f" {c}", "[", str(rng.randint(0, 99)),
+            "]", "\n"]
+
+
+def _code(rng: random.Random, repetition: float, n: int) -> list[str]:
+    """Code-like lines, each a copy of an earlier one with probability ``repetition``."""
+    lines: list[list[str]] = []
+    out: list[str] = []
+    while len(out) < n:
+        line = rng.choice(lines) if lines and rng.random() < repetition else _code_line(rng)
+        lines.append(line)
+        out.extend(line)
+    return out[:n]
+
+
+def _fit(head: str, pieces: list[str], target: int, count: Tokenize) -> tuple[str, int]:
+    """``head`` + the shortest run of ``pieces`` (+ filler words) counting exactly ``target``.
+
+    Steps the piece count by the remaining gap (pieces are ~1 token), then closes a last gap
+    with one-token filler words. Returns the text and its final count (== target unless the
+    tokenizer makes it unreachable; the count is the truth either way).
+    """
+    n = max(0, min(len(pieces), target - count(head)))
+    best: tuple[str, int] | None = None
+    for _ in range(_FIT_ROUNDS):
+        text = head + "".join(pieces[:n])
+        c = count(text)
+        if c == target:
+            return text, c
+        if c < target and (best is None or c > best[1]):
+            best = (text, c)
+        nxt = max(0, min(len(pieces), n + target - c))
+        if nxt == n:
+            break
+        n = nxt
+    text, c = best if best is not None else (head, count(head))
+    for word in _filler():
+        if c >= target:
+            break
+        cand = text + word
+        cc = count(cand)
+        if cc <= target:
+            text, c = cand, cc
+    return text, c
+
+
+def _filler() -> list[str]:
+    return [" " + w for w in ("the", "of", "and", "to", "in", "is", "that", "for") * 64]
+
+
+def _file_prompts(spec: PromptSpec, tokenize: Tokenize | None) -> PromptSet:
+    """Prompts from a JSONL file of ``{"messages": [...]}`` objects, in file order."""
+    assert spec.file is not None
+    prompts: list[Prompt] = []
+    with open(spec.file, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            messages = _messages(line, spec.file, lineno)
+            single = len(messages) == 1 and isinstance(messages[0].get("content"), str)
+            n = tokenize(messages[0]["content"]) if (tokenize and single) else None
+            prompts.append(Prompt(len(prompts), messages, n))
+            if spec.count and len(prompts) >= spec.count:
+                break
+    if not prompts:
+        raise ConfigError("no prompts (expected JSONL lines of {\"messages\": [...]})",
+                          file=spec.file)
+    return PromptSet(prompts, token_count_source="tokenize" if tokenize else "estimate")
+
+
+def _messages(line: str, file: str, lineno: int) -> tuple[dict[str, Any], ...]:
+    where = f"line {lineno}"
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"not JSON ({exc.msg}; expected {{\"messages\": [...]}})", file=file,
+                          path=where) from None
+    msgs = obj.get("messages") if isinstance(obj, dict) else None
+    if not isinstance(msgs, list) or not msgs:
+        raise ConfigError("expected an object with a non-empty \"messages\" list", file=file,
+                          path=where)
+    for j, m in enumerate(msgs):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or "content" not in m:
+            raise ConfigError("expected {\"role\": str, \"content\": ...}", file=file,
+                              path=f"{where}.messages[{j}]")
+    return tuple(msgs)
+
+
+def server_tokenizer(base_url: str, model: str | None = None, api_key: str | None = None,
+                     *, timeout_s: float = 10.0) -> Tokenize | None:
+    """A counter backed by the server's ``/tokenize``, or None when it has none.
+
+    Tries vLLM's chat form (``messages`` + ``add_generation_prompt``: the count includes the
+    chat template, i.e. what ``usage.prompt_tokens`` will say), then the plain ``prompt``
+    form. Any failure of the probe (404, refused, non-JSON) means "no tokenizer".
+    """
+    url = base_url.rstrip("/").removesuffix("/v1") + "/tokenize"
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    base: dict[str, Any] = {"model": model} if model else {}
+
+    def post(payload: dict[str, Any]) -> int:
+        req = urllib.request.Request(url, data=json.dumps({**base, **payload}).encode(),
+                                     headers=headers, method="POST")
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            return int(json.loads(resp.read())["count"])
+
+    def chat(text: str) -> int:
+        return post({"messages": [{"role": "user", "content": text}],
+                     "add_generation_prompt": True})
+
+    def plain(text: str) -> int:
+        return post({"prompt": text})
+
+    for fn in (chat, plain):
+        try:
+            fn("probe")
+        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+            continue
+        return fn
+    return None
