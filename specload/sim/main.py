@@ -1,0 +1,122 @@
+"""Start the simulator: flags (vLLM's names) → ``SimSettings`` → aiohttp on asyncio.
+
+``add_arguments`` is shared by ``specload sim`` and ``python -m specload.sim``; ``settings_from_args``
+raises ``ValueError`` with one line naming the flag, which the CLI turns into exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+
+from aiohttp import web
+
+from specload.sim.faults import Faults
+from specload.sim.profiles import load_profile
+from specload.sim.server import SimSettings, build_app
+from specload.sim.spec import parse_spec_config
+
+__all__ = ["DEFAULT_MODEL", "add_arguments", "serve", "settings_from_args"]
+
+#: The model name the API answers to unless --served-model-name says otherwise.
+DEFAULT_MODEL = "specload-sim"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The simulator's flags; the vLLM ones keep vLLM's names."""
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--profile", default="h200-llama8b",
+                   help="engine profile: a bundled name (h200-llama8b, tiny) or a YAML path")
+    p.add_argument("--served-model-name", nargs="+", default=None,
+                   help="model name(s) the API answers to (default: specload-sim)")
+    p.add_argument("--model", default=None, help="accepted for vLLM compatibility; names the model")
+    p.add_argument("--speculative-config", default=None,
+                   help="vLLM JSON, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":4}'")
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
+                   default=False)
+    p.add_argument("--max-num-seqs", type=int, default=None)
+    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--num-gpu-blocks-override", type=int, default=None,
+                   help="KV cache size in blocks (small values make the queue fill)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ground-truth", action="store_true",
+                   help="keep per-request chunk write times at /debug/requests")
+    p.add_argument("--ground-truth-max", type=int, default=10_000)
+    g = p.add_argument_group("faults (also settable at runtime: POST /debug/faults)")
+    g.add_argument("--fault-error-rate", type=float, default=0.0)
+    g.add_argument("--fault-error-status", type=int, default=500)
+    g.add_argument("--fault-429-rate", type=float, default=0.0)
+    g.add_argument("--fault-stall-after", type=int, default=None, metavar="TOKENS")
+    g.add_argument("--fault-stall-s", type=float, default=5.0)
+    g.add_argument("--fault-drop-after", type=int, default=None, metavar="TOKENS")
+    g.add_argument("--fault-malformed-after", type=int, default=None, metavar="TOKENS")
+    g.add_argument("--fault-no-done", action="store_true")
+    g.add_argument("--fault-stream-rate", type=float, default=1.0,
+                   help="fraction of streams the stream faults apply to")
+
+
+def settings_from_args(a: argparse.Namespace) -> SimSettings:
+    """Validate flags into settings; ``ValueError`` names the flag."""
+    profile = load_profile(a.profile)
+    names = tuple(a.served_model_name or [a.model or DEFAULT_MODEL])
+    spec = parse_spec_config(a.speculative_config)
+    for flag in ("max_num_seqs", "max_model_len", "num_gpu_blocks_override"):
+        v = getattr(a, flag)
+        if v is not None and v < 1:
+            raise ValueError(f"--{flag.replace('_', '-')}: must be >= 1")
+    faults = Faults(
+        error_rate=a.fault_error_rate, error_status=a.fault_error_status,
+        rate_limit_rate=a.fault_429_rate, stall_after_tokens=a.fault_stall_after,
+        stall_s=a.fault_stall_s, drop_after_tokens=a.fault_drop_after,
+        malformed_after_tokens=a.fault_malformed_after, no_done=a.fault_no_done,
+        stream_fault_rate=a.fault_stream_rate,
+    )
+    try:
+        faults.validate()
+    except ValueError as exc:
+        raise ValueError(f"fault flags: {exc}") from None
+    return SimSettings(
+        profile=profile, served_model_names=names, spec=spec,
+        prefix_caching=a.enable_prefix_caching, max_num_seqs=a.max_num_seqs,
+        max_model_len=a.max_model_len, num_gpu_blocks=a.num_gpu_blocks_override, seed=a.seed,
+        ground_truth=a.ground_truth, ground_truth_max=a.ground_truth_max, faults=faults,
+    )
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop  # optional, faster
+
+        return uvloop.new_event_loop()  # type: ignore[no-any-return]
+    except ImportError:
+        return asyncio.new_event_loop()
+
+
+def serve(settings: SimSettings, host: str, port: int) -> None:
+    """Run the server until SIGINT/SIGTERM."""
+    loop = _new_loop()
+    asyncio.set_event_loop(loop)
+    app = build_app(settings)
+
+    async def main() -> None:
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, backlog=1024)
+        await site.start()
+        spec = json.dumps(settings.spec.raw) if settings.spec else "off"
+        print(f"specload sim: http://{host}:{port} profile={settings.profile.name} "
+              f"model={settings.served_model_names[0]} speculative={spec} "
+              f"prefix_caching={settings.prefix_caching}", flush=True)
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await runner.cleanup()
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()

@@ -1,0 +1,331 @@
+"""The OpenAI-compatible HTTP front of the simulator (aiohttp on asyncio).
+
+Routes mirror vLLM's server: ``/v1/chat/completions`` and ``/v1/completions`` (streamed and
+not), ``/v1/models``, ``/version``, ``/health``, ``/metrics``, ``/tokenize``,
+``/reset_prefix_cache``, plus the simulator's own ``/debug/requests[/{id}]`` (ground truth) and
+``/debug/faults`` (GET/POST). Handlers validate, build an engine ``Request`` with a sink, hand
+it to the engine loop and wait for its last token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from specload.sim.engine import Engine, EngineConfig
+from specload.sim.faults import Faults
+from specload.sim.groundtruth import GroundTruth
+from specload.sim.kvcache import block_hashes
+from specload.sim.loop import EngineLoop
+from specload.sim.metrics import SimMetrics
+from specload.sim.profiles import Profile
+from specload.sim.protocol import (
+    ApiError,
+    ChunkFormat,
+    GenRequest,
+    error_body,
+    parse_generation,
+    usage_dict,
+)
+from specload.sim.request import Request
+from specload.sim.sinks import BufferSink, StreamSink
+from specload.sim.spec import NgramIndex, SpecConfig
+from specload.sim.textgen import OutputText
+from specload.sim.tokenizer import chat_tokens, token_ids, tokenize
+
+__all__ = ["SIM_VERSION", "SimSettings", "build_app"]
+
+SIM_VERSION = "0.26.0+specload.sim"
+_JSON = "application/json"
+
+
+@dataclass
+class SimSettings:
+    """Everything ``specload sim`` was started with."""
+
+    profile: Profile
+    served_model_names: tuple[str, ...] = ("specload-sim",)
+    spec: SpecConfig | None = None
+    prefix_caching: bool = False
+    max_num_seqs: int | None = None
+    max_model_len: int | None = None
+    num_gpu_blocks: int | None = None
+    seed: int = 0
+    ground_truth: bool = False
+    ground_truth_max: int = 10_000
+    faults: Faults = field(default_factory=Faults)
+
+
+class SimState:
+    """The app's shared objects: engine, its loop, metrics, faults, ground truth."""
+
+    def __init__(self, s: SimSettings) -> None:
+        self.settings = s
+        self.metrics = SimMetrics(s.served_model_names[0], s.spec.max_k if s.spec else 0)
+        self.engine = Engine(
+            EngineConfig(s.profile, s.spec, s.prefix_caching, s.max_num_seqs, s.max_model_len,
+                         s.num_gpu_blocks, s.seed),
+            self.metrics,
+        )
+        self.loop = EngineLoop(self.engine)
+        self.truth = GroundTruth(s.ground_truth_max) if s.ground_truth else None
+        self.faults = s.faults
+        self.rng = random.Random(s.seed ^ 0x5EED)
+        self.created = int(time.time())
+
+
+def _json(obj: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(obj), status=status, content_type=_JSON)
+
+
+def _error(status: int, message: str, param: str | None = None) -> web.Response:
+    return web.Response(body=error_body(status, message, param), status=status,
+                        content_type=_JSON)
+
+
+def _engine_request(st: SimState, g: GenRequest, rid: str, sink: Any) -> Request:
+    s = st.settings
+    seed = g.seed if g.seed is not None else s.seed
+    text = OutputText(g.prompt, seed)
+    max_len = st.engine.max_model_len
+    max_tokens = g.max_tokens if g.max_tokens is not None else max_len - len(g.prompt)
+    if g.ignore_eos:
+        target = max_tokens
+    else:
+        target = min(max_tokens, max(text.natural_length(), g.min_tokens))
+    req = Request(
+        rid=rid, prompt=g.prompt, text=text, target_len=target,
+        finish_reason="length" if target >= max_tokens else "stop",
+        sink=sink, arrival=asyncio.get_running_loop().time(), stop=g.stop,
+    )
+    if s.prefix_caching:
+        req.block_hashes = block_hashes(g.prompt, st.engine.kv.block_size)
+    if s.spec is not None and s.spec.is_ngram:
+        req.ngram = NgramIndex(g.prompt, s.spec.lookup_min, s.spec.lookup_max)
+    return req
+
+
+async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
+    st: SimState = request.app["sim"]
+    rid = request.headers.get("X-Request-Id") or uuid.uuid4().hex
+    arrived = time.time()
+    try:
+        g = parse_generation(await request.read(), chat, st.settings.served_model_names,
+                             st.engine.max_model_len)
+    except ApiError as exc:
+        return _error(exc.status, exc.message, exc.param)
+    status = st.faults.request_error(st.rng)
+    if status is not None:
+        msg = "Too many requests (simulated)" if status == 429 else "Internal error (simulated)"
+        return _error(status, msg)
+    truth = st.truth.start(rid, arrived, len(g.prompt)) if st.truth is not None else None
+    resp_id = ("chatcmpl-" if chat else "cmpl-") + rid
+    if g.stream:
+        return await _stream(request, st, g, rid, resp_id, truth)
+    done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    sink = BufferSink(done)
+    req = _engine_request(st, g, rid, sink)
+    st.loop.submit(req)
+    try:
+        await done
+    finally:
+        if not req.finished:
+            st.loop.abort(req)
+    text = "".join(sink.parts)
+    if truth is not None:
+        truth.chunk_times.append(time.time())
+        truth.chunk_tokens.append(req.generated)
+        truth.cached_tokens = req.cached_tokens
+    usage = usage_dict(len(g.prompt), req.generated,
+                       req.cached_tokens if st.settings.prefix_caching else None)
+    resp = _json(_full_body(chat, resp_id, st.created, g.model, text, sink.finish, usage))
+    resp.headers["X-Request-Id"] = rid
+    return resp
+
+
+def _full_body(chat: bool, rid: str, created: int, model: str, text: str, finish: str,
+               usage: dict[str, Any]) -> dict[str, Any]:
+    if chat:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text, "refusal": None,
+                        "annotations": None, "audio": None, "function_call": None,
+                        "tool_calls": [], "reasoning_content": None},
+            "logprobs": None, "finish_reason": finish, "stop_reason": None,
+        }
+        obj = "chat.completion"
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
+                  "stop_reason": None, "prompt_logprobs": None}
+        obj = "text_completion"
+    return {"id": rid, "object": obj, "created": created, "model": model,
+            "choices": [choice], "usage": usage, "system_fingerprint": None}
+
+
+async def _stream(request: web.Request, st: SimState, g: GenRequest, rid: str, resp_id: str,
+                  truth: Any) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
+                                       "Cache-Control": "no-cache", "X-Request-Id": rid})
+    resp.enable_chunked_encoding()
+    await resp.prepare(request)
+    request.writer.send_headers()  # type: ignore[attr-defined]
+    transport = request.transport
+    if transport is None:
+        return resp
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[bool] = loop.create_future()
+    fmt = ChunkFormat(g.chat, resp_id, st.created, g.model)
+    faults = st.faults if st.faults.stream_active() and (
+        st.faults.stream_fault_rate >= 1 or st.rng.random() < st.faults.stream_fault_rate
+    ) else None
+    holder: list[Request] = []
+    sink = StreamSink(transport, fmt, g.include_usage, st.settings.prefix_caching, truth, done,
+                      faults, lambda: holder and st.loop.abort(holder[0]))
+    req = _engine_request(st, g, rid, sink)
+    holder.append(req)
+    if g.chat:
+        sink.write(fmt.role())
+    st.loop.submit(req)
+    try:
+        ok = await done
+    finally:
+        if not req.finished:
+            st.loop.abort(req)
+    if truth is not None:
+        truth.cached_tokens = req.cached_tokens
+    if ok:
+        await resp.write_eof()
+    return resp
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, chat=True)
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, chat=False)
+
+
+async def models(request: web.Request) -> web.Response:
+    st: SimState = request.app["sim"]
+    data = [{"id": name, "object": "model", "created": st.created, "owned_by": "vllm",
+             "root": name, "parent": None, "max_model_len": st.engine.max_model_len}
+            for name in st.settings.served_model_names]
+    return _json({"object": "list", "data": data})
+
+
+async def version(request: web.Request) -> web.Response:
+    return _json({"version": SIM_VERSION})
+
+
+async def health(request: web.Request) -> web.Response:
+    return web.Response(status=200)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    st: SimState = request.app["sim"]
+    return web.Response(body=st.metrics.render(),
+                        headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+
+async def tokenize_route(request: web.Request) -> web.Response:
+    st: SimState = request.app["sim"]
+    try:
+        body = orjson.loads(await request.read())
+    except orjson.JSONDecodeError:
+        return _error(400, "request body is not valid JSON")
+    if not isinstance(body, dict):
+        return _error(400, "request body must be a JSON object")
+    model = body.get("model") or st.settings.served_model_names[0]
+    if model not in st.settings.served_model_names:
+        return _error(404, f"The model `{model}` does not exist.", "model")
+    try:
+        if "messages" in body:
+            toks = chat_tokens(body["messages"], bool(body.get("add_generation_prompt", True)))
+        elif isinstance(body.get("prompt"), str):
+            toks = tokenize(body["prompt"])
+        else:
+            return _error(400, "give 'prompt' (string) or 'messages'", "prompt")
+    except ValueError as exc:
+        return _error(400, str(exc), "messages")
+    out: dict[str, Any] = {"count": len(toks), "max_model_len": st.engine.max_model_len,
+                           "tokens": token_ids(toks), "token_strs": None}
+    if body.get("return_token_strs"):
+        out["token_strs"] = toks
+    return _json(out)
+
+
+async def reset_prefix_cache(request: web.Request) -> web.Response:
+    st: SimState = request.app["sim"]
+    st.engine.reset_prefix_cache()
+    return web.Response(status=200)
+
+
+async def debug_requests(request: web.Request) -> web.Response:
+    st: SimState = request.app["sim"]
+    if st.truth is None:
+        return _error(404, "ground truth is off; start the simulator with --ground-truth")
+    return _json(st.truth.all())
+
+
+async def debug_request(request: web.Request) -> web.Response:
+    st: SimState = request.app["sim"]
+    if st.truth is None:
+        return _error(404, "ground truth is off; start the simulator with --ground-truth")
+    rec = st.truth.get(request.match_info["request_id"])
+    if rec is None:
+        return _error(404, f"no ground truth for request {request.match_info['request_id']}")
+    return _json(rec.to_dict())
+
+
+async def get_faults(request: web.Request) -> web.Response:
+    return _json(request.app["sim"].faults.to_dict())
+
+
+async def post_faults(request: web.Request) -> web.Response:
+    st: SimState = request.app["sim"]
+    try:
+        body = orjson.loads(await request.read())
+        if not isinstance(body, dict):
+            raise ValueError("body must be a JSON object of fault settings")
+        st.faults.update(body)
+    except (orjson.JSONDecodeError, ValueError) as exc:
+        return _error(400, str(exc))
+    return _json(st.faults.to_dict())
+
+
+def build_app(settings: SimSettings) -> web.Application:
+    """The aiohttp application; the engine loop starts and stops with it."""
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    state = SimState(settings)
+    app["sim"] = state
+
+    async def on_startup(app: web.Application) -> None:
+        state.loop.start()
+
+    async def on_cleanup(app: web.Application) -> None:
+        await state.loop.stop()
+
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)
+    r = app.router
+    r.add_post("/v1/chat/completions", chat_completions)
+    r.add_post("/v1/completions", completions)
+    r.add_get("/v1/models", models)
+    r.add_get("/version", version)
+    r.add_get("/health", health)
+    r.add_get("/metrics", metrics)
+    r.add_post("/tokenize", tokenize_route)
+    r.add_post("/reset_prefix_cache", reset_prefix_cache)
+    r.add_get("/debug/requests", debug_requests)
+    r.add_get("/debug/requests/{request_id}", debug_request)
+    r.add_get("/debug/faults", get_faults)
+    r.add_post("/debug/faults", post_faults)
+    return app
