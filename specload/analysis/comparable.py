@@ -26,7 +26,7 @@ PROMPT_REL_MAX = 0.02
 IGNORED_SCENARIO_KEYS = frozenset({
     "path", "name", "description", "title", "steps", "duration_s", "step_duration_s",
     "duration", "warmup_s", "warmup", "repeats", "scrape_interval_s", "metrics_interval_s",
-    "label", "run_dir", "out", "notes",
+    "label", "run_dir", "out", "notes", "source", "record_itl", "request_timeout_s",
 })
 
 

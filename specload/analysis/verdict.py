@@ -52,7 +52,7 @@ def _headline(x: Crossover, min_gain: float) -> str:
         ci = f" (CI {g.lo * 100:.0f}–{g.hi * 100:.0f} %)" if g.lo is not None and g.hi is not None else ""
         gain = f"{g.value * 100:.0f} %{ci}"
     if x.status == NEVER:
-        return (f"{x.condition} does not lower {label} by {min_gain:.0%} at any tested load "
+        return (f"{x.condition} does not lower {label} by {min_gain * 100:g} % at any tested load "
                 f"({x.tested_range[0]:g}–{x.tested_range[1]:g} req/s)")
     if x.status == ALWAYS:
         return (f"{x.condition} lowers {label} {gain} at {x.tested_range[0]:g} req/s and still "

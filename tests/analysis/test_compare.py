@@ -1,0 +1,63 @@
+"""compare_runs: baseline choice, repeats pooled, gates, per-step figures."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from analysis.synth_rundir import SPEC, Cond, write_run
+from specload.analysis.compare import compare_runs
+from specload.analysis.gates import parse_gate
+from specload.errors import ConfigError
+
+
+def test_baseline_is_the_plain_condition_even_when_listed_second(tmp_path: Path) -> None:
+    spec = write_run(tmp_path / "s", Cond("spec", speculative=SPEC), qps=(2,), metrics=False)
+    base = write_run(tmp_path / "b", Cond("plain"), qps=(2,), metrics=False)
+    assert compare_runs([spec, base]).baseline == "plain"
+    assert compare_runs([spec, base], baseline="spec").baseline == "spec"
+    with pytest.raises(ConfigError, match="--baseline 'nope': no run has that label"):
+        compare_runs([spec, base], baseline="nope")
+
+
+def test_same_label_run_dirs_are_pooled_as_repeats(tmp_path: Path) -> None:
+    a = write_run(tmp_path / "a", Cond("baseline"), qps=(2, 4), n=100, seed=1, metrics=False)
+    b = write_run(tmp_path / "b", Cond("baseline"), qps=(2, 4), n=100, seed=2, metrics=False)
+    cmp = compare_runs([a, b])
+    step = cmp.steps["baseline"][0]
+    assert step.n == 200 and step.executions == 2
+    assert step.achieved_qps == pytest.approx(2.0, rel=0.05)
+    assert any("2 run directories are repeats" in n for n in cmp.notes)
+
+
+def test_per_step_figures_error_kinds_and_throughput(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "b", Cond("baseline", error_rate=0.1, acceptance_rate=0.5), qps=(4,), n=1000,
+                    out_tokens=64, metrics=False)
+    s = compare_runs([run]).steps["baseline"][0]
+    assert s.n == 1000 and 0.07 < s.error_rate < 0.13 and set(s.error_kinds) == {"http"}
+    assert s.output_tok_s == pytest.approx(4 * 64 * (1 - s.error_rate), rel=0.06)
+    assert s.tokens_per_chunk == pytest.approx(64 / round(64 / 2.5), rel=1e-6)
+    assert s.output_tokens_p50 == 64
+    for name in ("ttft_p99", "tpot_p95", "e2e_p50", "queue_delay_p95"):
+        e = s.latency[name]
+        assert e.lo <= e.value <= e.hi
+
+
+def test_regression_gate_fails_only_up_to_the_operating_point(tmp_path: Path) -> None:
+    base = write_run(tmp_path / "b", Cond("baseline"), qps=(2, 8, 32), metrics=False)
+    spec = write_run(tmp_path / "s", Cond("spec", speculative=SPEC, tpot=lambda q: 0.8 if q < 20 else 1.3),
+                     qps=(2, 8, 32), metrics=False)
+    gate = [parse_gate("tpot_p50=10")]
+    assert compare_runs([base, spec], gates=gate, operating_qps=8).gates.passed
+    failed = compare_runs([base, spec], gates=gate).gates
+    assert not failed.passed and [f.target_qps for f in failed.failures] == [32.0]
+    msg = failed.failures[0].message()
+    assert re.match(r"spec: tpot_p50 \+\d+\.\d % \(CI \+", msg) and msg.endswith("at 32 req/s exceeds the allowed +10 %")
+
+
+@pytest.mark.parametrize("spec", ["tpot_p50", "nope=3", "tpot_p50=x", "tpot_p50=-1"])
+def test_bad_gate_specs_are_config_errors(spec: str) -> None:
+    with pytest.raises(ConfigError, match="--max-regression"):
+        parse_gate(spec)
