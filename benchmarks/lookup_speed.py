@@ -44,7 +44,9 @@ def _bpe(tmp: Path) -> SplitTokenizer:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=2000, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=2000, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator([_text(200, s) for s in range(50)], trainer)
     path = tmp / "tokenizer.json"
     tok.save(str(path))
@@ -57,7 +59,9 @@ def _chunks(tokenizer: SplitTokenizer, text: str, per_chunk: int) -> list[str]:
     return ["".join(words[i : i + per_chunk]) for i in range(0, len(words), per_chunk)]
 
 
-def _case(tokenizer: SplitTokenizer, prompt: str, output: str, per_chunk: int, repeats: int) -> dict:
+def _case(
+    tokenizer: SplitTokenizer, prompt: str, output: str, per_chunk: int, repeats: int
+) -> dict:
     chunks = _chunks(tokenizer, output, per_chunk)
     per_token_us: list[float] = []
     index_us: list[float] = []

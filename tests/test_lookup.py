@@ -19,7 +19,7 @@ from specload.client.lookup import (
 )
 from specload.errors import ConfigError
 
-CODE = '''def load(path):
+CODE = """def load(path):
     with open(path) as fh:
         return json.load(fh)
 
@@ -27,7 +27,7 @@ CODE = '''def load(path):
 def save(path, data):
     with open(path, "w") as fh:
         json.dump(data, fh, indent=2)
-'''
+"""
 
 VOCAB = [f"w{i}" for i in range(5000)]
 
@@ -45,7 +45,9 @@ def bpe_tokenizer(tmp_path: Path) -> SplitTokenizer:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator([CODE] * 20 + [fresh_text(300, s) for s in range(5)], trainer)
     path = tmp_path / "tokenizer.json"
     tok.save(str(path))

@@ -140,15 +140,22 @@ def load_tokenizer(path: str | Path | None) -> SplitTokenizer:
     if p.is_dir():
         p = p / "tokenizer.json"
     if not p.is_file():
-        raise ConfigError("no tokenizer.json there (expected a local file or a folder holding one)", file=str(path))
+        raise ConfigError(
+            "no tokenizer.json there (expected a local file or a folder holding one)",
+            file=str(path),
+        )
     try:
         from tokenizers import Tokenizer
     except ImportError as exc:  # pragma: no cover - tokenizers ships with the dev extra
-        raise ConfigError("reading a tokenizer needs the 'tokenizers' package", file=str(path)) from exc
+        raise ConfigError(
+            "reading a tokenizer needs the 'tokenizers' package", file=str(path)
+        ) from exc
     try:
         return HFTokenizer(Tokenizer.from_file(str(p)))
     except Exception as exc:  # the Rust side raises plain Exception subclasses
-        raise ConfigError(f"not a tokenizers JSON file ({exc.__class__.__name__})", file=str(p)) from exc
+        raise ConfigError(
+            f"not a tokenizers JSON file ({exc.__class__.__name__})", file=str(p)
+        ) from exc
 
 
 def prompt_text(messages: Sequence[Mapping[str, Any]]) -> list[str]:

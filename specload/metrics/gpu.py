@@ -107,11 +107,14 @@ class DcgmSource:
     whose other GPUs serve something else.
     """
 
-    def __init__(self, url: str, *, gpus: Iterable[str] | None = None, timeout_s: float = 2.0) -> None:
+    def __init__(
+        self, url: str, *, gpus: Iterable[str] | None = None, timeout_s: float = 2.0
+    ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigError(
-                f"{url!r} is not an http(s) URL (expected e.g. http://gpu-node:9400/metrics, or 'nvml')",
+                f"{url!r} is not an http(s) URL "
+                "(expected e.g. http://gpu-node:9400/metrics, or 'nvml')",
                 path="--gpu-metrics-url",
             )
         self.url = url
@@ -142,7 +145,10 @@ class DcgmSource:
         except ValueError as exc:
             raise GpuSourceError(f"{self.url}: not Prometheus text ({exc})") from exc
         if not used:
-            raise GpuSourceError(f"{self.url}: no {DCGM_FB_USED} sample" + (" for the GPUs asked" if self._gpus else ""))
+            raise GpuSourceError(
+                f"{self.url}: no {DCGM_FB_USED} sample"
+                + (" for the GPUs asked" if self._gpus else "")
+            )
         return GpuMemoryReading(t=time.time(), used_mib=used, source="dcgm")
 
 
@@ -155,7 +161,9 @@ class NvmlSource:
         try:
             import pynvml
         except ImportError as exc:
-            raise GpuSourceError("NVML unavailable: nvidia-ml-py is not installed (pip install 'specload[gpu]')") from exc
+            raise GpuSourceError(
+                "NVML unavailable: nvidia-ml-py is not installed (pip install 'specload[gpu]')"
+            ) from exc
         try:
             pynvml.nvmlInit()
             count = int(pynvml.nvmlDeviceGetCount())
@@ -171,12 +179,15 @@ class NvmlSource:
             if _keep(str(i), uuid, wanted):
                 self._handles[str(i)] = handle
         if not self._handles:
-            raise GpuSourceError(f"NVML: none of the {count} local GPUs matches {sorted(wanted or ())}")
+            raise GpuSourceError(
+                f"NVML: none of the {count} local GPUs matches {sorted(wanted or ())}"
+            )
 
     def read(self) -> GpuMemoryReading:
         try:
             used = {
-                gpu: self._nvml.nvmlDeviceGetMemoryInfo(h).used / _MIB for gpu, h in self._handles.items()
+                gpu: self._nvml.nvmlDeviceGetMemoryInfo(h).used / _MIB
+                for gpu, h in self._handles.items()
             }
         except self._nvml.NVMLError as exc:
             raise GpuSourceError(f"NVML read failed: {exc}") from exc
@@ -207,7 +218,9 @@ def open_gpu_source(
     stated, and the run goes on).
     """
     if gpu_metrics_url and gpu_metrics_url != "nvml":
-        return DcgmSource(gpu_metrics_url, gpus=gpus), f"GPU memory from DCGM exporter {gpu_metrics_url}"
+        return DcgmSource(
+            gpu_metrics_url, gpus=gpus
+        ), f"GPU memory from DCGM exporter {gpu_metrics_url}"
     if gpu_metrics_url is None and not _is_local(target_url):
         return None, (
             "GPU memory not sampled: the server is not on this host and no --gpu-metrics-url "

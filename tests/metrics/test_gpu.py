@@ -55,7 +55,9 @@ def exporter() -> Iterator[FakeExporter]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    )
     thread.start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
     try:
@@ -116,7 +118,9 @@ def test_readings_merge_into_metrics_lines_and_peak_back_out(exporter: FakeExpor
 
 
 def test_exporter_without_framebuffer_metric_is_stated_not_guessed(exporter: FakeExporter) -> None:
-    exporter.body = "\n".join(line for line in DCGM_TEXT.splitlines() if "FB_USED" not in line) + "\n"
+    exporter.body = (
+        "\n".join(line for line in DCGM_TEXT.splitlines() if "FB_USED" not in line) + "\n"
+    )
     with pytest.raises(GpuSourceError, match="no DCGM_FI_DEV_FB_USED"):
         DcgmSource(exporter.url).read()
     sampler = GpuMemorySampler(DcgmSource(exporter.url))

@@ -1,0 +1,252 @@
+"""``specload inspect``: repetition profiles of prompt sets and run dirs, and the advice drawn."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specload.cli.main import main
+from specload.errors import ConfigError
+from specload.inspect import inspect_path
+from specload.recorder.rundir import RunMeta, RunWriter
+from specload.records import RequestRecord
+
+VOCAB = [f"w{i}" for i in range(5000)]
+REPO = Path(__file__).resolve().parent.parent
+
+
+def words(n: int, rng: random.Random) -> str:
+    return " ".join(rng.sample(VOCAB, n))
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def code_edit_set(path: Path, n: int = 20) -> Path:
+    """Conversations whose assistant reply mostly copies the code in the prompt."""
+    rows = []
+    for i in range(n):
+        body = "\n".join(
+            f"def f{i}_{j}(a, b):\n    s = a + b\n    return s * {j}\n" for j in range(6)
+        )
+        reply = body.replace("(a, b)", "(a: int, b: int) -> int")
+        rows.append(
+            {
+                "messages": [
+                    {"role": "user", "content": f"Add type hints:\n{body}"},
+                    {"role": "assistant", "content": reply},
+                ]
+            }
+        )
+    return write_jsonl(path, rows)
+
+
+def shared_prefix_set(path: Path, n: int = 20) -> Path:
+    """One long system prompt shared by every request, then a short distinct question."""
+    rng = random.Random(1)
+    system = words(300, rng)
+    rows = [
+        {
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": words(30, rng)},
+            ]
+        }
+        for _ in range(n)
+    ]
+    return write_jsonl(path, rows)
+
+
+def topic_hopping_set(path: Path, n: int = 20) -> Path:
+    """Unrelated prompts with fresh words: nothing to copy, no common prefix."""
+    rng = random.Random(2)
+    rows = [
+        {
+            "messages": [
+                {"role": "user", "content": words(150, rng)},
+                {"role": "assistant", "content": words(100, rng)},
+            ]
+        }
+        for _ in range(n)
+    ]
+    return write_jsonl(path, rows)
+
+
+def actions(profile: Any) -> list[str]:
+    return [r.action for r in profile.recommendations]
+
+
+def test_code_edit_prompts_recommend_ngram_drafting(tmp_path: Path) -> None:
+    profile = inspect_path(code_edit_set(tmp_path / "code.jsonl"))
+    assert profile.lookup is not None and profile.lookup.mean > 0.6
+    assert "reply" in profile.lookup_basis
+    assert actions(profile) == ["ngram"]
+    assert '"method": "ngram"' in profile.recommendations[0].text
+
+
+def test_shared_system_prompt_recommends_prefix_caching(tmp_path: Path) -> None:
+    profile = inspect_path(shared_prefix_set(tmp_path / "prefix.jsonl", n=20))
+    prefix = profile.prefix
+    assert prefix is not None
+    # 19 of 20 requests reuse the system prompt's full blocks; the first fills the cache.
+    assert prefix.cacheable_share is not None and prefix.cacheable_share > 0.7
+    assert prefix.groups[0].requests == 20 and prefix.groups[0].tokens >= 300
+    assert prefix.requests_sharing == 20
+    assert actions(profile) == ["prefix_caching"]
+    assert "20 requests share" in profile.recommendations[0].text
+
+
+def test_topic_hopping_prompts_recommend_neither(tmp_path: Path) -> None:
+    profile = inspect_path(topic_hopping_set(tmp_path / "chat.jsonl"))
+    assert profile.lookup is not None and profile.lookup.mean < 0.05
+    assert profile.prefix is not None and profile.prefix.cacheable_share == 0.0
+    assert actions(profile) == ["neither"]
+
+
+def test_prompts_without_replies_use_self_repetition_and_say_it_is_a_proxy(tmp_path: Path) -> None:
+    block = "for item in items:\n    total += item.price * item.count\n"
+    rows = [
+        {"messages": [{"role": "user", "content": f"case {i}\n" + block * 10}]} for i in range(5)
+    ]
+    profile = inspect_path(write_jsonl(tmp_path / "rep.jsonl", rows))
+    assert "self-repetition" in profile.lookup_basis
+    assert profile.lookup is not None and profile.lookup.mean > 0.6
+    assert "ngram" in actions(profile)
+    assert any("weak proxy" in profile.lookup_basis or "run a baseline" in n for n in profile.notes)
+
+
+def record(i: int, rate: float | None, **kw: Any) -> RequestRecord:
+    return RequestRecord(
+        request_id=f"r{i}",
+        worker="local",
+        step=0,
+        target_qps=1.0,
+        warmup=False,
+        scheduled_at=1000.0 + i,
+        sent_at=1000.0 + i,
+        ok=True,
+        output_tokens=100,
+        prompt_tokens=500,
+        lookup_match_rate=rate,
+        prompt_sha256=f"{i:064x}",
+        **kw,
+    )
+
+
+def run_dir(
+    path: Path, records: list[RequestRecord], scenario: dict[str, Any] | None = None
+) -> Path:
+    writer = RunWriter(
+        path, RunMeta(run_id="r", label="baseline", scenario=scenario or {}, lookup_method="words")
+    )
+    writer.add_records(records)
+    writer.close("completed", 2000.0)
+    return path
+
+
+def test_baseline_run_with_repetitive_outputs_recommends_ngram(tmp_path: Path) -> None:
+    rates = [0.5 + 0.01 * i for i in range(30)]
+    profile = inspect_path(run_dir(tmp_path / "run", [record(i, r) for i, r in enumerate(rates)]))
+    assert profile.kind == "run" and profile.lookup_method == "words"
+    assert profile.lookup is not None and profile.lookup.n == 30
+    assert profile.lookup.p50 == pytest.approx(0.65, abs=0.011)
+    assert "ngram" in actions(profile)
+
+
+def test_baseline_run_with_fresh_outputs_and_distinct_prompts_recommends_neither(
+    tmp_path: Path,
+) -> None:
+    profile = inspect_path(run_dir(tmp_path / "run", [record(i, 0.02) for i in range(30)]))
+    assert profile.prefix is not None and profile.prefix.basis.startswith("prompt hashes")
+    assert profile.prefix.exact_repeats == 0
+    assert actions(profile) == ["neither"]
+
+
+def test_run_with_stored_prompt_text_gets_a_full_prefix_profile(tmp_path: Path) -> None:
+    rng = random.Random(3)
+    system = words(200, rng)
+    recs = [record(i, 0.01, prompt_text=system + " " + words(20, rng)) for i in range(10)]
+    profile = inspect_path(run_dir(tmp_path / "run", recs))
+    assert profile.prefix is not None and profile.prefix.basis.startswith("stored prompt text")
+    assert profile.prefix.groups[0].requests == 10
+    assert actions(profile) == ["prefix_caching"]
+
+
+def test_run_from_a_synthetic_shared_prefix_scenario_uses_the_declared_prefix(
+    tmp_path: Path,
+) -> None:
+    scenario = {"prompts": {"kind": "synthetic", "input_tokens": 512, "shared_prefix_tokens": 384}}
+    profile = inspect_path(run_dir(tmp_path / "run", [record(i, 0.0) for i in range(10)], scenario))
+    assert profile.prefix is not None and "384 tokens" in profile.prefix.basis
+    assert profile.prefix.cacheable_share == pytest.approx(0.75 * 9 / 10)
+    assert actions(profile) == ["prefix_caching"]
+
+
+def test_json_output_is_one_parseable_object(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["inspect", str(code_edit_set(tmp_path / "code.jsonl")), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kind"] == "prompts" and out["requests"] == 20
+    assert out["lookup"]["mean"] > 0.6
+    assert out["recommendations"][0]["action"] == "ngram"
+
+
+def test_terminal_output_shows_figures_and_the_recommendation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["inspect", str(shared_prefix_set(tmp_path / "p.jsonl"))]) == 0
+    out = capsys.readouterr().out
+    assert "reusable by prefix caching" in out
+    assert "[prefix_caching]" in out and "Try prefix caching" in out
+
+
+@pytest.mark.parametrize(
+    ("content", "expect"),
+    [
+        ('{"messages": [{"role": "user", "content": "hi"}]}\n{oops\n', "line 2"),
+        ('{"prompt": "hi"}\n', "line 1: messages"),
+        ("", "no prompts"),
+    ],
+)
+def test_bad_prompt_file_is_one_line_naming_the_problem(
+    tmp_path: Path, content: str, expect: str
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(content)
+    with pytest.raises(ConfigError, match=expect):
+        inspect_path(bad)
+
+
+def test_cli_bad_input_exits_2_with_one_line_and_no_traceback(tmp_path: Path) -> None:
+    (tmp_path / "empty-dir").mkdir()
+    for target in (tmp_path / "missing.jsonl", tmp_path / "empty-dir"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "specload", "inspect", str(target)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=60,
+        )
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and str(target) in lines[0]
+        assert "Traceback" not in proc.stderr
+
+
+def test_run_from_a_prompt_file_profiles_the_prompts_actually_sent(tmp_path: Path) -> None:
+    prompts = shared_prefix_set(tmp_path / "p.jsonl", n=8)
+    scenario = {"prompts": {"kind": "file", "file": str(prompts)}}
+    recs = [record(i, 0.0, prompt_index=i % 8) for i in range(16)]
+    profile = inspect_path(run_dir(tmp_path / "run", recs, scenario))
+    assert profile.prefix is not None and profile.prefix.basis.startswith("prompt file")
+    assert profile.prefix.exact_repeats == 8  # the second pass over the file repeats each prompt
+    assert actions(profile) == ["prefix_caching"]
