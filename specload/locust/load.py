@@ -1,0 +1,305 @@
+"""One process's load: its pacer, its arrival queue, its client, and its record outbox.
+
+Runs in every process that has users (a worker, or the local runner). The master says what
+to do with messages (``RunStart``, ``StepChange``, ``Drain``); this module turns them into
+open-loop arrivals: the pacer greenlet sleeps until each arrival's absolute time and puts it
+on a queue, and idle users take from the queue. Users never pace themselves, so the load does
+not depend on response times; an arrival that finds no idle user waits in the queue and its
+``queue_delay_s`` says so. Records go back through ``RecordOutbox`` in batches (every 0.5 s
+or 200 records, and at the end) together with the counts the master checks them against.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from bisect import insort
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gevent
+import gevent.event
+import gevent.queue
+
+from specload.locust.messages import (
+    Drain,
+    FinalCounts,
+    RecordBatch,
+    RunStart,
+    StepChange,
+    WorkerReady,
+)
+from specload.pacer import Pacer, derive_seed
+from specload.records import ErrorInfo, RequestRecord
+
+__all__ = ["Arrival", "LoadProcess", "RecordOutbox"]
+
+log = logging.getLogger("specload")
+
+Send = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """One open-loop arrival: which step it belongs to and when it was due (unix s)."""
+
+    plan: StepChange
+    scheduled_at: float
+    prompt_index: int
+
+
+class RecordOutbox:
+    """Batches records to the master: at 200 records, every 0.5 s, and on ``flush()``."""
+
+    def __init__(self, send: Send, worker: str, *, max_records: int = 200,
+                 interval_s: float = 0.5) -> None:
+        self._send = send
+        self.worker = worker
+        self.run_id = ""
+        self._buf: list[dict[str, Any]] = []
+        self._max = max_records
+        self._interval_s = interval_s
+        self.sent = 0
+        self.sent_in_window: dict[int, int] = defaultdict(int)
+        self._dirty = False
+        self._loop: gevent.Greenlet | None = None
+
+    def start(self, run_id: str) -> None:
+        self.stop()
+        self.run_id, self.sent, self._buf, self._dirty = run_id, 0, [], False
+        self.sent_in_window = defaultdict(int)
+        self._loop = gevent.spawn(self._tick)
+
+    def count_sent(self, step: int | None) -> None:
+        self.sent += 1
+        if step is not None:
+            self.sent_in_window[step] += 1
+        self._dirty = True
+
+    def add(self, record: dict[str, Any]) -> None:
+        self._buf.append(record)
+        if len(self._buf) >= self._max:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send what is buffered, with the cumulative counts (also when no record waits)."""
+        if not self.run_id or (not self._buf and not self._dirty):
+            return
+        batch, self._buf, self._dirty = self._buf, [], False
+        msg = RecordBatch(self.run_id, self.worker, batch, self.sent, dict(self.sent_in_window))
+        self._send(RecordBatch.TYPE, msg.to_wire())
+
+    def _tick(self) -> None:
+        while True:
+            gevent.sleep(self._interval_s)
+            try:
+                self.flush()
+            except Exception:  # a send failing must not kill the loop; the next tick retries
+                log.exception("specload: sending records to the master failed")
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.kill(block=False)
+            self._loop = None
+
+
+def worker_tag(worker: str) -> str:
+    """A short, stable tag for request ids (``local`` stays readable)."""
+    return worker if len(worker) <= 8 else hashlib.sha1(worker.encode()).hexdigest()[:6]
+
+
+class LoadProcess:
+    """The load side of one Locust process (see module doc). ``send(type, data)`` reaches the master."""
+
+    def __init__(self, worker: str, send: Send, *,
+                 api_key: Callable[[], str | None] = lambda: None) -> None:
+        self.worker = worker
+        self._send = send
+        self._api_key = api_key
+        self.queue: gevent.queue.Queue[Arrival] = gevent.queue.Queue()
+        self.outbox = RecordOutbox(send, worker)
+        self.run: RunStart | None = None
+        self.scenario: Any = None
+        self.requests: list[Any] = []
+        self.client: Any = None
+        self.recorded = 0
+        self.inflight = 0
+        self._seq = 0
+        self._pending: list[tuple[float, int, StepChange]] = []
+        self._changed = gevent.event.Event()
+        self._ready = gevent.event.Event()
+        self._draining = False
+        self._greenlets: list[gevent.Greenlet] = []
+
+    # --- messages from the master -------------------------------------------------------
+    def on_run_start(self, msg: RunStart) -> None:
+        if self.run is not None and self.run.run_id == msg.run_id:
+            return
+        self.stop()
+        self.run, self.recorded, self.inflight, self._seq = msg, 0, 0, 0
+        self._pending, self._draining = [], False
+        self._ready = gevent.event.Event()
+        while not self.queue.empty():  # users may be blocked on this queue: keep the object
+            self.queue.get_nowait()
+        self.outbox.start(msg.run_id)
+        self._greenlets = [gevent.spawn(self._prepare, msg), gevent.spawn(self._pace)]
+
+    def on_step(self, msg: StepChange) -> None:
+        if self.run is None or msg.run_id != self.run.run_id:
+            return
+        # a re-split replaces a not-yet-started share of the same step
+        self._pending = [p for p in self._pending if not (p[2].index == msg.index and p[2].epoch < msg.epoch)]
+        insort(self._pending, (msg.begin_at, msg.epoch, msg), key=lambda p: (p[0], p[1]))
+        self._changed.set()
+
+    def on_drain(self, msg: Drain) -> None:
+        if self.run is None or msg.run_id != self.run.run_id or self._draining:
+            return
+        self._draining = True
+        self._changed.set()
+        self._greenlets.append(gevent.spawn(self._finish))
+
+    # --- setup --------------------------------------------------------------------------
+    def _prepare(self, msg: RunStart) -> None:
+        """Build scenario, prompts and client; tell the master (with how tokens were counted)."""
+        from specload.client import make_client
+        from specload.client.request import ChatRequest
+        from specload.scenario import parse_scenario
+        from specload.scenario.prompts import build_prompt_set, server_tokenizer
+
+        error = source = None
+        try:
+            sc = parse_scenario(msg.scenario, file=msg.scenario_path or "<scenario>")
+            key = self._api_key()  # read now: a worker may get its options after init
+            tokenize = server_tokenizer(msg.base_url, msg.model, key)
+            prompts = build_prompt_set(sc, tokenize)
+            source = getattr(prompts, "token_count_source", None)
+            contract = sc.contract
+            self.requests = [
+                ChatRequest(
+                    model=msg.model, messages=prompts[i].messages, max_tokens=sc.max_tokens,
+                    min_tokens=sc.min_tokens, ignore_eos=sc.ignore_eos,
+                    temperature=sc.temperature, seed=sc.seed, stop=sc.stop, stream=sc.stream,
+                    tools=list(contract.tools) if contract and contract.tools else None,
+                    extra=dict(sc.extra_body), prompt_index=i,
+                    expect_json=bool(contract and contract.json),
+                    required_fields=tuple(contract.required_fields) if contract else (),
+                )
+                for i in range(len(prompts))
+            ]
+            self.client = make_client(
+                sc.client, msg.base_url, api_key=key, timeout_s=sc.request_timeout_s,
+                store_text=msg.store_text, concurrency=max(8, sc.max_concurrency),
+                record_itl=sc.record_itl)
+            self.scenario = sc
+            self._ready.set()
+        except Exception as exc:  # reported to the master, which fails the run with it
+            log.exception("specload: preparing the run failed")
+            error = f"{type(exc).__name__}: {exc}"
+        ready = WorkerReady(msg.run_id, self.worker, source, None, error)
+        self._send(WorkerReady.TYPE, ready.to_wire())
+
+    # --- pacing -------------------------------------------------------------------------
+    def _limit(self, plan: StepChange) -> float:
+        """Arrivals of ``plan`` stop at its end or where the next share takes over."""
+        nxt = self._pending[0][0] if self._pending else plan.end
+        return min(plan.end, nxt)
+
+    def _next_plan(self) -> StepChange | None:
+        while not self._pending:
+            if self._draining:
+                return None
+            self._changed.clear()
+            self._changed.wait()
+        return self._pending.pop(0)[2]
+
+    def _sleep_until(self, t: float, plan: StepChange) -> bool:
+        """Sleep until ``t``; False as soon as ``t`` falls outside the plan's (moving) limit."""
+        while True:
+            if t >= self._limit(plan):
+                return False
+            remaining = t - time.time()
+            if remaining <= 0:
+                return True
+            self._changed.clear()
+            self._changed.wait(remaining)
+
+    def _pace(self) -> None:
+        self._ready.wait()
+        sc = self.scenario
+        n_prompts = max(1, len(self.requests))
+        while (plan := self._next_plan()) is not None:
+            pacer = Pacer.share(plan.target_qps, sc.arrival, derive_seed(sc.seed, plan.index, plan.epoch),
+                                plan.begin_at, index=plan.slot, count=plan.slots)
+            i = 0
+            while self._sleep_until(t := pacer.next_send_at(i), plan):
+                prompt = (plan.prompt_offset + i * plan.slots + plan.slot) % n_prompts
+                self.queue.put(Arrival(plan, t, prompt))
+                i += 1
+            self.outbox.flush()
+
+    # --- sending ------------------------------------------------------------------------
+    def execute(self, a: Arrival) -> RequestRecord:
+        """Send one arrival; always returns (or, if killed, records) exactly one record."""
+        from specload.client import RequestCancelled
+
+        plan, run = a.plan, self.run
+        assert run is not None
+        self._seq += 1
+        request_id = f"{run.run_id}-{worker_tag(self.worker)}-{self._seq}"
+        warmup = a.scheduled_at < plan.warmup_end
+        now = time.time()
+        self.outbox.count_sent(plan.index if (not warmup and now < plan.end) else None)
+        self.inflight += 1
+        try:
+            rec = self.client.send(
+                self.requests[a.prompt_index], request_id=request_id, worker=self.worker,
+                step=plan.index, repeat=plan.repeat, target_qps=plan.target_qps,
+                warmup=warmup, scheduled_at=a.scheduled_at)
+        except RequestCancelled as exc:
+            self._keep(exc.record)
+            raise
+        except Exception as exc:  # a client bug must still leave exactly one record
+            log.exception("specload: client raised")
+            rec = RequestRecord(
+                request_id=request_id, worker=self.worker, step=plan.index,
+                target_qps=plan.target_qps, warmup=warmup, scheduled_at=a.scheduled_at,
+                sent_at=now, done_at=time.time(), queue_delay_s=now - a.scheduled_at,
+                repeat=plan.repeat, prompt_index=a.prompt_index,
+                error=ErrorInfo("bad_payload", f"client error: {type(exc).__name__}"))
+        finally:
+            self.inflight -= 1
+        self._keep(rec)
+        return rec
+
+    def _keep(self, rec: RequestRecord) -> None:
+        self.recorded += 1
+        self.outbox.add(rec.to_dict())
+
+    # --- ending -------------------------------------------------------------------------
+    def _finish(self) -> None:
+        """After ``Drain``: wait for the queue and in-flight requests, then report counts."""
+        run = self.run
+        assert run is not None
+        timeout_s = (self.scenario.request_timeout_s if self.scenario else 60.0) + 10.0
+        deadline = time.time() + timeout_s
+        while (not self.queue.empty() or self.inflight) and time.time() < deadline:
+            gevent.sleep(0.05)
+        self.outbox.flush()
+        final = FinalCounts(run.run_id, self.worker, self.outbox.sent, self.recorded)
+        self._send(FinalCounts.TYPE, final.to_wire())
+
+    def stop(self) -> None:
+        """Stop pacing and send whatever records are still buffered (test stop, quit)."""
+        for g in self._greenlets:
+            if g is not gevent.getcurrent():
+                g.kill(block=False)
+        self._greenlets = []
+        try:
+            self.outbox.flush()
+        except Exception:
+            log.exception("specload: final record flush failed")
+        self.outbox.stop()

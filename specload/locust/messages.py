@@ -1,0 +1,164 @@
+"""Typed master/worker messages, and how a step's rate is split over the workers.
+
+Locust's ``runner.send_message(type, data)`` carries msgpack-able data; every specload
+message is a frozen dataclass with ``to_wire()`` / ``from_wire()`` so neither side handles
+untyped dicts. The same messages flow in a local run (``LocalRunner.send_message`` calls the
+listener in-process), so one code path is tested for both.
+
+Master → workers: ``RunStart`` (scenario, model, run id), ``StepChange`` (a step's rate and
+window, and this worker's share), ``Drain`` (no more arrivals: finish and report).
+Workers → master: ``WorkerReady`` (prompts built), ``RecordBatch`` (records + cumulative
+counts), ``FinalCounts`` (after the drain). This module imports nothing from Locust.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar, TypeVar
+
+__all__ = [
+    "Drain",
+    "FinalCounts",
+    "RecordBatch",
+    "RunStart",
+    "StepChange",
+    "WorkerReady",
+    "split_slots",
+]
+
+M = TypeVar("M", bound="_Wire")
+
+
+class _Wire:
+    """``to_wire`` / ``from_wire`` for dataclass messages; ``TYPE`` is the Locust message type."""
+
+    __slots__ = ()
+    TYPE: ClassVar[str]
+
+    def to_wire(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload, no-any-return]
+
+    @classmethod
+    def from_wire(cls: type[M], data: dict[str, Any]) -> M:
+        """Build from wire data; keys from a newer sender are ignored, not fatal."""
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True, slots=True)
+class RunStart(_Wire):
+    """A run begins: what every process needs to build its prompts and clients.
+
+    ``scenario`` is ``Scenario.to_dict()`` so workers on other hosts need no scenario file;
+    ``model`` is resolved by the master (the scenario may leave it to ``/v1/models``).
+    """
+
+    TYPE: ClassVar[str] = "specload_run_start"
+    run_id: str
+    scenario: dict[str, Any]
+    scenario_path: str | None
+    model: str
+    base_url: str
+    store_text: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StepChange(_Wire):
+    """One step, and this worker's share of it from ``begin_at`` on (unix seconds).
+
+    A step's window is ``[start, end)``; arrivals before ``warmup_end`` are warm-up. The
+    worker draws arrivals at ``target_qps / slots`` as share ``slot``; when the set of
+    workers changes mid-step the master sends the same step again with a higher ``epoch``
+    and a later ``begin_at``: the old share stops and the new one starts there, so no
+    arrival is drawn twice and none is skipped by a live worker.
+    """
+
+    TYPE: ClassVar[str] = "specload_step"
+    run_id: str
+    index: int
+    repeat: int
+    target_qps: float
+    start: float
+    warmup_end: float
+    end: float
+    begin_at: float
+    epoch: int = 0
+    slot: int = 0
+    slots: int = 1
+    prompt_offset: int = 0
+
+    @property
+    def name(self) -> str:
+        """The Locust row name for this step, e.g. ``chat @ 4 qps``."""
+        return f"chat @ {self.target_qps:g} qps"
+
+
+@dataclass(frozen=True, slots=True)
+class Drain(_Wire):
+    """The last step ended: draw no more arrivals, finish in-flight requests, report counts."""
+
+    TYPE: ClassVar[str] = "specload_drain"
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerReady(_Wire):
+    """A worker built its prompt set for ``run_id`` and can take steps."""
+
+    TYPE: ClassVar[str] = "specload_ready"
+    run_id: str
+    worker: str
+    token_count_source: str | None = None
+    lookup_method: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBatch(_Wire):
+    """Records (``RequestRecord.to_dict()``) and the worker's cumulative counts so far.
+
+    Counts ride on every batch so a worker that dies has still told the master how many
+    requests it sent: the gap between ``sent`` and records received is the loss.
+    ``sent_in_window`` maps step index → non-warm-up requests sent inside the step's window
+    (for achieved QPS before every in-flight record is back).
+    """
+
+    TYPE: ClassVar[str] = "specload_records"
+    run_id: str
+    worker: str
+    records: list[dict[str, Any]] = field(default_factory=list)
+    sent: int = 0
+    sent_in_window: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> RecordBatch:
+        # msgpack may hand integer keys back as ints or strings depending on the sender.
+        window = {int(k): int(v) for k, v in (data.get("sent_in_window") or {}).items()}
+        return cls(
+            run_id=data["run_id"],
+            worker=data["worker"],
+            records=list(data.get("records") or []),
+            sent=int(data.get("sent", 0)),
+            sent_in_window=window,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FinalCounts(_Wire):
+    """A worker drained: it sent ``sent`` requests and produced ``recorded`` records."""
+
+    TYPE: ClassVar[str] = "specload_final"
+    run_id: str
+    worker: str
+    sent: int
+    recorded: int
+
+
+def split_slots(workers: list[str]) -> dict[str, tuple[int, int]]:
+    """``{worker: (slot, slots)}``: each worker's share of a step, in a stable order.
+
+    Sorted by id so that master and tests agree, and so the same set always gives the same
+    assignment (a re-split changes only what the set change forces).
+    """
+    ordered = sorted(set(workers))
+    return {w: (i, len(ordered)) for i, w in enumerate(ordered)}

@@ -1,0 +1,209 @@
+"""specload inside Locust: command-line options, per-process roles, message wiring.
+
+``install()`` is called by the locustfile, so it runs in every Locust process (master, local,
+each ``--processes`` child and each ``--worker``): it adds specload's options to Locust's
+parser (so they show in ``--help`` and the web UI and travel to workers), puts the
+sub-millisecond response-time buckets in place, and on ``init`` gives the process its roles:
+a ``LoadProcess`` where users run (local runner, workers) and a ``MasterSide`` where the
+schedule and the run directory live (local runner, master). Nothing happens at import time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from specload.errors import ConfigError, SpecloadError
+from specload.locust.events import install_buckets
+from specload.locust.load import LoadProcess
+from specload.locust.messages import (
+    Drain,
+    FinalCounts,
+    RecordBatch,
+    RunStart,
+    StepChange,
+    WorkerReady,
+)
+from specload.locust.session import RunOptions, RunSession
+from specload.locust.workers import LOCAL_WORKER
+
+__all__ = ["MasterSide", "add_options", "install", "load_process", "master_side"]
+
+log = logging.getLogger("specload")
+
+
+@dataclass
+class _Roles:
+    load: LoadProcess | None = None
+    master: MasterSide | None = None
+
+
+_ROLES: dict[int, _Roles] = {}
+_installed = False
+
+
+def load_process(environment: Any) -> LoadProcess | None:
+    """This process's load side (None on a master, which runs no users)."""
+    roles = _ROLES.get(id(environment))
+    return roles.load if roles else None
+
+
+def master_side(environment: Any) -> MasterSide | None:
+    """This process's master side (None on a worker)."""
+    roles = _ROLES.get(id(environment))
+    return roles.master if roles else None
+
+
+def add_options(parser: Any) -> None:
+    """specload's Locust options (``init_command_line_parser``)."""
+    g = parser  # Locust's own add_argument (an argument group would drop include_in_web_ui)
+    g.add_argument("--scenario", type=str, default="", help="specload scenario YAML file")
+    g.add_argument("--label", type=str, default="run",
+                   help="this run's condition label, e.g. baseline or spec-ngram-k4")
+    g.add_argument("--run-dir", type=str, default="",
+                   help="run directory to write (default runs/<label>; -2, -3... if taken)")
+    g.add_argument("--store-text", action="store_true", default=False,
+                   help="also write raw prompt and output text into requests.jsonl")
+    g.add_argument("--api-key", type=str, default="", include_in_web_ui=False,
+                   help="bearer token for the server (else $OPENAI_API_KEY); never written")
+    g.add_argument("--speculative-config", type=str, default="",
+                   help="declare the server's --speculative-config JSON (for run.json)")
+    g.add_argument("--prefix-caching", type=str, default="", choices=["", "on", "off"],
+                   help="declare whether the server has prefix caching on (for run.json)")
+    g.add_argument("--server-cmd", type=str, default="",
+                   help="the server's command line, recorded verbatim in run.json")
+
+
+def _api_key(environment: Any) -> str | None:
+    opts = environment.parsed_options
+    return (getattr(opts, "api_key", "") if opts else "") or os.environ.get("OPENAI_API_KEY") or None
+
+
+def _check_host(host: str | None) -> str:
+    if not host:
+        raise ConfigError("no target: give --host http://HOST:PORT", path="--host")
+    if not host.startswith(("http://", "https://")):
+        raise ConfigError(f"{host!r} has no scheme (expected http://... or https://...)", path="--host")
+    return host.rstrip("/")
+
+
+def _speculative(text: str) -> Any:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"not valid JSON ({exc})", path="--speculative-config") from None
+    if not isinstance(value, dict):
+        raise ConfigError("must be a JSON object", path="--speculative-config")
+    return value
+
+
+class MasterSide:
+    """Validates options and starts one ``RunSession`` per run (the UI can run several)."""
+
+    def __init__(self, environment: Any) -> None:
+        self.environment = environment
+        self.session: RunSession | None = None
+
+    def resolve(self) -> tuple[RunOptions, Any]:
+        """Options and scenario, validated; ``ConfigError`` names what is wrong."""
+        from specload.scenario import load_scenario
+
+        o = self.environment.parsed_options
+        if not getattr(o, "scenario", ""):
+            raise ConfigError("no scenario: give --scenario FILE", path="--scenario")
+        scenario = load_scenario(o.scenario)
+        label = o.label or "run"
+        opts = RunOptions(
+            scenario_path=os.path.abspath(o.scenario), label=label,
+            run_dir=o.run_dir or os.path.join("runs", label),
+            host=_check_host(self.environment.host), store_text=bool(o.store_text),
+            speculative=_speculative(o.speculative_config),
+            prefix_caching={"on": True, "off": False}.get(o.prefix_caching),
+            server_cmd=o.server_cmd or None, headless=bool(o.headless))
+        return opts, scenario
+
+    def begin(self) -> RunSession | None:
+        """Start a run; on bad input log one line, set exit code 2 and return None."""
+        try:
+            opts, scenario = self.resolve()
+            session = RunSession(self.environment.runner, scenario, opts, _api_key(self.environment))
+        except SpecloadError as exc:
+            log.error("specload: %s", exc)
+            print(f"specload: error: {exc}", file=sys.stderr, flush=True)
+            self.environment.process_exit_code = exc.exit_code
+            return None
+        self.session = session
+        session.start()
+        return session
+
+    def stop(self) -> None:
+        if self.session is not None:
+            self.session.stop()
+
+
+def _wire(runner: Any, cls: Any, handler: Any) -> None:
+    runner.register_message(cls.TYPE, lambda environment, msg, **kw: handler(cls.from_wire(msg.data)))
+
+
+def _on_init(environment: Any, runner: Any = None, **_kw: Any) -> None:
+    from locust.runners import LocalRunner, MasterRunner, WorkerRunner
+
+    runner = runner or environment.runner
+    roles = _ROLES.setdefault(id(environment), _Roles())
+    if isinstance(runner, (LocalRunner, WorkerRunner)):
+        worker = LOCAL_WORKER if isinstance(runner, LocalRunner) else runner.client_id
+        load = LoadProcess(worker, lambda t, d: runner.send_message(t, d),
+                           api_key=lambda: _api_key(environment))
+        roles.load = load
+        _wire(runner, RunStart, load.on_run_start)
+        _wire(runner, StepChange, load.on_step)
+        _wire(runner, Drain, load.on_drain)
+    if isinstance(runner, (LocalRunner, MasterRunner)):
+        master = MasterSide(environment)
+        roles.master = master
+        _wire(runner, WorkerReady, lambda m: master.session and master.session.on_ready(m))
+        _wire(runner, RecordBatch, lambda m: master.session and master.session.on_records(m))
+        _wire(runner, FinalCounts, lambda m: master.session and master.session.on_final(m))
+        environment.events.worker_connect.add_listener(
+            lambda client_id, **kw: master.session and master.session.on_worker_connect(client_id))
+        _validate_early(environment, master)
+
+    def on_stop(**_kw: Any) -> None:
+        if roles.load is not None:
+            roles.load.stop()  # first: its last records must reach the session
+        if roles.master is not None:
+            roles.master.stop()
+
+    environment.events.test_stop.add_listener(on_stop)
+    environment.events.quitting.add_listener(on_stop)
+
+
+def _validate_early(environment: Any, master: MasterSide) -> None:
+    """Headless, or a scenario given: fail before any traffic with one line and exit 2."""
+    o = environment.parsed_options
+    if o is None or not (o.headless or getattr(o, "scenario", "")):
+        return
+    try:
+        master.resolve()
+    except SpecloadError as exc:
+        print(f"specload: error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(exc.exit_code) from None
+
+
+def install() -> None:
+    """Hook specload into Locust in this process; the locustfile calls it once."""
+    global _installed
+    install_buckets()
+    if _installed:
+        return
+    from locust import events
+
+    events.init_command_line_parser.add_listener(add_options)
+    events.init.add_listener(_on_init)
+    _installed = True

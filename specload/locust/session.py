@@ -1,0 +1,376 @@
+"""One run on the master: the schedule, the run directory, the scrapes and the final check.
+
+The master (or the local runner) owns the step schedule; pacers in each load process only
+follow ``StepChange`` messages. Times are absolute (unix seconds) and fixed ahead: step
+``k`` runs ``[start_k, end_k)`` and is announced ``LEAD_S`` before it starts, so a message's
+latency never shifts a boundary. At each boundary ``/metrics`` is scraped once (the end of
+one step is the start of the next), run.json is rewritten, and a progress line is printed
+once the step's records have had a moment to arrive. After the last step, ``Drain`` asks each
+load process to finish and report its counts; the master checks that every request sent has
+a record and writes the counts to run.json. Only this object writes the run directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gevent
+
+from specload.locust.live import LiveStats
+from specload.locust.messages import (
+    Drain,
+    FinalCounts,
+    RecordBatch,
+    RunStart,
+    StepChange,
+    WorkerReady,
+    split_slots,
+)
+from specload.locust.workers import WorkerView
+from specload.metrics.scrape import MetricsScraper, fetch_server_info
+from specload.metrics.vllm import step_server_metrics
+from specload.recorder.rundir import RunMeta, RunWriter
+
+__all__ = ["LEAD_S", "RunOptions", "RunSession", "TimedStep"]
+
+log = logging.getLogger("specload")
+
+#: Seconds by which each step is announced before it starts (message latency budget).
+LEAD_S = 0.5
+#: Seconds after a step's end before its progress line (batches arrive every 0.5 s).
+PROGRESS_DELAY_S = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """What the user declared for this run (Locust options); never holds the API key."""
+
+    scenario_path: str | None
+    label: str
+    run_dir: str
+    host: str
+    store_text: bool = False
+    speculative: Any = None
+    prefix_caching: bool | None = None
+    server_cmd: str | None = None
+    headless: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TimedStep:
+    """A scheduled step with its absolute window (unix seconds)."""
+
+    index: int
+    repeat: int
+    target_qps: float
+    start: float
+    warmup_end: float
+    end: float
+    prompt_offset: int
+
+
+def new_run_id(label: str) -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    return f"{label}-{stamp}-{secrets.token_hex(2)}"
+
+
+def free_run_dir(path: str) -> Path:
+    """``path``, or ``path-2``, ``path-3``... when it already holds a run (UI re-runs)."""
+    p = Path(path)
+    n = 1
+    while (p.parent / (p.name if n == 1 else f"{p.name}-{n}") / "run.json").exists():
+        n += 1
+    return p if n == 1 else p.parent / f"{p.name}-{n}"
+
+
+class RunSession:
+    """The master's side of one run (see module doc). ``finished`` once run.json is final."""
+
+    def __init__(self, runner: Any, scenario: Any, opts: RunOptions, api_key: str | None) -> None:
+        self.runner = runner
+        self.scenario = scenario
+        self.opts = opts
+        self.workers = WorkerView(runner)
+        self.run_id = new_run_id(opts.label)
+        self.live = LiveStats()
+        self.finished = False
+        self.stopped_externally = False
+        self.end_reported = False
+        self.status = "running"
+        self.ready: dict[str, WorkerReady] = {}
+        self.finals: dict[str, FinalCounts] = {}
+        self.sent: dict[str, int] = defaultdict(int)
+        self.received: dict[str, int] = defaultdict(int)
+        self.late_records = 0
+        self.epoch = 0
+        self.split: dict[str, tuple[int, int]] = {}
+        self.announced: list[TimedStep] = []
+        self.current: TimedStep | None = None
+        self._step_scrapes: list[dict[str, float]] = []
+        self._printed: set[int] = set()
+        self._scraper = MetricsScraper(opts.host, api_key=api_key)
+        info = fetch_server_info(opts.host, api_key=api_key)
+        models = info.get("models") or []
+        self.model = scenario.model or (models[0] if models else "default")
+        self.writer = RunWriter(free_run_dir(opts.run_dir), self._meta(info))
+        self._greenlets: list[gevent.Greenlet] = []
+
+    def _meta(self, info: dict[str, Any]) -> RunMeta:
+        sc = {**self.scenario.to_dict(), "path": self.opts.scenario_path}
+        notes = [] if self.scenario.model or info.get("models") else [
+            "scenario names no model and the server lists none at /v1/models; sent 'default'"]
+        return RunMeta(
+            run_id=self.run_id, label=self.opts.label,
+            condition={"speculative": self.opts.speculative, "prefix_caching": self.opts.prefix_caching},
+            target={"url": self.opts.host, "model": self.model,
+                    "server_version": info.get("server_version"), "models": info.get("models")},
+            scenario=sc, started_at=time.time(), server_cmd=self.opts.server_cmd, notes=notes)
+
+    # --- lifecycle ----------------------------------------------------------------------
+    def start(self) -> None:
+        """Tell every load process about the run, then run the schedule in a greenlet."""
+        msg = RunStart(self.run_id, self.scenario.to_dict(), self.opts.scenario_path, self.model,
+                       self.opts.host, self.opts.store_text)
+        self.runner.send_message(RunStart.TYPE, msg.to_wire())
+        self._greenlets = [gevent.spawn(self._guarded, self._schedule),
+                           gevent.spawn(self._guarded, self._scrape_interval)]
+
+    def on_worker_connect(self, worker: str) -> None:
+        """A worker joined mid-run: it gets the run; it takes a share once ready with users."""
+        if self.finished:
+            return
+        msg = RunStart(self.run_id, self.scenario.to_dict(), self.opts.scenario_path, self.model,
+                       self.opts.host, self.opts.store_text)
+        self.runner.send_message(RunStart.TYPE, msg.to_wire(), client_id=worker)
+
+    def _guarded(self, fn: Any) -> None:
+        try:
+            fn()
+        except gevent.GreenletExit:
+            raise
+        except Exception as exc:
+            log.exception("specload: run failed")
+            self.writer.meta.notes.append(f"run failed: {type(exc).__name__}: {exc}")
+            self.finish("failed")
+
+    def _sleep_until(self, t: float) -> None:
+        while (d := t - time.time()) > 0:
+            gevent.sleep(min(d, 0.5))
+            self._check_workers()
+
+    def _timed_steps(self, t0: float) -> list[TimedStep]:
+        steps, t, offset = [], t0, 0
+        for p in self.scenario.schedule():
+            steps.append(TimedStep(p.index, p.repeat, p.target_qps, t, t + p.warmup_s,
+                                   t + p.warmup_s + p.duration_s, offset))
+            offset += int(round(p.target_qps * (p.warmup_s + p.duration_s)))
+            t += p.warmup_s + p.duration_s
+        return steps
+
+    def _schedule(self) -> None:
+        if not self._wait_ready():
+            return
+        steps = self._timed_steps(time.time() + LEAD_S)
+        for step in steps:
+            self._sleep_until(step.start - LEAD_S)
+            self._announce(step)
+            self._sleep_until(step.start)
+            self._boundary(step)
+        last = steps[-1]
+        self._sleep_until(last.end)
+        self._boundary(None)
+        self.runner.send_message(Drain.TYPE, Drain(self.run_id).to_wire())
+        self._wait_finals()
+        self.finish("completed")
+
+    def _wait_ready(self) -> bool:
+        """Users spawned and every connected load process ready (prompts built)."""
+        deadline = time.time() + 300.0
+        while time.time() < deadline:
+            connected = set(self.workers.connected())
+            errors = [r for r in self.ready.values() if r.error]
+            if errors:
+                self.writer.meta.notes.append(f"worker {errors[0].worker}: {errors[0].error}")
+                self.finish("failed")
+                return False
+            if self.workers.spawned() and connected and connected <= set(self.ready):
+                return True
+            gevent.sleep(0.05)
+        self.writer.meta.notes.append("load processes were not ready within 300 s")
+        self.finish("failed")
+        return False
+
+    # --- steps --------------------------------------------------------------------------
+    def _announce(self, step: TimedStep) -> None:
+        self.announced.append(step)
+        live = self.workers.candidates(self.ready)
+        if live != set(self.split):
+            self.split = split_slots(sorted(live))
+        self._send_share(step, step.start)
+        self.live.begin_step(step.index, step.repeat, step.target_qps, step.start,
+                             step.warmup_end, step.end)
+        self.writer.begin_step({"index": step.index, "repeat": step.repeat,
+                                "target_qps": step.target_qps, "start": step.start,
+                                "warmup_end": step.warmup_end, "end": step.end})
+
+    def _send_share(self, step: TimedStep, begin_at: float) -> None:
+        for worker, (slot, slots) in self.split.items():
+            msg = StepChange(self.run_id, step.index, step.repeat, step.target_qps, step.start,
+                             step.warmup_end, step.end, begin_at, self.epoch, slot, slots,
+                             step.prompt_offset)
+            self.runner.send_message(StepChange.TYPE, msg.to_wire(), client_id=worker)
+
+    def _boundary(self, step: TimedStep | None) -> None:
+        """One scrape closes the previous step and opens ``step`` (None: the run's end)."""
+        t, values = self._scraper.timed_scrape()
+        prev = self.current
+        if prev is not None:
+            if values is not None:
+                self.writer.add_metrics(t, prev.index, "end", values)
+                self._step_scrapes.append(values)
+            self.live.server[prev.index] = step_server_metrics(self._step_scrapes).to_dict()
+            self.writer.end_step(prev.index, prev.end)
+            gevent.spawn_later(PROGRESS_DELAY_S, self._progress, prev.index)
+        self.current, self._step_scrapes = step, []
+        if step is not None and values is not None:
+            self.writer.add_metrics(t, step.index, "start", values)
+            self._step_scrapes.append(values)
+        if values is None and self._scraper.last_error and not self._scraper.scrapes:
+            note = f"no server metrics: {self._scraper.last_error}"
+            if note not in self.writer.meta.notes:
+                self.writer.meta.notes.append(note)
+
+    def _scrape_interval(self) -> None:
+        interval = max(0.5, float(self.scenario.metrics_interval_s))
+        while not self.finished:
+            gevent.sleep(interval)
+            step = self.current
+            t, values = self._scraper.timed_scrape()
+            if values is None or self.finished:
+                continue
+            self.writer.add_metrics(t, step.index if step else None, "interval", values)
+            if step is not None and step is self.current:
+                self._step_scrapes.append(values)
+                self.live.server[step.index] = step_server_metrics(self._step_scrapes).to_dict()
+
+    def _progress(self, index: int) -> None:
+        if index in self._printed or index not in self.live.steps:
+            return
+        self._printed.add(index)
+        line = self.live.progress_line(index, len(self.scenario.schedule()))
+        log.info("specload: %s", line)
+        if self.opts.headless:
+            print(f"[specload] {line}", flush=True)
+
+    # --- workers ------------------------------------------------------------------------
+    def _check_workers(self) -> None:
+        """Mark lost workers and re-split the current step when the set of workers changes."""
+        if self.finished or not self.announced:
+            return
+        now = time.time()
+        self._mark_lost(now)
+        live = self.workers.candidates(self.ready)
+        if not live or live == set(self.split):
+            return
+        self.epoch += 1
+        self.split = split_slots(sorted(live))
+        switch_at = now + LEAD_S
+        for step in self.announced:
+            if step.end > switch_at:
+                self._send_share(step, max(step.start, switch_at))
+        self.writer.meta.notes.append(
+            f"re-split at {switch_at:.3f} over {len(live)} worker(s) (epoch {self.epoch})")
+        self.writer.write_meta()
+
+    def _wait_finals(self) -> None:
+        deadline = time.time() + float(self.scenario.request_timeout_s) + 15.0
+        while time.time() < deadline:
+            self._mark_lost(time.time())
+            expected = set(self.ready) - {x["worker"] for x in self.writer.meta.lost_workers}
+            if expected <= set(self.finals):
+                return
+            gevent.sleep(0.05)
+        missing = sorted(set(self.ready) - set(self.finals))
+        self.writer.meta.notes.append(f"no final counts from {missing} within the timeout")
+
+    def _mark_lost(self, now: float) -> None:
+        """Workers gone without final counts: keep what they sent, note when they vanished."""
+        for w in sorted(self.workers.lost_since(set(self.ready), set(self.finals))):
+            if not any(x["worker"] == w for x in self.writer.meta.lost_workers):
+                self.writer.meta.lost_workers.append(
+                    {"worker": w, "at": now, "sent": self.sent[w], "recorded": self.received[w]})
+                log.warning("specload: worker %s lost at %.3f", w, now)
+
+    # --- messages from load processes ---------------------------------------------------
+    def on_ready(self, msg: WorkerReady) -> None:
+        if msg.run_id != self.run_id:
+            return
+        self.ready[msg.worker] = msg
+        meta = self.writer.meta
+        if msg.token_count_source and meta.token_count_source is None:
+            meta.token_count_source = msg.token_count_source
+        if msg.lookup_method and meta.lookup_method is None:
+            meta.lookup_method = msg.lookup_method
+        if msg.worker not in meta.workers:
+            meta.workers.append(msg.worker)
+
+    def on_records(self, msg: RecordBatch) -> None:
+        if msg.run_id != self.run_id:
+            return
+        self.sent[msg.worker] = max(self.sent[msg.worker], msg.sent)
+        self.live.set_sent_in_window(msg.worker, msg.sent_in_window)
+        if self.finished:
+            self.late_records += len(msg.records)
+            return
+        self.received[msg.worker] += self.writer.add_records(msg.records)
+        for r in msg.records:
+            self.live.add(r)
+
+    def on_final(self, msg: FinalCounts) -> None:
+        if msg.run_id == self.run_id:
+            self.finals[msg.worker] = msg
+            self.sent[msg.worker] = max(self.sent[msg.worker], msg.sent)
+
+    # --- the end ------------------------------------------------------------------------
+    def finish(self, status: str) -> None:
+        """Write the final run.json (counts, lost workers, status) once; stop greenlets."""
+        if self.finished:
+            return
+        self.finished = True
+        self.status = status
+        for g in self._greenlets:
+            if g is not gevent.getcurrent():
+                g.kill(block=False)
+        meta = self.writer.meta
+        workers = sorted(set(self.ready) | set(self.received) | set(self.sent))
+        by_worker = {w: {"sent": self.sent[w], "recorded": self.received[w]} for w in workers}
+        meta.counts = {"sent": sum(self.sent.values()), "recorded": sum(self.received.values()),
+                       "by_worker": by_worker}
+        for x in meta.lost_workers:  # batches that arrived after the loss was noticed count too
+            x["sent"], x["recorded"] = self.sent[x["worker"]], self.received[x["worker"]]
+        lost = {x["worker"] for x in meta.lost_workers}
+        for w, c in by_worker.items():
+            if c["sent"] != c["recorded"] and w not in lost:
+                meta.notes.append(f"worker {w}: sent {c['sent']} requests, {c['recorded']} recorded")
+        if self.current is not None and status != "completed":
+            self.writer.end_step(self.current.index, min(time.time(), self.current.end))
+        self.writer.close(status, time.time())
+        for step in self.announced:  # the last step's line (its delayed greenlet may not run)
+            if step.start < time.time():
+                self._progress(step.index)
+        log.info("specload: run %s %s: %s", self.run_id, status, self.writer.path)
+        if self.opts.headless:
+            print(f"[specload] run {status}: {meta.counts['recorded']} records in {self.writer.path}",
+                  flush=True)
+
+    def stop(self) -> None:
+        """The test was stopped from outside (Ctrl-C, the UI's Stop): end as interrupted."""
+        if not self.finished:
+            self.stopped_externally = True
+            self.finish("interrupted")
