@@ -35,7 +35,11 @@ import gevent
 import orjson
 from gevent import GreenletExit
 from geventhttpclient import HTTPClient
-from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
+from geventhttpclient.response import (
+    HTTPConnectionClosed,
+    HTTPParseError,
+    HTTPSocketPoolResponse,
+)
 from geventhttpclient.url import URL
 
 from specload.client.assemble import RecordBuilder
@@ -155,7 +159,7 @@ def _read_stream(resp: HTTPSocketPoolResponse, b: RecordBuilder) -> None:
     while True:
         try:
             line = readline(b"\n")
-        except (HTTPConnectionClosed, ConnectionError, OSError) as exc:
+        except (HTTPParseError, ConnectionError, OSError) as exc:
             raise _Failure("stream_broken", f"connection lost mid-stream: {_short(exc)}") from None
         t = now()
         if not line:
@@ -179,7 +183,7 @@ def _read_whole(resp: HTTPSocketPoolResponse, b: RecordBuilder) -> None:
     """Non-streaming response: the whole completion arrives at once (TTFT = E2E)."""
     try:
         data = resp.read()
-    except (HTTPConnectionClosed, ConnectionError, OSError) as exc:
+    except (HTTPParseError, ConnectionError, OSError) as exc:
         raise _Failure("stream_broken", f"connection lost: {_short(exc)}") from None
     t = CLOCK.now()
     try:
@@ -214,7 +218,7 @@ def _classify(exc: Exception) -> ErrorInfo:
     """Map an unexpected exception from the HTTP layer to an error kind."""
     if isinstance(exc, TimeoutError):
         return ErrorInfo("timeout", _short(exc))
-    if isinstance(exc, (ConnectionError, HTTPConnectionClosed)):
+    if isinstance(exc, (ConnectionError, HTTPParseError)):
         return ErrorInfo("stream_broken", _short(exc))
     if isinstance(exc, OSError):
         return ErrorInfo("connect", _short(exc))
