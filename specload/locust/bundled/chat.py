@@ -1,4 +1,4 @@
-"""The packaged locustfile: ``locust -f`` this (or ``locustfiles/chat.py``), or ``specload run``.
+"""The packaged locustfile: what `specload run` gives `locust -f` (same as locustfiles/chat.py).
 
 See ``specload.locust`` for what each name does; ``install()`` hooks specload's options and
 events into Locust in every process that imports this file.

@@ -1,0 +1,174 @@
+"""``specload run``: one headless run (one server condition, one scenario) through real Locust.
+
+Bad input fails here, in a second, before Locust starts: the scenario is validated, the host
+must carry a scheme, the output directory must be writable and not hold a run already
+(one line, exit 2). The run itself is ``locust -f <packaged locustfile> --headless`` in a
+child process: that keeps ``--processes N`` exactly Locust's own (it forks workers), and
+it keeps Locust's gevent monkey-patching out of this process. The child gets its own process
+group; a Ctrl-C here is forwarded once as SIGINT, so the run ends ``interrupted`` with its
+records on disk (a second Ctrl-C escalates to SIGTERM, a third to SIGKILL).
+
+Locust's own log goes to ``OUT/locust.log``; the terminal shows specload's progress line per
+step. Exit code: 0 completed, 130 interrupted, 1 failed, 2 bad input. The API key reaches the
+child through its environment, never its command line (visible in ``ps``), and is never
+written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_parser", "locust_command", "run"]
+
+PROGRESS_PREFIX = "[specload] "
+ERROR_PREFIX = "specload: error: "
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "run", help="one headless run of a scenario against a server, through Locust",
+        description="Run a scenario's open-loop QPS steps against one server condition "
+                    "and write a run directory (run.json, requests.jsonl, metrics.jsonl, "
+                    "steps.json).")
+    p.add_argument("--host", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
+    p.add_argument("--scenario", required=True, help="scenario YAML file")
+    p.add_argument("--label", required=True, help="condition label, e.g. baseline")
+    p.add_argument("--out", required=True, help="run directory to create")
+    p.add_argument("--processes", type=int, default=0,
+                   help="Locust worker processes on this host (0: one local process)")
+    p.add_argument("--store-text", action="store_true",
+                   help="also write raw prompt and output text (off by default)")
+    p.add_argument("--api-key", default=None,
+                   help="bearer token (else $OPENAI_API_KEY); never written anywhere")
+    p.add_argument("--speculative-config", default="",
+                   help="declare the server's --speculative-config JSON, for run.json")
+    p.add_argument("--prefix-caching", choices=["on", "off"], default="",
+                   help="declare whether the server has prefix caching on, for run.json")
+    p.add_argument("--server-cmd", default="", help="the server's command line, for run.json")
+    p.set_defaults(func=run)
+
+
+def _validate(args: argparse.Namespace) -> Path:
+    """Everything checkable before traffic; raises ConfigError (exit 2)."""
+    from specload.errors import ConfigError
+    from specload.recorder.rundir import check_out_dir
+    from specload.scenario import load_scenario
+
+    if not args.host.startswith(("http://", "https://")):
+        raise ConfigError(f"{args.host!r} has no scheme (expected http://... or https://...)",
+                          path="--host")
+    if args.processes < 0:
+        raise ConfigError(f"{args.processes} is negative (expected 0 or more)", path="--processes")
+    if args.speculative_config:
+        try:
+            spec = json.loads(args.speculative_config)
+        except ValueError as exc:
+            raise ConfigError(f"not valid JSON ({exc})", path="--speculative-config") from None
+        if not isinstance(spec, dict):
+            raise ConfigError("must be a JSON object", path="--speculative-config")
+    load_scenario(args.scenario)
+    return check_out_dir(args.out)
+
+
+def locust_command(args: argparse.Namespace, out: Path) -> list[str]:
+    """The Locust command line for this run (no secrets in it)."""
+    from specload.locust import bundled
+
+    locustfile = Path(bundled.__file__).with_name("chat.py")
+    cmd = [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
+           "--host", args.host.rstrip("/"), "--scenario", str(Path(args.scenario).resolve()),
+           "--label", args.label, "--run-dir", str(out.resolve()), "--only-summary",
+           "--exit-code-on-error", "0", "--loglevel", "INFO"]
+    if args.processes:
+        cmd += ["--processes", str(args.processes)]
+    if args.store_text:
+        cmd.append("--store-text")
+    for flag, value in (("--speculative-config", args.speculative_config),
+                        ("--prefix-caching", args.prefix_caching),
+                        ("--server-cmd", args.server_cmd)):
+        if value:
+            cmd += [flag, value]
+    return cmd
+
+
+class _Forwarder:
+    """Signals here → the child's process group: SIGINT, then SIGTERM, then SIGKILL."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.count = 0
+        self.interrupted = False
+
+    def __call__(self, signum: int, _frame: Any) -> None:
+        self.interrupted = True
+        sig = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)[min(self.count, 2)]
+        self.count += 1
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _pump(proc: subprocess.Popen[bytes], log_path: Path) -> list[str]:
+    """Copy the child's output to the log; show progress and error lines; keep error lines."""
+    errors: list[str] = []
+    assert proc.stdout is not None
+    with open(log_path, "ab") as log:
+        for raw in proc.stdout:
+            log.write(raw)
+            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            if line.startswith(PROGRESS_PREFIX):
+                print(line[len(PROGRESS_PREFIX):], flush=True)
+            elif line.startswith(ERROR_PREFIX):
+                errors.append(line[len(ERROR_PREFIX):])
+    return errors
+
+
+def run(args: argparse.Namespace) -> int:
+    from specload.errors import ConfigError, SpecloadError
+
+    out = _validate(args)
+    env = dict(os.environ)
+    if args.api_key:
+        env["OPENAI_API_KEY"] = args.api_key
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    proc = subprocess.Popen(locust_command(args, out), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    forward = _Forwarder(proc)
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        errors = _pump(proc, out / "locust.log")
+        code = proc.wait()
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    status = _status(out)
+    if status is None:
+        if errors and code == 2:
+            raise ConfigError(errors[0])
+        if errors:
+            raise SpecloadError(errors[0])
+        raise SpecloadError(f"locust exited with {code} before writing a run; see {out / 'locust.log'}")
+    if status == "completed":
+        return 0
+    if status == "interrupted" or forward.interrupted:
+        print(f"specload run: interrupted; partial run in {out}", file=sys.stderr)
+        return 130
+    print(f"specload run: run {status}; see {out / 'run.json'} notes and {out / 'locust.log'}",
+          file=sys.stderr)
+    return 1
+
+
+def _status(out: Path) -> str | None:
+    try:
+        meta = json.loads((out / "run.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return str(meta.get("status")) if isinstance(meta, dict) else None
