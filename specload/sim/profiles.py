@@ -42,7 +42,8 @@ class Profile:
     attn_flops_per_token_ctx: float = 524_288.0
     peak_flops: float = 6.0e14
     roofline_p: float = 3.0
-    # Fixed costs.
+    # Fixed costs. ``frontend_delay_s``: API server time before a request reaches the engine.
+    frontend_delay_s: float = 0.0
     step_overhead_s: float = 1.5e-3
     per_seq_overhead_s: float = 20e-6
     prefill_seq_overhead_s: float = 0.0
@@ -55,6 +56,7 @@ class Profile:
     spec_per_seq_overhead_s: float = 10e-6
     ngram_step_overhead_s: float = 0.1e-3
     dynamic_step_overhead_s: float = 0.0
+    dynamic_per_seq_overhead_s: float = 0.0
 
     def with_overrides(self, **kw: Any) -> Profile:
         """A copy with some fields replaced (calibration, tests)."""
