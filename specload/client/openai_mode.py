@@ -50,7 +50,9 @@ class OpenAIStreamClient:
         if not base.endswith("/v1"):
             base += "/v1"
         limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        self._http = openai.DefaultHttpx2Client(limits=limits, timeout=timeout_s)
+        self._sent: dict[str, float] = {}  # request id -> when httpx started sending it
+        self._http = openai.DefaultHttpx2Client(limits=limits, timeout=timeout_s,
+                                                event_hooks={"request": [self._on_request]})
         self._sdk = openai.OpenAI(base_url=base, api_key=api_key or "EMPTY", max_retries=0,
                                   timeout=timeout_s, http_client=self._http,
                                   default_headers=extra_headers or None)
@@ -59,6 +61,13 @@ class OpenAIStreamClient:
         self.timeout_s = float(timeout_s)
         self.store_text = store_text
         self.record_itl = record_itl
+
+    def _on_request(self, request: Any) -> None:
+        """httpx hook, right before the request goes out: the SDK's own request building
+        (pydantic, headers) is client CPU, not server latency, so TTFT starts here."""
+        rid = request.headers.get("x-request-id")
+        if rid is not None:
+            self._sent[rid] = CLOCK.now()
 
     def close(self) -> None:
         """Close pooled connections."""
@@ -84,12 +93,14 @@ class OpenAIStreamClient:
         except _Deadline:
             error = ErrorInfo("timeout", f"no complete response within {self.timeout_s:g} s")
         except GreenletExit:
+            b.timing.sent_at = self._sent.pop(request_id, sent_at)
             rec = b.build(ErrorInfo("cancelled", "greenlet killed"), CLOCK.now())
             raise RequestCancelled(rec) from None
         except Exception as exc:  # noqa: BLE001 - a request must never crash the run
             error = self._classify(exc, b)
         finally:
             timer.close()
+            b.timing.sent_at = self._sent.pop(request_id, sent_at)
         return b.build(error, b.done_at if b.done_at is not None else CLOCK.now())
 
     def _exchange(self, kwargs: dict[str, Any], b: RecordBuilder, stream: bool) -> None:
