@@ -22,6 +22,7 @@ breaks a run: the sampler counts the failure and keeps its last error.
 
 from __future__ import annotations
 
+import importlib
 import math
 import socket
 import time
@@ -159,7 +160,7 @@ class NvmlSource:
 
     def __init__(self, *, gpus: Iterable[str] | None = None) -> None:
         try:
-            import pynvml
+            pynvml: Any = importlib.import_module("pynvml")  # optional: specload[gpu]
         except ImportError as exc:
             raise GpuSourceError(
                 "NVML unavailable: nvidia-ml-py is not installed (pip install 'specload[gpu]')"
@@ -183,12 +184,21 @@ class NvmlSource:
                 f"NVML: none of the {count} local GPUs matches {sorted(wanted or ())}"
             )
 
+    def _used_bytes(self, handle: Any) -> float:
+        """Used memory without the driver's reservation (v2 API), as nvidia-smi and DCGM
+        ``FB_USED`` report it; the v1 API (older bindings) counts the reservation as used."""
+        nvml = self._nvml
+        v2 = getattr(nvml, "nvmlMemory_v2", None)
+        if v2 is not None:
+            try:
+                return float(nvml.nvmlDeviceGetMemoryInfo(handle, version=v2).used)
+            except (TypeError, nvml.NVMLError):
+                pass  # driver or binding without v2: fall back
+        return float(nvml.nvmlDeviceGetMemoryInfo(handle).used)
+
     def read(self) -> GpuMemoryReading:
         try:
-            used = {
-                gpu: self._nvml.nvmlDeviceGetMemoryInfo(h).used / _MIB
-                for gpu, h in self._handles.items()
-            }
+            used = {gpu: self._used_bytes(h) / _MIB for gpu, h in self._handles.items()}
         except self._nvml.NVMLError as exc:
             raise GpuSourceError(f"NVML read failed: {exc}") from exc
         return GpuMemoryReading(t=time.time(), used_mib=used, source="nvml")
