@@ -10,7 +10,8 @@ reported as crossing at the lowest step, with a note: it stops helping at or bel
 
 The CI applies the same rule to every bootstrap replicate of the per-step ratios. A
 replicate that always helps crosses "above the tested range" and one that never helps
-"below it"; a CI bound that lands there is None (JSON null): the data cannot bound it.
+"below it"; a CI bound that lands there is None (JSON null) and ``ci_beyond`` says on which
+side ("above" / "below"): the data cannot bound it inside the tested range.
 """
 
 from __future__ import annotations
@@ -42,6 +43,17 @@ class Crossover:
     first_gain: Estimate
     agreement: float
     note: str = ""
+    ci_beyond: tuple[str, str] = ("", "")
+
+    def ci_text(self) -> str:
+        """"16–21", "<2–4.7", ">32–>32": a None bound shown as beyond the tested range."""
+        parts = []
+        for v, side in zip(self.ci, self.ci_beyond):
+            if v is not None:
+                parts.append(f"{v:.3g}")
+            else:
+                parts.append(f">{self.tested_range[1]:g}" if side == "above" else f"<{self.tested_range[0]:g}")
+        return "–".join(parts)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -49,7 +61,7 @@ class Crossover:
             "qps": self.qps, "ci": list(self.ci), "status": self.status,
             "tested_range": list(self.tested_range), "last_helping_qps": self.last_helping_qps,
             "first_gain": self.first_gain.to_dict(), "agreement": self.agreement,
-            "note": self.note,
+            "note": self.note, "ci_beyond": list(self.ci_beyond),
         }
 
 
@@ -88,13 +100,19 @@ def crossover_points(log_qps: np.ndarray, gains: np.ndarray, min_gain: float) ->
     return out
 
 
-def _ci(points: np.ndarray) -> tuple[float | None, float | None]:
+def _beyond(v: float) -> str:
+    return "" if np.isfinite(v) else "above" if v > 0 else "below"
+
+
+def _ci(points: np.ndarray) -> tuple[tuple[float | None, float | None], tuple[str, str]]:
+    """Percentile CI of replicate crossovers; infinite bounds become None plus their side."""
     pts = np.sort(points[~np.isnan(points)])
     if pts.size == 0:
-        return None, None
+        return (None, None), ("", "")
     lo = pts[int(math.floor(0.025 * (pts.size - 1)))]
     hi = pts[int(math.ceil(0.975 * (pts.size - 1)))]
-    return (float(lo) if np.isfinite(lo) else None, float(hi) if np.isfinite(hi) else None)
+    return ((float(lo) if np.isfinite(lo) else None, float(hi) if np.isfinite(hi) else None),
+            (_beyond(lo), _beyond(hi)))
 
 
 def _status(point: float) -> str:
@@ -135,9 +153,10 @@ def find_crossover(metric: str, condition: str, baseline: str, qps: list[float],
         1.0 - first.hi if first.hi is not None else None,
         1.0 - first.lo if first.lo is not None else None,
     )
+    ci, beyond = _ci(rep_pts)
     return Crossover(
         metric=metric, condition=condition, baseline=baseline, status=status,
-        qps=point if status == CROSSES else None, ci=_ci(rep_pts),
+        qps=point if status == CROSSES else None, ci=ci, ci_beyond=beyond,
         tested_range=(float(q[0]), float(q[-1])), last_helping_qps=last_help,
         first_gain=first_gain, agreement=agreement, note=note,
     )

@@ -25,12 +25,6 @@ def _q(v: float | None) -> str:
     return "?" if v is None else f"{v:.3g}"
 
 
-def _ci_qps(ci: tuple[float | None, float | None], rng: tuple[float, float]) -> str:
-    lo = f"<{rng[0]:g}" if ci[0] is None else _q(ci[0])
-    hi = f">{rng[1]:g}" if ci[1] is None else _q(ci[1])
-    return f"CI {lo}–{hi}"
-
-
 def where_verdict(rows: list[RatioRow], verdict: str) -> str | None:
     """"at every step" / "from 20 req/s" / "at 4, 8 req/s" for steps with ``verdict``; None if none."""
     hits = [r.verdict == verdict for r in rows]
@@ -59,7 +53,7 @@ def _headline(x: Crossover, min_gain: float) -> str:
                 f"helps at {x.tested_range[1]:g} req/s, the highest tested load")
     up_to = f" up to {x.last_helping_qps:g} req/s" if x.last_helping_qps is not None else ""
     return (f"{x.condition} lowers {label} {gain}{up_to} and stops helping at ≈ {_q(x.qps)} req/s "
-            f"({_ci_qps(x.ci, x.tested_range)})")
+            f"(CI {x.ci_text()})")
 
 
 def _family_clauses(metric: str, rows: dict[str, list[RatioRow]]) -> list[str]:

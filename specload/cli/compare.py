@@ -1,0 +1,81 @@
+"""``specload compare RUN_DIR... --out REPORT_DIR``: the crossover, its CI, and the reports.
+
+Exit codes: 0 ok; 1 a ``--max-regression`` gate failed (at a step up to ``--operating-qps``);
+2 bad input (a missing, empty or foreign run dir, a bad option, or runs that are not
+comparable without ``--force``), always as one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "compare",
+        help="compare run directories: where speculative decoding stops helping, with CIs",
+        description=(
+            "Line runs up by condition (run.json label; same-label dirs are pooled repeats) and by "
+            "step (target QPS); per-step p50/p95/p99 with bootstrap 95%% CIs; the crossover where "
+            "each condition stops beating the baseline; attribution; output contract. Writes "
+            "report.md, report.json and report.html to --out and prints a summary. Exit 0 ok, "
+            "1 gate failed, 2 bad input."
+        ),
+    )
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (one per condition or repeat)")
+    p.add_argument("--out", default="reports/compare", metavar="REPORT_DIR",
+                   help="where to write report.md/.json/.html (default: %(default)s)")
+    p.add_argument("--baseline", metavar="LABEL",
+                   help="baseline condition (default: the run without speculation and prefix caching)")
+    p.add_argument("--metric", default="tpot_p50",
+                   help="metric for the verdict and the crossover (default: %(default)s; "
+                        "e.g. tpot_p95, e2e_p50, ttft_p50)")
+    p.add_argument("--min-gain", type=float, default=0.05, metavar="FRACTION",
+                   help="a step helps when the metric is at least this much lower (default: %(default)s)")
+    p.add_argument("--operating-qps", type=float, metavar="Q",
+                   help="gates apply to steps up to this load (default: every step)")
+    p.add_argument("--max-regression", action="append", default=[], metavar="METRIC=PCT",
+                   help="fail (exit 1) when a condition is worse than the baseline by more than PCT "
+                        "percent (percentage points for error_rate); repeatable")
+    p.add_argument("--force", action="store_true", help="compare runs even when they are not comparable")
+    p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap replicates (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+    p.add_argument("--no-html", action="store_true", help="skip report.html (no plots; faster)")
+    p.add_argument("--quiet", action="store_true", help="print only the verdict and the report paths")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from specload.analysis.compare import compare_runs
+    from specload.analysis.gates import parse_gate
+    from specload.errors import ConfigError
+    from specload.report import write_report_files
+    from specload.report.model import build_report
+    from specload.report.terminal import render_terminal
+
+    if args.bootstrap < 100:
+        raise ConfigError(f"--bootstrap {args.bootstrap}: expected at least 100 replicates")
+    if args.operating_qps is not None and args.operating_qps <= 0:
+        raise ConfigError(f"--operating-qps {args.operating_qps}: expected a load > 0 (req/s)")
+    gates = [parse_gate(spec) for spec in args.max_regression]
+    comparison = compare_runs(
+        args.run_dirs, baseline=args.baseline, metric=args.metric, min_gain=args.min_gain,
+        operating_qps=args.operating_qps, force=args.force, gates=gates, bootstrap=args.bootstrap,
+        seed=args.seed,
+    )
+    report = build_report(comparison)
+    paths = write_report_files(report, args.out, html=not args.no_html)
+    if args.quiet:
+        print(comparison.verdict)
+    else:
+        render_terminal(report)
+    print("reports: " + ", ".join(str(p) for p in paths.values()))
+    if report.exit_code:
+        failures = comparison.gates.failures if comparison.gates else []
+        for f in failures:
+            print(f"gate failed: {f.message()}", file=sys.stderr)
+    return report.exit_code

@@ -1,0 +1,94 @@
+"""Self-contained HTML report: one file, plots inline as SVG data URIs, no scripts, no fetches.
+
+It opens from a CI artifact or an e-mail attachment with nothing else around it. Same
+sections as the Markdown report (tables come from ``report.tables``) with the figures from
+``report.plots`` between the verdict and the details.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+
+from specload.report.model import Report
+from specload.report.plots import Plot, render_plots
+from specload.report.tables import (
+    Table, attribution_table, contract_table, crossover_table, gate_table, ratio_table, run_table,
+    server_table, step_table,
+)
+
+__all__ = ["render_html"]
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;
+color:#222;padding:0 1em}
+h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
+.verdict{background:#f3f8f3;border-left:4px solid #2ca02c;padding:.6em 1em;margin:.4em 0;font-size:1.05em}
+.finding{background:#fff8e6;border-left:4px solid #e0a000;padding:.3em 1em;margin:.2em 0}
+table{border-collapse:collapse;margin:.6em 0;font-size:12.5px;font-variant-numeric:tabular-nums}
+th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
+th:first-child,td:first-child{text-align:left}th{background:#f5f5f5}
+.note{color:#666;font-size:12px}.plots{display:flex;flex-wrap:wrap;gap:12px}
+figure{margin:0;border:1px solid #eee;padding:4px}figure img{width:560px;height:auto;display:block}
+.meta{color:#666;font-size:12px}.scroll{overflow-x:auto}
+"""
+
+
+def _table(t: Table) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in t.rows)
+    note = f'<p class="note">{html.escape(t.note)}</p>' if t.note else ""
+    table = f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>' \
+        if t.rows else "<p><em>no data</em></p>"
+    return f"<h3>{html.escape(t.title)}</h3>{table}{note}"
+
+
+def _figure(p: Plot) -> str:
+    data = base64.b64encode(p.svg.encode()).decode()
+    return (f'<figure id="plot-{p.key}"><img alt="{html.escape(p.title)}" '
+            f'src="data:image/svg+xml;base64,{data}"></figure>')
+
+
+def _sections(report: Report) -> list[str]:
+    c = report.comparison
+    parts = []
+    gates = gate_table(report)
+    if gates:
+        parts.append(_table(gates))
+    if c.crossovers:
+        parts.append(_table(crossover_table(report)))
+    plots = render_plots(report)
+    parts.append('<h2>Plots</h2><div class="plots">' + "".join(_figure(p) for p in plots) + "</div>")
+    parts.append("<h2>Change against the baseline</h2>")
+    parts += [_table(ratio_table(report, label)) for label in c.ratios]
+    att = attribution_table(report)
+    if att:
+        parts.append("<h2>Attribution</h2>" + _table(att) + "".join(
+            f'<p class="note">{html.escape(s)}</p>' for s in c.attribution.summary))  # type: ignore[union-attr]
+    if c.contract:
+        parts.append("<h2>Output contract</h2>" + _table(contract_table(report)))
+    parts.append("<h2>Per step</h2>")
+    parts += [_table(step_table(report, label)) for label in c.steps]
+    srv = server_table(report)
+    if srv:
+        parts.append(_table(srv))
+    parts.append("<h2>Runs</h2>" + _table(run_table(report)))
+    parts += [f'<p class="note">{html.escape(n)}</p>' for n in c.notes]
+    return parts
+
+
+def render_html(report: Report) -> str:
+    c = report.comparison
+    verdicts = "".join(f'<div class="verdict">{html.escape(s)}</div>' for s in c.verdicts.values()) \
+        or '<div class="verdict">Only one condition: nothing to compare.</div>'
+    findings = "".join(f'<div class="finding">{html.escape(f)}</div>' for f in report.findings)
+    meta = (f"Baseline <b>{html.escape(c.baseline)}</b> · a step helps when the condition is at least "
+            f"{c.min_gain:.0%} faster · 95 % bootstrap CIs ({c.bootstrap} replicates) · warm-up excluded · "
+            f"specload {html.escape(report.specload_version)} · {html.escape(report.generated_at)}")
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>{html.escape(report.title)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>{html.escape(report.title)}</h1><p class=\"meta\">{meta}</p>{verdicts}{findings}"
+        + "".join(_sections(report)) + "</body></html>\n"
+    )

@@ -1,0 +1,90 @@
+"""``report.json``: every figure of the comparison, machine-readable, in SI units (seconds).
+
+``crossover`` is keyed by condition, then metric, each entry holding ``metric, condition,
+baseline, qps, ci: [lo, hi], status (crosses|always_helps|never_helps), tested_range`` (a CI
+bound is null where the data cannot bound it inside the tested range). Bootstrap replicates
+are not written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from specload.analysis.steps import StepStats
+from specload.report.model import Report
+
+__all__ = ["JSON_SCHEMA", "report_dict"]
+
+JSON_SCHEMA = "specload.report/1"
+
+
+def _step(s: StepStats) -> dict[str, Any]:
+    return {
+        "target_qps": s.target_qps, "n": s.n, "n_ok": s.n_ok, "executions": s.executions,
+        "window_s": s.window_s, "achieved_qps": s.achieved_qps, "error_rate": s.error_rate,
+        "error_kinds": s.error_kinds, "latency_s": {k: v.to_dict() for k, v in s.latency.items()},
+        "output_tok_s": s.output_tok_s, "tokens_per_chunk": s.tokens_per_chunk,
+        "output_tokens_p50": s.output_tokens_p50, "late_share": s.late_share,
+        "server": asdict(s.server) if s.server is not None else None,
+    }
+
+
+def _contract(report: Report) -> list[dict[str, Any]]:
+    out = []
+    for chk in report.comparison.contract:
+        side = {k: v for k, v in asdict(chk.side).items() if k != "outputs"}
+        base = {k: v for k, v in asdict(chk.base).items() if k != "outputs"}
+        out.append({"condition": chk.condition, "baseline": chk.baseline, "passed": chk.passed,
+                    "issues": chk.issues, "temperature": chk.temperature, "exact_match": chk.exact_match,
+                    "compared": chk.compared, "baseline_self_match": chk.baseline_self_match,
+                    "condition_figures": side, "baseline_figures": base})
+    return out
+
+
+def _attribution(report: Report) -> dict[str, Any] | None:
+    att = report.comparison.attribution
+    if att is None:
+        return None
+    return {"labels": att.labels, "summary": att.summary, "steps": [
+        {"target_qps": s.target_qps,
+         "ratios": {f: {r: e.to_dict() for r, e in roles.items()} for f, roles in s.ratios.items()},
+         "interaction": {f: e.to_dict() for f, e in s.interaction.items()}, "adds_up": s.adds_up}
+        for s in att.steps]}
+
+
+def _gates(report: Report) -> dict[str, Any] | None:
+    g = report.comparison.gates
+    if g is None:
+        return None
+    return {"passed": g.passed, "operating_qps": g.operating_qps,
+            "gates": [asdict(x) for x in g.gates],
+            "failures": [{**asdict(f), "message": f.message()} for f in g.failures]}
+
+
+def report_dict(report: Report) -> dict[str, Any]:
+    """The whole report as JSON-ready data."""
+    c = report.comparison
+    crossover: dict[str, dict[str, Any]] = {}
+    for x in c.crossovers:
+        crossover.setdefault(x.condition, {})[x.metric] = x.to_dict()
+    return {
+        "schema": JSON_SCHEMA, "generated_at": report.generated_at, "specload_version": report.specload_version,
+        "baseline": c.baseline, "metric": c.metric, "min_gain": c.min_gain, "operating_qps": c.operating_qps,
+        "headline": report.headline, "verdict": c.verdicts, "exit_code": report.exit_code,
+        "conditions": [{"label": i.label, "role": i.role, "speculative": i.speculative,
+                        "prefix_caching": i.prefix_caching, "runs": i.runs,
+                        "target": i.meta.get("target"), "status": i.meta.get("status"),
+                        "scenario": i.meta.get("scenario")} for i in c.conditions],
+        "steps": {label: [_step(s) for s in steps] for label, steps in c.steps.items()},
+        "ratios": {label: {m: [{"target_qps": r.target_qps, **r.ratio.to_dict(), "verdict": r.verdict}
+                               for r in rows] for m, rows in ms.items()} for label, ms in c.ratios.items()},
+        "crossover": crossover,
+        "flags": [{"condition": f.condition, "family": f.family, "target_qps": f.target_qps,
+                   "p50_ratio": f.p50.to_dict(), "p95_ratio": f.p95.to_dict(), "message": f.message()}
+                  for f in c.flags],
+        "attribution": _attribution(report), "contract": _contract(report),
+        "comparability": {"differences": c.differences, "forced": c.forced},
+        "gates": _gates(report), "findings": report.findings, "warnings": c.warnings, "notes": c.notes,
+        "bootstrap": {"replicates": c.bootstrap, "seed": c.seed, "ci_level": 0.95},
+    }

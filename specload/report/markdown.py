@@ -1,0 +1,67 @@
+"""Markdown report, sized for a CI job summary (GitHub's ``$GITHUB_STEP_SUMMARY``).
+
+Verdict first, then the crossover table, the per-step changes against the baseline, and the
+details a reviewer may open: per-step figures, client vs server, attribution, the output
+contract, the gates and the runs. Plots live in the HTML report.
+"""
+
+from __future__ import annotations
+
+from specload.report.model import Report
+from specload.report.tables import (
+    Table, attribution_table, contract_table, crossover_table, gate_table, ratio_table, run_table,
+    server_table, step_table,
+)
+
+__all__ = ["render_markdown", "table_markdown"]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def table_markdown(t: Table, level: int = 3) -> str:
+    """One table as a GitHub-flavoured Markdown section."""
+    lines = [f"{'#' * level} {t.title}", ""]
+    if not t.rows:
+        return "\n".join([*lines, "_no data_", ""])
+    lines.append("| " + " | ".join(_cell(h) for h in t.headers) + " |")
+    lines.append("|" + "|".join("---" for _ in t.headers) + "|")
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in t.rows]
+    if t.note:
+        lines += ["", f"_{t.note}_"]
+    return "\n".join([*lines, ""])
+
+
+def render_markdown(report: Report) -> str:
+    c = report.comparison
+    out = [f"## {report.title}", ""]
+    out += [f"- **{s}**" for s in c.verdicts.values()] or ["_only one condition: nothing to compare_"]
+    out += ["", f"Baseline `{c.baseline}`; a step helps when the condition is at least {c.min_gain:.0%} "
+            f"faster; 95 % bootstrap CIs ({c.bootstrap} replicates); warm-up excluded.", ""]
+    if report.findings:
+        out += ["**Look at:**", ""] + [f"- {_cell(f)}" for f in report.findings[:20]]
+        if len(report.findings) > 20:
+            out.append(f"- … and {len(report.findings) - 20} more (see report.json)")
+        out.append("")
+    gates = gate_table(report)
+    if gates:
+        out.append(table_markdown(gates))
+    if c.crossovers:
+        out.append(table_markdown(crossover_table(report)))
+    out += [table_markdown(ratio_table(report, label)) for label in c.ratios]
+    att = attribution_table(report)
+    if att:
+        out.append(table_markdown(att))
+    if c.contract:
+        out.append(table_markdown(contract_table(report)))
+    out += ["<details><summary>Per-step figures, client vs server, runs</summary>", ""]
+    out += [table_markdown(step_table(report, label), 4) for label in c.steps]
+    srv = server_table(report)
+    if srv:
+        out.append(table_markdown(srv, 4))
+    out.append(table_markdown(run_table(report), 4))
+    if c.notes:
+        out += [f"- {n}" for n in c.notes] + [""]
+    out += ["</details>", "", f"_specload {report.specload_version}, {report.generated_at}_", ""]
+    return "\n".join(out)

@@ -1,0 +1,105 @@
+"""``Report``: the one input every renderer (terminal, Markdown, JSON, HTML) takes.
+
+A report is a ``Comparison`` plus what a reader needs around it: when and by which version
+it was made, the headline, the run metadata in display form, the findings worth a second
+look (flags, warnings, contract issues, comparability overrides) and the exit status the CI
+gates imply. Renderers never reach back into run directories.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from specload import __version__
+from specload.analysis.compare import Comparison
+
+__all__ = ["Report", "RunRow", "build_report"]
+
+
+@dataclass(slots=True)
+class RunRow:
+    """One condition's metadata in display form (strings, "—" when unknown)."""
+
+    label: str
+    role: str
+    runs: int
+    server_version: str
+    model: str
+    speculative: str
+    prefix_caching: str
+    lengths: str
+    concurrency: str
+    status: str
+
+
+@dataclass(slots=True)
+class Report:
+    title: str
+    generated_at: str
+    specload_version: str
+    comparison: Comparison
+    headline: str
+    runs: list[RunRow]
+    findings: list[str] = field(default_factory=list)
+    exit_code: int = 0
+
+
+def _s(v: Any) -> str:
+    return "—" if v in (None, "", [], {}) else str(v)
+
+
+def _lengths(sc: dict[str, Any]) -> str:
+    prompts = sc.get("prompts") or {}
+    inp = prompts.get("input_tokens") if isinstance(prompts, dict) else None
+    shared = prompts.get("shared_prefix_tokens") if isinstance(prompts, dict) else None
+    out = sc.get("max_tokens") or (sc.get("sampling") or {}).get("max_tokens")
+    parts = [f"in {_s(inp)}", f"out {_s(out)}"]
+    if shared:
+        parts.append(f"shared prefix {shared}")
+    return " / ".join(parts)
+
+
+def _row(info: Any) -> RunRow:
+    meta = info.meta
+    target = meta.get("target") or {}
+    sc = meta.get("scenario") or {}
+    spec = json.dumps(info.speculative, sort_keys=True) if info.speculative else "off"
+    statuses = sorted({str(m) for m in [meta.get("status")]})
+    workers = meta.get("workers") or []
+    conc = f"max {_s(sc.get('max_concurrency'))}, {len(workers)} worker(s)" if workers else f"max {_s(sc.get('max_concurrency'))}"
+    return RunRow(
+        label=info.label, role=info.role, runs=len(info.runs), server_version=_s(target.get("server_version")),
+        model=_s(target.get("model") or sc.get("model")), speculative=spec,
+        prefix_caching="on" if info.prefix_caching else "off" if info.prefix_caching is False else "—",
+        lengths=_lengths(sc), concurrency=conc, status=", ".join(statuses),
+    )
+
+
+def _findings(c: Comparison) -> list[str]:
+    out = [f.message() for f in c.flags]
+    out += [f"{chk.condition}: output contract: {issue}" for chk in c.contract for issue in chk.issues]
+    if c.forced:
+        out += [f"compared with --force despite: {d}" for d in c.differences]
+    for info in c.conditions:
+        lost = info.meta.get("lost_workers") or []
+        for w in lost:
+            out.append(f"{info.label}: worker {w.get('worker')} was lost at {w.get('at')} "
+                       f"(sent {w.get('sent')}, recorded {w.get('recorded')})")
+    out += c.warnings
+    return out
+
+
+def build_report(comparison: Comparison, *, title: str | None = None) -> Report:
+    """Wrap a comparison for rendering; exit code 1 when a CI gate failed."""
+    c = comparison
+    headline = next(iter(c.verdicts.values()), "only one condition: nothing to compare")
+    return Report(
+        title=title or f"specload: {', '.join(i.label for i in c.conditions)}",
+        generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        specload_version=__version__, comparison=c, headline=headline,
+        runs=[_row(i) for i in c.conditions], findings=_findings(c),
+        exit_code=1 if c.gates is not None and not c.gates.passed else 0,
+    )

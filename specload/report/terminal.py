@@ -1,0 +1,60 @@
+"""Terminal summary with rich: the verdict first, then compact tables a person can scan.
+
+The full tables are in report.md / report.html; the terminal shows the crossover, the change
+per step against the baseline and a narrow per-step view, so it fits an 120-column window.
+"""
+
+from __future__ import annotations
+
+from typing import IO
+
+from specload.report.model import Report
+from specload.report.tables import Table, crossover_table, gate_table, ratio_table, step_table
+
+__all__ = ["render_terminal"]
+
+_STEP_COLUMNS = ("QPS", "achieved", "n", "errors", "TTFT p50 ms", "TPOT p50 ms", "TPOT p95 ms",
+                 "E2E p95 ms", "out tok/s", "accept", "KV max")
+
+
+def _narrow(t: Table, keep: tuple[str, ...]) -> Table:
+    idx = [t.headers.index(h) for h in keep if h in t.headers]
+    return Table(t.title, [t.headers[i] for i in idx], [[r[i] for i in idx] for r in t.rows], t.note)
+
+
+def _rich(t: Table) -> object:
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    rt = RichTable(title=Text(t.title), title_justify="left", caption=Text(t.note) if t.note else None,
+                   caption_justify="left")
+    for i, h in enumerate(t.headers):
+        rt.add_column(Text(h), justify="right" if i else "left", overflow="fold")
+    for row in t.rows:
+        rt.add_row(*(Text(cell) for cell in row))
+    return rt
+
+
+def render_terminal(report: Report, file: IO[str] | None = None, width: int | None = None) -> None:
+    """Print the summary to ``file`` (stdout by default)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(file=file, width=width, highlight=False, soft_wrap=False)
+    c = report.comparison
+    console.print(f"[bold]{escape(report.title)}[/bold]")
+    for sentence in c.verdicts.values() or ["only one condition: nothing to compare"]:
+        console.print(f"[bold green]▶[/bold green] {escape(sentence)}", markup=True, soft_wrap=True)
+    for finding in report.findings[:10]:
+        console.print(f"[yellow]![/yellow] {escape(finding)}", markup=True, soft_wrap=True)
+    if len(report.findings) > 10:
+        console.print(f"[yellow]![/yellow] … {len(report.findings) - 10} more in report.md")
+    gates = gate_table(report)
+    tables: list[Table] = [gates] if gates else []
+    if c.crossovers:
+        tables.append(_narrow(crossover_table(report), ("condition", "metric", "status", "crossover req/s",
+                                                        "95 % CI", "tested req/s")))
+    tables += [ratio_table(report, label) for label in c.ratios]
+    tables += [_narrow(step_table(report, label), _STEP_COLUMNS) for label in c.steps]
+    for t in tables:
+        console.print(_rich(t))

@@ -1,0 +1,1 @@
+"""Tests of specload.analysis (package so module names never clash across test folders)."""
