@@ -1,0 +1,62 @@
+"""Headless Chromium for browser tests: Debian's ``chromium`` driven by Playwright (shared helper).
+
+Playwright's own browser download is not used: the system browser is installed with
+``apt-get install -y chromium`` when missing (the test machines are root with package
+access). ``chromium_page()`` yields a page and the list of console errors / page errors seen
+so far, so a test can assert there were none; it closes everything on every path.
+Screenshots go under ``test-artifacts/`` (gitignored) so CI can keep them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+
+def ensure_chromium() -> str:
+    """Path of the system Chromium, installing the Debian package when it is missing."""
+    if Path(CHROMIUM).exists():
+        return CHROMIUM
+    if shutil.which("apt-get") is None:
+        pytest.fail("chromium is missing and apt-get is not available to install it")
+    proc = subprocess.run(["apt-get", "install", "-y", "chromium"], capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0 or not Path(CHROMIUM).exists():
+        pytest.fail(f"apt-get install -y chromium failed: {proc.stderr.strip()[-500:]}")
+    return CHROMIUM
+
+
+def artifact_path(name: str) -> Path:
+    """A path under test-artifacts/ for a screenshot or a saved page."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS / name
+
+
+@contextmanager
+def chromium_page(width: int = 1280, height: int = 900) -> Iterator[tuple[Any, list[str]]]:
+    """A fresh page in headless Chromium and the console/page errors it reports."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    exe = ensure_chromium()
+    errors: list[str] = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=exe, args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.on("console", lambda msg: errors.append(f"console {msg.type}: {msg.text}")
+                    if msg.type == "error" else None)
+            page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+            yield page, errors
+        finally:
+            browser.close()
