@@ -13,6 +13,7 @@ Run: ``.venv/bin/python benchmarks/lookup_speed.py`` → ``benchmarks/results/lo
 from __future__ import annotations
 
 import json
+import os
 import platform
 import random
 import re
@@ -116,6 +117,8 @@ def main() -> None:
                 "python": platform.python_version(),
                 "machine": platform.machine(),
                 "repeats": repeats,
+                "load_average_1m": round(os.getloadavg()[0], 2),
+                "cpus": os.cpu_count(),
                 "cases": cases,
             },
             indent=2,

@@ -175,3 +175,45 @@ def test_missing_or_bad_tokenizer_file_is_a_config_error(tmp_path: Path) -> None
     bad.write_text("{not json")
     with pytest.raises(ConfigError, match="not a tokenizers JSON"):
         load_tokenizer(tmp_path)
+
+
+def vllm_next_token(ctx: list[int], min_n: int, max_n: int) -> int | None:
+    """Brute-force vLLM rule: longest suffix (min..max) seen before, earliest occurrence."""
+    p = len(ctx)
+    for n in range(min(max_n, p), min_n - 1, -1):
+        suffix = ctx[p - n :]
+        for start in range(0, p - n):
+            if ctx[start : start + n] == suffix:
+                return ctx[start + n]
+    return None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    prompt=st.lists(st.integers(0, 3), max_size=30),
+    output=st.lists(st.integers(0, 3), min_size=1, max_size=40),
+    lo=st.integers(1, 3),
+    span=st.integers(0, 3),
+)
+def test_matches_a_brute_force_replay_of_vllms_proposer(
+    prompt: list[int], output: list[int], lo: int, span: int
+) -> None:
+    hi = lo + span
+    expected = 0
+    for i, tok in enumerate(output):
+        expected += vllm_next_token(prompt + output[:i], lo, hi) == tok
+    m = LookupMatcher(min_n=lo, max_n=hi, prompt_ids=prompt)
+    m.feed_tokens(output)
+    assert m.result().matched_tokens == expected
+    assert m.result().output_tokens == len(output)
+
+
+def test_an_endless_word_is_cut_instead_of_retokenized_forever() -> None:
+    blob = "QUJD" * 2000  # 8,000 characters without a space, streamed 4 at a time
+    m = LookupMatcher(["here is a blob"])
+    for i in range(0, len(blob), 4):
+        m.feed(blob[i : i + 4])
+    result = m.finish()
+    # Cut into pieces of bounded size: many tokens, and the repeats of a piece match.
+    assert result.output_tokens > 30
+    assert len(m._pending) == 0

@@ -57,6 +57,8 @@ DEFAULT_LOOKUP_MAX = 5
 #: Token id that separates chat messages, so an n-gram never spans two messages.
 _MESSAGE_BREAK_ID = (1 << 64) - 1
 _MASK = (1 << 64) - 1
+_MAX_PENDING_CHARS = 256
+_KEEP_CHARS = 32
 _BASE = 0x100000001B3  # FNV-64 prime: odd, so multiplication mod 2**64 is a bijection
 
 _WORD_RE = re.compile(r"\s*\w+|\s*[^\w\s]|\s+")
@@ -206,19 +208,25 @@ class LookupMatcher:
         tokenizer: SplitTokenizer | None = None,
         min_n: int = DEFAULT_LOOKUP_MIN,
         max_n: int = DEFAULT_LOOKUP_MAX,
+        *,
+        prompt_ids: Sequence[int] | None = None,
     ) -> None:
+        """``prompt``: the message texts, in order; or ``prompt_ids``: the prompt's token ids
+        (from a server's ``/tokenize``), which replace ``prompt`` when given."""
         if not 1 <= min_n <= max_n:
             raise ConfigError(
                 f"prompt_lookup_min..max must satisfy 1 <= min <= max, got {min_n}..{max_n}"
             )
         self._tok: SplitTokenizer = tokenizer or WordTokenizer()
         self._min, self._max = min_n, max_n
-        self._index: dict[int, int] = {}
+        # One dict per n-gram length: hashes of different lengths never meet (with a zero seed,
+        # (0,) and (0, 0) would hash alike).
+        self._index: list[dict[int, int]] = [{} for _ in range(max_n + 1)]
         self._pending = ""
         self._hits = 0
         self._n_out = 0
-        ids: list[int] = []
-        for i, text in enumerate(prompt):
+        ids: list[int] = [t & _MASK for t in prompt_ids] if prompt_ids is not None else []
+        for i, text in enumerate(() if prompt_ids is not None else prompt):
             if i:
                 ids.append(_MESSAGE_BREAK_ID)
             ids.extend(self._tok.encode(text))
@@ -247,7 +255,7 @@ class LookupMatcher:
                 if n >= self._min:
                     keys = h[: size - n].tolist()
                     keys.reverse()  # later occurrences first: the earliest is written last
-                    self._index.update(zip(keys, range(size - 1, n - 1, -1)))
+                    self._index[n].update(zip(keys, range(size - 1, n - 1, -1)))
 
     def _judge(self, t: int) -> None:
         """Would the proposer have guessed ``t`` from the context before it? Then index it."""
@@ -262,7 +270,7 @@ class LookupMatcher:
             mult = (mult * _BASE) & _MASK
             keys[n] = h
         for n in range(top, self._min - 1, -1):  # longest n first
-            at = index.get(keys[n])
+            at = index[n].get(keys[n])
             if at is not None:
                 if ids[at] == t:
                     self._hits += 1
@@ -270,7 +278,7 @@ class LookupMatcher:
         self._n_out += 1
         ids.append(t)
         for n in range(self._min, top + 1):
-            index.setdefault(keys[n], p)
+            index[n].setdefault(keys[n], p)
 
     def feed(self, delta: str) -> None:
         """One streamed content delta (any size, may cut a token in two)."""
@@ -279,6 +287,13 @@ class LookupMatcher:
         tokens, self._pending = self._tok.split(self._pending + delta)
         for t in tokens:
             self._judge(t)
+        if len(self._pending) > _MAX_PENDING_CHARS:
+            # One endless "word" (base64, a long run without spaces): cut it rather than
+            # re-tokenize a growing tail on every chunk, which would be quadratic.
+            cut = len(self._pending) - _KEEP_CHARS
+            for t in self._tok.encode(self._pending[:cut]):
+                self._judge(t)
+            self._pending = self._pending[cut:]
 
     def feed_tokens(self, tokens: Iterable[int]) -> None:
         """Output token ids already split (from a server that returns them)."""
