@@ -250,3 +250,22 @@ def test_run_from_a_prompt_file_profiles_the_prompts_actually_sent(tmp_path: Pat
     assert profile.prefix is not None and profile.prefix.basis.startswith("prompt file")
     assert profile.prefix.exact_repeats == 8  # the second pass over the file repeats each prompt
     assert actions(profile) == ["prefix_caching"]
+
+
+def test_a_given_tokenizer_is_used_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(["def f(a, b):\n    s = a + b\n    return s\n"] * 10, trainer)
+    tok.save(str(tmp_path / "tokenizer.json"))
+    prompts = code_edit_set(tmp_path / "code.jsonl", n=5)
+    assert main(["inspect", str(prompts), "--json", "--tokenizer", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["lookup_method"] == "tokenizer"
+    assert out["recommendations"][0]["action"] == "ngram"
