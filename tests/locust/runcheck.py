@@ -1,0 +1,109 @@
+"""Checks shared by the end-to-end Locust tests: a run dir against the simulator's truth.
+
+Every check reads what a user would read (the run directory) and what the simulator says
+really happened (``/debug/requests``), never the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from specload.recorder import read_run
+
+REPO = Path(__file__).resolve().parents[2]
+LOCUSTFILE = REPO / "locustfiles" / "chat.py"
+
+#: Constant arrivals make "achieved QPS within 10 %" a statement about pacing and splitting,
+#: not about Poisson noise in a 3-second window. 64 output tokens keep TPOT's 1 % check
+#: far above loopback jitter (63 gaps of ~3 ms with the tiny profile).
+SCENARIO = """\
+name: e2e
+max_tokens: 64
+steps: {steps}
+step_duration_s: {duration}
+warmup_s: 1
+arrival: constant
+max_concurrency: 16
+metrics_interval_s: 1
+request_timeout_s: 20
+prompts:
+  synthetic: {{input_tokens: 64, count: 20}}
+"""
+
+
+def write_scenario(tmp: Path, steps: str = "[4, 8]", duration: float = 3) -> Path:
+    p = tmp / "e2e.yaml"
+    p.write_text(SCENARIO.format(steps=steps, duration=duration))
+    return p
+
+
+def specload(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "specload", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def ground_truth(url: str) -> dict[str, dict[str, Any]]:
+    with urllib.request.urlopen(url + "/debug/requests", timeout=10) as r:
+        return {g["request_id"]: g for g in json.load(r)}
+
+
+def check_records_match_truth(run_dir: Path, truth: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per request the server saw, and nothing else; all succeeded."""
+    run = read_run(run_dir)
+    records = list(run.record_dicts())
+    ids = [r["request_id"] for r in records]
+    assert len(ids) == len(set(ids)), "duplicate records"
+    assert set(ids) == set(truth), (
+        f"records without a server request: {sorted(set(ids) - set(truth))[:5]}, "
+        f"server requests without a record: {sorted(set(truth) - set(ids))[:5]}")
+    assert all(r["ok"] for r in records), [r["error"] for r in records if not r["ok"]][:3]
+    meta = run.meta
+    assert meta["status"] == "completed", meta["notes"]
+    assert meta["counts"]["sent"] == meta["counts"]["recorded"] == len(records)
+    assert run.warnings == []
+    return records
+
+
+def check_timing(records: list[dict[str, Any]], truth: dict[str, dict[str, Any]]) -> tuple[float, float]:
+    """Median |TTFT error| (s) and median relative TPOT error vs the server's emission times."""
+    ttft_err, tpot_rel = [], []
+    for r in records:
+        g = truth[r["request_id"]]
+        ttft_err.append(abs(r["ttft_s"] - (g["first_token_at"] - g["arrived_at"])))
+        gt_tpot = (g["last_token_at"] - g["first_token_at"]) / (g["output_tokens"] - 1)
+        tpot_rel.append(abs(r["tpot_s"] - gt_tpot) / gt_tpot)
+    ttft, tpot = statistics.median(ttft_err), statistics.median(tpot_rel)
+    assert ttft <= 0.002, f"median TTFT error {ttft * 1e3:.3f} ms > 2 ms"
+    assert tpot <= 0.01, f"median TPOT error {tpot:.2%} > 1 %"
+    return ttft, tpot
+
+
+def check_steps(run_dir: Path, records: list[dict[str, Any]], targets: list[float]) -> None:
+    """Achieved QPS per step within 10 % of target; warm-up flagged by schedule; edge scrapes."""
+    run = read_run(run_dir)
+    assert [s["target_qps"] for s in run.steps] == targets
+    for s in run.steps:
+        mine = [r for r in records if r["step"] == s["index"]]
+        assert mine and all(r["target_qps"] == s["target_qps"] for r in mine)
+        for r in mine:
+            assert r["warmup"] == (r["scheduled_at"] < s["warmup_end"]), r["request_id"]
+            assert s["start"] <= r["scheduled_at"] < s["end"]
+        assert any(r["warmup"] for r in mine) and not all(r["warmup"] for r in mine)
+        window = s["end"] - s["warmup_end"]
+        sent = sum(1 for r in mine if s["warmup_end"] <= r["sent_at"] < s["end"])
+        achieved = sent / window
+        assert abs(achieved - s["target_qps"]) <= 0.1 * s["target_qps"], (s, achieved)
+        edges = {m["phase"]: m for m in run.metrics if m["step"] == s["index"] and m["phase"] != "interval"}
+        assert set(edges) == {"start", "end"}, f"step {s['index']} lacks an edge scrape"
+        assert abs(edges["start"]["t"] - s["start"]) < 0.5 and abs(edges["end"]["t"] - s["end"]) < 0.5
+        assert edges["end"]["values"], "the simulator exposes /metrics: values expected"
+
+
+def run_dirs_under(root: Path) -> list[Path]:
+    return sorted(p.parent for p in root.rglob("run.json"))

@@ -1,0 +1,199 @@
+"""End to end through real Locust against the real simulator: local, --processes 2, and a
+master with two separate worker processes (one of them killed mid-run).
+
+Each test compares the run directory with the simulator's ground truth: one record per
+request the server received, TTFT and TPOT agreeing with the server's emission times,
+achieved QPS per step, warm-up flags, edge scrapes, and a run dir written once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from runcheck import (
+    LOCUSTFILE,
+    REPO,
+    check_records_match_truth,
+    check_steps,
+    check_timing,
+    ground_truth,
+    run_dirs_under,
+    specload,
+    write_scenario,
+)
+
+from specload.recorder import read_run
+from tests.conftest import free_port, stop_process, wait_http
+
+
+def _truth_sim(sim_factory):  # type: ignore[no-untyped-def]
+    return sim_factory("--profile", "tiny", "--ground-truth")
+
+
+def test_local_run_records_every_request_with_server_exact_timing(sim_factory, tmp_path: Path) -> None:
+    sim = _truth_sim(sim_factory)
+    scenario = write_scenario(tmp_path)
+    res = specload("run", "--host", sim.url, "--scenario", str(scenario), "--label", "base",
+                   "--out", "out/base", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr + res.stdout
+    lines = [x for x in res.stdout.splitlines() if x.startswith("step ")]
+    assert len(lines) == 2 and "target 4 qps" in lines[0] and "p50 TPOT" in lines[0]
+    run_dir = tmp_path / "out" / "base"
+    assert run_dirs_under(tmp_path) == [run_dir]  # the one run dir; nothing else written
+    truth = ground_truth(sim.url)
+    records = check_records_match_truth(run_dir, truth)
+    ttft, tpot = check_timing(records, truth)
+    print(f"local: {len(records)} records, median TTFT error {ttft * 1e3:.3f} ms, TPOT {tpot:.3%}")
+    check_steps(run_dir, records, [4.0, 8.0])
+    meta = read_run(run_dir).meta
+    assert meta["label"] == "base" and meta["workers"] == ["local"]
+    assert meta["target"]["server_version"] and meta["target"]["models"]
+    assert meta["token_count_source"] == "tokenize"
+
+
+@pytest.mark.slow
+def test_processes_2_splits_each_step_and_master_alone_writes(sim_factory, tmp_path: Path) -> None:
+    sim = _truth_sim(sim_factory)
+    scenario = write_scenario(tmp_path)
+    res = specload("run", "--host", sim.url, "--scenario", str(scenario), "--label", "p2",
+                   "--out", "out/p2", "--processes", "2", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr + res.stdout
+    run_dir = tmp_path / "out" / "p2"
+    assert run_dirs_under(tmp_path) == [run_dir]
+    truth = ground_truth(sim.url)
+    records = check_records_match_truth(run_dir, truth)
+    check_timing(records, truth)
+    check_steps(run_dir, records, [4.0, 8.0])
+    meta = read_run(run_dir).meta
+    by_worker = meta["counts"]["by_worker"]
+    assert len(by_worker) == 2 and sorted(meta["workers"]) == sorted(by_worker)
+    for w, c in by_worker.items():  # each worker carried about half of every step
+        assert c["sent"] == c["recorded"] == sum(1 for r in records if r["worker"] == w)
+        assert c["sent"] >= 0.4 * len(records)
+
+
+def _locust(*args: str, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args]
+    return subprocess.Popen(cmd, cwd=cwd, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _master_and_workers(sim_url: str, tmp_path: Path, scenario: Path, run_dir: Path,
+                        n: int = 2) -> tuple[subprocess.Popen[bytes], list[subprocess.Popen[bytes]]]:
+    port = free_port()
+    master = _locust("--master", "--headless", "--expect-workers", str(n),
+                     "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                     "--host", sim_url, "--scenario", str(scenario), "--label", "mw",
+                     "--run-dir", str(run_dir), "--exit-code-on-error", "0",
+                     cwd=tmp_path, log=tmp_path / "master.log")
+    workers = [_locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
+                       cwd=tmp_path / f"w{i}", log=tmp_path / f"worker{i}.log")
+               for i in range(n)]
+    return master, workers
+
+
+@pytest.mark.slow
+def test_master_with_two_worker_processes_records_every_request(sim_factory, tmp_path: Path) -> None:
+    sim = _truth_sim(sim_factory)
+    scenario = write_scenario(tmp_path)
+    for i in range(2):
+        (tmp_path / f"w{i}").mkdir()
+    run_dir = tmp_path / "out" / "mw"
+    master, workers = _master_and_workers(sim.url, tmp_path, scenario, run_dir)
+    try:
+        assert master.wait(timeout=90) == 0, (tmp_path / "master.log").read_text()[-3000:]
+        for w in workers:
+            w.wait(timeout=30)
+    finally:
+        for p in (master, *workers):
+            stop_process(p)
+    assert run_dirs_under(tmp_path) == [run_dir]  # workers (own cwd) wrote nothing
+    truth = ground_truth(sim.url)
+    records = check_records_match_truth(run_dir, truth)
+    check_timing(records, truth)
+    check_steps(run_dir, records, [4.0, 8.0])
+    assert len(read_run(run_dir).meta["counts"]["by_worker"]) == 2
+
+
+@pytest.mark.slow
+def test_killed_worker_is_marked_lost_and_the_other_takes_its_share(sim_factory, tmp_path: Path) -> None:
+    sim = _truth_sim(sim_factory)
+    scenario = write_scenario(tmp_path, steps="[4, 4, 4]", duration=3)
+    for i in range(2):
+        (tmp_path / f"w{i}").mkdir()
+    run_dir = tmp_path / "out" / "mw"
+    master, workers = _master_and_workers(sim.url, tmp_path, scenario, run_dir)
+    try:
+        deadline = time.time() + 60
+        while not (run_dir / "steps.json").exists() or not json.loads((run_dir / "steps.json").read_text()):
+            assert time.time() < deadline, (tmp_path / "master.log").read_text()[-3000:]
+            time.sleep(0.1)
+        first = json.loads((run_dir / "steps.json").read_text())[0]
+        time.sleep(max(0.0, first["start"] + 1.5 - time.time()))
+        killed_at = time.time()
+        os.killpg(workers[0].pid, signal.SIGKILL)
+        assert master.wait(timeout=90) == 0, (tmp_path / "master.log").read_text()[-3000:]
+    finally:
+        for p in (master, *workers):
+            stop_process(p)
+    run = read_run(run_dir)
+    meta = run.meta
+    assert meta["status"] == "completed", meta["notes"]
+    lost = meta["lost_workers"]
+    assert len(lost) == 1 and lost[0]["at"] > killed_at
+    assert any("lost" in w for w in run.warnings)  # readers are told about the gap
+    records = list(run.record_dicts())
+    truth = ground_truth(sim.url)
+    ids = {r["request_id"] for r in records}
+    assert len(ids) == len(records) and ids <= set(truth)
+    survivor = next(w for w in meta["counts"]["by_worker"] if w != lost[0]["worker"])
+    c = meta["counts"]["by_worker"][survivor]
+    assert c["sent"] == c["recorded"] == sum(1 for r in records if r["worker"] == survivor)
+    assert lost[0]["recorded"] == sum(1 for r in records if r["worker"] == lost[0]["worker"])
+    # the last step starts after the loss was noticed: the survivor alone carries the target
+    last = run.steps[-1]
+    assert last["start"] > lost[0]["at"]
+    sent = sum(1 for r in records if r["step"] == last["index"] and last["warmup_end"] <= r["sent_at"] < last["end"])
+    assert abs(sent / (last["end"] - last["warmup_end"]) - 4.0) <= 0.4
+
+
+def test_bad_scenario_gives_one_line_and_exit_2_in_locust_too(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nsteps: [1, fast]\n")
+    res = subprocess.run(
+        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+         "--host", "http://127.0.0.1:9", "--scenario", str(bad)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    errors = [x for x in (res.stderr + res.stdout).splitlines() if x.startswith("specload: error:")]
+    assert len(errors) == 1 and str(bad) in errors[0] and "steps[1]" in errors[0]
+    assert "Traceback" not in res.stderr + res.stdout
+    assert not (tmp_path / "runs").exists()
+
+
+def test_web_ui_form_offers_specload_options_but_never_the_api_key(tmp_path: Path) -> None:
+    """Locust prints ``--help`` before importing a locustfile, so plugin options reach users
+    through the web UI's form (and ``specload run --help``): check the real page."""
+    port = free_port()
+    proc = _locust("--web-host", "127.0.0.1", "--web-port", str(port), "--host", "http://127.0.0.1:9",
+                   "--scenario", "scenarios/smoke.yaml", "--api-key", "sk-never-shown-123",
+                   cwd=REPO, log=tmp_path / "ui.log")
+    try:
+        wait_http(f"http://127.0.0.1:{port}/", proc=proc)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
+            page = r.read().decode()
+    finally:
+        stop_process(proc)
+    for opt in ("scenario", "label", "run_dir", "store_text", "speculative_config",
+                "prefix_caching", "server_cmd"):
+        assert f'"{opt}"' in page, opt
+    assert "sk-never-shown-123" not in page and '"api_key"' not in page
+    assert "sk-never-shown-123" not in (tmp_path / "ui.log").read_text()
