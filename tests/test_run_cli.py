@@ -1,0 +1,125 @@
+"""``specload run``: bad input fails in a second with one line and exit 2; Ctrl-C leaves an
+``interrupted`` run with every record; the API key is never written anywhere."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SCENARIO = """\
+name: cli
+max_tokens: 16
+steps: [4, 4]
+step_duration_s: {duration}
+warmup_s: 1
+max_concurrency: 8
+metrics_interval_s: 1
+request_timeout_s: 20
+prompts:
+  synthetic: {{input_tokens: 32, count: 10}}
+"""
+
+
+def _scenario(tmp: Path, duration: float = 2) -> Path:
+    p = tmp / "s.yaml"
+    p.write_text(SCENARIO.format(duration=duration))
+    return p
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "specload", "run", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _one_error_line(res: subprocess.CompletedProcess[str]) -> str:
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_bad_scenario_names_file_and_key(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nsteps: [1, 2]\nmax_concurency: 4\n")
+    line = _one_error_line(_run("--host", "http://127.0.0.1:9", "--scenario", str(bad),
+                                "--label", "l", "--out", "o", cwd=tmp_path))
+    assert str(bad) in line and "max_concurency" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_host_without_scheme_is_refused(tmp_path: Path) -> None:
+    line = _one_error_line(_run("--host", "127.0.0.1:8000", "--scenario", str(_scenario(tmp_path)),
+                                "--label", "l", "--out", "o", cwd=tmp_path))
+    assert "--host" in line and "scheme" in line
+
+
+def test_unwritable_out_dir_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    line = _one_error_line(_run("--host", "http://127.0.0.1:9", "--scenario", str(_scenario(tmp_path)),
+                                "--label", "l", "--out", "file/run", cwd=tmp_path))
+    assert "not a writable directory" in line
+
+
+def test_missing_scenario_file_is_refused(tmp_path: Path) -> None:
+    line = _one_error_line(_run("--host", "http://127.0.0.1:9", "--scenario", "nope.yaml",
+                                "--label", "l", "--out", "o", cwd=tmp_path))
+    assert "nope.yaml" in line
+
+
+def test_bad_speculative_declaration_is_refused(tmp_path: Path) -> None:
+    line = _one_error_line(_run("--host", "http://127.0.0.1:9", "--scenario", str(_scenario(tmp_path)),
+                                "--label", "l", "--out", "o", "--speculative-config", "{k: 4",
+                                cwd=tmp_path))
+    assert "--speculative-config" in line
+
+
+def test_declarations_and_key_handling(sim, tmp_path: Path) -> None:
+    """Condition and server command land in run.json; the key lands nowhere."""
+    key = "sk-test-never-written-42"
+    res = _run("--host", sim.url, "--scenario", str(_scenario(tmp_path, duration=1)), "--label", "spec",
+               "--out", "o", "--api-key", key, "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 4}',
+               "--prefix-caching", "off", "--server-cmd", "vllm serve m --speculative-config '{...}'",
+               cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    meta = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert meta["condition"] == {"speculative": {"method": "ngram", "num_speculative_tokens": 4},
+                                 "prefix_caching": False}
+    assert meta["server_cmd"] == "vllm serve m --speculative-config '{...}'"
+    assert meta["status"] == "completed" and meta["counts"]["recorded"] > 0
+    for f in (tmp_path / "o").iterdir():
+        assert key not in f.read_text(errors="replace"), f.name
+    assert key not in res.stdout + res.stderr
+    # no text either unless asked for (--store-text)
+    first = json.loads((tmp_path / "o" / "requests.jsonl").read_text().splitlines()[0])
+    assert "prompt_text" not in first and "output_text" not in first and first["prompt_sha256"]
+
+
+@pytest.mark.slow
+def test_sigint_leaves_an_interrupted_run_with_every_record(sim, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specload", "run", "--host", sim.url, "--scenario",
+         str(_scenario(tmp_path, duration=10)), "--label", "i", "--out", "o"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    run_json = tmp_path / "o" / "run.json"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if run_json.exists() and json.loads(run_json.read_text()).get("workers"):
+            break
+        time.sleep(0.1)
+    time.sleep(3)  # inside the first step
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    meta = json.loads(run_json.read_text())
+    records = (tmp_path / "o" / "requests.jsonl").read_text().splitlines()
+    assert meta["status"] == "interrupted" and meta["ended_at"]
+    assert meta["counts"]["sent"] == meta["counts"]["recorded"] == len(records) > 0
+    steps = json.loads((tmp_path / "o" / "steps.json").read_text())
+    assert steps[-1]["end"] <= meta["ended_at"]
