@@ -169,7 +169,7 @@ def nelder_mead(f, x0: list[float], step: float = 0.3, iters: int = 80) -> list[
     return simplex[min(range(n + 1), key=vals.__getitem__)]
 
 
-def fit(prof: Profile, which: str, seeds: tuple[int, ...]) -> Profile:
+def fit(prof: Profile, which: str, seeds: tuple[int, ...], iters: int = 40) -> Profile:
     names = FIT_PARAMS[which]
     x0 = [math.log(max(getattr(prof, k), 1e-7)) for k in names]
 
@@ -177,7 +177,7 @@ def fit(prof: Profile, which: str, seeds: tuple[int, ...]) -> Profile:
         p = prof.with_overrides(**{k: math.exp(v) for k, v in zip(names, x)})
         return loss(p, FIT_CONDITION[which], seeds)
 
-    best = nelder_mead(f, x0)
+    best = nelder_mead(f, x0, step=0.2, iters=iters)
     out = prof.with_overrides(**{k: math.exp(v) for k, v in zip(names, best)})
     for k in names:
         print(f"{k}: {getattr(out, k):.4g}")
@@ -231,11 +231,12 @@ def main() -> int:
     ap.add_argument("--fit", choices=sorted(FIT_PARAMS), action="append", default=[])
     ap.add_argument("--seeds", type=int, default=2, help="Poisson seeds averaged per row")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--iters", type=int, default=40, help="Nelder-Mead iterations per --fit")
     a = ap.parse_args()
     prof = load_profile(a.profile)
     seeds = tuple(range(a.seeds))
     for which in a.fit:
-        prof = fit(prof, which, seeds)
+        prof = fit(prof, which, seeds, a.iters)
     t0 = time.perf_counter()
     rows = evaluate(prof, tuple(CONDITIONS), seeds)
     md, data, ok = report(rows)

@@ -215,7 +215,6 @@ class Engine:
                 continue
             if prefill:
                 r.computed += n
-                m.prompt_tokens += n
                 if r.computed < r.prefill_target:
                     continue
                 produced = 1
@@ -266,6 +265,7 @@ class Engine:
         self.metrics.generation_tokens += g1 - g0
         if r.first_token_at is None:
             r.first_token_at = now
+            self.metrics.prompt_tokens += len(r.prompt)
             self.metrics.ttft.observe(now - r.arrival)
             self._publish(r)
         elif r.last_token_at is not None:

@@ -120,3 +120,15 @@ def test_metrics_carry_vllm_names_and_model_label(sim) -> None:
         assert name in text, name
     assert f'model_name="{MODEL}"' in text
     assert get_json(sim.url + "/v1/models")["data"][0]["id"] == MODEL
+
+
+def test_speculative_chunks_carry_several_tokens(sim_factory) -> None:
+    s = sim_factory("--profile", "tiny", "--ground-truth", "--speculative-config", SPEC)
+    status, _ = post(s.url + "/v1/chat/completions", {
+        "model": MODEL, "messages": [{"role": "user", "content": "multi"}], "max_tokens": 100,
+        "ignore_eos": True, "stream": True}, headers={"X-Request-Id": "spec-1"})
+    assert status == 200
+    truth = get_json(s.url + "/debug/requests/spec-1")
+    assert sum(truth["chunk_tokens"]) == 100
+    assert max(truth["chunk_tokens"]) > 1
+    assert len(truth["chunk_tokens"]) < 80  # mean acceptance length 2.8

@@ -1,0 +1,156 @@
+"""How many streamed tokens per second one ``specload sim`` process serves, and how late its
+engine steps run while doing it.
+
+Starts the simulator (profile ``tiny``: ~1-4 ms steps, so the HTTP side, not the model, is the
+limit) and one client process (aiohttp, closed loop: C concurrent streams, each request 256
+output tokens with ignore_eos). For each concurrency level it measures, over a fixed window:
+client-received tokens/s (from the SSE bytes), and the engine step lag p50/p99 from
+``specload_sim_step_lag_seconds`` bucket deltas (upper bucket bounds, so conservative). The
+capacity is the highest tok/s among levels whose lag p99 is <= 2 ms.
+
+Writes benchmarks/results/sim_capacity.json and .md. Loopback only; bounded in time (about
+10 s per level). Usage: python benchmarks/sim_capacity.py [--levels 16,32,64,128] [--window 6]
+[--speculative-config JSON]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "results"
+LAG = "specload_sim_step_lag_seconds"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def lag_buckets(url: str) -> dict[float, float]:
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(LAG + "_bucket"):
+            le = line.split('le="')[1].split('"')[0]
+            out[float("inf") if le == "+Inf" else float(le)] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def quantile(before: dict[float, float], after: dict[float, float], q: float) -> float | None:
+    """Upper bound of the bucket holding quantile ``q`` of the observations in between."""
+    bounds = sorted(after)
+    total = after[float("inf")] - before.get(float("inf"), 0.0)
+    if total <= 0:
+        return None
+    for b in bounds:
+        if after[b] - before.get(b, 0.0) >= q * total:
+            return b
+    return float("inf")
+
+
+async def _client(url: str, conc: int, window: float, warm: float) -> dict:
+    import aiohttp
+
+    body = json.dumps({"model": "specload-sim", "max_tokens": 256, "ignore_eos": True,
+                       "stream": True, "messages": [{"role": "user", "content": "go " * 64}]})
+    counts = {"tokens": 0, "chunks": 0}
+    measuring = False
+    stop = False
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        while not stop:
+            async with session.post(url + "/v1/chat/completions", data=body,
+                                    headers={"Content-Type": "application/json"}) as r:
+                async for data in r.content.iter_any():
+                    if measuring:
+                        n = data.count(b'"content":"')  # role chunk has content "" too
+                        n -= data.count(b'"content":""')
+                        counts["chunks"] += n
+                        counts["tokens"] += n
+
+    conn = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=conn) as session:
+        tasks = [asyncio.create_task(worker(session)) for _ in range(conc)]
+        await asyncio.sleep(warm)
+        before = lag_buckets(url)
+        measuring, t0 = True, time.perf_counter()
+        await asyncio.sleep(window)
+        measuring, elapsed = False, time.perf_counter() - t0
+        after = lag_buckets(url)
+        stop = True
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return {"concurrency": conc, "tokens_per_s": round(counts["tokens"] / elapsed),
+            "lag_p50_s": quantile(before, after, 0.5), "lag_p99_s": quantile(before, after, 0.99),
+            "window_s": round(elapsed, 2)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--levels", default="16,32,64,128,192")
+    ap.add_argument("--window", type=float, default=6.0)
+    ap.add_argument("--speculative-config", default=None)
+    ap.add_argument("--tag", default="baseline")
+    a = ap.parse_args()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "specload", "sim", "--port", str(port), "--profile", "tiny",
+           "--max-num-seqs", "1024"]
+    if a.speculative_config:
+        cmd += ["--speculative-config", a.speculative_config]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, start_new_session=True)
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(url + "/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.05)
+        rows = []
+        for conc in (int(x) for x in a.levels.split(",")):
+            row = asyncio.run(_client(url, conc, a.window, warm=1.5))
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    ok = [r for r in rows if r["lag_p99_s"] is not None and r["lag_p99_s"] <= 0.002]
+    best = max(ok, key=lambda r: r["tokens_per_s"]) if ok else None
+    result = {"tag": a.tag, "speculative_config": a.speculative_config, "rows": rows,
+              "capacity_tokens_per_s": best and best["tokens_per_s"],
+              "at_concurrency": best and best["concurrency"], "goal_tokens_per_s": 20000,
+              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+              "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"sim_capacity_{a.tag}.json").write_text(json.dumps(result, indent=1) + "\n")
+    lines = [f"# specload sim capacity ({a.tag})", "",
+             f"{result['measured_at']}, {os.cpu_count()} CPUs, Python "
+             f"{platform.python_version()}, profile tiny, 256-token streams, client in a "
+             "second process on the same machine.", "",
+             "| concurrency | tokens/s | step lag p50 | step lag p99 |", "|--:|--:|--:|--:|"]
+    for r in rows:
+        lines.append(f"| {r['concurrency']} | {r['tokens_per_s']} | "
+                     f"<= {r['lag_p50_s'] * 1e3:g} ms | <= {r['lag_p99_s'] * 1e3:g} ms |")
+    lines += ["", f"Capacity with step lag p99 <= 2 ms: **{result['capacity_tokens_per_s']} "
+              f"tok/s** (concurrency {result['at_concurrency']}); goal 20000."]
+    (OUT / f"sim_capacity_{a.tag}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
