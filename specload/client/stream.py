@@ -151,30 +151,40 @@ class StreamClient:
 
 
 def _read_stream(resp: HTTPSocketPoolResponse, b: RecordBuilder) -> None:
-    """Read SSE lines until ``[DONE]``; stamp each line before parsing it."""
+    """Read SSE lines until ``[DONE]``; stamp each non-blank line before parsing anything.
+
+    An event's time is that of its (last) ``data:`` line; its JSON is parsed when the blank
+    line that ends it arrives (they come in the same packet from vLLM).
+    """
     decoder = SSEDecoder()
     readline = resp.readline
+    feed = decoder.feed_line_data
     now = CLOCK.now
     loads = orjson.loads
+    on_chunk = b.on_chunk
+    t = 0.0
     while True:
         try:
             line = readline(b"\n")
         except (HTTPParseError, ConnectionError, OSError) as exc:
             raise _Failure("stream_broken", f"connection lost mid-stream: {_short(exc)}") from None
-        t = now()
+        if len(line) > 2:
+            t = now()
+            feed(line)
+            continue
         if not line:
             if b.finish_reason is not None:  # ended cleanly, only the [DONE] sentinel missing
                 return
             raise _Failure("stream_broken", "stream ended before finish_reason or [DONE]")
-        event = decoder.feed_line(line)
-        if event is None:
+        data = feed(line)
+        if data is None:
             continue
-        if event.is_done:
+        if data == b"[DONE]":
             b.saw_done = True
             b.done_at = t
             return
         try:
-            b.on_chunk(loads(event.data), t)
+            on_chunk(loads(data), t)
         except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError) as exc:
             raise _Failure("bad_payload", f"unparseable chunk: {_short(exc)}") from None
 

@@ -95,3 +95,14 @@ def test_flush_on_clean_stream_returns_nothing() -> None:
     dec = SSEDecoder()
     dec.feed((FIXTURES / "vllm_lf.txt").read_bytes())
     assert dec.flush() == []
+
+
+@pytest.mark.parametrize("name", ["vllm_lf.txt", "crlf_comments.txt", "multiline_fields.txt"])
+def test_feed_line_data_returns_the_raw_data_of_each_event(name: str) -> None:
+    data = (FIXTURES / name).read_bytes()
+    dec = SSEDecoder()
+    raw = [d for line in data.splitlines(keepends=True) if (d := dec.feed_line_data(line)) is not None]
+    # the unterminated tail of multiline_fields.txt is only returned by flush()
+    expected = [e.data.encode() for e in decode_in_pieces(data, [])]
+    assert raw == expected[: len(raw)]
+    assert len(raw) == len(expected) - (name == "multiline_fields.txt")

@@ -1,0 +1,292 @@
+"""Client fidelity and capacity: the default client vs ``client: openai`` against the simulator.
+
+For each client and each number of concurrent streams (default 4, 64, 256), keeps that many
+streams busy in one gevent process (closed loop) against ``specload sim --ground-truth`` and
+reports, over a measured window after a warm-up:
+
+- ``tok/s`` and ``chunks/s`` received (wall clock),
+- ``µs/chunk``: client-process CPU time per content chunk received, and the capacity it
+  implies for one process on one core (``tokens / client CPU seconds``) — the figure that
+  matters when the server, not the client, is the slower side,
+- TTFT and TPOT error against the simulator's own emission times (``/debug/requests``):
+  ``ttft_client − (first_token_at − arrived_at)`` and
+  ``|tpot_client − tpot_server| / tpot_server``, as p50 and p99,
+- the simulator's CPU use over the window: near one core means the simulator, not the client,
+  limited the rate (it is a single-threaded Python process).
+
+Goals (issue 3): ≥ 50k tok/s per process, TTFT error p99 ≤ 5 ms at 256 streams, ≥ 4× the
+SDK's capacity. Results go to ``benchmarks/results/client_fidelity.{md,json}``.
+
+Run: ``.venv/bin/python benchmarks/client_fidelity.py [--streams 4,64,256] [--window-s 8]``.
+"""
+
+from __future__ import annotations
+
+from gevent import monkey
+
+monkey.patch_all()  # as under Locust: the SDK's httpx sockets must be cooperative too
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import urllib.request  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import gevent  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from specload.client import ChatRequest, make_client  # noqa: E402
+from specload.records import RequestRecord  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_sim(profile: str) -> tuple[subprocess.Popen, str]:
+    """``specload sim --ground-truth`` on a free port, in its own process group."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "specload", "sim", "--host", "127.0.0.1", "--port", str(port),
+           "--profile", profile, "--ground-truth", "--ground-truth-max", "1000000"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1):
+                return proc, url
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("simulator did not start")
+
+
+def stop_sim(proc: subprocess.Popen) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+
+
+def chunk_times(r: RequestRecord) -> list[float]:
+    if r.first_token_at is None:
+        return []
+    out = [r.first_token_at]
+    for gap in r.itl_s or []:
+        out.append(out[-1] + gap)
+    return out
+
+
+def drive(kind: str, url: str, model: str, streams: int, warmup_s: float, window_s: float,
+          max_tokens: int, sim_pid: int, tag: str) -> dict[str, Any]:
+    """Keep ``streams`` streams busy; measure over ``window_s`` after ``warmup_s``."""
+    client = make_client(kind, url, timeout_s=60, concurrency=streams + 8)
+    req = ChatRequest(model=model, messages=[{"role": "user", "content": "tell a story " * 16}],
+                      max_tokens=max_tokens, min_tokens=max_tokens, ignore_eos=True)
+    records: list[RequestRecord] = []
+    stop_at = time.time() + warmup_s + window_s
+
+    def loop(g: int) -> None:
+        n = 0
+        while time.time() < stop_at:
+            n += 1
+            records.append(client.send(req, request_id=f"{tag}-{g}-{n}", worker=tag, step=0,
+                                       repeat=0, target_qps=0.0, warmup=False,
+                                       scheduled_at=time.time()))
+
+    greenlets = [gevent.spawn(loop, g) for g in range(streams)]
+    gevent.sleep(warmup_s)
+    t0, cpu0, sim0 = time.time(), time.process_time(), proc_cpu_s(sim_pid)
+    gevent.sleep(window_s)
+    t1, cpu1, sim1 = time.time(), time.process_time(), proc_cpu_s(sim_pid)
+    gevent.joinall(greenlets, timeout=90)
+    client.close()
+    return summarize(kind, streams, records, url, t0, t1, cpu1 - cpu0, sim1 - sim0, tag)
+
+
+def summarize(kind: str, streams: int, records: list[RequestRecord], url: str, t0: float,
+              t1: float, cpu_s: float, sim_cpu_s: float, tag: str) -> dict[str, Any]:
+    window = t1 - t0
+    chunks = tokens = 0.0
+    for r in records:
+        times = chunk_times(r)
+        if not times or not r.output_tokens:
+            continue
+        per_chunk = r.output_tokens / len(times)
+        inside = sum(t0 <= t < t1 for t in times)
+        chunks += inside
+        tokens += inside * per_chunk
+    truth = {d["request_id"]: d for d in get_json(url + "/debug/requests")
+             if str(d["request_id"]).startswith(tag + "-")}
+    ttft_err, tpot_err, up, down = [], [], [], []
+    for r in records:
+        gt = truth.get(r.request_id)
+        if not r.ok or gt is None or r.sent_at < t0 or (r.done_at or t1) > t1:
+            continue
+        ttft_err.append((r.ttft_s - (gt["first_token_at"] - gt["arrived_at"])) * 1e3)
+        up.append((gt["arrived_at"] - r.sent_at) * 1e3)
+        down.append((r.first_token_at - gt["first_token_at"]) * 1e3)
+        if r.tpot_s and gt["output_tokens"] > 1:
+            gt_tpot = (gt["last_token_at"] - gt["first_token_at"]) / (gt["output_tokens"] - 1)
+            tpot_err.append(abs(r.tpot_s - gt_tpot) / gt_tpot * 100)
+    abs_ttft = [abs(x) for x in ttft_err]
+    return {
+        "client": kind, "streams": streams, "window_s": round(window, 3),
+        "requests_measured": len(ttft_err), "errors": sum(not r.ok for r in records),
+        "tok_s": round(tokens / window, 1), "chunks_s": round(chunks / window, 1),
+        "client_cpu_util": round(cpu_s / window, 3),
+        "us_per_chunk": round(cpu_s / chunks * 1e6, 1) if chunks else None,
+        "capacity_tok_s": round(tokens / cpu_s, 0) if cpu_s else None,
+        "sim_cpu_util": round(sim_cpu_s / window, 3),
+        "ttft_err_ms_p50": pct(abs_ttft, 50), "ttft_err_ms_p99": pct(abs_ttft, 99),
+        "ttft_err_ms_mean_signed": (sum(ttft_err) / len(ttft_err)) if ttft_err else None,
+        "tpot_err_pct_p50": pct(tpot_err, 50), "tpot_err_pct_p99": pct(tpot_err, 99),
+        "send_to_arrive_ms_p50": pct(up, 50), "send_to_arrive_ms_p99": pct(up, 99),
+        "emit_to_read_ms_p50": pct(down, 50), "emit_to_read_ms_p99": pct(down, 99),
+    }
+
+
+def verdict(rows: list[dict[str, Any]]) -> list[str]:
+    """The issue's three goals, checked on the figures, in words."""
+    by = {(r["client"], r["streams"]): r for r in rows}
+    top = max(r["streams"] for r in rows)
+    fast, sdk = by.get(("fast", top)), by.get(("openai", top))
+    lines = []
+    if fast:
+        cap = fast["capacity_tok_s"] or 0
+        lines.append(f"- capacity ≥ 50k tok/s per process: {'MET' if cap >= 50_000 else 'NOT MET'}"
+                     f" — {cap:,.0f} tok/s per client CPU second at {top} streams "
+                     f"({fast['us_per_chunk']} µs/chunk); measured wall rate {fast['tok_s']:,.0f}"
+                     " tok/s")
+        p99 = fast["ttft_err_ms_p99"]
+        lines.append(f"- TTFT error p99 ≤ 5 ms at {top} streams: "
+                     f"{'MET' if p99 is not None and p99 <= 5 else 'NOT MET'} — {p99:.2f} ms"
+                     if p99 is not None else "- TTFT error: no data")
+    if fast and sdk and sdk["capacity_tok_s"]:
+        ratio = (fast["capacity_tok_s"] or 0) / sdk["capacity_tok_s"]
+        lines.append(f"- ≥ 4× the SDK's capacity: {'MET' if ratio >= 4 else 'NOT MET'} — "
+                     f"{ratio:.1f}× ({fast['us_per_chunk']} vs {sdk['us_per_chunk']} µs/chunk)")
+    sim_bound = [r for r in rows if r["sim_cpu_util"] >= 0.85]
+    if sim_bound:
+        lines.append("- The simulator (one Python process) used ≥ 85 % of a core at "
+                     + ", ".join(f"{r['client']}@{r['streams']}" for r in sim_bound)
+                     + ": there it, not the client, set the wall-clock rate, so `tok/s` is the "
+                       "simulator's limit; `capacity` (tokens per client CPU second) is the "
+                       "client's.")
+    return lines
+
+
+def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> str:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "client_fidelity.json").write_text(json.dumps({"meta": meta, "rows": rows},
+                                                         indent=2) + "\n")
+    head = ("| client | streams | tok/s | chunks/s | µs/chunk | capacity tok/s | client CPU | "
+            "sim CPU | TTFT err p50 / p99 (ms) | of which send→arrive | of which emit→read | "
+            "TPOT err p50 / p99 (%) | n | errors |")
+    lines = ["# Client fidelity", "",
+             f"Measured {meta['date']} on {meta['machine']} ({meta['cpus']} CPUs, shared with "
+             "other work), simulator profile "
+             f"`{meta['profile']}`, {meta['max_tokens']} output tokens per request, "
+             f"{meta['warmup_s']} s warm-up + {meta['window_s']} s measured per row; load "
+             f"average {meta['loadavg_before'][0]} before, {meta['loadavg_after'][0]} after. "
+             "Produced by `benchmarks/client_fidelity.py`.", "",
+             head, "|" + " --- |" * 14]
+    f = lambda v, p=2: "–" if v is None else f"{v:.{p}f}"  # noqa: E731
+    for r in rows:
+        lines.append(
+            f"| {r['client']} | {r['streams']} | {r['tok_s']:,.0f} | {r['chunks_s']:,.0f} | "
+            f"{f(r['us_per_chunk'], 1)} | {f(r['capacity_tok_s'], 0)} | "
+            f"{r['client_cpu_util']:.0%} | {r['sim_cpu_util']:.0%} | "
+            f"{f(r['ttft_err_ms_p50'])} / {f(r['ttft_err_ms_p99'])} | "
+            f"{f(r['send_to_arrive_ms_p50'])} / {f(r['send_to_arrive_ms_p99'])} | "
+            f"{f(r['emit_to_read_ms_p50'])} / {f(r['emit_to_read_ms_p99'])} | "
+            f"{f(r['tpot_err_pct_p50'])} / {f(r['tpot_err_pct_p99'])} | "
+            f"{r['requests_measured']} | {r['errors']} |")
+    lines += ["", "## Goals", "", *verdict(rows), "", "## How to read it", "",
+              "- `µs/chunk` is client-process CPU per content chunk; `capacity` = tokens per "
+              "client CPU second, the most one process can take on one core (one token per "
+              "chunk without speculation).",
+              "- TTFT error is `client TTFT − (first_token_at − arrived_at)` of the simulator. It "
+              "splits into *send→arrive* (`arrived_at − sent_at`: loopback plus the "
+              "simulator's event loop getting to the new request — server-side latency a user "
+              "also sees, which the simulator's ground truth leaves out) and *emit→read* "
+              "(`client first token − simulator first emission`: how late the client's read "
+              "loop saw the chunk — the client's own error).",
+              "- TPOT error compares the client's (E2E − TTFT)/(n − 1) with the server's "
+              "(last − first emission)/(n − 1)."]
+    text = "\n".join(lines) + "\n"
+    (out / "client_fidelity.md").write_text(text)
+    return text
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--streams", default="4,64,256")
+    ap.add_argument("--clients", default="fast,openai")
+    ap.add_argument("--profile", default="tiny")
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--warmup-s", type=float, default=2.0)
+    ap.add_argument("--window-s", type=float, default=8.0)
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    a = ap.parse_args()
+    load_before = os.getloadavg()
+    proc, url = start_sim(a.profile)
+    rows = []
+    try:
+        model = get_json(url + "/v1/models")["data"][0]["id"]
+        for streams in [int(s) for s in a.streams.split(",")]:
+            for kind in a.clients.split(","):
+                row = drive(kind, url, model, streams, a.warmup_s, a.window_s, a.max_tokens,
+                            proc.pid, tag=f"{kind}{streams}")
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                gevent.sleep(1.0)  # let the simulator drain
+    finally:
+        stop_sim(proc)
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "machine": platform.machine() + " " + platform.processor(),
+            "cpus": os.cpu_count(), "profile": a.profile, "max_tokens": a.max_tokens,
+            "warmup_s": a.warmup_s, "window_s": a.window_s,
+            "python": platform.python_version(),
+            "loadavg_before": [round(x, 2) for x in load_before],
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
+    print(write_results(rows, meta, a.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
