@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from specload.errors import ConfigError
-from specload.records import ErrorInfo, RequestRecord
 from specload.recorder import JsonlWriter, RunMeta, RunWriter, check_out_dir, iter_jsonl, read_run
+from specload.records import ErrorInfo, RequestRecord
 
 
 def _record(i: int, *, ok: bool = True) -> RequestRecord:

@@ -255,7 +255,7 @@ class LoadProcess:
         self.outbox.count_sent(plan.index if (not warmup and now < plan.end) else None)
         self.inflight += 1
         try:
-            rec = self.client.send(
+            rec: RequestRecord = self.client.send(
                 self.requests[a.prompt_index], request_id=request_id, worker=self.worker,
                 step=plan.index, repeat=plan.repeat, target_qps=plan.target_qps,
                 warmup=warmup, scheduled_at=a.scheduled_at)

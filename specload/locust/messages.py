@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
+from typing_extensions import Self
+
 __all__ = [
     "Drain",
     "FinalCounts",
@@ -39,7 +41,7 @@ class _Wire:
         return asdict(self)  # type: ignore[call-overload, no-any-return]
 
     @classmethod
-    def from_wire(cls: type[M], data: dict[str, Any]) -> M:
+    def from_wire(cls, data: dict[str, Any]) -> Self:
         """Build from wire data; keys from a newer sender are ignored, not fatal."""
         known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
         return cls(**{k: v for k, v in data.items() if k in known})

@@ -151,6 +151,16 @@ def _wire(runner: Any, cls: Any, handler: Any) -> None:
     runner.register_message(cls.TYPE, lambda environment, msg, **kw: handler(cls.from_wire(msg.data)))
 
 
+def _to_session(master: MasterSide, method: str) -> Any:
+    """A handler that forwards to the current run session's ``method`` (none: dropped)."""
+
+    def handler(arg: Any) -> None:
+        if master.session is not None:
+            getattr(master.session, method)(arg)
+
+    return handler
+
+
 def _on_init(environment: Any, runner: Any = None, **_kw: Any) -> None:
     from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
@@ -167,11 +177,11 @@ def _on_init(environment: Any, runner: Any = None, **_kw: Any) -> None:
     if isinstance(runner, (LocalRunner, MasterRunner)):
         master = MasterSide(environment)
         roles.master = master
-        _wire(runner, WorkerReady, lambda m: master.session and master.session.on_ready(m))
-        _wire(runner, RecordBatch, lambda m: master.session and master.session.on_records(m))
-        _wire(runner, FinalCounts, lambda m: master.session and master.session.on_final(m))
-        environment.events.worker_connect.add_listener(
-            lambda client_id, **kw: master.session and master.session.on_worker_connect(client_id))
+        _wire(runner, WorkerReady, _to_session(master, "on_ready"))
+        _wire(runner, RecordBatch, _to_session(master, "on_records"))
+        _wire(runner, FinalCounts, _to_session(master, "on_final"))
+        on_connect = _to_session(master, "on_worker_connect")
+        environment.events.worker_connect.add_listener(lambda client_id, **kw: on_connect(client_id))
         _validate_early(environment, master)
 
     def on_stop(**_kw: Any) -> None:
@@ -204,6 +214,6 @@ def install() -> None:
         return
     from locust import events
 
-    events.init_command_line_parser.add_listener(add_options)
-    events.init.add_listener(_on_init)
+    events.init_command_line_parser.add_listener(add_options)  # type: ignore[no-untyped-call]
+    events.init.add_listener(_on_init)  # type: ignore[no-untyped-call]
     _installed = True

@@ -169,7 +169,7 @@ class RunSession:
         for p in self.scenario.schedule():
             steps.append(TimedStep(p.index, p.repeat, p.target_qps, t, t + p.warmup_s,
                                    t + p.warmup_s + p.duration_s, offset))
-            offset += int(round(p.target_qps * (p.warmup_s + p.duration_s)))
+            offset += round(p.target_qps * (p.warmup_s + p.duration_s))
             t += p.warmup_s + p.duration_s
         return steps
 

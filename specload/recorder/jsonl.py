@@ -29,7 +29,7 @@ class JsonlWriter:
 
     def __init__(self, path: str | Path, *, buffer_lines: int = 512) -> None:
         self.path = Path(path)
-        self._fh = open(self.path, "ab")
+        self._fh = open(self.path, "ab")  # noqa: SIM115 -- lives as long as the writer
         self._buf: list[bytes] = []
         self._buffer_lines = buffer_lines
         self.lines_written = 0

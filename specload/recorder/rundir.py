@@ -21,8 +21,8 @@ import orjson
 
 from specload import __version__
 from specload.errors import ConfigError
-from specload.records import RequestRecord
 from specload.recorder.jsonl import JsonlWriter, iter_jsonl
+from specload.records import RequestRecord
 
 __all__ = [
     "RUN_SCHEMA_VERSION",
@@ -43,7 +43,7 @@ def _versions() -> dict[str, str | None]:
         from importlib.metadata import version
 
         locust_version: str | None = version("locust")
-    except Exception:  # locust missing: a reader-only install
+    except Exception:  # noqa: BLE001 -- locust missing or broken: a reader-only install
         locust_version = None
     return {"specload": __version__, "locust": locust_version, "python": platform.python_version()}
 

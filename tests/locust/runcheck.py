@@ -44,7 +44,7 @@ def write_scenario(tmp: Path, steps: str = "[4, 8]", duration: float = 3) -> Pat
 
 
 def specload(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specload", *args], cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "specload", *args], cwd=cwd, check=False, capture_output=True,
                           text=True, timeout=timeout)
 
 

@@ -5,10 +5,17 @@ from __future__ import annotations
 import http.server
 import threading
 from collections.abc import Iterator
+from typing import ClassVar
 
 import pytest
 
-from specload.metrics.scrape import MetricsScraper, fetch_server_info, metric_key, parse_metrics, split_key
+from specload.metrics.scrape import (
+    MetricsScraper,
+    fetch_server_info,
+    metric_key,
+    parse_metrics,
+    split_key,
+)
 
 PROM = """\
 # HELP vllm:num_requests_running Number of requests in model execution batches.
@@ -50,9 +57,9 @@ def test_text_that_is_not_prometheus_raises_value_error() -> None:
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    routes: dict[str, tuple[int, bytes]] = {}
+    routes: ClassVar[dict[str, tuple[int, bytes]]] = {}
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         code, body = self.routes.get(self.path, (404, b"not found"))
         self.send_response(code)
         self.send_header("Content-Length", str(len(body)))
