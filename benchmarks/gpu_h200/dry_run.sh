@@ -36,9 +36,10 @@ done
 
 SLPATH=""
 [ "${SL_INSTALL:-0}" = 1 ] && SLPATH=${SL_SITE:-/tmp/sl}
-PYTHONPATH=$SLPATH "$PY" -m specload compare "$DRY/unpacked/baseline" "$DRY/unpacked/spec" \
-  --baseline baseline --out "$DRY/report" || { echo "compare exit $?"; rc=1; }
-"$PY" benchmarks/gpu_h200/table.py --baseline "$DRY/out-baseline/run-baseline.tar.gz" \
+# compare runs here, in the project's own environment, as after the device runs
+(cd "$ROOT" && "${COMPARE_PY:-$ROOT/.venv/bin/python}" -m specload compare "$DRY/unpacked/baseline" "$DRY/unpacked/spec" \
+  --baseline baseline --out "$DRY/report") || { echo "compare exit $?"; rc=1; }
+PYTHONPATH=$SLPATH "$PY" benchmarks/gpu_h200/table.py --baseline "$DRY/out-baseline/run-baseline.tar.gz" \
   --spec "$DRY/out-spec/run-spec.tar.gz" --out "$DRY/table.md" || rc=1
 echo "dry run exit $rc (files in $DRY)"
 exit "$rc"

@@ -51,8 +51,14 @@ SPEC_CONFIG=${SPEC_CONFIG:-$DEFAULT_SPEC}
 if [ -z "${KIT:-}" ]; then
   if [ -d .gpu/kit ]; then KIT=.gpu/kit; else KIT=/tmp/kit; fi
 fi
-KIT=$(cd "$KIT" 2>/dev/null && pwd || echo "$KIT")
 mkdir -p "$OUT" "$RUNS"
+abspath() { case "$1" in /*) echo "$1" ;; *) echo "$ROOT/$1" ;; esac; }
+KIT=$(abspath "$KIT"); WHL=$(abspath "$WHL"); SCENARIO=$(abspath "$SCENARIO")
+OUT=$(cd "$OUT" && pwd); RUNS=$(cd "$RUNS" && pwd); RUN_DIR="$RUNS/$COND"
+# Python puts the working directory first on sys.path (`python -m`, `python -`): run from
+# $RUNS so that the installed wheel (built from the committed tree) is what runs, not the
+# checkout's files, which may hold other people's uncommitted work.
+cd "$RUNS" || exit 2
 # Never let NVLink multicast on (shared hosts): also for the client, whatever it imports.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
@@ -78,7 +84,9 @@ install_specload() {
 }
 
 preflight() {
-  "$PY" - <<'EOF' || return 1
+  local check=""
+  [ "${SL_INSTALL:-1}" = 0 ] || check=$SL_SITE
+  SL_SITE_CHECK=$check "$PY" - <<'EOF' || return 1
 import importlib, sys
 mods = ["gevent", "geventhttpclient", "locust", "orjson", "yaml", "prometheus_client", "specload"]
 vers = {}
@@ -86,7 +94,12 @@ for m in mods:
     mod = importlib.import_module(m)
     vers[m] = getattr(mod, "__version__", "?")
 print("python", sys.version.split()[0], " ".join(f"{k}={v}" for k, v in vers.items()))
-print("specload from", importlib.import_module("specload").__file__)
+import os
+path = importlib.import_module("specload").__file__
+print("specload from", path)
+site = os.environ.get("SL_SITE_CHECK")
+if site and not path.startswith(site):
+    sys.exit(f"ERROR: specload imported from {path}, not from {site}")
 EOF
   "$PY" -m specload run --help >/dev/null || { echo "ERROR: specload run --help failed"; return 1; }
 }
@@ -100,7 +113,8 @@ start_server() {
     # leave at least 150 s for the load and 45 s to stop + pack
     local ht=$(( $(left) - 195 )); [ "$ht" -gt 420 ] && ht=420
     [ "$ht" -lt 60 ] && { echo "ERROR: only $(left)s left before the server starts"; return 1; }
-    SPEC_CONFIG="$SPEC_CONFIG" HEALTH_TIMEOUT_S=$ht OUT="$OUT" PORT="$PORT" \
+    # the server sees only the kit's /tmp/site, never specload's wheels in $SL_SITE
+    env -u PYTHONPATH SPEC_CONFIG="$SPEC_CONFIG" HEALTH_TIMEOUT_S=$ht OUT="$OUT" PORT="$PORT" \
       bash "$KIT/serve_vllm.sh" "$COND" 2>&1 | tee "$RUNS/serve-$COND.out" || return 1
     SERVER_CMD=$(grep -a -m1 'starting: ' "$RUNS/serve-$COND.out" | sed 's/.*starting: //')
     "$PY" "$KIT/benchtool.py" warmup --url "$URL" --n 8 --max-tokens 32 --timeout 60 \
@@ -142,35 +156,21 @@ stop_server() {
 run_load() {
   local cap=$(( $(left) - 45 ))   # keep 45 s to stop the server and pack
   [ "$cap" -lt 30 ] && { echo "ERROR: only $(left)s left for the load"; return 1; }
+  # the condition as declared (run.json): spec JSON or none, prefix caching off, server cmd
+  local decl=(--prefix-caching off)
+  [ "$COND" = spec ] && decl+=(--speculative-config "${SPEC_CONFIG//@DRAFT@/draft-1b}")
+  [ -n "$SERVER_CMD" ] && decl+=(--server-cmd "$SERVER_CMD")
   rm -rf "$RUN_DIR"
   ts "specload run: label=$COND scenario=$SCENARIO cap=${cap}s out=$RUN_DIR"
   # SIGINT first (specload ends the run cleanly, status interrupted), SIGKILL 20 s later.
   timeout --signal=INT --kill-after=20 "$cap" \
     "$PY" -m specload run --host "$URL" --scenario "$SCENARIO" --label "$COND" \
-      --out "$RUN_DIR"
+      --out "$RUN_DIR" "${decl[@]}"
   local rc=$?
   ts "specload run exit code $rc"
-  declare_condition "$rc"
   return "$rc"
 }
 
-# Stamp the condition as declared (speculative JSON or null, prefix caching off) and the
-# exact server command line into run.json, as `specload sweep` does for its own runs.
-declare_condition() {
-  local spec=null
-  [ "$COND" = spec ] && spec="${SPEC_CONFIG//@DRAFT@/draft-1b}"
-  SPEC_JSON="$spec" SERVER_CMD="$SERVER_CMD" "$PY" - "$RUN_DIR" "$COND" "$1" <<'EOF' \
-    || ts "could not stamp the condition into run.json (continuing)"
-import json, os, sys
-from pathlib import Path
-from specload.sweep import Condition, patch_run_json
-run_dir, name, rc = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-spec = json.loads(os.environ["SPEC_JSON"])
-cond = Condition(name=name, speculative=spec, prefix_caching=False)
-status = patch_run_json(run_dir, cond, os.environ.get("SERVER_CMD") or None, rc == 124, rc)
-print(f"run.json: condition={cond.as_json()} status={status}")
-EOF
-}
 
 pack() {
   if [ -d "$RUN_DIR" ]; then

@@ -136,17 +136,23 @@ def calibration_rows(path: Path) -> dict[str, dict[float, dict[str, Any]]]:
     return out
 
 
-def crossover(rates: list[float], ratio: list[float | None]) -> float | None:
-    """Lowest rate where spec/baseline reaches 1 after being below it, interpolated in log-rate.
+def crossover(rates: list[float], ratio: list[float | None], min_gain: float) -> float | None:
+    """``specload compare``'s crossover rule on one ratio curve (spec / baseline, per rate).
 
-    None when spec never helps or never stops helping within the measured rates.
+    The same code as compare (``specload.analysis.crossover.crossover_points``): a rate helps
+    when its gain ``1 - ratio`` is at least ``min_gain``; the crossover is interpolated in
+    log-rate between the last helping rate and the first that does not. None when spec helps
+    at every rate or at none.
     """
+    from specload.analysis.crossover import crossover_points
+
     pts = [(r, x) for r, x in zip(rates, ratio, strict=True) if x is not None]
-    for (r0, x0), (r1, x1) in zip(pts, pts[1:]):
-        if x0 < 1.0 <= x1:
-            frac = (1.0 - x0) / (x1 - x0)
-            return math.exp(math.log(r0) + frac * (math.log(r1) - math.log(r0)))
-    return None
+    if not pts:
+        return None
+    q = np.log(np.asarray([r for r, _ in pts], dtype=np.float64))
+    gains = 1.0 - np.asarray([[x for _, x in pts]], dtype=np.float64)
+    point = float(crossover_points(q, gains, min_gain)[0])
+    return point if math.isfinite(point) else None
 
 
 def fmt(v: float | None, nd: int = 2) -> str:
@@ -204,14 +210,14 @@ def build(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         b = cal_ratio[cal_rates.index(r)] if r in cal_rates else None
         vacc = cal.get("spec", {}).get(r, {}).get("spec_decode_acceptance_length")
         md.append(f"| {r:g} | {fmt(a, 3)} | {fmt(b, 3)} | {fmt(acc.get(r))} | {fmt(vacc)} |")
-    x_sl, x_cal = crossover(rates, sl_ratio), crossover(cal_rates, cal_ratio)
-    # vLLM's crossover over the same rates specload stepped through (the calibration has 64 too)
-    x_cal_same = crossover([r for r in cal_rates if r in rates],
-                           [x for r, x in zip(cal_rates, cal_ratio) if r in rates])
-    out["crossover"] = {"specload_p50_tpot": x_sl, "vllm_p50_tpot": x_cal,
-                        "vllm_p50_tpot_same_rates": x_cal_same}
-    md += ["", f"Crossover (p50 TPOT, log-rate interpolation): specload **{fmt(x_sl, 1)} req/s**,"
-               f" vLLM client **{fmt(x_cal, 1)} req/s**.", ""]
+    md += ["", "### Crossover on p50 TPOT (compare's rule, log-rate interpolation)", "",
+           "| rule | specload | vLLM client |", "|---|---:|---:|"]
+    for gain in (args.min_gain, 0.0):
+        x_sl, x_cal = crossover(rates, sl_ratio, gain), crossover(cal_rates, cal_ratio, gain)
+        out["crossover"][f"min_gain_{gain:g}"] = {"specload": x_sl, "vllm": x_cal}
+        rule = f"spec stops lowering p50 TPOT by >= {gain:.0%}" if gain else "ratio reaches 1"
+        md.append(f"| {rule} | {fmt(x_sl, 1)} req/s | {fmt(x_cal, 1)} req/s |")
+    md.append("")
     md += tpot_check(sl, cal, out)
     return "\n".join(md) + "\n", out
 
@@ -245,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", type=Path, required=True, help="baseline run dir or .tar.gz")
     p.add_argument("--spec", type=Path, required=True, help="spec run dir or .tar.gz")
     p.add_argument("--calibration", type=Path, default=DEFAULT_CALIBRATION)
+    p.add_argument("--min-gain", type=float, default=0.05,
+                   help="compare's --min-gain (default 0.05, compare's default)")
     p.add_argument("--out", type=Path, help="write the Markdown here (and .json beside it)")
     args = p.parse_args(argv)
     md, data = build(args)
