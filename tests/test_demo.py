@@ -1,0 +1,78 @@
+"""``specload demo``: four conditions on the simulator, then the verdict and the report.
+
+The shortened demo runs the real thing (simulator subprocesses, Locust runs, compare) with
+fewer and shorter steps; it asserts the verdict's structure and that the crossover of the
+calibrated profile falls inside the tested range, never any timing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specload.cli.demo import SPEC_CONFIGS, demo_conditions
+from specload.scenario import load_scenario
+from tests.conftest import REPO
+
+DEMO_YAML = REPO / "scenarios" / "demo.yaml"
+
+
+def test_demo_conditions_isolate_each_feature() -> None:
+    conds = {c.name: c.as_json() for c in demo_conditions("h200-llama8b")}
+    spec = SPEC_CONFIGS["h200-llama8b"]
+    assert conds == {
+        "baseline": {"speculative": None, "prefix_caching": False},
+        "spec": {"speculative": spec, "prefix_caching": False},
+        "prefix": {"speculative": None, "prefix_caching": True},
+        "both": {"speculative": spec, "prefix_caching": True},
+    }
+    # The calibration table's spec rows: draft model, k=4, mean acceptance length 2.8.
+    assert spec["method"] == "draft_model" and spec["num_speculative_tokens"] == 4
+    assert 1 + sum(spec["synthetic_acceptance_rates"]) == pytest.approx(2.8)
+
+
+def test_demo_scenario_brackets_the_calibrated_crossover_and_fits_the_budget() -> None:
+    scenario = load_scenario(DEMO_YAML)
+    assert min(scenario.steps) < 16 and max(scenario.steps) > 24
+    assert any(16 <= q <= 24 for q in scenario.steps)
+    # Four conditions of planned load leave room for starts and drains in 5 minutes.
+    assert 4 * scenario.total_duration_s <= 200
+    # The calibration's request shape: it sets how many requests are in flight at a rate.
+    assert (scenario.max_tokens, scenario.min_tokens, scenario.ignore_eos) == (256, 256, True)
+    assert scenario.prompts.input_tokens == 512
+
+
+@pytest.mark.slow
+def test_short_demo_prints_verdict_and_finds_the_crossover_in_range(tmp_path: Path) -> None:
+    raw = yaml.safe_load(DEMO_YAML.read_text())
+    raw.update(steps=[8, 16, 24], warmup_s=1.5, step_duration_s=4)
+    short = tmp_path / "demo-short.yaml"
+    short.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "demo"
+    res = subprocess.run(
+        [sys.executable, "-m", "specload", "demo", "--out", str(out), "--scenario", str(short)],
+        cwd=REPO, capture_output=True, text=True, timeout=280,
+    )
+    print(res.stdout[-4000:])
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    html = out / "report" / "report.html"
+    assert html.is_file() and str(html) in res.stdout
+    for name in ("baseline", "spec", "prefix", "both"):
+        assert json.loads((out / name / "run.json").read_text())["status"] == "completed"
+    report = json.loads((out / "report" / "report.json").read_text())
+    verdict = report["verdict"]
+    assert verdict in res.stdout and "spec" in verdict
+    cross = _crossover(report, "spec", "tpot_p50")
+    assert cross["status"] == "crosses", cross
+    assert 8 <= cross["qps"] <= 24, cross
+
+
+def _crossover(report: dict, condition: str, metric: str) -> dict:
+    found = [c for c in report["crossover"] if c["condition"] == condition and c["metric"] == metric]
+    assert found, f"report.json has a {metric} crossover for {condition}"
+    return found[0]
