@@ -38,6 +38,16 @@ class EngineLoop:
                 pass
 
     def submit(self, req: Request) -> None:
+        """Hand ``req`` to the engine after the profile's API-server delay."""
+        delay = self.engine.prof.frontend_delay_s
+        if delay > 0:
+            asyncio.get_running_loop().call_later(delay, self._add, req)
+        else:
+            self._add(req)
+
+    def _add(self, req: Request) -> None:
+        if req.finished:  # aborted while in the API server
+            return
         self.engine.add(req)
         self._wake.set()
 

@@ -121,6 +121,10 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
                              st.engine.max_model_len)
     except ApiError as exc:
         return _error(exc.status, exc.message, exc.param)
+    kv_tokens = st.engine.kv.num_blocks * st.engine.kv.block_size
+    if len(g.prompt) + (g.max_tokens or 1) > kv_tokens:
+        return _error(400, f"prompt plus max_tokens ({len(g.prompt) + (g.max_tokens or 1)}) "
+                      f"exceeds the KV cache ({kv_tokens} tokens)", "max_tokens")
     status = st.faults.request_error(st.rng)
     if status is not None:
         msg = "Too many requests (simulated)" if status == 429 else "Internal error (simulated)"
