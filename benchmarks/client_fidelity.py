@@ -30,6 +30,7 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
+import random  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -115,12 +116,19 @@ def drive(kind: str, url: str, model: str, streams: int, warmup_s: float, window
           max_tokens: int, sim_pid: int, tag: str) -> dict[str, Any]:
     """Keep ``streams`` streams busy; measure over ``window_s`` after ``warmup_s``."""
     client = make_client(kind, url, timeout_s=60, concurrency=streams + 8)
-    req = ChatRequest(model=model, messages=[{"role": "user", "content": "tell a story " * 16}],
-                      max_tokens=max_tokens, min_tokens=max_tokens, ignore_eos=True)
+    rng = random.Random(streams)
     records: list[RequestRecord] = []
     stop_at = time.time() + warmup_s + window_s
 
     def loop(g: int) -> None:
+        # Streams start staggered over the warm-up and differ in length (±25 %), so they do
+        # not move in lockstep: a closed loop of equal requests would otherwise finish and
+        # re-send all at once, and the burst of arrivals would dominate TTFT.
+        n_tokens = rng.randint(int(max_tokens * 0.75), int(max_tokens * 1.25))
+        req = ChatRequest(model=model, messages=[{"role": "user",
+                                                  "content": f"story {g} " * 24}],
+                          max_tokens=n_tokens, min_tokens=n_tokens, ignore_eos=True)
+        gevent.sleep(rng.uniform(0, warmup_s * 0.75))
         n = 0
         while time.time() < stop_at:
             n += 1
@@ -259,7 +267,7 @@ def main() -> int:
     ap.add_argument("--clients", default="fast,openai")
     ap.add_argument("--profile", default="tiny")
     ap.add_argument("--max-tokens", type=int, default=128)
-    ap.add_argument("--warmup-s", type=float, default=2.0)
+    ap.add_argument("--warmup-s", type=float, default=3.0)
     ap.add_argument("--window-s", type=float, default=8.0)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     a = ap.parse_args()

@@ -51,6 +51,7 @@ from specload.records import ErrorInfo, RequestRecord
 __all__ = ["ChatRequest", "RequestCancelled", "StreamClient"]
 
 _MAX_ERROR_BODY = 2048
+_DRAIN_S = 1.0  # longest wait for the end of a body after [DONE] (seconds)
 
 
 class RequestCancelled(GreenletExit):
@@ -182,11 +183,26 @@ def _read_stream(resp: HTTPSocketPoolResponse, b: RecordBuilder) -> None:
         if data == b"[DONE]":
             b.saw_done = True
             b.done_at = t
+            _drain(resp)
             return
         try:
             on_chunk(loads(data), t)
         except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError) as exc:
             raise _Failure("bad_payload", f"unparseable chunk: {_short(exc)}") from None
+
+
+def _drain(resp: HTTPSocketPoolResponse) -> None:
+    """Read the body's end (the chunked terminator right after ``[DONE]``) so the connection
+    goes back to the pool: without it every request would open a new connection, and the
+    connect would count in the next request's TTFT. Anything unexpected: drop the socket."""
+    if resp.message_complete:
+        return
+    try:
+        with gevent.Timeout(_DRAIN_S):
+            while resp.readline(b"\n"):
+                pass
+    except (gevent.Timeout, HTTPParseError, OSError):
+        pass  # release() closes a connection whose message did not complete
 
 
 def _read_whole(resp: HTTPSocketPoolResponse, b: RecordBuilder) -> None:
