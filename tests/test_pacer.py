@@ -12,7 +12,7 @@ from specload.pacer import Pacer, derive_seed
 
 def gaps(p: Pacer, n: int) -> list[float]:
     times = [p.next_send_at(i) for i in range(n)]
-    return [b - a for a, b in zip([p.start_at, *times], times)]
+    return [b - a for a, b in zip([p.start_at, *times], times, strict=False)]
 
 
 def test_poisson_mean_rate_within_two_percent_over_many_draws() -> None:

@@ -21,7 +21,8 @@ def bpe_like(text: str) -> int:
 
 
 def scenario(**synth: object):
-    return parse_scenario({"steps": [1], "seed": 5, "prompts": {"synthetic": {"count": 20, **synth}}})
+    synthetic = {"count": 20, **synth}
+    return parse_scenario({"steps": [1], "seed": 5, "prompts": {"synthetic": synthetic}})
 
 
 def content(p) -> str:
@@ -98,7 +99,8 @@ def test_input_too_short_for_prefix_and_template_is_a_config_error() -> None:
 def test_file_prompts_in_order_with_count_limit(tmp_path: Path) -> None:
     f = tmp_path / "p.jsonl"
     f.write_text('{"messages": [{"role": "user", "content": "one two"}]}\n\n'
-                 '{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "x"}]}\n'
+                 '{"messages": [{"role": "system", "content": "s"}, '
+                 '{"role": "user", "content": "x"}]}\n'
                  '{"messages": [{"role": "user", "content": "three"}]}\n')
     (tmp_path / "s.yaml").write_text("steps: [1]\nprompts: {file: p.jsonl, count: 2}\n")
     ps = build_prompt_set(load_scenario(tmp_path / "s.yaml"), bpe_like)

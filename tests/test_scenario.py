@@ -89,7 +89,8 @@ def test_to_dict_round_trips_through_json(tmp_path: Path) -> None:
 
 def test_file_prompts_resolve_relative_to_the_scenario(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "p.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    line = '{"messages": [{"role": "user", "content": "hi"}]}\n'
+    (tmp_path / "data" / "p.jsonl").write_text(line)
     s = load_scenario(write(tmp_path, "steps: [1]\nprompts: {file: data/p.jsonl}\n"))
     assert s.prompts.kind == "file"
     assert s.prompts.file == str((tmp_path / "data" / "p.jsonl").resolve())

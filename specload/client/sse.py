@@ -141,6 +141,10 @@ class SSEDecoder:
             name, value = line[:colon], line[colon + 1:]
             if value[:1] == b" ":
                 value = value[1:]
+        self._field(name, value)
+        return None
+
+    def _field(self, name: bytes, value: bytes) -> None:
         if name == b"data":
             self._data.append(value)
         elif name == b"event":
@@ -151,7 +155,6 @@ class SSEDecoder:
         elif name == b"retry":
             if value.isdigit():
                 self._retry = int(value)
-        return None
 
     def _dispatch(self) -> Event | None:
         if not self._data:

@@ -54,7 +54,7 @@ _MAX_ERROR_BODY = 2048
 _DRAIN_S = 1.0  # longest wait for the end of a body after [DONE] (seconds)
 
 
-class RequestCancelled(GreenletExit):
+class RequestCancelled(GreenletExit):  # type: ignore[misc,unused-ignore]
     """The sending greenlet was killed; ``record`` is the request's ``cancelled`` record."""
 
     def __init__(self, record: RequestRecord) -> None:

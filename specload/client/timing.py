@@ -60,7 +60,7 @@ def tpot_s(ttft: float | None, e2e: float | None, output_tokens: int | None) -> 
 
 def itl_s(chunk_times: list[float]) -> list[float]:
     """Gaps between consecutive content chunks (seconds); one fewer than chunks."""
-    return [b - a for a, b in zip(chunk_times, chunk_times[1:])]
+    return [b - a for a, b in zip(chunk_times, chunk_times[1:], strict=False)]
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ scenario file's directory.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +54,14 @@ class _Reader:
         for key in value:
             if key not in allowed:
                 where = f"{path}.{key}" if path else str(key)
-                raise self.fail(where, f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+                known = ", ".join(sorted(allowed))
+                raise self.fail(where, f"unknown key (expected one of: {known})")
         return dict(value)
 
     def number(self, value: Any, path: str, *, lo: float | None = None,
                lo_open: bool = False, hi: float | None = None) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not numeric or not math.isfinite(value):
             raise self.fail(path, f"got {_kind(value)} (expected a number)")
         if lo is not None and (value < lo or (lo_open and value == lo)):
             rel = ">" if lo_open else ">="
@@ -240,20 +242,25 @@ def _steps(r: _Reader, value: Any) -> tuple[float, ...]:
     hi = r.number(m["to"], "steps.to", lo=lo)
     if ("factor" in m) == ("by" in m):
         raise r.fail("steps", "needs exactly one of factor (geometric) or by (linear)")
-    out = [lo]
     if "factor" in m:
         factor = r.number(m["factor"], "steps.factor", lo=1.0, lo_open=True)
-        while out[-1] * factor <= hi * (1 + 1e-9) and len(out) <= _MAX_STEPS:
-            out.append(round(out[-1] * factor, 9))
+        out = _series(lo, hi, lambda q: q * factor)
     else:
         by = r.number(m["by"], "steps.by", lo=0.0, lo_open=True)
-        while out[-1] + by <= hi * (1 + 1e-9) and len(out) <= _MAX_STEPS:
-            out.append(round(out[-1] + by, 9))
+        out = _series(lo, hi, lambda q: q + by)
     if len(out) > _MAX_STEPS:
         raise r.fail("steps", f"expands to more than {_MAX_STEPS} steps (expected fewer)")
     if out[-1] < hi * (1 - 1e-9):
         out.append(hi)
     return tuple(out)
+
+
+def _series(lo: float, hi: float, nxt: Callable[[float], float]) -> list[float]:
+    """``lo, nxt(lo), ...`` while within ``hi`` (stops past ``_MAX_STEPS``)."""
+    out = [lo]
+    while nxt(out[-1]) <= hi * (1 + 1e-9) and len(out) <= _MAX_STEPS:
+        out.append(round(nxt(out[-1]), 9))
+    return out
 
 
 def _prompts(r: _Reader, value: Any, base_dir: Path | None) -> PromptSpec:

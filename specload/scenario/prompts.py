@@ -32,7 +32,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from specload.errors import ConfigError
@@ -165,8 +164,8 @@ def _prose(rng: random.Random, n: int) -> list[str]:
 
 def _code_line(rng: random.Random) -> list[str]:
     a, b, c = (rng.choice(_IDENTS) for _ in range(3))
-    return ["   ", f" {a}", " =", f" {b}", f" {rng.choice(_OPS)}", f" {c}", "[", str(rng.randint(0, 99)),
-            "]", "\n"]
+    op, idx = rng.choice(_OPS), str(rng.randint(0, 99))
+    return ["   ", f" {a}", " =", f" {b}", f" {op}", f" {c}", "[", idx, "]", "\n"]
 
 
 def _code(rng: random.Random, repetition: float, n: int) -> list[str]:

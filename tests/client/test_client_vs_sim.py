@@ -67,7 +67,8 @@ def test_ttft_and_tpot_match_the_simulator_ground_truth(sim_factory, kind: str) 
         tpot_rel.append(abs(r.tpot_s - gt_tpot) / gt_tpot)
     print(f"{kind}: median TTFT error {statistics.median(ttft_err) * 1e3:.3f} ms, "
           f"median TPOT error {statistics.median(tpot_rel) * 100:.3f} % (send->arrive "
-          f"{statistics.median(up) * 1e3:.3f} ms, emit->read {statistics.median(down) * 1e3:.3f} ms)")
+          f"{statistics.median(up) * 1e3:.3f} ms, "
+          f"emit->read {statistics.median(down) * 1e3:.3f} ms)")
     # the default client is held to the bar; the SDK's CPU per chunk (pydantic,
     # httpx) makes it noisier on a busy 2-core machine: a looser bound, real figures in
     # benchmarks/results/client_fidelity.md
@@ -136,3 +137,21 @@ def test_partial_faults_give_one_record_per_request(sim) -> None:
     kinds = {r.error.kind if r.error else "ok" for r in recs}
     assert "ok" in kinds and kinds <= {"ok", "http", "stream_broken"}
     assert len(kinds) >= 2
+
+
+def test_sequential_requests_reuse_one_connection(sim, monkeypatch) -> None:
+    from geventhttpclient import connectionpool
+
+    created: list[int] = []
+    original = connectionpool.ConnectionPool._create_socket
+
+    def counting(self):  # the real method, counted
+        created.append(1)
+        return original(self)
+
+    monkeypatch.setattr(connectionpool.ConnectionPool, "_create_socket", counting)
+    req = ChatRequest(model=model_of(sim.url), messages=[{"role": "user", "content": "hi"}],
+                      max_tokens=4)
+    recs = run_batch(StreamClient(sim.url, timeout_s=10), req, 5, "reuse", concurrency=1)
+    assert all(r.ok for r in recs)
+    assert len(created) == 1  # a new connection per request would add a connect to TTFT

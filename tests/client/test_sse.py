@@ -101,7 +101,8 @@ def test_flush_on_clean_stream_returns_nothing() -> None:
 def test_feed_line_data_returns_the_raw_data_of_each_event(name: str) -> None:
     data = (FIXTURES / name).read_bytes()
     dec = SSEDecoder()
-    raw = [d for line in data.splitlines(keepends=True) if (d := dec.feed_line_data(line)) is not None]
+    raw = [d for line in data.splitlines(keepends=True)
+           if (d := dec.feed_line_data(line)) is not None]
     # the unterminated tail of multiline_fields.txt is only returned by flush()
     expected = [e.data.encode() for e in decode_in_pieces(data, [])]
     assert raw == expected[: len(raw)]
