@@ -115,10 +115,12 @@ class LoadProcess:
     """The load side of one Locust process (see module doc). ``send(type, data)`` reaches the master."""
 
     def __init__(self, worker: str, send: Send, *,
-                 api_key: Callable[[], str | None] = lambda: None) -> None:
+                 api_key: Callable[[], str | None] = lambda: None,
+                 stop_users: Callable[[], None] = lambda: None) -> None:
         self.worker = worker
         self._send = send
         self._api_key = api_key
+        self._stop_users = stop_users
         self.queue: gevent.queue.Queue[Arrival] = gevent.queue.Queue()
         self.outbox = RecordOutbox(send, worker)
         self.run: RunStart | None = None
@@ -160,7 +162,7 @@ class LoadProcess:
             return
         self._draining = True
         self._changed.set()
-        self._greenlets.append(gevent.spawn(self._finish))
+        self._greenlets.append(gevent.spawn(self._abort if msg.abort else self._finish))
 
     # --- setup --------------------------------------------------------------------------
     def _prepare(self, msg: RunStart) -> None:
@@ -288,6 +290,15 @@ class LoadProcess:
         deadline = time.time() + timeout_s
         while (not self.queue.empty() or self.inflight) and time.time() < deadline:
             gevent.sleep(0.05)
+        self.outbox.flush()
+        final = FinalCounts(run.run_id, self.worker, self.outbox.sent, self.recorded)
+        self._send(FinalCounts.TYPE, final.to_wire())
+
+    def _abort(self) -> None:
+        """The run was stopped: cancel what is in flight (one ``cancelled`` record each), report."""
+        run = self.run
+        assert run is not None
+        self._stop_users()  # kills user greenlets; their requests end as cancelled records
         self.outbox.flush()
         final = FinalCounts(run.run_id, self.worker, self.outbox.sent, self.recorded)
         self._send(FinalCounts.TYPE, final.to_wire())

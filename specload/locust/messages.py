@@ -97,10 +97,12 @@ class StepChange(_Wire):
 
 @dataclass(frozen=True, slots=True)
 class Drain(_Wire):
-    """The last step ended: draw no more arrivals, finish in-flight requests, report counts."""
+    """No more arrivals: finish in-flight requests (or, with ``abort``, cancel them) and
+    report counts. Sent after the last step, and with ``abort`` when the run is stopped."""
 
     TYPE: ClassVar[str] = "specload_drain"
     run_id: str
+    abort: bool = False
 
 
 @dataclass(frozen=True, slots=True)

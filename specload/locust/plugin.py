@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,15 +163,26 @@ def _to_session(master: MasterSide, method: str) -> Any:
     return handler
 
 
+def _graceful_sigterm() -> None:
+    """SIGTERM behaves like Ctrl-C: the run ends ``interrupted`` with its records on disk.
+
+    Headless Locust installs its own SIGTERM handler only after a shape run returns, so
+    during the run the default action would kill the process without a word.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
 def _on_init(environment: Any, runner: Any = None, **_kw: Any) -> None:
     from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
     runner = runner or environment.runner
+    _graceful_sigterm()
     roles = _ROLES.setdefault(id(environment), _Roles())
     if isinstance(runner, (LocalRunner, WorkerRunner)):
         worker = LOCAL_WORKER if isinstance(runner, LocalRunner) else runner.client_id
         load = LoadProcess(worker, lambda t, d: runner.send_message(t, d),
-                           api_key=lambda: _api_key(environment))
+                           api_key=lambda: _api_key(environment), stop_users=runner.stop)
         roles.load = load
         _wire(runner, RunStart, load.on_run_start)
         _wire(runner, StepChange, load.on_step)

@@ -43,6 +43,10 @@ log = logging.getLogger("specload")
 
 #: Seconds by which each step is announced before it starts (message latency budget).
 LEAD_S = 0.5
+#: Seconds between flushes of requests.jsonl / metrics.jsonl to the OS.
+FLUSH_S = 1.0
+#: Seconds a stopped run waits for workers' last records and counts.
+ABORT_WAIT_S = 3.0
 #: Seconds after a step's end before its progress line (batches arrive every 0.5 s).
 PROGRESS_DELAY_S = 0.8
 
@@ -139,7 +143,8 @@ class RunSession:
                        self.opts.host, self.opts.store_text)
         self.runner.send_message(RunStart.TYPE, msg.to_wire())
         self._greenlets = [gevent.spawn(self._guarded, self._schedule),
-                           gevent.spawn(self._guarded, self._scrape_interval)]
+                           gevent.spawn(self._guarded, self._scrape_interval),
+                           gevent.spawn(self._guarded, self._flush_loop)]
 
     def on_worker_connect(self, worker: str) -> None:
         """A worker joined mid-run: it gets the run; it takes a share once ready with users."""
@@ -259,6 +264,13 @@ class RunSession:
                 self._step_scrapes.append(values)
                 self.live.server[step.index] = step_server_metrics(self._step_scrapes).to_dict()
 
+    def _flush_loop(self) -> None:
+        """Records reach the disk within ``FLUSH_S`` even in a long step (a SIGKILL loses little)."""
+        while not self.finished:
+            gevent.sleep(FLUSH_S)
+            if not self.finished:
+                self.writer.flush()
+
     def _progress(self, index: int) -> None:
         if index in self._printed or index not in self.live.steps:
             return
@@ -370,7 +382,22 @@ class RunSession:
                   flush=True)
 
     def stop(self) -> None:
-        """The test was stopped from outside (Ctrl-C, the UI's Stop): end as interrupted."""
-        if not self.finished:
-            self.stopped_externally = True
-            self.finish("interrupted")
+        """The test was stopped from outside (Ctrl-C, the UI's Stop): end as interrupted.
+
+        Workers are told to cancel what is in flight and report first (up to
+        ``ABORT_WAIT_S``), so their last records and counts make it into the run.
+        """
+        if self.finished:
+            return
+        self.stopped_externally = True
+        for g in self._greenlets:
+            if g is not gevent.getcurrent():
+                g.kill(block=False)
+        if self.workers.distributed and self.ready:
+            self.runner.send_message(Drain.TYPE, Drain(self.run_id, abort=True).to_wire())
+            deadline = time.time() + ABORT_WAIT_S
+            while time.time() < deadline:
+                if set(self.workers.connected()) & set(self.ready) <= set(self.finals):
+                    break
+                gevent.sleep(0.05)
+        self.finish("interrupted")

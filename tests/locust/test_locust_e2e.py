@@ -197,3 +197,41 @@ def test_web_ui_form_offers_specload_options_but_never_the_api_key(tmp_path: Pat
         assert f'"{opt}"' in page, opt
     assert "sk-never-shown-123" not in page and '"api_key"' not in page
     assert "sk-never-shown-123" not in (tmp_path / "ui.log").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM])
+def test_stopping_the_master_cancels_in_flight_and_keeps_every_record(sim_factory, tmp_path: Path, sig: int) -> None:
+    """SIGTERM (SIGINT behaves the same) mid-step: workers cancel in-flight requests, each
+    gets a ``cancelled`` record, and run.json's counts match the records."""
+    sim = _truth_sim(sim_factory)
+    scenario = tmp_path / "long.yaml"  # ~0.8 s requests at 8 qps: several always in flight
+    scenario.write_text("name: long\nmax_tokens: 256\nsteps: [8]\nstep_duration_s: 30\nwarmup_s: 1\n"
+                        "arrival: constant\nmax_concurrency: 32\nrequest_timeout_s: 20\n"
+                        "prompts:\n  synthetic: {input_tokens: 64, count: 20}\n")
+    for i in range(2):
+        (tmp_path / f"w{i}").mkdir()
+    run_dir = tmp_path / "out" / "mw"
+    master, workers = _master_and_workers(sim.url, tmp_path, scenario, run_dir)
+    try:
+        deadline = time.time() + 60
+        while not (run_dir / "steps.json").exists() or not json.loads((run_dir / "steps.json").read_text()):
+            assert time.time() < deadline, (tmp_path / "master.log").read_text()[-3000:]
+            time.sleep(0.1)
+        start = json.loads((run_dir / "steps.json").read_text())[0]["start"]
+        time.sleep(max(0.0, start + 4 - time.time()))
+        master.send_signal(sig)
+        master.wait(timeout=30)
+        for w in workers:
+            w.wait(timeout=30)
+    finally:
+        for p in (master, *workers):
+            stop_process(p)
+    run = read_run(run_dir)
+    records = list(run.record_dicts())
+    assert run.meta["status"] == "interrupted"
+    assert run.meta["counts"]["sent"] == run.meta["counts"]["recorded"] == len(records) > 0
+    kinds = [r["error"]["kind"] for r in records if r["error"]]
+    assert kinds and set(kinds) == {"cancelled"}
+    ids = {r["request_id"] for r in records}
+    assert len(ids) == len(records) and set(ground_truth(sim.url)) <= ids
