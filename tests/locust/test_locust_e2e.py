@@ -235,3 +235,23 @@ def test_stopping_the_master_cancels_in_flight_and_keeps_every_record(sim_factor
     assert kinds and set(kinds) == {"cancelled"}
     ids = {r["request_id"] for r in records}
     assert len(ids) == len(records) and set(ground_truth(sim.url)) <= ids
+
+
+def test_failing_server_still_gives_one_record_per_request(sim_factory, tmp_path: Path) -> None:
+    sim = sim_factory("--profile", "tiny", "--ground-truth", "--fault-error-rate", "0.3",
+                      "--fault-error-status", "500")
+    scenario = write_scenario(tmp_path)
+    res = specload("run", "--host", sim.url, "--scenario", str(scenario), "--label", "faulty",
+                   "--out", "out", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr + res.stdout  # a failing server is a result, not a crash
+    run = read_run(tmp_path / "out")
+    records = list(run.record_dicts())
+    ids = [r["request_id"] for r in records]
+    assert len(ids) == len(set(ids)) == run.meta["counts"]["sent"] == run.meta["counts"]["recorded"]
+    failed = [r for r in records if not r["ok"]]
+    assert failed and len(failed) < len(records)
+    assert {r["error"]["kind"] for r in failed} == {"http"} and {r["status"] for r in failed} == {500}
+    truth = ground_truth(sim.url)
+    assert {r["request_id"] for r in records if r["ok"]} <= set(truth)
+    steps = [x for x in res.stdout.splitlines() if x.startswith("step ")]
+    assert len(steps) == 2 and any("errors 0/" not in x for x in steps)  # the progress shows them
