@@ -189,6 +189,8 @@ def report(sim_rows: list[dict]) -> tuple[str, dict, bool]:
     checks = []
     worst = 0.0
     for s in sim_rows:
+        if (s["condition"], s["rate_rps"]) not in meas:
+            continue
         m = meas[(s["condition"], s["rate_rps"])]
         s["tpot_p50_err"] = round(s["tpot_p50_ms"] / m["tpot_p50_ms"] - 1, 4)
         if s["condition"] == "baseline" and 1 <= s["rate_rps"] <= 28:
@@ -210,6 +212,8 @@ def report(sim_rows: list[dict]) -> tuple[str, dict, bool]:
               "max conc. meas | sim |",
               "|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for s in sim_rows:
+        if (s["condition"], s["rate_rps"]) not in meas:
+            continue
         m = meas[(s["condition"], s["rate_rps"])]
         lines.append(
             f"| {s['condition']} | {s['rate_rps']:g} | {m['tpot_p50_ms']:.2f} | "
@@ -218,11 +222,42 @@ def report(sim_rows: list[dict]) -> tuple[str, dict, bool]:
             f"{m['itl_p50_ms']:.2f} | {s['itl_p50_ms']:.2f} | {m['max_concurrent']} | "
             f"{s['max_concurrent']} |")
     ok = all(c[1] for c in checks)
+    lines += _dynamic_section(sim_rows)
     data = {"measured_source": str(MEASURED), "checks": [
         {"name": n, "pass": p, "detail": d} for n, p, d in checks],
         "crossover_rps": {"measured": x_meas, "simulated": x_sim},
         "measured": measured_rows(), "simulated": sim_rows}
     return "\n".join(lines) + "\n", data, ok
+
+
+def ideal_dynamic_rows(prof: Profile, seeds: tuple[int, ...]) -> list[dict]:
+    """The dynamic schedule with its per-step overhead set to 0 (issue 12's ideal)."""
+    ideal = prof.with_overrides(dynamic_step_overhead_s=0.0, dynamic_per_seq_overhead_s=0.0)
+    rows = []
+    for m in measured_rows():
+        if m["condition"] == "spec-dynamic":
+            row = simulate(ideal, "spec-dynamic", m["rate_rps"], seeds)
+            row["condition"] = "spec-dynamic-ideal"
+            rows.append(row)
+    return rows
+
+
+def _dynamic_section(rows: list[dict]) -> list[str]:
+    by = {(r["condition"], r["rate_rps"]): r for r in rows}
+    meas = {(r["condition"], r["rate_rps"]): r for r in measured_rows()}
+    out = ["", "## Dynamic schedule [[1,48,4],[49,1024,0]]: p50 TPOT (ms)", "",
+           "Ideal = the simulator with `dynamic_step_overhead_s` = `dynamic_per_seq_overhead_s`"
+           " = 0; calibrated = the profile's values, fitted to the measured rows.", "",
+           "| rate | base sim | spec sim | dynamic ideal sim | dynamic calibrated sim | "
+           "dynamic measured |", "|--:|--:|--:|--:|--:|--:|"]
+    for (cond, rate), r in sorted(by.items(), key=lambda kv: kv[0][1]):
+        if cond != "spec-dynamic-ideal":
+            continue
+        out.append(f"| {rate:g} | {by[('baseline', rate)]['tpot_p50_ms']:.2f} | "
+                   f"{by[('spec', rate)]['tpot_p50_ms']:.2f} | {r['tpot_p50_ms']:.2f} | "
+                   f"{by[('spec-dynamic', rate)]['tpot_p50_ms']:.2f} | "
+                   f"{meas[('spec-dynamic', rate)]['tpot_p50_ms']:.2f} |")
+    return out
 
 
 def main() -> int:
@@ -238,7 +273,7 @@ def main() -> int:
     for which in a.fit:
         prof = fit(prof, which, seeds, a.iters)
     t0 = time.perf_counter()
-    rows = evaluate(prof, tuple(CONDITIONS), seeds)
+    rows = evaluate(prof, tuple(CONDITIONS), seeds) + ideal_dynamic_rows(prof, seeds)
     md, data, ok = report(rows)
     data["profile"] = prof.__dict__
     data["wall_s"] = round(time.perf_counter() - t0, 2)

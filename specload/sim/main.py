@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import signal
 
 from aiohttp import web
 
 from specload.sim.faults import Faults
-from specload.sim.profiles import load_profile
+from specload.sim.profiles import Profile, load_profile
 from specload.sim.server import SimSettings, build_app
 from specload.sim.spec import parse_spec_config
 
@@ -30,6 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--profile", default="h200-llama8b",
                    help="engine profile: a bundled name (h200-llama8b, tiny) or a YAML path")
+    p.add_argument("--profile-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one profile field, e.g. dynamic_step_overhead_s=0 (repeatable)")
     p.add_argument("--served-model-name", nargs="+", default=None,
                    help="model name(s) the API answers to (default: specload-sim)")
     p.add_argument("--model", default=None, help="accepted for vLLM compatibility; names the model")
@@ -60,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def settings_from_args(a: argparse.Namespace) -> SimSettings:
     """Validate flags into settings; ``ValueError`` names the flag."""
-    profile = load_profile(a.profile)
+    profile = _override(load_profile(a.profile), a.profile_set)
     names = tuple(a.served_model_name or [a.model or DEFAULT_MODEL])
     spec = parse_spec_config(a.speculative_config)
     for flag in ("max_num_seqs", "max_model_len", "num_gpu_blocks_override"):
@@ -84,6 +87,23 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
         max_model_len=a.max_model_len, num_gpu_blocks=a.num_gpu_blocks_override, seed=a.seed,
         ground_truth=a.ground_truth, ground_truth_max=a.ground_truth_max, faults=faults,
     )
+
+
+def _override(profile: Profile, items: list[str]) -> Profile:
+    """Apply ``--profile-set KEY=VALUE`` overrides (numbers only)."""
+    fields = {f.name: f for f in dataclasses.fields(Profile)}
+    changes: dict[str, float | int] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        f = fields.get(key.strip())
+        if not sep or f is None or not isinstance(f.default, (int, float)):
+            raise ValueError(f"--profile-set {item}: expected KEY=NUMBER with KEY a numeric "
+                             "profile field (see docs/simulator.md)")
+        try:
+            changes[f.name] = type(f.default)(float(value))
+        except ValueError:
+            raise ValueError(f"--profile-set {item}: {value!r} is not a number") from None
+    return profile.with_overrides(**changes) if changes else profile
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:

@@ -20,6 +20,9 @@ from tests.sim.helpers import MODEL, stream_raw
         (["--profile", "nope"], "--profile"),
         (["--fault-error-rate", "3"], "error_rate"),
         (["--max-num-seqs", "0"], "--max-num-seqs"),
+        (["--profile-set", "nope=1"], "--profile-set"),
+        (["--speculative-config", '{"method":"ngram","num_speculative_tokens":2,'
+          '"num_speculative_tokens_per_batch_size":[[2,4,1]]}'], "must start at 1"),
     ],
 )
 def test_bad_flag_exits_2_with_one_line(args, needle) -> None:
