@@ -21,7 +21,7 @@ from specload.analysis.attribution import Attribution, attribute, role_of
 from specload.analysis.comparable import differences
 from specload.analysis.crossover import Crossover, find_crossover
 from specload.analysis.gates import Gate, GateResult, evaluate_gates
-from specload.analysis.load import RunData, load_run
+from specload.analysis.load import RunData, load_runs
 from specload.analysis.quality import ContractCheck, check_contract, contract_side, scenario_temperature
 from specload.analysis.ratios import Flag, RatioRow, p95_flags, step_ratios
 from specload.analysis.server import server_steps
@@ -86,7 +86,7 @@ def load_conditions(run_dirs: list[str | Path]) -> tuple[dict[str, list[RunData]
     """Load run dirs and group them by label, in first-seen order."""
     if not run_dirs:
         raise ConfigError("compare needs at least one RUN_DIR")
-    runs = [load_run(p) for p in run_dirs]
+    runs = load_runs(list(run_dirs))
     groups: dict[str, list[RunData]] = {}
     for run in runs:
         groups.setdefault(run.label, []).append(run)

@@ -37,7 +37,8 @@ class ContractSide:
     output_tokens: dict[str, float]
     json_valid: float | None
     tool_call_share: float | None
-    outputs: dict[str, Counter[str]] = field(repr=False, default_factory=dict)
+    prompts: np.ndarray = field(repr=False, default_factory=lambda: np.array([], dtype=np.uint64))
+    outputs: np.ndarray = field(repr=False, default_factory=lambda: np.array([], dtype=np.uint64))
 
 
 @dataclass(slots=True)
@@ -74,17 +75,17 @@ def scenario_temperature(scenario: Any) -> float | None:
 def contract_side(runs: list[RunData]) -> ContractSide:
     """Pool the successful records of a condition's runs."""
     fins: Counter[str] = Counter()
-    lengths, jv, tools = [], [], []
-    outputs: dict[str, Counter[str]] = {}
+    lengths, jv, tools, prompts, outputs = [], [], [], [], []
     for run in runs:
         c, ok = run.cols, run.cols["ok"]
-        fins.update(str(f) for f in c["finish_reason"][ok].tolist())
+        names, counts = np.unique(c["finish_reason"][ok].astype(str), return_counts=True)
+        fins.update(dict(zip(names.tolist(), counts.tolist())))
         lengths.append(c["output_tokens"][ok])
         jv.append(c["json_valid"][ok])
         tools.append(c["tool_calls"][ok])
-        for p, o in zip(c["prompt_sha256"][ok].tolist(), c["output_sha256"][ok].tolist()):
-            if p is not None and o is not None:
-                outputs.setdefault(p, Counter())[o] += 1
+        both = ok & (c["prompt_sha256"] != 0) & (c["output_sha256"] != 0)
+        prompts.append(c["prompt_sha256"][both])
+        outputs.append(c["output_sha256"][both])
     n = sum(fins.values())
     out_len = np.concatenate(lengths) if lengths else np.array([])
     out_len = out_len[~np.isnan(out_len)]
@@ -100,23 +101,38 @@ def contract_side(runs: list[RunData]) -> ContractSide:
                        if out_len.size else {}),
         json_valid=float(j.mean()) if j.size else None,
         tool_call_share=float((t > 0).mean()) if t.size else None,
-        outputs=outputs,
+        prompts=np.concatenate(prompts) if prompts else np.array([], dtype=np.uint64),
+        outputs=np.concatenate(outputs) if outputs else np.array([], dtype=np.uint64),
     )
+
+
+def _modes(prompts: np.ndarray, outputs: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per distinct prompt, its most common output; and how many outputs equal their mode."""
+    order = np.lexsort((outputs, prompts))
+    p, o = prompts[order], outputs[order]
+    new = np.ones(p.size, dtype=bool)
+    new[1:] = (p[1:] != p[:-1]) | (o[1:] != o[:-1])
+    starts = np.flatnonzero(new)
+    counts = np.diff(np.append(starts, p.size))
+    pair_p, pair_o = p[starts], o[starts]
+    # Highest count first within each prompt, then take the first row of each prompt.
+    rank = np.lexsort((-counts, pair_p))
+    pair_p, pair_o, counts = pair_p[rank], pair_o[rank], counts[rank]
+    first = np.ones(pair_p.size, dtype=bool)
+    first[1:] = pair_p[1:] != pair_p[:-1]
+    return pair_p[first], pair_o[first], int(counts[first].sum())
 
 
 def _exact(side: ContractSide, base: ContractSide) -> tuple[float | None, int, float | None]:
     """Share of outputs equal to the baseline's most common output for the same prompt."""
-    modes = {p: c.most_common(1)[0][0] for p, c in base.outputs.items()}
-    match = total = 0
-    for p, c in side.outputs.items():
-        m = modes.get(p)
-        if m is not None:
-            total += sum(c.values())
-            match += c.get(m, 0)
-    self_total = sum(sum(c.values()) for c in base.outputs.values())
-    self_match = sum(c[modes[p]] for p, c in base.outputs.items())
-    return (match / total if total else None, total,
-            self_match / self_total if self_total else None)
+    if base.prompts.size == 0:
+        return None, 0, None
+    mode_p, mode_o, self_match = _modes(base.prompts, base.outputs)
+    idx = np.clip(np.searchsorted(mode_p, side.prompts), 0, mode_p.size - 1)
+    known = mode_p[idx] == side.prompts
+    total = int(known.sum())
+    match = int((mode_o[idx][known] == side.outputs[known]).sum())
+    return (match / total if total else None, total, self_match / base.prompts.size)
 
 
 def _issues(chk: ContractCheck) -> list[str]:

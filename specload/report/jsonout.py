@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from specload.analysis.quality import ContractSide
 from specload.analysis.steps import StepStats
 from specload.report.model import Report
 
@@ -30,11 +31,15 @@ def _step(s: StepStats) -> dict[str, Any]:
     }
 
 
+def _side(s: ContractSide) -> dict[str, Any]:
+    return {"n": s.n, "finish_reasons": s.finish_reasons, "output_tokens": s.output_tokens,
+            "json_valid": s.json_valid, "tool_call_share": s.tool_call_share}
+
+
 def _contract(report: Report) -> list[dict[str, Any]]:
     out = []
     for chk in report.comparison.contract:
-        side = {k: v for k, v in asdict(chk.side).items() if k != "outputs"}
-        base = {k: v for k, v in asdict(chk.base).items() if k != "outputs"}
+        side, base = _side(chk.side), _side(chk.base)
         out.append({"condition": chk.condition, "baseline": chk.baseline, "passed": chk.passed,
                     "issues": chk.issues, "temperature": chk.temperature, "exact_match": chk.exact_match,
                     "compared": chk.compared, "baseline_self_match": chk.baseline_self_match,
