@@ -30,38 +30,56 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from analysis.synth_rundir import SPEC, Cond, linear_gain, write_run  # noqa: E402
+from analysis.synth_rundir import SPEC, Cond, linear_gain, write_run
 
-from specload.analysis import compare as compare_mod  # noqa: E402
-from specload.analysis.load import load_run  # noqa: E402
-from specload.report import write_reports  # noqa: E402
+from specload.analysis import compare as compare_mod
+from specload.analysis.load import load_run
+from specload.report import write_reports
 
 QPS = (2.0, 4.0, 8.0, 16.0, 32.0)
 
 
 def _cpu_s() -> float:
     """CPU seconds of this process and its (finished) children: the machine is shared."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _generate(root: Path, records: int, itl: int) -> list[Path]:
     per_step = records // (2 * len(QPS))
-    conds = [Cond("baseline"), Cond("spec", speculative=SPEC, tpot=linear_gain(0.25, 2, 0.1), acceptance_rate=0.6)]
+    conds = [
+        Cond("baseline"),
+        Cond("spec", speculative=SPEC, tpot=linear_gain(0.25, 2, 0.1), acceptance_rate=0.6),
+    ]
     paths = []
     for c in conds:
         path = root / c.label
         if not (path / "run.json").exists():
-            write_run(path, c, qps=QPS, n=per_step, warm=0, itl=itl > 0, out_tokens=max(2, itl * 2 + 1) if itl else 64)
+            write_run(
+                path,
+                c,
+                qps=QPS,
+                n=per_step,
+                warm=0,
+                itl=itl > 0,
+                out_tokens=max(2, itl * 2 + 1) if itl else 64,
+            )
         paths.append(path)
     return paths
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--itl", type=int, default=0, help="chunk gaps per record (0: itl_s null)")
-    ap.add_argument("--keep", type=Path, help="generate into / reuse this folder instead of a temp dir")
+    ap.add_argument(
+        "--keep", type=Path, help="generate into / reuse this folder instead of a temp dir"
+    )
     args = ap.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="specload-compare-bench-"))
     t = time.perf_counter()
@@ -84,18 +102,29 @@ def main() -> int:
     reports_s = time.perf_counter() - t2
     total = compare_s + reports_s
     result = {
-        "records": n, "requests_jsonl_mb": round(size / 1e6, 1), "itl_per_record": args.itl,
-        "load_s": round(load_s, 2), "compare_s": round(compare_s, 2), "compare_cpu_s": round(compare_cpu_s, 2),
+        "records": n,
+        "requests_jsonl_mb": round(size / 1e6, 1),
+        "itl_per_record": args.itl,
+        "load_s": round(load_s, 2),
+        "compare_s": round(compare_s, 2),
+        "compare_cpu_s": round(compare_cpu_s, 2),
         "load_average_1m": round(os.getloadavg()[0], 2),
         "reports_s": round(reports_s, 2),
-        "compare_plus_reports_s": round(total, 2), "goal_s": 10.0, "meets_goal": compare_s <= 10.0,
-        "bootstrap_replicates": comparison.bootstrap, "generate_s": round(gen_s, 1),
-        "verdict": comparison.verdict, "cpus": os.cpu_count(), "python": platform.python_version(),
+        "compare_plus_reports_s": round(total, 2),
+        "goal_s": 10.0,
+        "meets_goal": compare_s <= 10.0,
+        "bootstrap_replicates": comparison.bootstrap,
+        "generate_s": round(gen_s, 1),
+        "verdict": comparison.verdict,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
         "machine": platform.machine(),
     }
-    print(f"compare on {n:,} records ({result['requests_jsonl_mb']} MB of requests.jsonl): "
-          f"{compare_s:.2f} s wall, {compare_cpu_s:.2f} s CPU (a separate load alone: {load_s:.2f} s); "
-          f"reports {reports_s:.2f} s; total {total:.2f} s (goal <= 10 s for compare)")
+    print(
+        f"compare on {n:,} records ({result['requests_jsonl_mb']} MB of requests.jsonl): "
+        f"{compare_s:.2f} s wall, {compare_cpu_s:.2f} s CPU (a separate load alone: {load_s:.2f} s); "
+        f"reports {reports_s:.2f} s; total {total:.2f} s (goal <= 10 s for compare)"
+    )
     print(f"verdict: {comparison.verdict}")
     name = "compare_speed.json" if args.itl == 0 else f"compare_speed_itl{args.itl}.json"
     out = REPO / "benchmarks" / "results" / name

@@ -20,8 +20,13 @@ import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
@@ -32,7 +37,13 @@ def ensure_chromium() -> str:
         return CHROMIUM
     if shutil.which("apt-get") is None:
         pytest.fail("chromium is missing and apt-get is not available to install it")
-    proc = subprocess.run(["apt-get", "install", "-y", "chromium"], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        ["apt-get", "install", "-y", "chromium"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     if proc.returncode != 0 or not Path(CHROMIUM).exists():
         pytest.fail(f"apt-get install -y chromium failed: {proc.stderr.strip()[-500:]}")
     return CHROMIUM
@@ -54,8 +65,14 @@ def chromium_page(width: int = 1280, height: int = 900) -> Iterator[tuple[Any, l
         browser = pw.chromium.launch(executable_path=exe, args=ARGS, headless=True)
         try:
             page = browser.new_page(viewport={"width": width, "height": height})
-            page.on("console", lambda msg: errors.append(f"console {msg.type}: {msg.text}")
-                    if msg.type == "error" else None)
+            page.on(
+                "console",
+                lambda msg: (
+                    errors.append(f"console {msg.type}: {msg.text}")
+                    if msg.type == "error"
+                    else None
+                ),
+            )
             page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
             yield page, errors
         finally:

@@ -8,30 +8,51 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from analysis.synth_rundir import SPEC, Cond, linear_gain, scenario, write_run
+
 from specload.cli.main import main
 
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     d = tmp_path_factory.mktemp("cli")
-    return (write_run(d / "base", Cond("baseline"), qps=(2, 4, 8, 16, 32)),
-            write_run(d / "spec", Cond("spec-ngram-k4", speculative=SPEC, tpot=linear_gain(0.25, 2, 0.1),
-                                       acceptance_rate=0.6), qps=(2, 4, 8, 16, 32)))
+    return (
+        write_run(d / "base", Cond("baseline"), qps=(2, 4, 8, 16, 32)),
+        write_run(
+            d / "spec",
+            Cond(
+                "spec-ngram-k4",
+                speculative=SPEC,
+                tpot=linear_gain(0.25, 2, 0.1),
+                acceptance_rate=0.6,
+            ),
+            qps=(2, 4, 8, 16, 32),
+        ),
+    )
 
 
-def test_compare_writes_reports_and_prints_the_verdict(pair: tuple[Path, Path], tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_writes_reports_and_prints_the_verdict(
+    pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     rc = main(["compare", str(pair[0]), str(pair[1]), "--out", str(tmp_path / "r"), "--no-html"])
     out = capsys.readouterr().out
     assert rc == 0
     assert "spec-ngram-k4 lowers p50 TPOT" in out and "stops helping at ≈" in out
     data = json.loads((tmp_path / "r" / "report.json").read_text())
     x = data["crossover"]["spec-ngram-k4"]["tpot_p50"]
-    assert x["status"] == "crosses" and x["baseline"] == "baseline" and x["tested_range"] == [2.0, 32.0]
+    assert (
+        x["status"] == "crosses"
+        and x["baseline"] == "baseline"
+        and x["tested_range"] == [2.0, 32.0]
+    )
     assert x["ci"][0] < x["qps"] < x["ci"][1]
-    assert set(data["crossover"]["spec-ngram-k4"]) == {"tpot_p50", "tpot_p95", "e2e_p50", "e2e_p95", "ttft_p50"}
+    assert set(data["crossover"]["spec-ngram-k4"]) == {
+        "tpot_p50",
+        "tpot_p95",
+        "e2e_p50",
+        "e2e_p95",
+        "ttft_p50",
+    }
     step = data["steps"]["spec-ngram-k4"][0]
     assert step["server"]["acceptance_rate"] == pytest.approx(0.6)
     assert step["error_rate"] == 0.0 and step["latency_s"]["tpot_p50"]["lo"] is not None
@@ -39,10 +60,21 @@ def test_compare_writes_reports_and_prints_the_verdict(pair: tuple[Path, Path], 
     assert md.count("\n") < 400 and "| QPS |" in md and "spec-ngram-k4 lowers p50 TPOT" in md
 
 
-def test_gate_beyond_the_limit_exits_1_and_names_the_step(pair: tuple[Path, Path], tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["compare", *map(str, pair), "--out", str(tmp_path / "r"), "--no-html", "--quiet",
-               "--max-regression", "tpot_p50=0.5"])
+def test_gate_beyond_the_limit_exits_1_and_names_the_step(
+    pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = main(
+        [
+            "compare",
+            *map(str, pair),
+            "--out",
+            str(tmp_path / "r"),
+            "--no-html",
+            "--quiet",
+            "--max-regression",
+            "tpot_p50=0.5",
+        ]
+    )
     assert rc == 1
     err = capsys.readouterr().err
     assert "gate failed: spec-ngram-k4: tpot_p50 +" in err and "at 32 req/s" in err
@@ -50,8 +82,20 @@ def test_gate_beyond_the_limit_exits_1_and_names_the_step(pair: tuple[Path, Path
 
 
 def test_gate_up_to_the_operating_point_passes(pair: tuple[Path, Path], tmp_path: Path) -> None:
-    rc = main(["compare", *map(str, pair), "--out", str(tmp_path / "r"), "--no-html", "--quiet",
-               "--max-regression", "tpot_p50=0.5", "--operating-qps", "8"])
+    rc = main(
+        [
+            "compare",
+            *map(str, pair),
+            "--out",
+            str(tmp_path / "r"),
+            "--no-html",
+            "--quiet",
+            "--max-regression",
+            "tpot_p50=0.5",
+            "--operating-qps",
+            "8",
+        ]
+    )
     assert rc == 0
 
 
@@ -66,8 +110,14 @@ def test_gate_up_to_the_operating_point_passes(pair: tuple[Path, Path], tmp_path
         ("ok", ["--baseline", "nobody"], "--baseline 'nobody': no run has that label"),
     ],
 )
-def test_bad_input_exits_2_with_one_line(pair: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                         make: str, extra: list[str], expected: str) -> None:
+def test_bad_input_exits_2_with_one_line(
+    pair: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    make: str,
+    extra: list[str],
+    expected: str,
+) -> None:
     bad = tmp_path / "bad"
     if make in ("no_run_json", "empty"):
         bad.mkdir()
@@ -83,14 +133,34 @@ def test_bad_input_exits_2_with_one_line(pair: tuple[Path, Path], tmp_path: Path
 
 def test_incomparable_runs_are_refused_with_their_differences_unless_forced(tmp_path: Path) -> None:
     base = write_run(tmp_path / "b", Cond("baseline"), qps=(2, 4), metrics=False)
-    other = write_run(tmp_path / "s", Cond("spec", speculative=SPEC), qps=(2, 4), metrics=False,
-                      sc=scenario(prompts={"kind": "synthetic", "input_tokens": 1024, "count": 200, "seed": 7}))
-    cmd = [sys.executable, "-m", "specload", "compare", str(base), str(other), "--out", str(tmp_path / "r"), "--no-html"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    other = write_run(
+        tmp_path / "s",
+        Cond("spec", speculative=SPEC),
+        qps=(2, 4),
+        metrics=False,
+        sc=scenario(prompts={"kind": "synthetic", "input_tokens": 1024, "count": 200, "seed": 7}),
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "specload",
+        "compare",
+        str(base),
+        str(other),
+        "--out",
+        str(tmp_path / "r"),
+        "--no-html",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.count("\n") == 1
-    assert "not comparable (use --force" in proc.stderr and "scenario.prompts.input_tokens 1024 != 256" in proc.stderr
-    forced = subprocess.run([*cmd, "--force", "--quiet"], capture_output=True, text=True, timeout=120)
+    assert (
+        "not comparable (use --force" in proc.stderr
+        and "scenario.prompts.input_tokens 1024 != 256" in proc.stderr
+    )
+    forced = subprocess.run(
+        [*cmd, "--force", "--quiet"], capture_output=True, text=True, timeout=120, check=False
+    )
     assert forced.returncode == 0, forced.stderr
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["comparability"]["forced"] is True

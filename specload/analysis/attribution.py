@@ -28,8 +28,12 @@ def role_of(condition: dict[str, Any] | None) -> str:
     condition = condition or {}
     spec = bool(condition.get("speculative"))
     prefix = bool(condition.get("prefix_caching"))
-    return {(False, False): "baseline", (False, True): "prefix",
-            (True, False): "spec", (True, True): "both"}[(spec, prefix)]
+    return {
+        (False, False): "baseline",
+        (False, True): "prefix",
+        (True, False): "spec",
+        (True, True): "both",
+    }[(spec, prefix)]
 
 
 @dataclass(slots=True)
@@ -80,8 +84,11 @@ def _summary(labels: dict[str, str], steps: list[AttributionStep]) -> list[str]:
         lines.append(
             f"{what} vs {labels['baseline']} at {', '.join(f'{s.target_qps:g}' for s in steps)} req/s: "
             + "; ".join(parts)
-            + ("; the combination adds up" if adds else "; the combination does NOT add up "
-               "(the features interact)")
+            + (
+                "; the combination adds up"
+                if adds
+                else "; the combination does NOT add up (the features interact)"
+            )
         )
     return lines
 
@@ -105,7 +112,9 @@ def attribute(labels: dict[str, str], ratios: RatioLookup, min_gain: float) -> A
             inter[fam], _ = _interaction(parts)
             e = inter[fam]
             adds[fam] = e.value is not None and (
-                abs(e.value - 1) < min_gain or (e.lo is not None and e.hi is not None and e.lo <= 1 <= e.hi))
+                abs(e.value - 1) < min_gain
+                or (e.lo is not None and e.hi is not None and e.lo <= 1 <= e.hi)
+            )
         steps.append(AttributionStep(qps, rat, inter, adds))
     if not steps:
         return None

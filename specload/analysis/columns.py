@@ -19,23 +19,45 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
-from operator import itemgetter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from itertools import pairwise
 from multiprocessing import get_context
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
-__all__ = ["FLOAT_FIELDS", "HASH_FIELDS", "OBJECT_FIELDS", "Part", "parse_lines", "parse_range", "read_columns"]
+__all__ = [
+    "FLOAT_FIELDS",
+    "HASH_FIELDS",
+    "OBJECT_FIELDS",
+    "Part",
+    "parse_lines",
+    "parse_range",
+    "read_columns",
+]
 
 #: Record fields kept as float64 columns (None becomes NaN). Durations in seconds.
 FLOAT_FIELDS = (
-    "step", "repeat", "target_qps", "scheduled_at", "sent_at", "done_at", "queue_delay_s",
-    "ttft_s", "tpot_s", "e2e_s", "content_chunks", "prompt_tokens", "output_tokens",
-    "cached_tokens", "tool_calls", "lookup_match_rate",
+    "step",
+    "repeat",
+    "target_qps",
+    "scheduled_at",
+    "sent_at",
+    "done_at",
+    "queue_delay_s",
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "content_chunks",
+    "prompt_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "tool_calls",
+    "lookup_match_rate",
 )
 HASH_FIELDS = ("prompt_sha256", "output_sha256")
 OBJECT_FIELDS = ("finish_reason", "error_kind")
@@ -92,13 +114,25 @@ def _float_block(recs: list[dict[str, Any]], names: tuple[str, ...]) -> np.ndarr
     """(n, len(names)) float64; ``itemgetter`` when every record has every key (one writer),
     3x faster than ``.get``; missing keys fall back to ``.get`` (NaN)."""
     try:
-        return np.array(list(map(itemgetter(*names), recs)), dtype=np.float64).reshape(len(recs), len(names))
+        return np.array(list(map(itemgetter(*names), recs)), dtype=np.float64).reshape(
+            len(recs), len(names)
+        )
     except KeyError:
-        return np.array([[r.get(k) for k in names] for r in recs], dtype=np.float64).reshape(len(recs), len(names))
+        return np.array([[r.get(k) for k in names] for r in recs], dtype=np.float64).reshape(
+            len(recs), len(names)
+        )
 
 
 def _other_fields(recs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    names = ("warmup", "ok", "json_valid", "prompt_sha256", "output_sha256", "finish_reason", "error")
+    names = (
+        "warmup",
+        "ok",
+        "json_valid",
+        "prompt_sha256",
+        "output_sha256",
+        "finish_reason",
+        "error",
+    )
     try:
         return list(zip(*map(itemgetter(*names), recs)))
     except KeyError:
@@ -123,7 +157,9 @@ def _columns(recs: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     cols["prompt_sha256"] = _hash64(list(prompt))
     cols["output_sha256"] = _hash64(list(output))
     cols["finish_reason"] = np.array(finish, dtype=object)
-    cols["error_kind"] = np.array([e.get("kind") if isinstance(e, dict) else None for e in error], dtype=object)
+    cols["error_kind"] = np.array(
+        [e.get("kind") if isinstance(e, dict) else None for e in error], dtype=object
+    )
     return cols
 
 
@@ -162,8 +198,9 @@ def parse_range(path: str, start: int, end: int) -> Part:
             gc.enable()
 
 
-def _parse_buffer(buf: bytearray, cut: int, first: int, reread: Any,
-                  warnings: list[tuple[int, str]]) -> tuple[list[Any], int]:
+def _parse_buffer(
+    buf: bytearray, cut: int, first: int, reread: Any, warnings: list[tuple[int, str]]
+) -> tuple[list[Any], int]:
     """Parse the lines in ``buf[1:cut]`` (``buf[cut]`` is a newline), in place.
 
     Turns the chunk into a JSON array without copying it: ``[`` into the spare first byte,
@@ -178,7 +215,7 @@ def _parse_buffer(buf: bytearray, cut: int, first: int, reread: Any,
     body[newlines] = 0x2C  # ","
     del arr, body
     try:
-        out = orjson.loads(memoryview(buf)[:cut + 1])
+        out = orjson.loads(memoryview(buf)[: cut + 1])
         if isinstance(out, list):
             return out, int(newlines.sum()) + 1
     except orjson.JSONDecodeError:
@@ -198,7 +235,7 @@ def _parse_range(path: str, start: int, end: int) -> Part:
             if carry + 2 >= len(buf):  # one line longer than the buffer
                 buf.extend(bytes(CHUNK_BYTES))
             with memoryview(buf) as view:
-                got = fh.readinto(view[1 + carry:min(len(buf) - 1, 1 + carry + end - pos)])
+                got = fh.readinto(view[1 + carry : min(len(buf) - 1, 1 + carry + end - pos)])
             if not got:
                 break
             base, pos, filled = pos - carry, pos + got, carry + got
@@ -216,8 +253,8 @@ def _parse_range(path: str, start: int, end: int) -> Part:
             newest = max(newest, _add(parts, objs))
             line_no += n_lines
             carry = filled - cut
-            buf[1:1 + carry] = buf[cut + 1:1 + filled]
-    rest = bytes(buf[1:1 + carry])
+            buf[1 : 1 + carry] = buf[cut + 1 : 1 + filled]
+    rest = bytes(buf[1 : 1 + carry])
     if rest.strip():
         try:
             newest = max(newest, _add(parts, [orjson.loads(rest)]))
@@ -226,7 +263,11 @@ def _parse_range(path: str, start: int, end: int) -> Part:
         line_no += 1
     cols = None
     if parts:
-        cols = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        cols = (
+            parts[0]
+            if len(parts) == 1
+            else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        )
     return Part(cols, line_no - 1, warnings, newest)
 
 
@@ -239,7 +280,7 @@ def _ranges(path: Path, pieces: int) -> list[tuple[int, int]]:
             fh.readline()
             bounds.append(max(fh.tell(), bounds[-1]))
     bounds.append(size)
-    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    return [(a, b) for a, b in pairwise(bounds) if b > a]
 
 
 def _procs() -> int:
@@ -255,9 +296,14 @@ def read_columns(paths: list[Path]) -> list[list[Part]]:
     procs = _procs()
     if procs == 1 or total < PARALLEL_MIN_BYTES:
         return [[parse_range(str(p), 0, p.stat().st_size)] for p in paths]
-    tasks = [(i, a, b) for i, p in enumerate(paths)
-             for a, b in _ranges(p, max(1, round(procs * 2 * p.stat().st_size / total)))]
-    with ProcessPoolExecutor(max_workers=min(procs, len(tasks)), mp_context=get_context("spawn")) as pool:
+    tasks = [
+        (i, a, b)
+        for i, p in enumerate(paths)
+        for a, b in _ranges(p, max(1, round(procs * 2 * p.stat().st_size / total)))
+    ]
+    with ProcessPoolExecutor(
+        max_workers=min(procs, len(tasks)), mp_context=get_context("spawn")
+    ) as pool:
         futures = [pool.submit(parse_range, str(paths[i]), a, b) for i, a, b in tasks]
         results = [f.result() for f in futures]
     out: list[list[Part]] = [[] for _ in paths]

@@ -23,11 +23,30 @@ __all__ = ["IGNORED_SCENARIO_KEYS", "differences", "flatten"]
 #: Relative difference of median prompt length (tokens) beyond which runs are not comparable.
 PROMPT_REL_MAX = 0.02
 #: Scenario leaf keys that may differ between comparable runs.
-IGNORED_SCENARIO_KEYS = frozenset({
-    "path", "name", "description", "title", "steps", "duration_s", "step_duration_s",
-    "duration", "warmup_s", "warmup", "repeats", "scrape_interval_s", "metrics_interval_s",
-    "label", "run_dir", "out", "notes", "source", "record_itl", "request_timeout_s",
-})
+IGNORED_SCENARIO_KEYS = frozenset(
+    {
+        "path",
+        "name",
+        "description",
+        "title",
+        "steps",
+        "duration_s",
+        "step_duration_s",
+        "duration",
+        "warmup_s",
+        "warmup",
+        "repeats",
+        "scrape_interval_s",
+        "metrics_interval_s",
+        "label",
+        "run_dir",
+        "out",
+        "notes",
+        "source",
+        "record_itl",
+        "request_timeout_s",
+    }
+)
 
 
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
@@ -82,5 +101,6 @@ def differences(runs: list[RunData]) -> list[str]:
         if (first.meta.get("condition") or {}) != (run.meta.get("condition") or {}):
             diffs.append(
                 f"{run.path} and {first.path} share label {run.label!r} but declare different "
-                f"conditions ({run.meta.get('condition')!r} vs {first.meta.get('condition')!r})")
+                f"conditions ({run.meta.get('condition')!r} vs {first.meta.get('condition')!r})"
+            )
     return diffs

@@ -22,7 +22,12 @@ from specload.analysis.comparable import differences
 from specload.analysis.crossover import Crossover, find_crossover
 from specload.analysis.gates import Gate, GateResult, evaluate_gates
 from specload.analysis.load import RunData, load_runs
-from specload.analysis.quality import ContractCheck, check_contract, contract_side, scenario_temperature
+from specload.analysis.quality import (
+    ContractCheck,
+    check_contract,
+    contract_side,
+    scenario_temperature,
+)
 from specload.analysis.ratios import Flag, RatioRow, p95_flags, step_ratios
 from specload.analysis.server import server_steps
 from specload.analysis.stats import Estimate
@@ -79,7 +84,9 @@ class Comparison:
         return "\n".join(self.verdicts.values()) or "only one condition: nothing to compare"
 
     def crossover(self, condition: str, metric: str) -> Crossover | None:
-        return next((x for x in self.crossovers if x.condition == condition and x.metric == metric), None)
+        return next(
+            (x for x in self.crossovers if x.condition == condition and x.metric == metric), None
+        )
 
 
 def load_conditions(run_dirs: list[str | Path]) -> tuple[dict[str, list[RunData]], list[RunData]]:
@@ -96,7 +103,9 @@ def load_conditions(run_dirs: list[str | Path]) -> tuple[dict[str, list[RunData]
 def _pick_baseline(groups: dict[str, list[RunData]], baseline: str | None) -> str:
     if baseline is not None:
         if baseline not in groups:
-            raise ConfigError(f"--baseline {baseline!r}: no run has that label (labels: {', '.join(groups)})")
+            raise ConfigError(
+                f"--baseline {baseline!r}: no run has that label (labels: {', '.join(groups)})"
+            )
         return baseline
     for label, runs in groups.items():
         if role_of(runs[0].meta.get("condition")) == "baseline":
@@ -107,20 +116,37 @@ def _pick_baseline(groups: dict[str, list[RunData]], baseline: str | None) -> st
 def _info(label: str, runs: list[RunData]) -> ConditionInfo:
     cond = runs[0].meta.get("condition") or {}
     return ConditionInfo(
-        label=label, role=role_of(cond), speculative=cond.get("speculative"),
-        prefix_caching=cond.get("prefix_caching"), runs=[str(r.path) for r in runs],
-        meta=runs[0].meta, warnings=[w for r in runs for w in r.warnings],
+        label=label,
+        role=role_of(cond),
+        speculative=cond.get("speculative"),
+        prefix_caching=cond.get("prefix_caching"),
+        runs=[str(r.path) for r in runs],
+        meta=runs[0].meta,
+        warnings=[w for r in runs for w in r.warnings],
     )
 
 
-def _crossovers(label: str, base: str, rows: dict[str, list[RatioRow]], reps: dict[str, Any],
-                metrics: list[str], min_gain: float) -> list[Crossover]:
+def _crossovers(
+    label: str,
+    base: str,
+    rows: dict[str, list[RatioRow]],
+    reps: dict[str, Any],
+    metrics: list[str],
+    min_gain: float,
+) -> list[Crossover]:
     out = []
     for m in metrics:
         if not rows.get(m):
             continue
-        x = find_crossover(m, label, base, [r.target_qps for r in rows[m]],
-                           [r.ratio for r in rows[m]], reps[m], min_gain)
+        x = find_crossover(
+            m,
+            label,
+            base,
+            [r.target_qps for r in rows[m]],
+            [r.ratio for r in rows[m]],
+            reps[m],
+            min_gain,
+        )
         if x is not None:
             out.append(x)
     return out
@@ -130,7 +156,9 @@ def _notes(groups: dict[str, list[RunData]], steps: dict[str, list[StepStats]]) 
     notes = []
     for label, runs in groups.items():
         if len(runs) > 1:
-            notes.append(f"{label}: {len(runs)} run directories are repeats of one condition; pooled")
+            notes.append(
+                f"{label}: {len(runs)} run directories are repeats of one condition; pooled"
+            )
         reps = [s.executions for s in steps[label] if s.executions > len(runs)]
         if reps:
             notes.append(f"{label}: up to {max(reps)} executions per step (repeats) pooled")
@@ -143,69 +171,164 @@ def _client_warnings(steps: dict[str, list[StepStats]]) -> list[str]:
         for s in rows:
             qd = s.latency["queue_delay_p95"].value
             if s.achieved_qps is not None and s.achieved_qps < 0.9 * s.target_qps:
-                out.append(f"{label} at {s.target_qps:g} req/s: achieved only {s.achieved_qps:.3g} req/s")
+                out.append(
+                    f"{label} at {s.target_qps:g} req/s: achieved only {s.achieved_qps:.3g} req/s"
+                )
             if qd is not None and qd > 0.05:
-                out.append(f"{label} at {s.target_qps:g} req/s: the client fell behind "
-                           f"(p95 queue delay {qd * 1000:.0f} ms; raise max_concurrency or workers)")
+                out.append(
+                    f"{label} at {s.target_qps:g} req/s: the client fell behind "
+                    f"(p95 queue delay {qd * 1000:.0f} ms; raise max_concurrency or workers)"
+                )
     return out
 
 
-def compare_runs(run_dirs: list[str | Path], *, baseline: str | None = None, metric: str = "tpot_p50",
-                 min_gain: float = 0.05, operating_qps: float | None = None, force: bool = False,
-                 gates: list[Gate] | None = None, bootstrap: int = 1000, seed: int = 0) -> Comparison:
-    """Compare run directories; ConfigError (exit 2) on bad input or incomparable runs."""
+def _check_options(metric: str, min_gain: float, bootstrap: int) -> None:
     if metric not in metric_names():
         raise ConfigError(f"--metric {metric!r}: expected one of {', '.join(metric_names())}")
-    if not (0 <= min_gain < 1) or math.isnan(min_gain):
+    if math.isnan(min_gain) or not 0 <= min_gain < 1:
         raise ConfigError(f"--min-gain {min_gain}: expected a fraction in [0, 1), e.g. 0.05")
-    groups, runs = load_conditions(run_dirs)
-    diffs = differences(runs)
-    if diffs and not force:
-        raise ConfigError("runs are not comparable (use --force to compare anyway): " + "; ".join(diffs))
-    base = _pick_baseline(groups, baseline)
+    if bootstrap < 1:
+        raise ConfigError(f"--bootstrap {bootstrap}: expected a positive number of replicates")
+
+
+def _all_steps(
+    groups: dict[str, list[RunData]], bootstrap: int, seed: int
+) -> dict[str, list[StepStats]]:
+    """Client statistics per condition and step, with the server's figures attached."""
     steps: dict[str, list[StepStats]] = {}
     for label, rs in groups.items():
         steps[label] = condition_steps(label, rs, b=bootstrap, seed=seed)
         server = server_steps((r.metrics, r.steps) for r in rs)
         for s in steps[label]:
             s.server = server.get(s.target_qps)
+    return steps
+
+
+@dataclass(slots=True)
+class _Against:
+    """Everything measured against the baseline, per non-baseline condition."""
+
+    ratios: dict[str, dict[str, list[RatioRow]]] = field(default_factory=dict)
+    reps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    crossovers: list[Crossover] = field(default_factory=list)
+    flags: list[Flag] = field(default_factory=list)
+
+
+def _against(
+    steps: dict[str, list[StepStats]], base: str, metric: str, min_gain: float
+) -> _Against:
+    out = _Against()
     metrics = list(dict.fromkeys([metric, *CROSSOVER_METRICS]))
-    ratios: dict[str, dict[str, list[RatioRow]]] = {}
-    all_reps: dict[str, dict[str, Any]] = {}
-    crossovers: list[Crossover] = []
-    flags: list[Flag] = []
-    for label in groups:
+    for label, cond_steps in steps.items():
         if label == base:
             continue
-        rows, all_reps[label] = step_ratios(steps[label], steps[base], min_gain)
-        ratios[label] = rows
-        crossovers += _crossovers(label, base, rows, all_reps[label], metrics, min_gain)
-        flags += p95_flags(rows, min_gain)
+        rows, out.reps[label] = step_ratios(cond_steps, steps[base], min_gain)
+        out.ratios[label] = rows
+        out.crossovers += _crossovers(label, base, rows, out.reps[label], metrics, min_gain)
+        out.flags += p95_flags(rows, min_gain)
+    return out
+
+
+def _verdicts(
+    vs: _Against,
+    steps: dict[str, list[StepStats]],
+    base: str,
+    metric: str,
+    min_gain: float,
+    contract: list[ContractCheck],
+) -> dict[str, str]:
+    verdicts = {}
+    for label in vs.ratios:
+        x = next((c for c in vs.crossovers if c.condition == label and c.metric == metric), None)
+        issues = next(c.issues for c in contract if c.condition == label)
+        verdicts[label] = sentence(x, vs.ratios[label], steps[label], steps[base], min_gain, issues)
+    return verdicts
+
+
+def _gates(
+    gates: list[Gate] | None,
+    vs: _Against,
+    steps: dict[str, list[StepStats]],
+    base: str,
+    operating_qps: float | None,
+) -> GateResult | None:
+    if not gates:
+        return None
+    flat = {
+        c: {m: {r.target_qps: r.ratio for r in rows} for m, rows in ms.items()}
+        for c, ms in vs.ratios.items()
+    }
+    return evaluate_gates(gates, steps[base], {c: steps[c] for c in vs.ratios}, flat, operating_qps)
+
+
+def compare_runs(
+    run_dirs: list[str | Path],
+    *,
+    baseline: str | None = None,
+    metric: str = "tpot_p50",
+    min_gain: float = 0.05,
+    operating_qps: float | None = None,
+    force: bool = False,
+    gates: list[Gate] | None = None,
+    bootstrap: int = 1000,
+    seed: int = 0,
+) -> Comparison:
+    """Compare run directories; ConfigError (exit 2) on bad input or incomparable runs.
+
+    ``metric`` drives the verdict (crossovers are computed for it and ``CROSSOVER_METRICS``);
+    a step helps when the metric is at least ``min_gain`` (fraction) lower than the
+    baseline's; ``gates`` apply to steps up to ``operating_qps`` req/s (all when None).
+    """
+    _check_options(metric, min_gain, bootstrap)
+    groups, runs = load_conditions(run_dirs)
+    diffs = differences(runs)
+    if diffs and not force:
+        raise ConfigError(
+            "runs are not comparable (use --force to compare anyway): " + "; ".join(diffs)
+        )
+    base = _pick_baseline(groups, baseline)
+    steps = _all_steps(groups, bootstrap, seed)
+    vs = _against(steps, base, metric, min_gain)
     temperature = scenario_temperature(groups[base][0].meta.get("scenario"))
     base_side = contract_side(groups[base])
-    contract = [check_contract(label, base, contract_side(rs), base_side, temperature)
-                for label, rs in groups.items() if label != base]
-    verdicts = {}
-    for label in ratios:
-        x = next((c for c in crossovers if c.condition == label and c.metric == metric), None)
-        issues = next(c.issues for c in contract if c.condition == label)
-        verdicts[label] = sentence(x, ratios[label], steps[label], steps[base], min_gain, issues)
-    gate_result = None
-    if gates:
-        flat = {c: {m: {r.target_qps: r.ratio for r in rows} for m, rows in ms.items()} for c, ms in ratios.items()}
-        gate_result = evaluate_gates(gates, steps[base], {c: steps[c] for c in ratios}, flat, operating_qps)
+    contract = [
+        check_contract(label, base, contract_side(rs), base_side, temperature)
+        for label, rs in groups.items()
+        if label != base
+    ]
     return Comparison(
-        baseline=base, metric=metric, min_gain=min_gain, operating_qps=operating_qps,
-        conditions=[_info(label, rs) for label, rs in groups.items()], steps=steps, ratios=ratios,
-        crossovers=crossovers, flags=flags, attribution=_attribution(groups, base, ratios, all_reps, min_gain),
-        contract=contract, differences=diffs, forced=bool(diffs), warnings=[
-            *(w for rs in groups.values() for r in rs for w in r.warnings), *_client_warnings(steps)],
-        notes=_notes(groups, steps), verdicts=verdicts, gates=gate_result, bootstrap=bootstrap, seed=seed,
+        baseline=base,
+        metric=metric,
+        min_gain=min_gain,
+        operating_qps=operating_qps,
+        conditions=[_info(label, rs) for label, rs in groups.items()],
+        steps=steps,
+        ratios=vs.ratios,
+        crossovers=vs.crossovers,
+        flags=vs.flags,
+        attribution=_attribution(groups, base, vs.ratios, vs.reps, min_gain),
+        contract=contract,
+        differences=diffs,
+        forced=bool(diffs),
+        warnings=[
+            *(w for rs in groups.values() for r in rs for w in r.warnings),
+            *_client_warnings(steps),
+        ],
+        notes=_notes(groups, steps),
+        verdicts=_verdicts(vs, steps, base, metric, min_gain, contract),
+        gates=_gates(gates, vs, steps, base, operating_qps),
+        bootstrap=bootstrap,
+        seed=seed,
     )
 
 
-def _attribution(groups: dict[str, list[RunData]], base: str, ratios: dict[str, dict[str, list[RatioRow]]],
-                 reps: dict[str, dict[str, Any]], min_gain: float) -> Attribution | None:
+def _attribution(
+    groups: dict[str, list[RunData]],
+    base: str,
+    ratios: dict[str, dict[str, list[RatioRow]]],
+    reps: dict[str, dict[str, Any]],
+    min_gain: float,
+) -> Attribution | None:
     """Attribution over the four roles, when the runs cover them (see ``attribution``)."""
     labels: dict[str, str] = {"baseline": base}
     roles = {label: role_of(rs[0].meta.get("condition")) for label, rs in groups.items()}
@@ -216,12 +339,17 @@ def _attribution(groups: dict[str, list[RunData]], base: str, ratios: dict[str, 
     if both is not None:  # prefer the spec-only run with the same speculative config
         spec_cfg = (groups[both][0].meta.get("condition") or {}).get("speculative")
         for label, role in roles.items():
-            if role == "spec" and (groups[label][0].meta.get("condition") or {}).get("speculative") == spec_cfg:
+            if (
+                role == "spec"
+                and (groups[label][0].meta.get("condition") or {}).get("speculative") == spec_cfg
+            ):
                 labels["spec"] = label
                 break
     lookup: dict[str, dict[str, dict[float, tuple[Estimate, Any]]]] = {
-        label: {m: {r.target_qps: (r.ratio, reps[label][m][:, i]) for i, r in enumerate(rows[m])}
-                for m in ("ttft_p50", "tpot_p50")}
+        label: {
+            m: {r.target_qps: (r.ratio, reps[label][m][:, i]) for i, r in enumerate(rows[m])}
+            for m in ("ttft_p50", "tpot_p50")
+        }
         for label, rows in ratios.items()
     }
     return attribute(labels, lookup, min_gain)

@@ -46,22 +46,33 @@ class Crossover:
     ci_beyond: tuple[str, str] = ("", "")
 
     def ci_text(self) -> str:
-        """"16–21", "<2–4.7", ">32–>32": a None bound shown as beyond the tested range."""
+        """ "16–21", "<2–4.7", ">32–>32": a None bound shown as beyond the tested range."""
         parts = []
         for v, side in zip(self.ci, self.ci_beyond):
             if v is not None:
                 parts.append(f"{v:.3g}")
             else:
-                parts.append(f">{self.tested_range[1]:g}" if side == "above" else f"<{self.tested_range[0]:g}")
+                parts.append(
+                    f">{self.tested_range[1]:g}"
+                    if side == "above"
+                    else f"<{self.tested_range[0]:g}"
+                )
         return "–".join(parts)
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "metric": self.metric, "condition": self.condition, "baseline": self.baseline,
-            "qps": self.qps, "ci": list(self.ci), "status": self.status,
-            "tested_range": list(self.tested_range), "last_helping_qps": self.last_helping_qps,
-            "first_gain": self.first_gain.to_dict(), "agreement": self.agreement,
-            "note": self.note, "ci_beyond": list(self.ci_beyond),
+            "metric": self.metric,
+            "condition": self.condition,
+            "baseline": self.baseline,
+            "qps": self.qps,
+            "ci": list(self.ci),
+            "status": self.status,
+            "tested_range": list(self.tested_range),
+            "last_helping_qps": self.last_helping_qps,
+            "first_gain": self.first_gain.to_dict(),
+            "agreement": self.agreement,
+            "note": self.note,
+            "ci_beyond": list(self.ci_beyond),
         }
 
 
@@ -109,18 +120,27 @@ def _ci(points: np.ndarray) -> tuple[tuple[float | None, float | None], tuple[st
     pts = np.sort(points[~np.isnan(points)])
     if pts.size == 0:
         return (None, None), ("", "")
-    lo = pts[int(math.floor(0.025 * (pts.size - 1)))]
-    hi = pts[int(math.ceil(0.975 * (pts.size - 1)))]
-    return ((float(lo) if np.isfinite(lo) else None, float(hi) if np.isfinite(hi) else None),
-            (_beyond(lo), _beyond(hi)))
+    lo = pts[math.floor(0.025 * (pts.size - 1))]
+    hi = pts[math.ceil(0.975 * (pts.size - 1))]
+    return (
+        (float(lo) if np.isfinite(lo) else None, float(hi) if np.isfinite(hi) else None),
+        (_beyond(lo), _beyond(hi)),
+    )
 
 
 def _status(point: float) -> str:
     return ALWAYS if point == np.inf else NEVER if point == -np.inf else CROSSES
 
 
-def find_crossover(metric: str, condition: str, baseline: str, qps: list[float],
-                   ratios: list[Estimate], reps: np.ndarray, min_gain: float) -> Crossover | None:
+def find_crossover(
+    metric: str,
+    condition: str,
+    baseline: str,
+    qps: list[float],
+    ratios: list[Estimate],
+    reps: np.ndarray,
+    min_gain: float,
+) -> Crossover | None:
     """Crossover of one condition on one metric; ``reps`` has shape (B, steps). None: no data."""
     keep = [i for i, r in enumerate(ratios) if r.value is not None]
     if not keep:
@@ -138,11 +158,16 @@ def find_crossover(metric: str, condition: str, baseline: str, qps: list[float],
         before = q[(q <= point) & (gains >= min_gain)]
         last_help = float(before[-1]) if before.size else None
         if gains[0] < min_gain:
-            note = (f"does not help at the lowest step ({q[0]:g} req/s) but helps at "
-                    f"{', '.join(f'{v:g}' for v in helping)} req/s")
+            note = (
+                f"does not help at the lowest step ({q[0]:g} req/s) but helps at "
+                f"{', '.join(f'{v:g}' for v in helping)} req/s"
+            )
         elif (gains[q > point] >= min_gain).any():
-            note = "helps again at a higher step: " + ", ".join(
-                f"{v:g}" for v in q[(q > point) & (gains >= min_gain)]) + " req/s"
+            note = (
+                "helps again at a higher step: "
+                + ", ".join(f"{v:g}" for v in q[(q > point) & (gains >= min_gain)])
+                + " req/s"
+            )
     elif status == ALWAYS:
         last_help = float(q[-1])
     finite = rep_pts[~np.isnan(rep_pts)]
@@ -155,8 +180,16 @@ def find_crossover(metric: str, condition: str, baseline: str, qps: list[float],
     )
     ci, beyond = _ci(rep_pts)
     return Crossover(
-        metric=metric, condition=condition, baseline=baseline, status=status,
-        qps=point if status == CROSSES else None, ci=ci, ci_beyond=beyond,
-        tested_range=(float(q[0]), float(q[-1])), last_helping_qps=last_help,
-        first_gain=first_gain, agreement=agreement, note=note,
+        metric=metric,
+        condition=condition,
+        baseline=baseline,
+        status=status,
+        qps=point if status == CROSSES else None,
+        ci=ci,
+        ci_beyond=beyond,
+        tested_range=(float(q[0]), float(q[-1])),
+        last_helping_qps=last_help,
+        first_gain=first_gain,
+        agreement=agreement,
+        note=note,
     )

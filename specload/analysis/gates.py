@@ -44,8 +44,10 @@ class GateFailure:
         ci = ""
         if self.ci_pct[0] is not None and self.ci_pct[1] is not None:
             ci = f" (CI {self.ci_pct[0]:+.1f}…{self.ci_pct[1]:+.1f}{unit.strip()})"
-        return (f"{self.condition}: {self.metric} {self.change_pct:+.1f}{unit}{ci} at "
-                f"{self.target_qps:g} req/s exceeds the allowed +{self.max_pct:g}{unit}")
+        return (
+            f"{self.condition}: {self.metric} {self.change_pct:+.1f}{unit}{ci} at "
+            f"{self.target_qps:g} req/s exceeds the allowed +{self.max_pct:g}{unit}"
+        )
 
 
 @dataclass(slots=True)
@@ -65,11 +67,14 @@ def parse_gate(spec: str) -> Gate:
     name = name.strip()
     if not sep or name not in gate_metrics():
         raise ConfigError(
-            f"--max-regression {spec!r}: expected METRIC=PCT with METRIC one of {', '.join(gate_metrics())}")
+            f"--max-regression {spec!r}: expected METRIC=PCT with METRIC one of {', '.join(gate_metrics())}"
+        )
     try:
         pct = float(value.strip().rstrip("%"))
     except ValueError:
-        raise ConfigError(f"--max-regression {spec!r}: PCT must be a number (e.g. tpot_p95=10)") from None
+        raise ConfigError(
+            f"--max-regression {spec!r}: PCT must be a number (e.g. tpot_p95=10)"
+        ) from None
     if pct < 0:
         raise ConfigError(f"--max-regression {spec!r}: PCT must be >= 0")
     return Gate(name, pct)
@@ -79,9 +84,13 @@ def _pct(r: float | None) -> float | None:
     return None if r is None else (r - 1.0) * 100.0
 
 
-def evaluate_gates(gates: list[Gate], baseline: list[StepStats], others: dict[str, list[StepStats]],
-                   ratios: dict[str, dict[str, dict[float, Estimate]]],
-                   operating_qps: float | None) -> GateResult:
+def evaluate_gates(
+    gates: list[Gate],
+    baseline: list[StepStats],
+    others: dict[str, list[StepStats]],
+    ratios: dict[str, dict[str, dict[float, Estimate]]],
+    operating_qps: float | None,
+) -> GateResult:
     """Check every gate for every non-baseline condition at steps up to ``operating_qps``."""
     result = GateResult(gates=gates, operating_qps=operating_qps)
     base_err = {s.target_qps: s.error_rate for s in baseline}
@@ -100,5 +109,7 @@ def evaluate_gates(gates: list[Gate], baseline: list[StepStats], others: dict[st
                         continue
                     change, ci = (est.value - 1) * 100, (_pct(est.lo), _pct(est.hi))
                 if change > g.max_pct:
-                    result.failures.append(GateFailure(cond, g.metric, s.target_qps, change, g.max_pct, ci))
+                    result.failures.append(
+                        GateFailure(cond, g.metric, s.target_qps, change, g.max_pct, ci)
+                    )
     return result

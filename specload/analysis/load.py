@@ -69,7 +69,9 @@ def _load_meta(path: Path) -> dict[str, Any]:
     except orjson.JSONDecodeError as exc:
         raise ConfigError(f"not valid JSON ({exc})", file=str(run_json)) from None
     if not isinstance(meta, dict) or "label" not in meta:
-        raise ConfigError("not a specload run.json (expected an object with 'label')", file=str(run_json))
+        raise ConfigError(
+            "not a specload run.json (expected an object with 'label')", file=str(run_json)
+        )
     return meta
 
 
@@ -99,7 +101,9 @@ def _merge(path: Path, parts: list[Part], warnings: list[str]) -> dict[str, np.n
     if not cols:
         raise ConfigError("requests.jsonl holds no records", file=str(path.parent))
     if newest > SCHEMA_VERSION:
-        warnings.append(f"{path}: schema_version {newest} is newer than {SCHEMA_VERSION}; extra fields ignored")
+        warnings.append(
+            f"{path}: schema_version {newest} is newer than {SCHEMA_VERSION}; extra fields ignored"
+        )
     return cols[0] if len(cols) == 1 else {k: np.concatenate([c[k] for c in cols]) for k in cols[0]}
 
 
@@ -115,13 +119,24 @@ def load_runs(paths: list[str | Path]) -> list[RunData]:
         warnings: list[str] = []
         cols = _merge(d / "requests.jsonl", parts, warnings)
         metrics_path = d / "metrics.jsonl"
-        metrics = [m for m in read_jsonl(metrics_path, warnings) if isinstance(m, dict)] \
-            if metrics_path.is_file() else []
+        metrics = (
+            [m for m in read_jsonl(metrics_path, warnings) if isinstance(m, dict)]
+            if metrics_path.is_file()
+            else []
+        )
         status = meta.get("status")
         if status not in (None, "completed"):
             warnings.append(f"{d}: run status is {status!r}, not 'completed'")
-        runs.append(RunData(path=d, meta=meta, steps=_load_steps(d, warnings), metrics=metrics,
-                            cols=cols, warnings=warnings))
+        runs.append(
+            RunData(
+                path=d,
+                meta=meta,
+                steps=_load_steps(d, warnings),
+                metrics=metrics,
+                cols=cols,
+                warnings=warnings,
+            )
+        )
     return runs
 
 

@@ -19,7 +19,13 @@ import numpy as np
 
 from specload.analysis.load import RunData
 
-__all__ = ["ContractCheck", "ContractSide", "check_contract", "contract_side", "scenario_temperature"]
+__all__ = [
+    "ContractCheck",
+    "ContractSide",
+    "check_contract",
+    "contract_side",
+    "scenario_temperature",
+]
 
 #: Tolerances: finish-mix total variation, relative length change, exact match, shares.
 FINISH_TVD_MAX = 0.02
@@ -96,9 +102,16 @@ def contract_side(runs: list[RunData]) -> ContractSide:
     return ContractSide(
         n=n,
         finish_reasons={k: v / n for k, v in sorted(fins.items())} if n else {},
-        output_tokens=({"p5": float(np.percentile(out_len, 5)), "p50": float(np.median(out_len)),
-                        "p95": float(np.percentile(out_len, 95)), "mean": float(out_len.mean())}
-                       if out_len.size else {}),
+        output_tokens=(
+            {
+                "p5": float(np.percentile(out_len, 5)),
+                "p50": float(np.median(out_len)),
+                "p95": float(np.percentile(out_len, 95)),
+                "mean": float(out_len.mean()),
+            }
+            if out_len.size
+            else {}
+        ),
         json_valid=float(j.mean()) if j.size else None,
         tool_call_share=float((t > 0).mean()) if t.size else None,
         prompts=np.concatenate(prompts) if prompts else np.array([], dtype=np.uint64),
@@ -141,7 +154,10 @@ def _issues(chk: ContractCheck) -> list[str]:
     keys = set(s.finish_reasons) | set(b.finish_reasons)
     tvd = 0.5 * sum(abs(s.finish_reasons.get(k, 0) - b.finish_reasons.get(k, 0)) for k in keys)
     if tvd > FINISH_TVD_MAX:
-        mix = ", ".join(f"{k} {b.finish_reasons.get(k, 0):.0%}→{s.finish_reasons.get(k, 0):.0%}" for k in sorted(keys))
+        mix = ", ".join(
+            f"{k} {b.finish_reasons.get(k, 0):.0%}→{s.finish_reasons.get(k, 0):.0%}"
+            for k in sorted(keys)
+        )
         out.append(f"finish-reason mix differs ({mix})")
     for tag in ("p50", "mean"):
         sv, bv = s.output_tokens.get(tag), b.output_tokens.get(tag)
@@ -149,20 +165,32 @@ def _issues(chk: ContractCheck) -> list[str]:
             out.append(f"output length {tag} {bv:.1f}→{sv:.1f} tokens")
             break
     if chk.exact_match is not None and chk.exact_match < EXACT_MIN and (chk.temperature or 0) == 0:
-        own = f"; the baseline agrees with itself {chk.baseline_self_match:.1%}" if chk.baseline_self_match is not None else ""
-        out.append(f"exact match with the baseline {chk.exact_match:.1%} over {chk.compared} outputs at temperature 0{own}")
-    for name, sv, bv in (("JSON valid", s.json_valid, b.json_valid), ("tool-call", s.tool_call_share, b.tool_call_share)):
+        own = (
+            f"; the baseline agrees with itself {chk.baseline_self_match:.1%}"
+            if chk.baseline_self_match is not None
+            else ""
+        )
+        out.append(
+            f"exact match with the baseline {chk.exact_match:.1%} over {chk.compared} outputs at temperature 0{own}"
+        )
+    for name, sv, bv in (
+        ("JSON valid", s.json_valid, b.json_valid),
+        ("tool-call", s.tool_call_share, b.tool_call_share),
+    ):
         if sv is not None and bv is not None and abs(sv - bv) > SHARE_PP_MAX:
             out.append(f"{name} share {bv:.1%}→{sv:.1%}")
     return out
 
 
-def check_contract(condition: str, baseline: str, side: ContractSide, base: ContractSide,
-                   temperature: float | None) -> ContractCheck:
+def check_contract(
+    condition: str, baseline: str, side: ContractSide, base: ContractSide, temperature: float | None
+) -> ContractCheck:
     """Compare one condition's outputs to the baseline's (see module docstring)."""
     exact, compared, self_match = _exact(side, base)
     if temperature:  # sampling: equal hashes are not expected, so not measured
         exact, compared, self_match = None, 0, None
-    chk = ContractCheck(condition, baseline, side, base, temperature, exact, compared, self_match, [])
+    chk = ContractCheck(
+        condition, baseline, side, base, temperature, exact, compared, self_match, []
+    )
     chk.issues = _issues(chk)
     return chk

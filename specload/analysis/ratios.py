@@ -45,12 +45,15 @@ class Flag:
         name = self.family.upper() if self.family != "queue_delay" else "queue delay"
         p50 = (1 - self.p50.value) * 100 if self.p50.value is not None else 0.0
         p95 = (self.p95.value - 1) * 100 if self.p95.value is not None else 0.0
-        return (f"{self.condition} at {self.target_qps:g} req/s: p50 {name} {p50:.0f} % lower but "
-                f"p95 {name} {p95:.0f} % higher (some requests wait on the drafting path)")
+        return (
+            f"{self.condition} at {self.target_qps:g} req/s: p50 {name} {p50:.0f} % lower but "
+            f"p95 {name} {p95:.0f} % higher (some requests wait on the drafting path)"
+        )
 
 
-def step_ratios(cond: list[StepStats], base: list[StepStats], min_gain: float
-                ) -> tuple[dict[str, list[RatioRow]], dict[str, np.ndarray]]:
+def step_ratios(
+    cond: list[StepStats], base: list[StepStats], min_gain: float
+) -> tuple[dict[str, list[RatioRow]], dict[str, np.ndarray]]:
     """Rows per metric over the steps both conditions ran, and replicates shaped (B, steps)."""
     by_q = {s.target_qps: s for s in base}
     aligned = [(s, by_q[s.target_qps]) for s in cond if s.target_qps in by_q]
@@ -59,9 +62,12 @@ def step_ratios(cond: list[StepStats], base: list[StepStats], min_gain: float
     for metric in metric_names():
         rows[metric], cols = [], []
         for s, b in aligned:
-            est, r = ratio_estimate(s.latency[metric], s.replicates[metric],
-                                    b.latency[metric], b.replicates[metric])
-            rows[metric].append(RatioRow(s.condition, metric, s.target_qps, est, classify(est.value, min_gain)))
+            est, r = ratio_estimate(
+                s.latency[metric], s.replicates[metric], b.latency[metric], b.replicates[metric]
+            )
+            rows[metric].append(
+                RatioRow(s.condition, metric, s.target_qps, est, classify(est.value, min_gain))
+            )
             cols.append(r)
         reps[metric] = np.stack(cols, axis=1) if cols else np.empty((0, 0))
     return rows, reps

@@ -95,7 +95,9 @@ def percentile_ci(reps: np.ndarray) -> tuple[float | None, float | None]:
     return float(lo), float(hi)
 
 
-def estimate(xs_sorted: np.ndarray, q: float, b: int, rng: np.random.Generator) -> tuple[Estimate, np.ndarray]:
+def estimate(
+    xs_sorted: np.ndarray, q: float, b: int, rng: np.random.Generator
+) -> tuple[Estimate, np.ndarray]:
     """Point percentile, its CI, and the replicates (kept for ratios and the crossover)."""
     reps = bootstrap_quantile(xs_sorted, q, b, rng)
     lo, hi = percentile_ci(reps)

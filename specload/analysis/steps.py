@@ -22,7 +22,12 @@ from specload.analysis.stats import Estimate, estimate, rng_for
 __all__ = ["LATENCY_FIELDS", "QUANTILES", "StepStats", "condition_steps", "metric_names"]
 
 #: Metric family → record field (seconds).
-LATENCY_FIELDS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_s", "queue_delay": "queue_delay_s"}
+LATENCY_FIELDS = {
+    "ttft": "ttft_s",
+    "tpot": "tpot_s",
+    "e2e": "e2e_s",
+    "queue_delay": "queue_delay_s",
+}
 QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 #: A request sent more than this late counts as "late" (the client fell behind), seconds.
 LATE_S = 0.010
@@ -97,8 +102,9 @@ def _pool(runs: list[RunData]) -> tuple[dict[str, np.ndarray], dict[float, tuple
     return cols, windows
 
 
-def _latency(cols: dict[str, np.ndarray], ok: np.ndarray, cond: str, qps: float, b: int, seed: int
-             ) -> tuple[dict[str, Estimate], dict[str, np.ndarray]]:
+def _latency(
+    cols: dict[str, np.ndarray], ok: np.ndarray, cond: str, qps: float, b: int, seed: int
+) -> tuple[dict[str, Estimate], dict[str, np.ndarray]]:
     est: dict[str, Estimate] = {}
     reps: dict[str, np.ndarray] = {}
     for fam, col in LATENCY_FIELDS.items():
@@ -110,8 +116,9 @@ def _latency(cols: dict[str, np.ndarray], ok: np.ndarray, cond: str, qps: float,
     return est, reps
 
 
-def _one_step(cond: str, qps: float, cols: dict[str, np.ndarray], window: tuple[float, int],
-              b: int, seed: int) -> StepStats:
+def _one_step(
+    cond: str, qps: float, cols: dict[str, np.ndarray], window: tuple[float, int], b: int, seed: int
+) -> StepStats:
     ok = cols["ok"]
     n, n_ok = int(ok.size), int(ok.sum())
     kinds = Counter(k if k else "unknown" for k in cols["error_kind"][~ok].tolist())
@@ -124,7 +131,12 @@ def _one_step(cond: str, qps: float, cols: dict[str, np.ndarray], window: tuple[
     win_s, execs = window
     finite_out = out_tok[~np.isnan(out_tok)]
     return StepStats(
-        condition=cond, target_qps=qps, n=n, n_ok=n_ok, executions=execs, window_s=win_s,
+        condition=cond,
+        target_qps=qps,
+        n=n,
+        n_ok=n_ok,
+        executions=execs,
+        window_s=win_s,
         achieved_qps=n / win_s if win_s > 0 else None,
         error_rate=(n - n_ok) / n if n else 0.0,
         error_kinds=dict(sorted(kinds.items())),
@@ -137,7 +149,9 @@ def _one_step(cond: str, qps: float, cols: dict[str, np.ndarray], window: tuple[
     )
 
 
-def condition_steps(cond: str, runs: list[RunData], *, b: int = 1000, seed: int = 0) -> list[StepStats]:
+def condition_steps(
+    cond: str, runs: list[RunData], *, b: int = 1000, seed: int = 0
+) -> list[StepStats]:
     """Per-step statistics of one condition (its runs pooled), sorted by target QPS."""
     cols, windows = _pool(runs)
     qps = np.round(cols["target_qps"], 6)
@@ -146,7 +160,7 @@ def condition_steps(cond: str, runs: list[RunData], *, b: int = 1000, seed: int 
     bounds = np.searchsorted(inverse[order], np.arange(keys.size + 1))
     out = []
     for i, q in enumerate(keys.tolist()):
-        idx = order[bounds[i]:bounds[i + 1]]
+        idx = order[bounds[i] : bounds[i + 1]]
         sub = {k: v[idx] for k, v in cols.items()}
         out.append(_one_step(cond, float(q), sub, windows.get(float(q), (0.0, 0)), b, seed))
     return out

@@ -26,7 +26,7 @@ def _q(v: float | None) -> str:
 
 
 def where_verdict(rows: list[RatioRow], verdict: str) -> str | None:
-    """"at every step" / "from 20 req/s" / "at 4, 8 req/s" for steps with ``verdict``; None if none."""
+    """ "at every step" / "from 20 req/s" / "at 4, 8 req/s" for steps with ``verdict``; None if none."""
     hits = [r.verdict == verdict for r in rows]
     if not rows or not any(hits):
         return None
@@ -43,17 +43,27 @@ def _headline(x: Crossover, min_gain: float) -> str:
     g = x.first_gain
     gain = ""
     if g.value is not None:
-        ci = f" (CI {g.lo * 100:.0f}–{g.hi * 100:.0f} %)" if g.lo is not None and g.hi is not None else ""
+        ci = (
+            f" (CI {g.lo * 100:.0f}–{g.hi * 100:.0f} %)"
+            if g.lo is not None and g.hi is not None
+            else ""
+        )
         gain = f"{g.value * 100:.0f} %{ci}"
     if x.status == NEVER:
-        return (f"{x.condition} does not lower {label} by {min_gain * 100:g} % at any tested load "
-                f"({x.tested_range[0]:g}–{x.tested_range[1]:g} req/s)")
+        return (
+            f"{x.condition} does not lower {label} by {min_gain * 100:g} % at any tested load "
+            f"({x.tested_range[0]:g}–{x.tested_range[1]:g} req/s)"
+        )
     if x.status == ALWAYS:
-        return (f"{x.condition} lowers {label} {gain} at {x.tested_range[0]:g} req/s and still "
-                f"helps at {x.tested_range[1]:g} req/s, the highest tested load")
+        return (
+            f"{x.condition} lowers {label} {gain} at {x.tested_range[0]:g} req/s and still "
+            f"helps at {x.tested_range[1]:g} req/s, the highest tested load"
+        )
     up_to = f" up to {x.last_helping_qps:g} req/s" if x.last_helping_qps is not None else ""
-    return (f"{x.condition} lowers {label} {gain}{up_to} and stops helping at ≈ {_q(x.qps)} req/s "
-            f"(CI {x.ci_text()})")
+    return (
+        f"{x.condition} lowers {label} {gain}{up_to} and stops helping at ≈ {_q(x.qps)} req/s "
+        f"(CI {x.ci_text()})"
+    )
 
 
 def _family_clauses(metric: str, rows: dict[str, list[RatioRow]]) -> list[str]:
@@ -80,8 +90,14 @@ def _error_clause(cond: list[StepStats], base: list[StepStats]) -> str | None:
     return f"errors rise to {top.error_rate:.1%} at {top.target_qps:g} req/s"
 
 
-def sentence(x: Crossover | None, rows: dict[str, list[RatioRow]], cond: list[StepStats],
-             base: list[StepStats], min_gain: float, contract_issues: list[str]) -> str:
+def sentence(
+    x: Crossover | None,
+    rows: dict[str, list[RatioRow]],
+    cond: list[StepStats],
+    base: list[StepStats],
+    min_gain: float,
+    contract_issues: list[str],
+) -> str:
     """One sentence for one condition against the baseline."""
     if x is None:
         name = cond[0].condition if cond else "?"

@@ -26,26 +26,65 @@ def add_parser(subparsers: Any) -> None:
             "1 gate failed, 2 bad input."
         ),
     )
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (one per condition or repeat)")
-    p.add_argument("--out", default="reports/compare", metavar="REPORT_DIR",
-                   help="where to write report.md/.json/.html (default: %(default)s)")
-    p.add_argument("--baseline", metavar="LABEL",
-                   help="baseline condition (default: the run without speculation and prefix caching)")
-    p.add_argument("--metric", default="tpot_p50",
-                   help="metric for the verdict and the crossover (default: %(default)s; "
-                        "e.g. tpot_p95, e2e_p50, ttft_p50)")
-    p.add_argument("--min-gain", type=float, default=0.05, metavar="FRACTION",
-                   help="a step helps when the metric is at least this much lower (default: %(default)s)")
-    p.add_argument("--operating-qps", type=float, metavar="Q",
-                   help="gates apply to steps up to this load (default: every step)")
-    p.add_argument("--max-regression", action="append", default=[], metavar="METRIC=PCT",
-                   help="fail (exit 1) when a condition is worse than the baseline by more than PCT "
-                        "percent (percentage points for error_rate); repeatable")
-    p.add_argument("--force", action="store_true", help="compare runs even when they are not comparable")
-    p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap replicates (default: %(default)s)")
+    p.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="run directories (one per condition or repeat)",
+    )
+    p.add_argument(
+        "--out",
+        default="reports/compare",
+        metavar="REPORT_DIR",
+        help="where to write report.md/.json/.html (default: %(default)s)",
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="LABEL",
+        help="baseline condition (default: the run without speculation and prefix caching)",
+    )
+    p.add_argument(
+        "--metric",
+        default="tpot_p50",
+        help="metric for the verdict and the crossover (default: %(default)s; "
+        "e.g. tpot_p95, e2e_p50, ttft_p50)",
+    )
+    p.add_argument(
+        "--min-gain",
+        type=float,
+        default=0.05,
+        metavar="FRACTION",
+        help="a step helps when the metric is at least this much lower (default: %(default)s)",
+    )
+    p.add_argument(
+        "--operating-qps",
+        type=float,
+        metavar="Q",
+        help="gates apply to steps up to this load (default: every step)",
+    )
+    p.add_argument(
+        "--max-regression",
+        action="append",
+        default=[],
+        metavar="METRIC=PCT",
+        help="fail (exit 1) when a condition is worse than the baseline by more than PCT "
+        "percent (percentage points for error_rate); repeatable",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="compare runs even when they are not comparable"
+    )
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="bootstrap replicates (default: %(default)s)",
+    )
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
     p.add_argument("--no-html", action="store_true", help="skip report.html (no plots; faster)")
-    p.add_argument("--quiet", action="store_true", help="print only the verdict and the report paths")
+    p.add_argument(
+        "--quiet", action="store_true", help="print only the verdict and the report paths"
+    )
     p.set_defaults(func=run)
 
 
@@ -63,8 +102,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--operating-qps {args.operating_qps}: expected a load > 0 (req/s)")
     gates = [parse_gate(spec) for spec in args.max_regression]
     comparison = compare_runs(
-        args.run_dirs, baseline=args.baseline, metric=args.metric, min_gain=args.min_gain,
-        operating_qps=args.operating_qps, force=args.force, gates=gates, bootstrap=args.bootstrap,
+        args.run_dirs,
+        baseline=args.baseline,
+        metric=args.metric,
+        min_gain=args.min_gain,
+        operating_qps=args.operating_qps,
+        force=args.force,
+        gates=gates,
+        bootstrap=args.bootstrap,
         seed=args.seed,
     )
     report = build_report(comparison)

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 __all__ = ["write_report_files", "write_reports"]
 
 
-def write_report_files(report: Report, out_dir: str | Path, *, html: bool = True) -> dict[str, Path]:
+def write_report_files(
+    report: Report, out_dir: str | Path, *, html: bool = True
+) -> dict[str, Path]:
     """Render ``report`` into ``out_dir``; returns ``{"md": path, "json": path, "html": path}``."""
     import orjson
 
@@ -37,7 +39,9 @@ def write_report_files(report: Report, out_dir: str | Path, *, html: bool = True
     return paths
 
 
-def write_reports(comparison: Comparison, out_dir: str | Path, *, html: bool = True) -> dict[str, Path]:
+def write_reports(
+    comparison: Comparison, out_dir: str | Path, *, html: bool = True
+) -> dict[str, Path]:
     """Build the ``Report`` of ``comparison`` and write its files (see ``write_report_files``)."""
     from specload.report.model import build_report
 

@@ -13,8 +13,15 @@ import html
 from specload.report.model import Report
 from specload.report.plots import Plot, render_plots
 from specload.report.tables import (
-    Table, attribution_table, contract_table, crossover_table, gate_table, ratio_table, run_table,
-    server_table, step_table,
+    Table,
+    attribution_table,
+    contract_table,
+    crossover_table,
+    gate_table,
+    ratio_table,
+    run_table,
+    server_table,
+    step_table,
 )
 
 __all__ = ["render_html"]
@@ -36,17 +43,24 @@ figure{margin:0;border:1px solid #eee;padding:4px}figure img{width:560px;height:
 
 def _table(t: Table) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in t.rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in t.rows
+    )
     note = f'<p class="note">{html.escape(t.note)}</p>' if t.note else ""
-    table = f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>' \
-        if t.rows else "<p><em>no data</em></p>"
+    table = (
+        f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+        if t.rows
+        else "<p><em>no data</em></p>"
+    )
     return f"<h3>{html.escape(t.title)}</h3>{table}{note}"
 
 
 def _figure(p: Plot) -> str:
     data = base64.b64encode(p.svg.encode()).decode()
-    return (f'<figure id="plot-{p.key}"><img alt="{html.escape(p.title)}" '
-            f'src="data:image/svg+xml;base64,{data}"></figure>')
+    return (
+        f'<figure id="plot-{p.key}"><img alt="{html.escape(p.title)}" '
+        f'src="data:image/svg+xml;base64,{data}"></figure>'
+    )
 
 
 def _sections(report: Report) -> list[str]:
@@ -58,13 +72,18 @@ def _sections(report: Report) -> list[str]:
     if c.crossovers:
         parts.append(_table(crossover_table(report)))
     plots = render_plots(report)
-    parts.append('<h2>Plots</h2><div class="plots">' + "".join(_figure(p) for p in plots) + "</div>")
+    parts.append(
+        '<h2>Plots</h2><div class="plots">' + "".join(_figure(p) for p in plots) + "</div>"
+    )
     parts.append("<h2>Change against the baseline</h2>")
     parts += [_table(ratio_table(report, label)) for label in c.ratios]
     att = attribution_table(report)
     if att:
-        parts.append("<h2>Attribution</h2>" + _table(att) + "".join(
-            f'<p class="note">{html.escape(s)}</p>' for s in c.attribution.summary))  # type: ignore[union-attr]
+        parts.append(
+            "<h2>Attribution</h2>"
+            + _table(att)
+            + "".join(f'<p class="note">{html.escape(s)}</p>' for s in c.attribution.summary)
+        )  # type: ignore[union-attr]
     if c.contract:
         parts.append("<h2>Output contract</h2>" + _table(contract_table(report)))
     parts.append("<h2>Per step</h2>")
@@ -79,16 +98,21 @@ def _sections(report: Report) -> list[str]:
 
 def render_html(report: Report) -> str:
     c = report.comparison
-    verdicts = "".join(f'<div class="verdict">{html.escape(s)}</div>' for s in c.verdicts.values()) \
+    verdicts = (
+        "".join(f'<div class="verdict">{html.escape(s)}</div>' for s in c.verdicts.values())
         or '<div class="verdict">Only one condition: nothing to compare.</div>'
+    )
     findings = "".join(f'<div class="finding">{html.escape(f)}</div>' for f in report.findings)
-    meta = (f"Baseline <b>{html.escape(c.baseline)}</b> · a step helps when the condition is at least "
-            f"{c.min_gain:.0%} faster · 95 % bootstrap CIs ({c.bootstrap} replicates) · warm-up excluded · "
-            f"specload {html.escape(report.specload_version)} · {html.escape(report.generated_at)}")
+    meta = (
+        f"Baseline <b>{html.escape(c.baseline)}</b> · a step helps when the condition is at least "
+        f"{c.min_gain:.0%} faster · 95 % bootstrap CIs ({c.bootstrap} replicates) · warm-up excluded · "
+        f"specload {html.escape(report.specload_version)} · {html.escape(report.generated_at)}"
+    )
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(report.title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{html.escape(report.title)}</h1><p class=\"meta\">{meta}</p>{verdicts}{findings}"
-        + "".join(_sections(report)) + "</body></html>\n"
+        f'<h1>{html.escape(report.title)}</h1><p class="meta">{meta}</p>{verdicts}{findings}'
+        + "".join(_sections(report))
+        + "</body></html>\n"
     )

@@ -22,28 +22,51 @@ JSON_SCHEMA = "specload.report/1"
 
 def _step(s: StepStats) -> dict[str, Any]:
     return {
-        "target_qps": s.target_qps, "n": s.n, "n_ok": s.n_ok, "executions": s.executions,
-        "window_s": s.window_s, "achieved_qps": s.achieved_qps, "error_rate": s.error_rate,
-        "error_kinds": s.error_kinds, "latency_s": {k: v.to_dict() for k, v in s.latency.items()},
-        "output_tok_s": s.output_tok_s, "tokens_per_chunk": s.tokens_per_chunk,
-        "output_tokens_p50": s.output_tokens_p50, "late_share": s.late_share,
+        "target_qps": s.target_qps,
+        "n": s.n,
+        "n_ok": s.n_ok,
+        "executions": s.executions,
+        "window_s": s.window_s,
+        "achieved_qps": s.achieved_qps,
+        "error_rate": s.error_rate,
+        "error_kinds": s.error_kinds,
+        "latency_s": {k: v.to_dict() for k, v in s.latency.items()},
+        "output_tok_s": s.output_tok_s,
+        "tokens_per_chunk": s.tokens_per_chunk,
+        "output_tokens_p50": s.output_tokens_p50,
+        "late_share": s.late_share,
         "server": asdict(s.server) if s.server is not None else None,
     }
 
 
 def _side(s: ContractSide) -> dict[str, Any]:
-    return {"n": s.n, "finish_reasons": s.finish_reasons, "output_tokens": s.output_tokens,
-            "json_valid": s.json_valid, "tool_call_share": s.tool_call_share}
+    return {
+        "n": s.n,
+        "finish_reasons": s.finish_reasons,
+        "output_tokens": s.output_tokens,
+        "json_valid": s.json_valid,
+        "tool_call_share": s.tool_call_share,
+    }
 
 
 def _contract(report: Report) -> list[dict[str, Any]]:
     out = []
     for chk in report.comparison.contract:
         side, base = _side(chk.side), _side(chk.base)
-        out.append({"condition": chk.condition, "baseline": chk.baseline, "passed": chk.passed,
-                    "issues": chk.issues, "temperature": chk.temperature, "exact_match": chk.exact_match,
-                    "compared": chk.compared, "baseline_self_match": chk.baseline_self_match,
-                    "condition_figures": side, "baseline_figures": base})
+        out.append(
+            {
+                "condition": chk.condition,
+                "baseline": chk.baseline,
+                "passed": chk.passed,
+                "issues": chk.issues,
+                "temperature": chk.temperature,
+                "exact_match": chk.exact_match,
+                "compared": chk.compared,
+                "baseline_self_match": chk.baseline_self_match,
+                "condition_figures": side,
+                "baseline_figures": base,
+            }
+        )
     return out
 
 
@@ -51,20 +74,33 @@ def _attribution(report: Report) -> dict[str, Any] | None:
     att = report.comparison.attribution
     if att is None:
         return None
-    return {"labels": att.labels, "summary": att.summary, "steps": [
-        {"target_qps": s.target_qps,
-         "ratios": {f: {r: e.to_dict() for r, e in roles.items()} for f, roles in s.ratios.items()},
-         "interaction": {f: e.to_dict() for f, e in s.interaction.items()}, "adds_up": s.adds_up}
-        for s in att.steps]}
+    return {
+        "labels": att.labels,
+        "summary": att.summary,
+        "steps": [
+            {
+                "target_qps": s.target_qps,
+                "ratios": {
+                    f: {r: e.to_dict() for r, e in roles.items()} for f, roles in s.ratios.items()
+                },
+                "interaction": {f: e.to_dict() for f, e in s.interaction.items()},
+                "adds_up": s.adds_up,
+            }
+            for s in att.steps
+        ],
+    }
 
 
 def _gates(report: Report) -> dict[str, Any] | None:
     g = report.comparison.gates
     if g is None:
         return None
-    return {"passed": g.passed, "operating_qps": g.operating_qps,
-            "gates": [asdict(x) for x in g.gates],
-            "failures": [{**asdict(f), "message": f.message()} for f in g.failures]}
+    return {
+        "passed": g.passed,
+        "operating_qps": g.operating_qps,
+        "gates": [asdict(x) for x in g.gates],
+        "failures": [{**asdict(f), "message": f.message()} for f in g.failures],
+    }
 
 
 def report_dict(report: Report) -> dict[str, Any]:
@@ -74,22 +110,58 @@ def report_dict(report: Report) -> dict[str, Any]:
     for x in c.crossovers:
         crossover.setdefault(x.condition, {})[x.metric] = x.to_dict()
     return {
-        "schema": JSON_SCHEMA, "generated_at": report.generated_at, "specload_version": report.specload_version,
-        "baseline": c.baseline, "metric": c.metric, "min_gain": c.min_gain, "operating_qps": c.operating_qps,
-        "headline": report.headline, "verdict": c.verdicts, "exit_code": report.exit_code,
-        "conditions": [{"label": i.label, "role": i.role, "speculative": i.speculative,
-                        "prefix_caching": i.prefix_caching, "runs": i.runs,
-                        "target": i.meta.get("target"), "status": i.meta.get("status"),
-                        "scenario": i.meta.get("scenario")} for i in c.conditions],
+        "schema": JSON_SCHEMA,
+        "generated_at": report.generated_at,
+        "specload_version": report.specload_version,
+        "baseline": c.baseline,
+        "metric": c.metric,
+        "min_gain": c.min_gain,
+        "operating_qps": c.operating_qps,
+        "headline": report.headline,
+        "verdict": c.verdicts,
+        "exit_code": report.exit_code,
+        "conditions": [
+            {
+                "label": i.label,
+                "role": i.role,
+                "speculative": i.speculative,
+                "prefix_caching": i.prefix_caching,
+                "runs": i.runs,
+                "target": i.meta.get("target"),
+                "status": i.meta.get("status"),
+                "scenario": i.meta.get("scenario"),
+            }
+            for i in c.conditions
+        ],
         "steps": {label: [_step(s) for s in steps] for label, steps in c.steps.items()},
-        "ratios": {label: {m: [{"target_qps": r.target_qps, **r.ratio.to_dict(), "verdict": r.verdict}
-                               for r in rows] for m, rows in ms.items()} for label, ms in c.ratios.items()},
+        "ratios": {
+            label: {
+                m: [
+                    {"target_qps": r.target_qps, **r.ratio.to_dict(), "verdict": r.verdict}
+                    for r in rows
+                ]
+                for m, rows in ms.items()
+            }
+            for label, ms in c.ratios.items()
+        },
         "crossover": crossover,
-        "flags": [{"condition": f.condition, "family": f.family, "target_qps": f.target_qps,
-                   "p50_ratio": f.p50.to_dict(), "p95_ratio": f.p95.to_dict(), "message": f.message()}
-                  for f in c.flags],
-        "attribution": _attribution(report), "contract": _contract(report),
+        "flags": [
+            {
+                "condition": f.condition,
+                "family": f.family,
+                "target_qps": f.target_qps,
+                "p50_ratio": f.p50.to_dict(),
+                "p95_ratio": f.p95.to_dict(),
+                "message": f.message(),
+            }
+            for f in c.flags
+        ],
+        "attribution": _attribution(report),
+        "contract": _contract(report),
         "comparability": {"differences": c.differences, "forced": c.forced},
-        "gates": _gates(report), "findings": report.findings, "warnings": c.warnings, "notes": c.notes,
+        "gates": _gates(report),
+        "findings": report.findings,
+        "warnings": c.warnings,
+        "notes": c.notes,
         "bootstrap": {"replicates": c.bootstrap, "seed": c.seed, "ci_level": 0.95},
     }

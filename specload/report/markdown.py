@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from specload.report.model import Report
 from specload.report.tables import (
-    Table, attribution_table, contract_table, crossover_table, gate_table, ratio_table, run_table,
-    server_table, step_table,
+    Table,
+    attribution_table,
+    contract_table,
+    crossover_table,
+    gate_table,
+    ratio_table,
+    run_table,
+    server_table,
+    step_table,
 )
 
 __all__ = ["render_markdown", "table_markdown"]
@@ -36,9 +43,18 @@ def table_markdown(t: Table, level: int = 3) -> str:
 def render_markdown(report: Report) -> str:
     c = report.comparison
     out = [f"## {report.title}", ""]
-    out += [f"- **{s}**" for s in c.verdicts.values()] or ["_only one condition: nothing to compare_"]
-    out += ["", f"Baseline `{c.baseline}`; a step helps when the condition is at least {c.min_gain:.0%} "
-            f"faster; 95 % bootstrap CIs ({c.bootstrap} replicates); warm-up excluded.", ""]
+    out += [f"- **{s}**" for s in c.verdicts.values()] or [
+        "_only one condition: nothing to compare_"
+    ]
+    out += [
+        "",
+        (
+            f"Baseline `{c.baseline}`; a step helps when the condition is at least "
+            f"{c.min_gain:.0%} faster; 95 % bootstrap CIs ({c.bootstrap} replicates); "
+            "warm-up excluded."
+        ),
+        "",
+    ]
     if report.findings:
         out += ["**Look at:**", ""] + [f"- {_cell(f)}" for f in report.findings[:20]]
         if len(report.findings) > 20:

@@ -69,25 +69,43 @@ def _row(info: Any) -> RunRow:
     spec = json.dumps(info.speculative, sort_keys=True) if info.speculative else "off"
     statuses = sorted({str(m) for m in [meta.get("status")]})
     workers = meta.get("workers") or []
-    conc = f"max {_s(sc.get('max_concurrency'))}, {len(workers)} worker(s)" if workers else f"max {_s(sc.get('max_concurrency'))}"
+    conc = (
+        f"max {_s(sc.get('max_concurrency'))}, {len(workers)} worker(s)"
+        if workers
+        else f"max {_s(sc.get('max_concurrency'))}"
+    )
     return RunRow(
-        label=info.label, role=info.role, runs=len(info.runs), server_version=_s(target.get("server_version")),
-        model=_s(target.get("model") or sc.get("model")), speculative=spec,
-        prefix_caching="on" if info.prefix_caching else "off" if info.prefix_caching is False else "—",
-        lengths=_lengths(sc), concurrency=conc, status=", ".join(statuses),
+        label=info.label,
+        role=info.role,
+        runs=len(info.runs),
+        server_version=_s(target.get("server_version")),
+        model=_s(target.get("model") or sc.get("model")),
+        speculative=spec,
+        prefix_caching="on"
+        if info.prefix_caching
+        else "off"
+        if info.prefix_caching is False
+        else "—",
+        lengths=_lengths(sc),
+        concurrency=conc,
+        status=", ".join(statuses),
     )
 
 
 def _findings(c: Comparison) -> list[str]:
     out = [f.message() for f in c.flags]
-    out += [f"{chk.condition}: output contract: {issue}" for chk in c.contract for issue in chk.issues]
+    out += [
+        f"{chk.condition}: output contract: {issue}" for chk in c.contract for issue in chk.issues
+    ]
     if c.forced:
         out += [f"compared with --force despite: {d}" for d in c.differences]
     for info in c.conditions:
         lost = info.meta.get("lost_workers") or []
         for w in lost:
-            out.append(f"{info.label}: worker {w.get('worker')} was lost at {w.get('at')} "
-                       f"(sent {w.get('sent')}, recorded {w.get('recorded')})")
+            out.append(
+                f"{info.label}: worker {w.get('worker')} was lost at {w.get('at')} "
+                f"(sent {w.get('sent')}, recorded {w.get('recorded')})"
+            )
     out += c.warnings
     return out
 
@@ -99,7 +117,10 @@ def build_report(comparison: Comparison, *, title: str | None = None) -> Report:
     return Report(
         title=title or f"specload: {', '.join(i.label for i in c.conditions)}",
         generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        specload_version=__version__, comparison=c, headline=headline,
-        runs=[_row(i) for i in c.conditions], findings=_findings(c),
+        specload_version=__version__,
+        comparison=c,
+        headline=headline,
+        runs=[_row(i) for i in c.conditions],
+        findings=_findings(c),
         exit_code=1 if c.gates is not None and not c.gates.passed else 0,
     )

@@ -37,7 +37,14 @@ def _log_qps_axis(ax: Any, report: Report) -> None:
     """Log x axis ticked at the tested loads (matplotlib's automatic log ticks cost ~0.3 s a plot)."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-    qs = sorted({s.target_qps for steps in report.comparison.steps.values() for s in steps if s.target_qps > 0})
+    qs = sorted(
+        {
+            s.target_qps
+            for steps in report.comparison.steps.values()
+            for s in steps
+            if s.target_qps > 0
+        }
+    )
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(FixedLocator(qs))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -55,7 +62,16 @@ def _svg(fig: Any) -> str:
 
 
 def _colors(report: Report) -> dict[str, str]:
-    palette = ["#444444", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
+    palette = [
+        "#444444",
+        "#1f77b4",
+        "#d62728",
+        "#2ca02c",
+        "#9467bd",
+        "#ff7f0e",
+        "#8c564b",
+        "#17becf",
+    ]
     labels = [i.label for i in report.comparison.conditions]
     labels.sort(key=lambda lab: lab != report.comparison.baseline)
     return {lab: palette[i % len(palette)] for i, lab in enumerate(labels)}
@@ -72,8 +88,15 @@ def _mark_crossover(ax: Any, report: Report, family: str, colors: dict[str, str]
         lo = x.ci[0] if x.ci[0] is not None else x.tested_range[x.ci_beyond[0] == "above"]
         hi = x.ci[1] if x.ci[1] is not None else x.tested_range[x.ci_beyond[1] == "above"]
         ax.axvspan(lo, hi, color=col, alpha=0.08)
-        ax.annotate(f"{x.condition}\n≈{x.qps:.3g} req/s", (x.qps, 0.98), xycoords=("data", "axes fraction"),
-                    ha="center", va="top", fontsize=7, color=col)
+        ax.annotate(
+            f"{x.condition}\n≈{x.qps:.3g} req/s",
+            (x.qps, 0.98),
+            xycoords=("data", "axes fraction"),
+            ha="center",
+            va="top",
+            fontsize=7,
+            color=col,
+        )
 
 
 def _latency(report: Report, family: str, colors: dict[str, str]) -> Plot:
@@ -81,14 +104,28 @@ def _latency(report: Report, family: str, colors: dict[str, str]) -> Plot:
     for label, steps in report.comparison.steps.items():
         for tag, style in (("p50", "-"), ("p95", "--")):
             name = f"{family}_{tag}"
-            pts = [(s.target_qps, s.latency[name]) for s in steps if s.latency[name].value is not None]
+            pts = [
+                (s.target_qps, s.latency[name]) for s in steps if s.latency[name].value is not None
+            ]
             if not pts:
                 continue
             q = [p[0] for p in pts]
-            ax.plot(q, [p[1].value * 1000 for p in pts], style, marker="o", ms=3, color=colors[label],
-                    label=f"{label} {tag}")
-            ax.fill_between(q, [(p[1].lo or p[1].value) * 1000 for p in pts],
-                            [(p[1].hi or p[1].value) * 1000 for p in pts], color=colors[label], alpha=0.15)
+            ax.plot(
+                q,
+                [p[1].value * 1000 for p in pts],
+                style,
+                marker="o",
+                ms=3,
+                color=colors[label],
+                label=f"{label} {tag}",
+            )
+            ax.fill_between(
+                q,
+                [(p[1].lo or p[1].value) * 1000 for p in pts],
+                [(p[1].hi or p[1].value) * 1000 for p in pts],
+                color=colors[label],
+                alpha=0.15,
+            )
     _mark_crossover(ax, report, family, colors)
     name = family.upper()
     _log_qps_axis(ax, report)
@@ -106,32 +143,59 @@ def _ratio(report: Report, colors: dict[str, str]) -> Plot | None:
         pts = [r for r in rows[c.metric] if r.ratio.value is not None]
         q = [r.target_qps for r in pts]
         v = [r.ratio.value for r in pts]
-        err = [[max(r.ratio.value - (r.ratio.lo or r.ratio.value), 0) for r in pts],
-               [max((r.ratio.hi or r.ratio.value) - r.ratio.value, 0) for r in pts]]
+        err = [
+            [max(r.ratio.value - (r.ratio.lo or r.ratio.value), 0) for r in pts],
+            [max((r.ratio.hi or r.ratio.value) - r.ratio.value, 0) for r in pts],
+        ]
         ax.errorbar(q, v, yerr=err, marker="o", ms=3, capsize=3, color=colors[label], label=label)
     ax.axhline(1.0, color="#888888", linewidth=1)
-    ax.axhline(1.0 - c.min_gain, color="#2ca02c", linestyle="--", linewidth=1, label=f"helps below ({c.min_gain:.0%} gain)")
+    ax.axhline(
+        1.0 - c.min_gain,
+        color="#2ca02c",
+        linestyle="--",
+        linewidth=1,
+        label=f"helps below ({c.min_gain:.0%} gain)",
+    )
     _mark_crossover(ax, report, c.metric.rpartition("_")[0], colors)
     _log_qps_axis(ax, report)
-    ax.set(ylabel=f"{metric_label(c.metric)} / baseline", title=f"{metric_label(c.metric)} relative to {c.baseline} (95 % CI)")
+    ax.set(
+        ylabel=f"{metric_label(c.metric)} / baseline",
+        title=f"{metric_label(c.metric)} relative to {c.baseline} (95 % CI)",
+    )
     ax.legend(fontsize=7)
     return Plot("ratio", "Change vs baseline", _svg(fig))
 
 
-def _simple(report: Report, key: str, title: str, ylabel: str, get: Any, colors: dict[str, str],
-            diagonal: bool = False) -> Plot | None:
+def _simple(
+    report: Report,
+    key: str,
+    title: str,
+    ylabel: str,
+    get: Any,
+    colors: dict[str, str],
+    diagonal: bool = False,
+) -> Plot | None:
     fig, ax = _fig()
     drawn = False
     for label, steps in report.comparison.steps.items():
         pts = [(s.target_qps, get(s)) for s in steps if get(s) is not None]
         if pts:
             drawn = True
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, color=colors[label], label=label)
+            ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                marker="o",
+                ms=3,
+                color=colors[label],
+                label=label,
+            )
     if not drawn:
         return None
     if diagonal:
         qs = [s.target_qps for steps in report.comparison.steps.values() for s in steps]
-        ax.plot([min(qs), max(qs)], [min(qs), max(qs)], color="#aaaaaa", linestyle=":", label="target")
+        ax.plot(
+            [min(qs), max(qs)], [min(qs), max(qs)], color="#aaaaaa", linestyle=":", label="target"
+        )
     _log_qps_axis(ax, report)
     ax.set(ylabel=ylabel, title=title)
     ax.legend(fontsize=7)
@@ -146,14 +210,41 @@ def render_plots(report: Report) -> list[Plot]:
         _latency(report, "tpot", colors),
         _latency(report, "ttft", colors),
         _latency(report, "e2e", colors),
-        _simple(report, "acceptance", "Draft acceptance rate vs load (server /metrics)", "accepted / drafted",
-                lambda s: s.server.acceptance_rate if s.server else None, colors),
-        _simple(report, "running", "Running batch size vs load (max of vllm:num_requests_running)", "requests",
-                lambda s: s.server.running_max if s.server else None, colors),
-        _simple(report, "kv", "KV cache usage vs load (max)", "fraction",
-                lambda s: s.server.kv_usage_max if s.server else None, colors),
-        _simple(report, "achieved", "Achieved vs target load", "achieved (req/s)", lambda s: s.achieved_qps,
-                colors, diagonal=True),
-        _simple(report, "errors", "Error rate vs load", "failed / sent", lambda s: s.error_rate, colors),
+        _simple(
+            report,
+            "acceptance",
+            "Draft acceptance rate vs load (server /metrics)",
+            "accepted / drafted",
+            lambda s: s.server.acceptance_rate if s.server else None,
+            colors,
+        ),
+        _simple(
+            report,
+            "running",
+            "Running batch size vs load (max of vllm:num_requests_running)",
+            "requests",
+            lambda s: s.server.running_max if s.server else None,
+            colors,
+        ),
+        _simple(
+            report,
+            "kv",
+            "KV cache usage vs load (max)",
+            "fraction",
+            lambda s: s.server.kv_usage_max if s.server else None,
+            colors,
+        ),
+        _simple(
+            report,
+            "achieved",
+            "Achieved vs target load",
+            "achieved (req/s)",
+            lambda s: s.achieved_qps,
+            colors,
+            diagonal=True,
+        ),
+        _simple(
+            report, "errors", "Error rate vs load", "failed / sent", lambda s: s.error_rate, colors
+        ),
     ]
     return [p for p in plots if p is not None]

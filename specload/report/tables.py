@@ -15,8 +15,17 @@ from specload.analysis.verdict import metric_label
 from specload.report.model import Report
 
 __all__ = [
-    "Table", "attribution_table", "contract_table", "crossover_table", "fmt_ms", "fmt_pct",
-    "gate_table", "ratio_table", "run_table", "server_table", "step_table",
+    "Table",
+    "attribution_table",
+    "contract_table",
+    "crossover_table",
+    "fmt_ms",
+    "fmt_pct",
+    "gate_table",
+    "ratio_table",
+    "run_table",
+    "server_table",
+    "step_table",
 ]
 
 DASH = "—"
@@ -42,7 +51,11 @@ def _change(e: Estimate) -> str:
     """Ratio → "-21.3 % (-25…-17)" (negative = faster)."""
     if e.value is None:
         return DASH
-    ci = f" ({(e.lo - 1) * 100:+.0f}…{(e.hi - 1) * 100:+.0f})" if e.lo is not None and e.hi is not None else ""
+    ci = (
+        f" ({(e.lo - 1) * 100:+.0f}…{(e.hi - 1) * 100:+.0f})"
+        if e.lo is not None and e.hi is not None
+        else ""
+    )
     return f"{(e.value - 1) * 100:+.1f} %{ci}"
 
 
@@ -55,20 +68,54 @@ def step_table(report: Report, label: str) -> Table:
     rows = []
     for s in report.comparison.steps[label]:
         lat, srv = s.latency, s.server
-        rows.append([
-            f"{s.target_qps:g}", _num(s.achieved_qps), str(s.n), fmt_pct(s.error_rate),
-            fmt_ms(lat["ttft_p50"].value), fmt_ms(lat["ttft_p95"].value),
-            fmt_ms(lat["tpot_p50"].value, 2), fmt_ms(lat["tpot_p95"].value, 2),
-            fmt_ms(lat["e2e_p50"].value, 0), fmt_ms(lat["e2e_p95"].value, 0),
-            fmt_ms(lat["queue_delay_p95"].value), _num(s.output_tok_s, ".0f"), _num(s.tokens_per_chunk, ".2f"),
-            fmt_pct(srv.acceptance_rate if srv else None, 0), _num(srv.acceptance_length if srv else None, ".2f"),
-            fmt_pct(srv.prefix_hit_rate if srv else None, 0), fmt_pct(srv.kv_usage_max if srv else None, 0),
-            _num(srv.running_max if srv else None, ".0f"), _errors(s),
-        ])
-    return Table(f"{label}: per step (warm-up excluded)", [
-        "QPS", "achieved", "n", "errors", "TTFT p50 ms", "TTFT p95 ms", "TPOT p50 ms", "TPOT p95 ms",
-        "E2E p50 ms", "E2E p95 ms", "queue p95 ms", "out tok/s", "tok/chunk", "accept", "accept len",
-        "prefix hit", "KV max", "running max", "error kinds"], rows)
+        rows.append(
+            [
+                f"{s.target_qps:g}",
+                _num(s.achieved_qps),
+                str(s.n),
+                fmt_pct(s.error_rate),
+                fmt_ms(lat["ttft_p50"].value),
+                fmt_ms(lat["ttft_p95"].value),
+                fmt_ms(lat["tpot_p50"].value, 2),
+                fmt_ms(lat["tpot_p95"].value, 2),
+                fmt_ms(lat["e2e_p50"].value, 0),
+                fmt_ms(lat["e2e_p95"].value, 0),
+                fmt_ms(lat["queue_delay_p95"].value),
+                _num(s.output_tok_s, ".0f"),
+                _num(s.tokens_per_chunk, ".2f"),
+                fmt_pct(srv.acceptance_rate if srv else None, 0),
+                _num(srv.acceptance_length if srv else None, ".2f"),
+                fmt_pct(srv.prefix_hit_rate if srv else None, 0),
+                fmt_pct(srv.kv_usage_max if srv else None, 0),
+                _num(srv.running_max if srv else None, ".0f"),
+                _errors(s),
+            ]
+        )
+    return Table(
+        f"{label}: per step (warm-up excluded)",
+        [
+            "QPS",
+            "achieved",
+            "n",
+            "errors",
+            "TTFT p50 ms",
+            "TTFT p95 ms",
+            "TPOT p50 ms",
+            "TPOT p95 ms",
+            "E2E p50 ms",
+            "E2E p95 ms",
+            "queue p95 ms",
+            "out tok/s",
+            "tok/chunk",
+            "accept",
+            "accept len",
+            "prefix hit",
+            "KV max",
+            "running max",
+            "error kinds",
+        ],
+        rows,
+    )
 
 
 def _errors(s: StepStats) -> str:
@@ -91,20 +138,48 @@ def ratio_table(report: Report, label: str) -> Table:
         cells.append(f"{(err - base[r.target_qps].error_rate) * 100:+.1f} pp")
         cells.append(r.verdict)
         out.append(cells)
-    return Table(f"{label} vs {c.baseline}: change per step (95 % CI)",
-                 ["QPS", *(metric_label(m) for m in RATIO_METRICS), "errors", f"verdict ({metric_label(c.metric)})"],
-                 out, note=f"A step helps when {metric_label(c.metric)} is at least {c.min_gain:.0%} lower.")
+    return Table(
+        f"{label} vs {c.baseline}: change per step (95 % CI)",
+        [
+            "QPS",
+            *(metric_label(m) for m in RATIO_METRICS),
+            "errors",
+            f"verdict ({metric_label(c.metric)})",
+        ],
+        out,
+        note=f"A step helps when {metric_label(c.metric)} is at least {c.min_gain:.0%} lower.",
+    )
 
 
 def crossover_table(report: Report) -> Table:
     rows = []
     for x in report.comparison.crossovers:
-        rows.append([x.condition, metric_label(x.metric), x.status.replace("_", " "),
-                     DASH if x.qps is None else f"{x.qps:.3g}", x.ci_text(),
-                     f"{x.tested_range[0]:g}–{x.tested_range[1]:g}", f"{x.agreement:.0%}", x.note or ""])
-    return Table("Crossover: where each condition stops helping", [
-        "condition", "metric", "status", "crossover req/s", "95 % CI", "tested req/s", "bootstrap agreement",
-        "note"], rows)
+        rows.append(
+            [
+                x.condition,
+                metric_label(x.metric),
+                x.status.replace("_", " "),
+                DASH if x.qps is None else f"{x.qps:.3g}",
+                x.ci_text(),
+                f"{x.tested_range[0]:g}–{x.tested_range[1]:g}",
+                f"{x.agreement:.0%}",
+                x.note or "",
+            ]
+        )
+    return Table(
+        "Crossover: where each condition stops helping",
+        [
+            "condition",
+            "metric",
+            "status",
+            "crossover req/s",
+            "95 % CI",
+            "tested req/s",
+            "bootstrap agreement",
+            "note",
+        ],
+        rows,
+    )
 
 
 def server_table(report: Report) -> Table | None:
@@ -116,19 +191,50 @@ def server_table(report: Report) -> Table | None:
             if not srv:
                 continue
             ttft_c, e2e_c = s.latency["ttft_p50"].value, s.latency["e2e_p50"].value
-            diff = [fmt_ms(c - srv[k]) if c is not None and k in srv else DASH
-                    for c, k in ((ttft_c, "ttft_p50"), (e2e_c, "e2e_p50"))]
-            rows.append([label, f"{s.target_qps:g}", fmt_ms(ttft_c), fmt_ms(srv.get("ttft_p50")), diff[0],
-                         fmt_ms(srv.get("queue_p50")), fmt_ms(srv.get("prefill_p50")), fmt_ms(srv.get("decode_p50"), 0),
-                         fmt_ms(s.latency["tpot_p50"].value, 2), fmt_ms(srv.get("tpot_p50", srv.get("itl_p50")), 2),
-                         fmt_ms(e2e_c, 0), fmt_ms(srv.get("e2e_p50"), 0), diff[1]])
+            diff = [
+                fmt_ms(c - srv[k]) if c is not None and k in srv else DASH
+                for c, k in ((ttft_c, "ttft_p50"), (e2e_c, "e2e_p50"))
+            ]
+            rows.append(
+                [
+                    label,
+                    f"{s.target_qps:g}",
+                    fmt_ms(ttft_c),
+                    fmt_ms(srv.get("ttft_p50")),
+                    diff[0],
+                    fmt_ms(srv.get("queue_p50")),
+                    fmt_ms(srv.get("prefill_p50")),
+                    fmt_ms(srv.get("decode_p50"), 0),
+                    fmt_ms(s.latency["tpot_p50"].value, 2),
+                    fmt_ms(srv.get("tpot_p50", srv.get("itl_p50")), 2),
+                    fmt_ms(e2e_c, 0),
+                    fmt_ms(srv.get("e2e_p50"), 0),
+                    diff[1],
+                ]
+            )
     if not rows:
         return None
-    return Table("Client vs server (p50, ms; server from /metrics histogram buckets)", [
-        "condition", "QPS", "TTFT client", "TTFT server", "client − server", "queue", "prefill", "decode",
-        "TPOT client", "TPOT server", "E2E client", "E2E server", "client − server"], rows,
+    return Table(
+        "Client vs server (p50, ms; server from /metrics histogram buckets)",
+        [
+            "condition",
+            "QPS",
+            "TTFT client",
+            "TTFT server",
+            "client − server",
+            "queue",
+            "prefill",
+            "decode",
+            "TPOT client",
+            "TPOT server",
+            "E2E client",
+            "E2E server",
+            "client − server",
+        ],
+        rows,
         note="client − server = the wire plus the client's share; server percentiles are interpolated "
-             "within histogram buckets (Prometheus histogram_quantile), so they are approximate.")
+        "within histogram buckets (Prometheus histogram_quantile), so they are approximate.",
+    )
 
 
 def attribution_table(report: Report) -> Table | None:
@@ -139,13 +245,32 @@ def attribution_table(report: Report) -> Table | None:
     for s in att.steps:
         for fam in ("ttft", "tpot"):
             r = s.ratios[fam]
-            rows.append([f"{s.target_qps:g}", "TTFT (prefill)" if fam == "ttft" else "TPOT (decode)",
-                         _change(r["prefix"]), _change(r["spec"]), _change(r["both"]),
-                         _change(s.interaction[fam]), "yes" if s.adds_up[fam] else "NO"])
+            rows.append(
+                [
+                    f"{s.target_qps:g}",
+                    "TTFT (prefill)" if fam == "ttft" else "TPOT (decode)",
+                    _change(r["prefix"]),
+                    _change(r["spec"]),
+                    _change(r["both"]),
+                    _change(s.interaction[fam]),
+                    "yes" if s.adds_up[fam] else "NO",
+                ]
+            )
     lab = att.labels
-    return Table("Attribution: which feature changed what (p50, vs baseline)", [
-        "QPS", "latency", f"prefix only ({lab['prefix']})", f"spec only ({lab['spec']})", f"both ({lab['both']})",
-        "interaction", "adds up"], rows, note="interaction = both / (prefix × spec); 0 % when the effects are independent.")
+    return Table(
+        "Attribution: which feature changed what (p50, vs baseline)",
+        [
+            "QPS",
+            "latency",
+            f"prefix only ({lab['prefix']})",
+            f"spec only ({lab['spec']})",
+            f"both ({lab['both']})",
+            "interaction",
+            "adds up",
+        ],
+        rows,
+        note="interaction = both / (prefix × spec); 0 % when the effects are independent.",
+    )
 
 
 def contract_table(report: Report) -> Table:
@@ -153,26 +278,80 @@ def contract_table(report: Report) -> Table:
     for chk in report.comparison.contract:
         s, b = chk.side, chk.base
         fins = ", ".join(f"{k} {v:.0%}" for k, v in s.finish_reasons.items()) or DASH
-        rows.append([chk.condition, fins, _num(s.output_tokens.get("p50")), _num(b.output_tokens.get("p50")),
-                     fmt_pct(chk.exact_match) + (f" of {chk.compared}" if chk.compared else ""),
-                     fmt_pct(s.json_valid), fmt_pct(s.tool_call_share), "pass" if chk.passed else "FAIL: " + "; ".join(chk.issues)])
-    return Table(f"Output contract vs {report.comparison.baseline}", [
-        "condition", "finish reasons", "output tokens p50", "baseline p50", "exact match", "JSON valid",
-        "tool calls", "result"], rows)
+        rows.append(
+            [
+                chk.condition,
+                fins,
+                _num(s.output_tokens.get("p50")),
+                _num(b.output_tokens.get("p50")),
+                fmt_pct(chk.exact_match) + (f" of {chk.compared}" if chk.compared else ""),
+                fmt_pct(s.json_valid),
+                fmt_pct(s.tool_call_share),
+                "pass" if chk.passed else "FAIL: " + "; ".join(chk.issues),
+            ]
+        )
+    return Table(
+        f"Output contract vs {report.comparison.baseline}",
+        [
+            "condition",
+            "finish reasons",
+            "output tokens p50",
+            "baseline p50",
+            "exact match",
+            "JSON valid",
+            "tool calls",
+            "result",
+        ],
+        rows,
+    )
 
 
 def gate_table(report: Report) -> Table | None:
     g = report.comparison.gates
     if g is None:
         return None
-    rows = [[gate.metric, f"+{gate.max_pct:g}", "up to " + (f"{g.operating_qps:g}" if g.operating_qps else "every step"),
-             "FAIL" if any(f.metric == gate.metric for f in g.failures) else "pass"] for gate in g.gates]
+    rows = [
+        [
+            gate.metric,
+            f"+{gate.max_pct:g}",
+            "up to " + (f"{g.operating_qps:g}" if g.operating_qps else "every step"),
+            "FAIL" if any(f.metric == gate.metric for f in g.failures) else "pass",
+        ]
+        for gate in g.gates
+    ]
     rows += [["", "", "", f.message()] for f in g.failures]
     return Table("CI gates", ["metric", "max regression %", "steps", "result"], rows)
 
 
 def run_table(report: Report) -> Table:
-    rows = [[r.label, r.role, str(r.runs), r.server_version, r.model, r.speculative, r.prefix_caching,
-             r.lengths, r.concurrency, r.status] for r in report.runs]
-    return Table("Runs", ["condition", "role", "run dirs", "server", "model", "speculative", "prefix caching",
-                          "lengths (tokens)", "concurrency", "status"], rows)
+    rows = [
+        [
+            r.label,
+            r.role,
+            str(r.runs),
+            r.server_version,
+            r.model,
+            r.speculative,
+            r.prefix_caching,
+            r.lengths,
+            r.concurrency,
+            r.status,
+        ]
+        for r in report.runs
+    ]
+    return Table(
+        "Runs",
+        [
+            "condition",
+            "role",
+            "run dirs",
+            "server",
+            "model",
+            "speculative",
+            "prefix caching",
+            "lengths (tokens)",
+            "concurrency",
+            "status",
+        ],
+        rows,
+    )

@@ -13,21 +13,38 @@ from specload.report.tables import Table, crossover_table, gate_table, ratio_tab
 
 __all__ = ["render_terminal"]
 
-_STEP_COLUMNS = ("QPS", "achieved", "n", "errors", "TTFT p50 ms", "TPOT p50 ms", "TPOT p95 ms",
-                 "E2E p95 ms", "out tok/s", "accept", "KV max")
+_STEP_COLUMNS = (
+    "QPS",
+    "achieved",
+    "n",
+    "errors",
+    "TTFT p50 ms",
+    "TPOT p50 ms",
+    "TPOT p95 ms",
+    "E2E p95 ms",
+    "out tok/s",
+    "accept",
+    "KV max",
+)
 
 
 def _narrow(t: Table, keep: tuple[str, ...]) -> Table:
     idx = [t.headers.index(h) for h in keep if h in t.headers]
-    return Table(t.title, [t.headers[i] for i in idx], [[r[i] for i in idx] for r in t.rows], t.note)
+    return Table(
+        t.title, [t.headers[i] for i in idx], [[r[i] for i in idx] for r in t.rows], t.note
+    )
 
 
 def _rich(t: Table) -> object:
     from rich.table import Table as RichTable
     from rich.text import Text
 
-    rt = RichTable(title=Text(t.title), title_justify="left", caption=Text(t.note) if t.note else None,
-                   caption_justify="left")
+    rt = RichTable(
+        title=Text(t.title),
+        title_justify="left",
+        caption=Text(t.note) if t.note else None,
+        caption_justify="left",
+    )
     for i, h in enumerate(t.headers):
         rt.add_column(Text(h), justify="right" if i else "left", overflow="fold")
     for row in t.rows:
@@ -52,8 +69,12 @@ def render_terminal(report: Report, file: IO[str] | None = None, width: int | No
     gates = gate_table(report)
     tables: list[Table] = [gates] if gates else []
     if c.crossovers:
-        tables.append(_narrow(crossover_table(report), ("condition", "metric", "status", "crossover req/s",
-                                                        "95 % CI", "tested req/s")))
+        tables.append(
+            _narrow(
+                crossover_table(report),
+                ("condition", "metric", "status", "crossover req/s", "95 % CI", "tested req/s"),
+            )
+        )
     tables += [ratio_table(report, label) for label in c.ratios]
     tables += [_narrow(step_table(report, label), _STEP_COLUMNS) for label in c.steps]
     for t in tables:

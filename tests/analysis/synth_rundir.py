@@ -70,10 +70,17 @@ def base_ttft(q: float) -> float:
 
 
 def scenario(**over: Any) -> dict[str, Any]:
-    sc = {"path": "scenarios/synth.yaml", "name": "synth", "model": "m",
-          "sampling": {"temperature": 0.0, "max_tokens": 64, "ignore_eos": True},
-          "prompts": {"kind": "synthetic", "input_tokens": 256, "count": 200, "seed": 7},
-          "steps": [1, 2], "step_duration_s": 30, "warmup_s": 5, "repeats": 1}
+    sc = {
+        "path": "scenarios/synth.yaml",
+        "name": "synth",
+        "model": "m",
+        "sampling": {"temperature": 0.0, "max_tokens": 64, "ignore_eos": True},
+        "prompts": {"kind": "synthetic", "input_tokens": 256, "count": 200, "seed": 7},
+        "steps": [1, 2],
+        "step_duration_s": 30,
+        "warmup_s": 5,
+        "repeats": 1,
+    }
     sc.update(over)
     return sc
 
@@ -82,8 +89,18 @@ def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _records(cond: Cond, qps: float, step: int, start: float, n: int, warm: int, rng: np.random.Generator,
-             out_tokens: int, n_prompts: int, itl: bool) -> tuple[list[dict[str, Any]], float, float]:
+def _records(
+    cond: Cond,
+    qps: float,
+    step: int,
+    start: float,
+    n: int,
+    warm: int,
+    rng: np.random.Generator,
+    out_tokens: int,
+    n_prompts: int,
+    itl: bool,
+) -> tuple[list[dict[str, Any]], float, float]:
     total = n + warm
     duration = total / qps
     warmup_end = start + warm / qps
@@ -106,29 +123,72 @@ def _records(cond: Cond, qps: float, step: int, start: float, n: int, warm: int,
     for i in range(total):
         sent = float(sched[i] + delay[i])
         rid = f"{cond.label}-{step}-{i}"
-        base = {"request_id": rid, "worker": "local", "step": step, "target_qps": qps, "warmup": i < warm,
-                "repeat": 0, "scheduled_at": float(sched[i]), "sent_at": sent, "queue_delay_s": float(delay[i]),
-                "prompt_sha256": _hash(f"p{prompts[i]}"), "prompt_chars": 1000, "prompt_tokens": 256,
-                "prompt_index": int(prompts[i]), "schema_version": 1, "tokens_source": "usage"}
+        base = {
+            "request_id": rid,
+            "worker": "local",
+            "step": step,
+            "target_qps": qps,
+            "warmup": i < warm,
+            "repeat": 0,
+            "scheduled_at": float(sched[i]),
+            "sent_at": sent,
+            "queue_delay_s": float(delay[i]),
+            "prompt_sha256": _hash(f"p{prompts[i]}"),
+            "prompt_chars": 1000,
+            "prompt_tokens": 256,
+            "prompt_index": int(prompts[i]),
+            "schema_version": 1,
+            "tokens_source": "usage",
+        }
         if failed[i]:
-            base.update({"first_token_at": None, "done_at": sent + 0.01, "ttft_s": None, "tpot_s": None,
-                         "e2e_s": None, "itl_s": None, "content_chunks": 0, "output_tokens": None,
-                         "cached_tokens": None, "finish_reason": None, "status": 500, "ok": False,
-                         "error": {"kind": "http", "detail": "500"}, "output_sha256": None,
-                         "output_chars": None, "json_valid": None, "tool_calls": None})
+            base.update(
+                {
+                    "first_token_at": None,
+                    "done_at": sent + 0.01,
+                    "ttft_s": None,
+                    "tpot_s": None,
+                    "e2e_s": None,
+                    "itl_s": None,
+                    "content_chunks": 0,
+                    "output_tokens": None,
+                    "cached_tokens": None,
+                    "finish_reason": None,
+                    "status": 500,
+                    "ok": False,
+                    "error": {"kind": "http", "detail": "500"},
+                    "output_sha256": None,
+                    "output_chars": None,
+                    "json_valid": None,
+                    "tool_calls": None,
+                }
+            )
         else:
             n_out = int(outs[i])
             first = sent + float(ttft[i])
             e2e = float(ttft[i]) + float(tpot[i]) * (n_out - 1)
-            chunks = max(1, int(round(n_out / per_chunk)))
+            chunks = max(1, round(n_out / per_chunk))
             out_text = f"o{prompts[i]}" + ("x" if mismatch[i] else "") + ("s" if stop[i] else "")
-            base.update({"first_token_at": first, "done_at": sent + e2e, "ttft_s": float(ttft[i]),
-                         "tpot_s": float(tpot[i]), "e2e_s": e2e,
-                         "itl_s": [float(tpot[i]) * per_chunk] * (chunks - 1) if itl else None,
-                         "content_chunks": chunks, "output_tokens": n_out, "cached_tokens": 0,
-                         "finish_reason": "stop" if stop[i] else "length", "status": 200, "ok": True,
-                         "error": None, "output_sha256": _hash(out_text), "output_chars": 4 * n_out,
-                         "json_valid": None if jv is None else bool(jv[i]), "tool_calls": 0})
+            base.update(
+                {
+                    "first_token_at": first,
+                    "done_at": sent + e2e,
+                    "ttft_s": float(ttft[i]),
+                    "tpot_s": float(tpot[i]),
+                    "e2e_s": e2e,
+                    "itl_s": [float(tpot[i]) * per_chunk] * (chunks - 1) if itl else None,
+                    "content_chunks": chunks,
+                    "output_tokens": n_out,
+                    "cached_tokens": 0,
+                    "finish_reason": "stop" if stop[i] else "length",
+                    "status": 200,
+                    "ok": True,
+                    "error": None,
+                    "output_sha256": _hash(out_text),
+                    "output_chars": 4 * n_out,
+                    "json_valid": None if jv is None else bool(jv[i]),
+                    "tool_calls": 0,
+                }
+            )
         recs.append(base)
     return recs, warmup_end, start + duration
 
@@ -164,23 +224,42 @@ class _Counters:
             self.add(f"vllm:spec_decode_num_accepted_tokens_total{{{lab}}}", drafts * self.k * rate)
             weights = [1.2 - 0.1 * pos for pos in range(self.k)]
             for pos, w in enumerate(weights):
-                self.add(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{pos}"}}',
-                         drafts * self.k * rate * w / sum(weights))
+                self.add(
+                    f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{pos}"}}',
+                    drafts * self.k * rate * w / sum(weights),
+                )
         if cond.prefix_hit_rate is not None:
             self.add(f"vllm:prefix_cache_queries_total{{{lab}}}", 256 * len(recs))
-            self.add(f"vllm:prefix_cache_hits_total{{{lab}}}", 256 * len(recs) * cond.prefix_hit_rate)
+            self.add(
+                f"vllm:prefix_cache_hits_total{{{lab}}}", 256 * len(recs) * cond.prefix_hit_rate
+            )
         if not junk and ok:
             ttft = np.array([r["ttft_s"] for r in ok]) - 0.002
             tpot = np.array([r["tpot_s"] for r in ok])
-            for key, v in {**_buckets("vllm:time_to_first_token_seconds", TTFT_BUCKETS, ttft, lab),
-                           **_buckets("vllm:request_time_per_output_token_seconds", TPOT_BUCKETS, tpot, lab)}.items():
+            for key, v in {
+                **_buckets("vllm:time_to_first_token_seconds", TTFT_BUCKETS, ttft, lab),
+                **_buckets("vllm:request_time_per_output_token_seconds", TPOT_BUCKETS, tpot, lab),
+            }.items():
                 self.add(key, v)
 
 
-def write_run(path: Path, cond: Cond, *, qps: tuple[float, ...] = (2, 4, 8, 16, 32), n: int = 300,
-              warm: int = 20, seed: int = 0, out_tokens: int = 64, n_prompts: int = 200,
-              metrics: bool = True, itl: bool = False, sc: dict[str, Any] | None = None,
-              server_version: str = "0.26.0", model: str = "m", partial_tail: bool = False) -> Path:
+def write_run(
+    path: Path,
+    cond: Cond,
+    *,
+    qps: tuple[float, ...] = (2, 4, 8, 16, 32),
+    n: int = 300,
+    warm: int = 20,
+    seed: int = 0,
+    out_tokens: int = 64,
+    n_prompts: int = 200,
+    metrics: bool = True,
+    itl: bool = False,
+    sc: dict[str, Any] | None = None,
+    server_version: str = "0.26.0",
+    model: str = "m",
+    partial_tail: bool = False,
+) -> Path:
     """Write one synthetic run directory for ``cond`` and return its path."""
     path.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng([seed, zlib.crc32(cond.label.encode())])
@@ -188,33 +267,73 @@ def write_run(path: Path, cond: Cond, *, qps: tuple[float, ...] = (2, 4, 8, 16, 
     lab = 'model_name="m"'
     counters = _Counters(k)
     steps, scrapes, t = [], [], T0
-    gauges = {"vllm:num_requests_running{" + lab + "}": 0.0, "vllm:num_requests_waiting{" + lab + "}": 0.0,
-              "vllm:kv_cache_usage_perc{" + lab + "}": 0.0}
+    gauges = {
+        "vllm:num_requests_running{" + lab + "}": 0.0,
+        "vllm:num_requests_waiting{" + lab + "}": 0.0,
+        "vllm:kv_cache_usage_perc{" + lab + "}": 0.0,
+    }
     with (path / "requests.jsonl").open("wb") as fh:
         for idx, q in enumerate(qps):
             recs, wend, end = _records(cond, q, idx, t, n, warm, rng, out_tokens, n_prompts, itl)
-            scrapes.append({"t": t, "step": idx, "phase": "start", "values": {**counters.c, **gauges}})
+            scrapes.append(
+                {"t": t, "step": idx, "phase": "start", "values": {**counters.c, **gauges}}
+            )
             counters.add_traffic(cond, [r for r in recs if r["warmup"]], lab, junk=True)
-            scrapes.append({"t": wend, "step": idx, "phase": "interval", "values": {**counters.c, **gauges}})
+            scrapes.append(
+                {"t": wend, "step": idx, "phase": "interval", "values": {**counters.c, **gauges}}
+            )
             counters.add_traffic(cond, [r for r in recs if not r["warmup"]], lab, junk=False)
-            gauges = {"vllm:num_requests_running{" + lab + "}": float(round(q * 0.8)),
-                      "vllm:num_requests_waiting{" + lab + "}": float(max(0, q - 16)),
-                      "vllm:kv_cache_usage_perc{" + lab + "}": min(1.0, q / 40)}
-            scrapes.append({"t": end, "step": idx, "phase": "end", "values": {**counters.c, **gauges}})
-            steps.append({"index": idx, "repeat": 0, "target_qps": q, "start": t, "warmup_end": wend, "end": end})
+            gauges = {
+                "vllm:num_requests_running{" + lab + "}": float(round(q * 0.8)),
+                "vllm:num_requests_waiting{" + lab + "}": float(max(0, q - 16)),
+                "vllm:kv_cache_usage_perc{" + lab + "}": min(1.0, q / 40),
+            }
+            scrapes.append(
+                {"t": end, "step": idx, "phase": "end", "values": {**counters.c, **gauges}}
+            )
+            steps.append(
+                {
+                    "index": idx,
+                    "repeat": 0,
+                    "target_qps": q,
+                    "start": t,
+                    "warmup_end": wend,
+                    "end": end,
+                }
+            )
             fh.write(b"".join(orjson.dumps(r) + b"\n" for r in recs))
             t = end
         if partial_tail:
             fh.write(b'{"request_id": "cut-off", "step": 0, "tar')
-    meta = {"schema_version": 1, "run_id": path.name, "label": cond.label,
-            "condition": {"speculative": cond.speculative, "prefix_caching": cond.prefix_caching},
-            "target": {"url": "http://127.0.0.1:8000", "model": model, "server_version": server_version,
-                       "models": [model]},
-            "scenario": sc or scenario(), "versions": {"specload": "0.1.0", "locust": "2.40", "python": "3.11"},
-            "workers": ["local"], "started_at": T0, "ended_at": t, "status": "completed", "server_cmd": None,
-            "counts": {"sent": len(qps) * (n + warm), "recorded": len(qps) * (n + warm), "by_worker": {}},
-            "lost_workers": [], "token_count_source": "estimate", "lookup_method": "words", "notes": [],
-            **cond.extra_meta}
+    meta = {
+        "schema_version": 1,
+        "run_id": path.name,
+        "label": cond.label,
+        "condition": {"speculative": cond.speculative, "prefix_caching": cond.prefix_caching},
+        "target": {
+            "url": "http://127.0.0.1:8000",
+            "model": model,
+            "server_version": server_version,
+            "models": [model],
+        },
+        "scenario": sc or scenario(),
+        "versions": {"specload": "0.1.0", "locust": "2.40", "python": "3.11"},
+        "workers": ["local"],
+        "started_at": T0,
+        "ended_at": t,
+        "status": "completed",
+        "server_cmd": None,
+        "counts": {
+            "sent": len(qps) * (n + warm),
+            "recorded": len(qps) * (n + warm),
+            "by_worker": {},
+        },
+        "lost_workers": [],
+        "token_count_source": "estimate",
+        "lookup_method": "words",
+        "notes": [],
+        **cond.extra_meta,
+    }
     (path / "run.json").write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
     (path / "steps.json").write_bytes(orjson.dumps(steps))
     if metrics:
@@ -222,4 +341,9 @@ def write_run(path: Path, cond: Cond, *, qps: tuple[float, ...] = (2, 4, 8, 16, 
     return path
 
 
-SPEC = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+SPEC = {
+    "method": "ngram",
+    "num_speculative_tokens": 4,
+    "prompt_lookup_max": 4,
+    "prompt_lookup_min": 2,
+}

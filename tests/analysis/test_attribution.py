@@ -15,7 +15,13 @@ def _four(tmp_path: Path, both_tpot: float) -> list[Path]:
         Cond("baseline"),
         Cond("prefix", prefix_caching=True, ttft=lambda q: 0.6),
         Cond("spec", speculative=SPEC, tpot=lambda q: 0.75, ttft=lambda q: 1.05),
-        Cond("both", speculative=SPEC, prefix_caching=True, ttft=lambda q: 0.63, tpot=lambda q: both_tpot),
+        Cond(
+            "both",
+            speculative=SPEC,
+            prefix_caching=True,
+            ttft=lambda q: 0.63,
+            tpot=lambda q: both_tpot,
+        ),
     ]
     return [write_run(tmp_path / c.label, c, qps=(2, 8), n=600, metrics=False) for c in conds]
 
@@ -23,7 +29,12 @@ def _four(tmp_path: Path, both_tpot: float) -> list[Path]:
 def test_each_feature_gets_its_own_change_and_they_add_up(tmp_path: Path) -> None:
     att = compare_runs(_four(tmp_path, 0.75)).attribution
     assert att is not None
-    assert att.labels == {"baseline": "baseline", "prefix": "prefix", "spec": "spec", "both": "both"}
+    assert att.labels == {
+        "baseline": "baseline",
+        "prefix": "prefix",
+        "spec": "spec",
+        "both": "both",
+    }
     for step in att.steps:
         assert step.ratios["ttft"]["prefix"].value == pytest.approx(0.6, rel=0.08)
         assert step.ratios["tpot"]["prefix"].value == pytest.approx(1.0, abs=0.04)

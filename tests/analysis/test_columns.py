@@ -18,8 +18,13 @@ def _corrupt(path: Path, line_no: int) -> None:
     path.write_bytes(b"".join(lines))
 
 
-def test_parallel_parse_equals_serial_and_keeps_line_numbers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    runs = [write_run(tmp_path / c, Cond(c), qps=(2, 4), n=400, warm=10, metrics=False) for c in ("a", "b")]
+def test_parallel_parse_equals_serial_and_keeps_line_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = [
+        write_run(tmp_path / c, Cond(c), qps=(2, 4), n=400, warm=10, metrics=False)
+        for c in ("a", "b")
+    ]
     _corrupt(runs[1] / "requests.jsonl", 700)
     monkeypatch.setenv("SPECLOAD_COMPARE_PROCS", "1")
     serial = load_runs(runs)
@@ -34,7 +39,9 @@ def test_parallel_parse_equals_serial_and_keeps_line_numbers(tmp_path: Path, mon
             else:
                 assert s.cols[k].tolist() == p.cols[k].tolist(), k
     assert parallel[1].n == 819
-    assert [w for w in parallel[1].warnings if "line 700" in w] == [w for w in serial[1].warnings if "line 700" in w]
+    assert [w for w in parallel[1].warnings if "line 700" in w] == [
+        w for w in serial[1].warnings if "line 700" in w
+    ]
     assert any("line 700: not valid JSON" in w for w in parallel[1].warnings)
 
 
@@ -45,7 +52,7 @@ def test_ranges_start_on_line_boundaries(tmp_path: Path) -> None:
     assert ranges[0][0] == 0 and ranges[-1][1] == path.stat().st_size
     data = path.read_bytes()
     for a, b in ranges:
-        assert a == 0 or data[a - 1:a] == b"\n"
+        assert a == 0 or data[a - 1 : a] == b"\n"
     total = sum(columns.parse_range(str(path), a, b).lines for a, b in ranges)
     assert total == 1000
 
@@ -66,15 +73,31 @@ def test_hash_codes_agree_whether_or_not_a_chunk_holds_a_non_hex_value() -> None
 
 @pytest.mark.parametrize("chunk", [64, 1000, 4096])
 def test_tiny_chunks_and_lines_longer_than_the_buffer_parse_the_same(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
-    run = write_run(tmp_path / "r", Cond("a"), qps=(2,), n=60, warm=0, metrics=False, itl=True, partial_tail=True)
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    run = write_run(
+        tmp_path / "r",
+        Cond("a"),
+        qps=(2,),
+        n=60,
+        warm=0,
+        metrics=False,
+        itl=True,
+        partial_tail=True,
+    )
     path = run / "requests.jsonl"
     _corrupt(path, 17)
     whole = columns.parse_range(str(path), 0, path.stat().st_size)
     monkeypatch.setattr(columns, "CHUNK_BYTES", chunk)
     small = columns.parse_range(str(path), 0, path.stat().st_size)
     assert small.lines == whole.lines == 61
-    assert small.warnings == whole.warnings == [(17, "not valid JSON, skipped"),
-                                                (61, "partial trailing line ignored (writer was interrupted?)")]
+    assert (
+        small.warnings
+        == whole.warnings
+        == [
+            (17, "not valid JSON, skipped"),
+            (61, "partial trailing line ignored (writer was interrupted?)"),
+        ]
+    )
     np.testing.assert_array_equal(small.cols["e2e_s"], whole.cols["e2e_s"])
     assert small.cols["prompt_sha256"].tolist() == whole.cols["prompt_sha256"].tolist()

@@ -11,10 +11,19 @@ from specload.analysis.compare import compare_runs
 from specload.errors import ConfigError
 
 
-def test_different_model_version_and_lengths_are_refused_with_the_differences(tmp_path: Path) -> None:
+def test_different_model_version_and_lengths_are_refused_with_the_differences(
+    tmp_path: Path,
+) -> None:
     base = write_run(tmp_path / "b", Cond("baseline"), qps=(2,), metrics=False)
-    other = write_run(tmp_path / "s", Cond("spec", speculative=SPEC), qps=(2,), metrics=False, model="other",
-                      server_version="0.27.0", sc=scenario(max_tokens=128))
+    other = write_run(
+        tmp_path / "s",
+        Cond("spec", speculative=SPEC),
+        qps=(2,),
+        metrics=False,
+        model="other",
+        server_version="0.27.0",
+        sc=scenario(max_tokens=128),
+    )
     with pytest.raises(ConfigError) as exc:
         compare_runs([base, other])
     msg = str(exc.value)
@@ -26,16 +35,26 @@ def test_different_model_version_and_lengths_are_refused_with_the_differences(tm
 
 def test_force_compares_anyway_and_keeps_the_differences(tmp_path: Path) -> None:
     base = write_run(tmp_path / "b", Cond("baseline"), qps=(2,), metrics=False)
-    other = write_run(tmp_path / "s", Cond("spec", speculative=SPEC), qps=(2,), metrics=False,
-                      sc=scenario(sampling={"temperature": 0.0, "max_tokens": 32}))
+    other = write_run(
+        tmp_path / "s",
+        Cond("spec", speculative=SPEC),
+        qps=(2,),
+        metrics=False,
+        sc=scenario(sampling={"temperature": 0.0, "max_tokens": 32}),
+    )
     cmp = compare_runs([base, other], force=True)
     assert cmp.forced and any("scenario.sampling.max_tokens 32 != 64" in d for d in cmp.differences)
 
 
 def test_names_paths_and_step_lists_may_differ(tmp_path: Path) -> None:
     base = write_run(tmp_path / "b", Cond("baseline"), qps=(2,), metrics=False)
-    other = write_run(tmp_path / "s", Cond("spec", speculative=SPEC), qps=(2,), metrics=False,
-                      sc=scenario(path="elsewhere.yaml", steps=[2, 4, 8], repeats=3, name="x"))
+    other = write_run(
+        tmp_path / "s",
+        Cond("spec", speculative=SPEC),
+        qps=(2,),
+        metrics=False,
+        sc=scenario(path="elsewhere.yaml", steps=[2, 4, 8], repeats=3, name="x"),
+    )
     assert compare_runs([base, other]).differences == []
 
 

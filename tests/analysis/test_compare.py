@@ -33,8 +33,14 @@ def test_same_label_run_dirs_are_pooled_as_repeats(tmp_path: Path) -> None:
 
 
 def test_per_step_figures_error_kinds_and_throughput(tmp_path: Path) -> None:
-    run = write_run(tmp_path / "b", Cond("baseline", error_rate=0.1, acceptance_rate=0.5), qps=(4,), n=1000,
-                    out_tokens=64, metrics=False)
+    run = write_run(
+        tmp_path / "b",
+        Cond("baseline", error_rate=0.1, acceptance_rate=0.5),
+        qps=(4,),
+        n=1000,
+        out_tokens=64,
+        metrics=False,
+    )
     s = compare_runs([run]).steps["baseline"][0]
     assert s.n == 1000 and 0.07 < s.error_rate < 0.13 and set(s.error_kinds) == {"http"}
     assert s.output_tok_s == pytest.approx(4 * 64 * (1 - s.error_rate), rel=0.06)
@@ -47,14 +53,20 @@ def test_per_step_figures_error_kinds_and_throughput(tmp_path: Path) -> None:
 
 def test_regression_gate_fails_only_up_to_the_operating_point(tmp_path: Path) -> None:
     base = write_run(tmp_path / "b", Cond("baseline"), qps=(2, 8, 32), metrics=False)
-    spec = write_run(tmp_path / "s", Cond("spec", speculative=SPEC, tpot=lambda q: 0.8 if q < 20 else 1.3),
-                     qps=(2, 8, 32), metrics=False)
+    spec = write_run(
+        tmp_path / "s",
+        Cond("spec", speculative=SPEC, tpot=lambda q: 0.8 if q < 20 else 1.3),
+        qps=(2, 8, 32),
+        metrics=False,
+    )
     gate = [parse_gate("tpot_p50=10")]
     assert compare_runs([base, spec], gates=gate, operating_qps=8).gates.passed
     failed = compare_runs([base, spec], gates=gate).gates
     assert not failed.passed and [f.target_qps for f in failed.failures] == [32.0]
     msg = failed.failures[0].message()
-    assert re.match(r"spec: tpot_p50 \+\d+\.\d % \(CI \+", msg) and msg.endswith("at 32 req/s exceeds the allowed +10 %")
+    assert re.match(r"spec: tpot_p50 \+\d+\.\d % \(CI \+", msg) and msg.endswith(
+        "at 32 req/s exceeds the allowed +10 %"
+    )
 
 
 @pytest.mark.parametrize("spec", ["tpot_p50", "nope=3", "tpot_p50=x", "tpot_p50=-1"])

@@ -45,8 +45,13 @@ def test_known_crossover_is_recovered_within_its_ci(crossing_pair: tuple[Path, P
 def test_crossover_ci_covers_truth_across_noise_seeds(tmp_path: Path, seed: int) -> None:
     truth = true_crossover(0.20, 2, 0.08, 0.05)
     base = write_run(tmp_path / "b", Cond("baseline"), seed=seed, n=200, metrics=False)
-    spec = write_run(tmp_path / "s", Cond("spec", speculative=SPEC, tpot=linear_gain(0.20, 2, 0.08)),
-                     seed=seed, n=200, metrics=False)
+    spec = write_run(
+        tmp_path / "s",
+        Cond("spec", speculative=SPEC, tpot=linear_gain(0.20, 2, 0.08)),
+        seed=seed,
+        n=200,
+        metrics=False,
+    )
     x = compare_runs([base, spec], bootstrap=800).crossover("spec", "tpot_p50")
     assert x is not None and x.status == "crosses"
     assert x.ci[0] <= truth <= x.ci[1]
@@ -54,7 +59,9 @@ def test_crossover_ci_covers_truth_across_noise_seeds(tmp_path: Path, seed: int)
 
 def test_always_helps_is_stated_plainly(tmp_path: Path) -> None:
     base = write_run(tmp_path / "b", Cond("baseline"), metrics=False)
-    spec = write_run(tmp_path / "s", Cond("spec", speculative=SPEC, tpot=lambda q: 0.7), metrics=False)
+    spec = write_run(
+        tmp_path / "s", Cond("spec", speculative=SPEC, tpot=lambda q: 0.7), metrics=False
+    )
     cmp = compare_runs([base, spec])
     x = cmp.crossover("spec", "tpot_p50")
     assert x.status == "always_helps" and x.qps is None
@@ -64,23 +71,33 @@ def test_always_helps_is_stated_plainly(tmp_path: Path) -> None:
 
 def test_never_helps_is_stated_plainly(tmp_path: Path) -> None:
     base = write_run(tmp_path / "b", Cond("baseline"), metrics=False)
-    spec = write_run(tmp_path / "s", Cond("spec", speculative=SPEC, tpot=lambda q: 1.15), metrics=False)
+    spec = write_run(
+        tmp_path / "s", Cond("spec", speculative=SPEC, tpot=lambda q: 1.15), metrics=False
+    )
     cmp = compare_runs([base, spec])
     x = cmp.crossover("spec", "tpot_p50")
     assert x.status == "never_helps" and x.qps is None
-    assert cmp.verdicts["spec"].startswith("spec does not lower p50 TPOT by 5 % at any tested load (2–32 req/s)")
+    assert cmp.verdicts["spec"].startswith(
+        "spec does not lower p50 TPOT by 5 % at any tested load (2–32 req/s)"
+    )
     assert "p95 TPOT is worse at every step" in cmp.verdicts["spec"]
 
 
 def test_p50_better_but_p95_worse_is_flagged(tmp_path: Path) -> None:
     base = write_run(tmp_path / "b", Cond("baseline"), metrics=False, n=600)
-    spec = write_run(tmp_path / "s", Cond("spec", speculative=SPEC, tpot=lambda q: 0.7,
-                                          tail_share=0.15, tail_factor=2.5), metrics=False, n=600)
+    spec = write_run(
+        tmp_path / "s",
+        Cond("spec", speculative=SPEC, tpot=lambda q: 0.7, tail_share=0.15, tail_factor=2.5),
+        metrics=False,
+        n=600,
+    )
     cmp = compare_runs([base, spec])
     fams = {(f.family, f.target_qps) for f in cmp.flags}
     assert {("tpot", q) for q in (2, 4, 8, 16, 32)} <= fams
     assert "p95 TPOT is worse at every step" in cmp.verdicts["spec"]
-    assert "p95 TPOT" in cmp.flags[0].message() and re.search(r"p50 TPOT 2\d % lower", cmp.flags[0].message())
+    assert "p95 TPOT" in cmp.flags[0].message() and re.search(
+        r"p50 TPOT 2\d % lower", cmp.flags[0].message()
+    )
 
 
 def test_report_json_shape_for_every_crossover_metric(crossing_pair: tuple[Path, Path]) -> None:

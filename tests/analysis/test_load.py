@@ -13,7 +13,9 @@ from specload.errors import ConfigError
 
 
 def test_partial_trailing_line_is_skipped_and_reported(tmp_path: Path) -> None:
-    run = load_run(write_run(tmp_path / "r", Cond("baseline"), qps=(2,), n=30, warm=5, partial_tail=True))
+    run = load_run(
+        write_run(tmp_path / "r", Cond("baseline"), qps=(2,), n=30, warm=5, partial_tail=True)
+    )
     assert run.n == 35
     assert any("partial trailing line" in w for w in run.warnings)
 
@@ -28,7 +30,9 @@ def test_corrupt_middle_line_is_skipped_with_its_line_number(tmp_path: Path) -> 
 
 
 def test_columns_keep_nulls_as_nan_and_error_kinds(tmp_path: Path) -> None:
-    run = load_run(write_run(tmp_path / "r", Cond("baseline", error_rate=0.3), qps=(2,), n=100, warm=0))
+    run = load_run(
+        write_run(tmp_path / "r", Cond("baseline", error_rate=0.3), qps=(2,), n=100, warm=0)
+    )
     failed = ~run.cols["ok"]
     assert failed.any() and np.isnan(run.cols["ttft_s"][failed]).all()
     assert set(run.cols["error_kind"][failed].tolist()) == {"http"}
@@ -43,7 +47,9 @@ def test_columns_keep_nulls_as_nan_and_error_kinds(tmp_path: Path) -> None:
         ("foreign", "expected an object with 'label'"),
     ],
 )
-def test_bad_run_dirs_raise_one_line_config_errors(tmp_path: Path, setup: str, message: str) -> None:
+def test_bad_run_dirs_raise_one_line_config_errors(
+    tmp_path: Path, setup: str, message: str
+) -> None:
     path = tmp_path / "r"
     if setup != "missing":
         path.mkdir()

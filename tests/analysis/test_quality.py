@@ -16,15 +16,23 @@ def test_identical_outputs_pass_the_contract(tmp_path: Path) -> None:
 
 
 def test_changed_outputs_and_stop_points_are_detected(tmp_path: Path) -> None:
-    base = write_run(tmp_path / "b", Cond("baseline", json_valid_share=1.0), metrics=False, qps=(2, 4))
-    spec = write_run(tmp_path / "s", Cond("spec", speculative=SPEC, output_mismatch=0.1, stop_share=0.2,
-                                          json_valid_share=0.9), metrics=False, qps=(2, 4))
+    base = write_run(
+        tmp_path / "b", Cond("baseline", json_valid_share=1.0), metrics=False, qps=(2, 4)
+    )
+    spec = write_run(
+        tmp_path / "s",
+        Cond("spec", speculative=SPEC, output_mismatch=0.1, stop_share=0.2, json_valid_share=0.9),
+        metrics=False,
+        qps=(2, 4),
+    )
     cmp = compare_runs([base, spec])
     chk = cmp.contract[0]
     assert not chk.passed
     assert 0.6 < chk.exact_match < 0.8  # 10 % changed text and 20 % stopped early
     text = " | ".join(chk.issues)
-    assert "exact match with the baseline" in text and "the baseline agrees with itself 100.0%" in text
+    assert (
+        "exact match with the baseline" in text and "the baseline agrees with itself 100.0%" in text
+    )
     assert "finish-reason mix differs (length 100%→" in text
     assert "output length" in text and "JSON valid share 100.0%→" in text
     assert "its outputs break the baseline's contract" in cmp.verdicts["spec"]
@@ -33,7 +41,12 @@ def test_changed_outputs_and_stop_points_are_detected(tmp_path: Path) -> None:
 def test_exact_match_is_not_judged_when_sampling(tmp_path: Path) -> None:
     sc = scenario(temperature=0.7)
     base = write_run(tmp_path / "b", Cond("baseline"), metrics=False, qps=(2,), sc=sc)
-    spec = write_run(tmp_path / "s", Cond("spec", speculative=SPEC, output_mismatch=0.5), metrics=False,
-                     qps=(2,), sc=sc)
+    spec = write_run(
+        tmp_path / "s",
+        Cond("spec", speculative=SPEC, output_mismatch=0.5),
+        metrics=False,
+        qps=(2,),
+        sc=sc,
+    )
     chk = compare_runs([base, spec]).contract[0]
     assert chk.temperature == 0.7 and chk.exact_match is None and chk.passed

@@ -13,10 +13,14 @@ from specload.metrics.histogram import bucket_deltas, histogram_quantile, parse_
 
 def test_histogram_quantile_interpolates_like_prometheus() -> None:
     buckets = [(0.1, 10.0), (0.2, 30.0), (0.4, 40.0), (float("inf"), 40.0)]
-    assert histogram_quantile(0.5, buckets) == pytest.approx(0.15)  # rank 20: half-way in (0.1, 0.2]
+    assert histogram_quantile(0.5, buckets) == pytest.approx(
+        0.15
+    )  # rank 20: half-way in (0.1, 0.2]
     assert histogram_quantile(0.1, buckets) == pytest.approx(0.04)  # first bucket starts at 0
     assert histogram_quantile(0.9, buckets) == pytest.approx(0.32)  # rank 36: 60 % into (0.2, 0.4]
-    assert histogram_quantile(0.99, [(0.1, 1.0), (float("inf"), 10.0)]) == 0.1  # +Inf: highest finite edge
+    assert (
+        histogram_quantile(0.99, [(0.1, 1.0), (float("inf"), 10.0)]) == 0.1
+    )  # +Inf: highest finite edge
     assert histogram_quantile(0.5, [(0.1, 0.0), (float("inf"), 0.0)]) is None
 
 
@@ -34,8 +38,13 @@ def test_bucket_deltas_sum_over_model_name_and_engine_labels() -> None:
 
 def test_acceptance_prefix_kv_and_running_come_from_step_deltas(tmp_path: Path) -> None:
     base = write_run(tmp_path / "b", Cond("baseline"), qps=(4, 16))
-    spec = write_run(tmp_path / "s", Cond("both", speculative=SPEC, prefix_caching=True,
-                                          acceptance_rate=0.6, prefix_hit_rate=0.4), qps=(4, 16))
+    spec = write_run(
+        tmp_path / "s",
+        Cond(
+            "both", speculative=SPEC, prefix_caching=True, acceptance_rate=0.6, prefix_hit_rate=0.4
+        ),
+        qps=(4, 16),
+    )
     cmp = compare_runs([base, spec])
     hi = cmp.steps["both"][1].server
     # The synthetic warm-up traffic accepts 10 %: a 0.6 proves warm-up is excluded.
@@ -54,7 +63,9 @@ def test_server_histogram_percentiles_sit_next_to_the_client_figures(tmp_path: P
     client = step.latency["ttft_p50"].value
     server = step.server.latency_s["ttft_p50"]
     assert server < client and client - server < 0.012  # 2 ms wire + bucket interpolation
-    assert step.server.latency_s["tpot_p50"] == pytest.approx(step.latency["tpot_p50"].value, rel=0.15)
+    assert step.server.latency_s["tpot_p50"] == pytest.approx(
+        step.latency["tpot_p50"].value, rel=0.15
+    )
 
 
 def test_run_without_metrics_has_empty_server_columns(tmp_path: Path) -> None:

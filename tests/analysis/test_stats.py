@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specload.analysis.stats import Estimate, bootstrap_quantile, estimate, quantile_sorted, ratio_estimate
+from specload.analysis.stats import (
+    Estimate,
+    bootstrap_quantile,
+    estimate,
+    quantile_sorted,
+    ratio_estimate,
+)
 
 
 @pytest.mark.parametrize("q", [0.5, 0.95, 0.99, 0.37])

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
 from analysis.synth_rundir import SPEC, Cond, linear_gain, write_run
+
 from specload.analysis.compare import Comparison, compare_runs
 
 
@@ -16,10 +14,24 @@ def four_way(tmp_path_factory: pytest.TempPathFactory) -> Comparison:
     conds = [
         Cond("baseline"),
         Cond("prefix", prefix_caching=True, ttft=lambda q: 0.6, prefix_hit_rate=0.5),
-        Cond("spec-ngram-k4", speculative=SPEC, tpot=linear_gain(0.25, 2, 0.1), ttft=lambda q: 1.1,
-             acceptance_rate=0.6, error_rate=0.02),
-        Cond("both", speculative=SPEC, prefix_caching=True, tpot=linear_gain(0.25, 2, 0.1),
-             ttft=lambda q: 0.66, acceptance_rate=0.6, prefix_hit_rate=0.5, output_mismatch=0.05),
+        Cond(
+            "spec-ngram-k4",
+            speculative=SPEC,
+            tpot=linear_gain(0.25, 2, 0.1),
+            ttft=lambda q: 1.1,
+            acceptance_rate=0.6,
+            error_rate=0.02,
+        ),
+        Cond(
+            "both",
+            speculative=SPEC,
+            prefix_caching=True,
+            tpot=linear_gain(0.25, 2, 0.1),
+            ttft=lambda q: 0.66,
+            acceptance_rate=0.6,
+            prefix_hit_rate=0.5,
+            output_mismatch=0.05,
+        ),
     ]
     runs = [write_run(d / c.label, c, n=250) for c in conds]
     return compare_runs(runs, bootstrap=500)

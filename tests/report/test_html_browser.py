@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
-
 from browser import artifact_path, chromium_page
+
 from specload.analysis.compare import Comparison
 from specload.report import write_reports
 
@@ -24,12 +24,16 @@ def test_html_is_self_contained(four_way: Comparison, tmp_path: Path) -> None:
     assert "spec-ngram-k4 lowers p50 TPOT" in html
 
 
-def test_html_opens_in_chromium_without_errors_and_shows_its_plots(four_way: Comparison, tmp_path: Path) -> None:
+def test_html_opens_in_chromium_without_errors_and_shows_its_plots(
+    four_way: Comparison, tmp_path: Path
+) -> None:
     path = write_reports(four_way, tmp_path)["html"]
     with chromium_page() as (page, errors):
         page.goto(path.as_uri(), wait_until="load")
         sizes = page.eval_on_selector_all(
-            "figure img", "imgs => imgs.map(i => [i.complete, i.naturalWidth, i.naturalHeight, i.alt])")
+            "figure img",
+            "imgs => imgs.map(i => [i.complete, i.naturalWidth, i.naturalHeight, i.alt])",
+        )
         page.screenshot(path=str(artifact_path("compare-report.png")), full_page=True)
         verdict = page.inner_text(".verdict >> nth=1")
         headings = page.eval_on_selector_all("h3", "hs => hs.map(h => h.textContent)")
@@ -37,7 +41,9 @@ def test_html_opens_in_chromium_without_errors_and_shows_its_plots(four_way: Com
     assert len(sizes) >= 8
     for complete, w, h, alt in sizes:
         assert complete and w > 300 and h > 150, (alt, w, h)
-    assert {"TPOT vs load", "Change vs baseline", "Achieved vs target load"} <= {s[3] for s in sizes}
+    assert {"TPOT vs load", "Change vs baseline", "Achieved vs target load"} <= {
+        s[3] for s in sizes
+    }
     assert verdict.startswith("spec-ngram-k4 lowers p50 TPOT")
     assert any(h.startswith("Crossover") for h in headings)
     shot = artifact_path("compare-report.png")

@@ -14,12 +14,16 @@ from specload.report.model import build_report
 from specload.report.terminal import render_terminal
 
 
-def test_markdown_leads_with_the_verdict_and_fits_a_job_summary(four_way: Comparison, tmp_path: Path) -> None:
+def test_markdown_leads_with_the_verdict_and_fits_a_job_summary(
+    four_way: Comparison, tmp_path: Path
+) -> None:
     paths = write_reports(four_way, tmp_path, html=False)
     md = paths["md"].read_text()
     first_bullets = [ln for ln in md.splitlines() if ln.startswith("- **")]
     assert first_bullets[0].startswith("- **prefix does not lower p50 TPOT")
-    assert any("spec-ngram-k4 lowers p50 TPOT" in b and "stops helping at ≈" in b for b in first_bullets)
+    assert any(
+        "spec-ngram-k4 lowers p50 TPOT" in b and "stops helping at ≈" in b for b in first_bullets
+    )
     assert len(md.encode()) < 64_000  # GitHub's step summary allows 1 MiB; stay far below
     assert "### Attribution: which feature changed what" in md
     assert "### Output contract vs baseline" in md and "FAIL: exact match with the baseline" in md
@@ -28,7 +32,8 @@ def test_markdown_leads_with_the_verdict_and_fits_a_job_summary(four_way: Compar
 
 
 def test_json_has_crossover_per_condition_and_metric_and_per_step_server_figures(
-        four_way: Comparison, tmp_path: Path) -> None:
+    four_way: Comparison, tmp_path: Path
+) -> None:
     data = json.loads(write_reports(four_way, tmp_path, html=False)["json"].read_text())
     assert set(data["crossover"]) == {"prefix", "spec-ngram-k4", "both"}
     for per_metric in data["crossover"].values():
@@ -40,10 +45,13 @@ def test_json_has_crossover_per_condition_and_metric_and_per_step_server_figures
     step = data["steps"]["both"][-1]
     assert step["server"]["acceptance_rate"] == pytest.approx(0.6)
     assert step["server"]["prefix_hit_rate"] == pytest.approx(0.5)
-    assert step["server"]["running_max"] == 26.0 and step["server"]["kv_usage_max"] == pytest.approx(0.8)
+    assert step["server"]["running_max"] == 26.0 and step["server"][
+        "kv_usage_max"
+    ] == pytest.approx(0.8)
     assert step["server"]["per_position"][0] > step["server"]["per_position"][-1]
-    assert data["steps"]["spec-ngram-k4"][0]["error_kinds"] == {"http": data["steps"]["spec-ngram-k4"][0]["n"]
-                                                                 - data["steps"]["spec-ngram-k4"][0]["n_ok"]}
+    assert data["steps"]["spec-ngram-k4"][0]["error_kinds"] == {
+        "http": data["steps"]["spec-ngram-k4"][0]["n"] - data["steps"]["spec-ngram-k4"][0]["n_ok"]
+    }
     assert data["attribution"]["labels"]["both"] == "both"
     assert [c["passed"] for c in data["contract"]] == [True, True, False]
     assert data["schema"] == "specload.report/1" and data["exit_code"] == 0
