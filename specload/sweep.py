@@ -178,7 +178,7 @@ class ConditionResult:
     status: str
     returncode: int | None = None
     server_cmd: str | None = None
-    detail: str = ""
+    interrupted: bool = False
 
 
 @dataclass
@@ -203,10 +203,14 @@ def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> list[Condi
                 + (f" ({shlex.join(cond.flags)})" if cond.flags else " (no extra flags)"))
             try:
                 result = _run_condition(sweep, cond)
-            except (KeyboardInterrupt, TargetError) as exc:
-                exc.results = sweep.results  # type: ignore[union-attr]
+            except TargetError as exc:
+                exc.results = sweep.results  # type: ignore[attr-defined]
                 raise
             sweep.results.append(result)
+            if result.interrupted:
+                interrupt = KeyboardInterrupt()
+                interrupt.results = sweep.results  # type: ignore[attr-defined]
+                raise interrupt
             say(f"[sweep] {cond.name}: {result.status} -> {result.run_dir}")
     return sweep.results
 
@@ -246,6 +250,7 @@ def _make_target(plan: SweepPlan, cond: Condition, run_dir: Path) -> Target:
 
 
 def _run_condition(sweep: _Sweep, cond: Condition) -> ConditionResult:
+    """Server up, reset, one run, server down; a Ctrl-C anywhere still stops the server."""
     plan = sweep.plan
     run_dir = plan.out / cond.name
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -261,21 +266,50 @@ def _run_condition(sweep: _Sweep, cond: Condition) -> ConditionResult:
         sweep.say(f"[sweep] server healthy at {target.url} after {took_s:.1f} s")
         if not reset_prefix_cache(target.url):
             sweep.say("[sweep] server has no /reset_prefix_cache; prefix cache not reset")
-        code = _drive_run(plan, cond, target.url, run_dir)
+        code = _drive_run(plan, cond, target, run_dir)
     except KeyboardInterrupt:
         interrupted = True
-        raise
     finally:
-        target.stop()
-        status = patch_run_json(run_dir, cond, target.command_line, interrupted, code)
-        if interrupted:
-            sweep.say(f"[sweep] interrupted: {cond.name} marked {status}, server stopped")
-    return ConditionResult(cond, run_dir, status, code, target.command_line)
+        with _shielded() as late_signal:
+            target.stop()
+            interrupted = interrupted or late_signal()
+            status = patch_run_json(run_dir, cond, target.command_line, interrupted, code)
+    if interrupted:
+        sweep.say(f"[sweep] interrupted: {cond.name} marked {status}; server stopped")
+    return ConditionResult(cond, run_dir, status, code, target.command_line, interrupted)
 
 
-def _run_command(plan: SweepPlan, cond: Condition, url: str, run_dir: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "specload", "run", "--host", url,
+@contextmanager
+def _shielded() -> Iterator[Callable[[], bool]]:
+    """Defer Ctrl-C / SIGTERM while a server is being stopped: a second Ctrl-C must not
+    leave it running. Yields a function that says whether a signal arrived meanwhile."""
+    seen: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        seen.append(signum)
+
+    try:
+        previous = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread
+        yield lambda: False
+        return
+    try:
+        yield lambda: bool(seen)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _run_command(plan: SweepPlan, cond: Condition, target: Target, run_dir: Path) -> list[str]:
+    """``specload run`` with the condition declared, so run.json is right from its start."""
+    cmd = [sys.executable, "-m", "specload", "run", "--host", target.url,
            "--scenario", str(plan.scenario), "--label", cond.name, "--out", str(run_dir)]
+    if cond.speculative is not None:
+        cmd += ["--speculative-config", json.dumps(cond.speculative, separators=(",", ":"))]
+    if cond.prefix_caching is not None:
+        cmd += ["--prefix-caching", "on" if cond.prefix_caching else "off"]
+    if target.command_line:
+        cmd += ["--server-cmd", target.command_line]
     if plan.processes:
         cmd += ["--processes", str(plan.processes)]
     if plan.store_text:
@@ -283,13 +317,13 @@ def _run_command(plan: SweepPlan, cond: Condition, url: str, run_dir: Path) -> l
     return [*cmd, *plan.run_args]
 
 
-def _drive_run(plan: SweepPlan, cond: Condition, url: str, run_dir: Path) -> int:
+def _drive_run(plan: SweepPlan, cond: Condition, target: Target, run_dir: Path) -> int:
     """``specload run`` in its own process group; its progress lines go to our terminal.
 
     Its own group means a terminal Ctrl-C reaches only us, and we forward exactly one SIGINT,
     so the run sees the same signal whether the user or a test interrupted the sweep.
     """
-    proc = subprocess.Popen(_run_command(plan, cond, url, run_dir), start_new_session=True)
+    proc = subprocess.Popen(_run_command(plan, cond, target, run_dir), start_new_session=True)
     try:
         code = proc.wait()
         _kill_stragglers(proc.pid)
@@ -389,16 +423,51 @@ def sweep_run_dirs(out: Path) -> list[Path]:
     return sorted(p.parent for p in out.glob("*/run.json") if p.parent.name != "report")
 
 
-def compare_sweep(out: Path, run_dirs: Sequence[Path]) -> int:
-    """Compare the sweep's runs into ``out/report``; returns compare's exit code.
+def compare_sweep(out: Path, run_dirs: Sequence[Path], say: Callable[[str], None] = print) -> int:
+    """Compare the sweep's runs with ``specload compare`` into ``out/report``; its exit code.
 
-    The first of ``run_dirs`` is the baseline. Runs already in ``out`` from earlier
-    invocations (``--url``, one condition each) are compared too.
+    Runs already in ``out`` from earlier invocations (``--url``, one condition each) are
+    compared too. The baseline is the first condition when this sweep ran several, else a
+    run labelled ``baseline``, else compare's own choice (the run without speculation and
+    prefix caching). Ends with the one-sentence verdict and the HTML report's path, so they
+    are the last lines on the terminal after the tables.
     """
     dirs = list(run_dirs) + [d for d in sweep_run_dirs(out) if d not in run_dirs]
     if len(dirs) < 2:
-        print(f"[sweep] one run in {out}; add another condition to compare")
+        say(f"[sweep] one run in {out}; measure another condition into it to compare")
         return 0
-    cmd = [sys.executable, "-m", "specload", "compare", *map(str, dirs),
-           "--out", str(out / "report"), "--baseline", dirs[0].name]
-    return subprocess.call(cmd)
+    report_dir = out / "report"
+    cmd = [sys.executable, "-m", "specload", "compare", *map(str, dirs), "--out", str(report_dir)]
+    baseline = _baseline_label(run_dirs, dirs)
+    if baseline:
+        cmd += ["--baseline", baseline]
+    say(f"[sweep] comparing {len(dirs)} runs -> {report_dir}")
+    code = subprocess.call(cmd)
+    headline = _headline(report_dir / "report.json")
+    if headline:
+        say(f"\nVerdict: {headline}")
+    if (report_dir / "report.html").is_file():
+        say(f"Report:  {report_dir / 'report.html'}")
+    return code
+
+
+def _baseline_label(this_sweep: Sequence[Path], all_dirs: Sequence[Path]) -> str | None:
+    if len(this_sweep) > 1:
+        return _label(this_sweep[0])
+    labels = [_label(d) for d in all_dirs]
+    return "baseline" if "baseline" in labels else None
+
+
+def _label(run_dir: Path) -> str:
+    try:
+        return str(json.loads((run_dir / "run.json").read_text()).get("label") or run_dir.name)
+    except (OSError, json.JSONDecodeError):
+        return run_dir.name
+
+
+def _headline(report_json: Path) -> str | None:
+    try:
+        headline = json.loads(report_json.read_text()).get("headline")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+    return str(headline) if headline else None

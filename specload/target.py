@@ -29,9 +29,9 @@ from typing import IO, Protocol
 from specload.errors import ConfigError, TargetError
 
 __all__ = [
+    "PORT_PLACEHOLDER",
     "ExternalTarget",
     "ManagedServer",
-    "PORT_PLACEHOLDER",
     "Target",
     "build_server_cmd",
     "log_tail",
@@ -177,11 +177,11 @@ class ManagedServer:
     def start(self) -> None:
         """Start the command in a new process group and wait until ``/health`` answers 200."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed by stop()
         self._log.write(f"$ {self.command_line}\n".encode())
         self._log.flush()
         env = {**os.environ, **(self.env or {})}
-        self.proc = subprocess.Popen(  # noqa: S602 - a user-supplied server command line
+        self.proc = subprocess.Popen(
             self.command_line,
             shell=True,
             stdin=subprocess.DEVNULL,
@@ -235,7 +235,7 @@ class ManagedServer:
             self._log.close()
             self._log = None
 
-    def __enter__(self) -> ManagedServer:
+    def __enter__(self) -> ManagedServer:  # noqa: PYI034 - not subclassed
         self.start()
         return self
 

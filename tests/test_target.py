@@ -143,7 +143,7 @@ def test_reset_on_a_server_without_the_endpoint_is_skipped(tmp_path: Path) -> No
         assert reset_prefix_cache(server.url) is False
 
 
-def test_external_target_checks_reachability_and_never_stops_the_server(sim) -> None:  # noqa
+def test_external_target_checks_reachability_and_never_stops_the_server(sim) -> None:
     target = ExternalTarget(sim.url + "/")
     target.start()
     target.stop()

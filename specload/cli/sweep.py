@@ -19,7 +19,7 @@ from pathlib import Path
 
 from specload.errors import ConfigError, TargetError
 
-__all__ = ["add_parser", "run", "summarize_and_compare"]
+__all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -83,7 +83,7 @@ def _validate_scenario(path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specload.sweep import run_sweep
+    from specload.sweep import compare_sweep, run_sweep
 
     plan = _plan(args)
     try:
@@ -99,17 +99,10 @@ def run(args: argparse.Namespace) -> int:
     failed = [r for r in results if r.status != "completed"]
     if args.no_compare:
         return 1 if failed else 0
-    code = summarize_and_compare(plan.out, [r.run_dir for r in results])
+    code = compare_sweep(plan.out, [r.run_dir for r in results])
     return 1 if failed else code
 
 
 def _print_results(results: list) -> None:  # type: ignore[type-arg]
     for r in results:
         print(f"  {r.condition.name:<16} {r.status:<12} {r.run_dir}")
-
-
-def summarize_and_compare(out: Path, run_dirs: list[Path]) -> int:
-    """Compare every run in ``out`` (this sweep's and earlier ones) into ``out/report``."""
-    from specload.sweep import compare_sweep
-
-    return compare_sweep(out, run_dirs)
