@@ -103,6 +103,12 @@ def render_html(report: Report) -> str:
         or '<div class="verdict">Only one condition: nothing to compare.</div>'
     )
     findings = "".join(f'<div class="finding">{html.escape(f)}</div>' for f in report.findings)
+    if report.advice:
+        findings += (
+            "<h2>Recommendations</h2><ul>"
+            + "".join(f"<li>{html.escape(a.text)}</li>" for a in report.advice)
+            + "</ul>"
+        )
     meta = (
         f"Baseline <b>{html.escape(c.baseline)}</b> · a step helps when the condition is at least "
         f"{c.min_gain:.0%} faster · 95 % bootstrap CIs ({c.bootstrap} replicates) · warm-up excluded · "

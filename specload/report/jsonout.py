@@ -161,6 +161,10 @@ def report_dict(report: Report) -> dict[str, Any]:
         "comparability": {"differences": c.differences, "forced": c.forced},
         "gates": _gates(report),
         "findings": report.findings,
+        "advice": [
+            {"kind": a.kind, "condition": a.condition, "text": a.text, "figures": a.figures}
+            for a in report.advice
+        ],
         "warnings": c.warnings,
         "notes": c.notes,
         "bootstrap": {"replicates": c.bootstrap, "seed": c.seed, "ci_level": 0.95},

@@ -60,6 +60,8 @@ def render_markdown(report: Report) -> str:
         if len(report.findings) > 20:
             out.append(f"- … and {len(report.findings) - 20} more (see report.json)")
         out.append("")
+    if report.advice:
+        out += ["**Recommendations:**", ""] + [f"- {_cell(a.text)}" for a in report.advice] + [""]
     gates = gate_table(report)
     if gates:
         out.append(table_markdown(gates))

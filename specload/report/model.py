@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specload import __version__
+from specload.analysis.advise import Advice
 from specload.analysis.compare import Comparison
 
 __all__ = ["Report", "RunRow", "build_report"]
@@ -44,6 +45,7 @@ class Report:
     headline: str
     runs: list[RunRow]
     findings: list[str] = field(default_factory=list)
+    advice: list[Advice] = field(default_factory=list)
     exit_code: int = 0
 
 
@@ -112,6 +114,8 @@ def _findings(c: Comparison) -> list[str]:
 
 def build_report(comparison: Comparison, *, title: str | None = None) -> Report:
     """Wrap a comparison for rendering; exit code 1 when a CI gate failed."""
+    from specload.report.advice import advice_for
+
     c = comparison
     headline = next(iter(c.verdicts.values()), "only one condition: nothing to compare")
     return Report(
@@ -122,5 +126,6 @@ def build_report(comparison: Comparison, *, title: str | None = None) -> Report:
         headline=headline,
         runs=[_row(i) for i in c.conditions],
         findings=_findings(c),
+        advice=advice_for(c),
         exit_code=1 if c.gates is not None and not c.gates.passed else 0,
     )

@@ -66,6 +66,8 @@ def render_terminal(report: Report, file: IO[str] | None = None, width: int | No
         console.print(f"[yellow]![/yellow] {escape(finding)}", markup=True, soft_wrap=True)
     if len(report.findings) > 10:
         console.print(f"[yellow]![/yellow] … {len(report.findings) - 10} more in report.md")
+    for advice in report.advice:
+        console.print(f"[cyan]→[/cyan] {escape(advice.text)}", markup=True, soft_wrap=True)
     gates = gate_table(report)
     tables: list[Table] = [gates] if gates else []
     if c.crossovers:

@@ -28,6 +28,10 @@ def test_markdown_leads_with_the_verdict_and_fits_a_job_summary(
     assert "### Attribution: which feature changed what" in md
     assert "### Output contract vs baseline" in md and "FAIL: exact match with the baseline" in md
     assert "### Client vs server" in md and "client − server" in md
+    assert (
+        "**Recommendations:**" in md
+        and "- spec-ngram-k4: keep speculative decoding on up to about" in md
+    )
     assert "<details>" in md and md.rstrip().endswith("_")
 
 
@@ -54,6 +58,8 @@ def test_json_has_crossover_per_condition_and_metric_and_per_step_server_figures
     }
     assert data["attribution"]["labels"]["both"] == "both"
     assert [c["passed"] for c in data["contract"]] == [True, True, False]
+    keep = [a for a in data["advice"] if a["kind"] == "keep" and a["condition"] == "spec-ngram-k4"]
+    assert len(keep) == 1 and keep[0]["figures"]
     assert data["schema"] == "specload.report/1" and data["exit_code"] == 0
 
 

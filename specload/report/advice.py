@@ -1,0 +1,91 @@
+"""Adapt a ``Comparison`` to the recommendation rules' small input (``analysis.advise``).
+
+The rules read a few figures per condition (ratios on the chosen metric per step with CIs,
+pooled acceptance, per-position acceptance, the crossover, TTFT/TPOT ratios at the lowest
+common load) so that they can be tested on constructed figures; this module is the one
+place that knows both shapes.
+"""
+
+from __future__ import annotations
+
+from specload.analysis.advise import Advice, AdviceInput, ConditionFigures, StepFigures, advise
+from specload.analysis.compare import Comparison, ConditionInfo
+from specload.analysis.ratios import RatioRow
+from specload.analysis.stats import Estimate
+from specload.analysis.steps import StepStats
+from specload.analysis.verdict import metric_label
+
+__all__ = ["advice_for", "advice_input"]
+
+
+def _ci(e: Estimate) -> tuple[float, float] | None:
+    return (e.lo, e.hi) if e.lo is not None and e.hi is not None else None
+
+
+def _acceptance(steps: list[StepStats]) -> tuple[float | None, tuple[float, ...]]:
+    """Acceptance pooled over steps: Σaccepted / Σdrafted; per position weighted by drafts."""
+    servers = [s.server for s in steps if s.server is not None and s.server.draft_tokens]
+    if not servers:
+        return None, ()
+    accepted = sum(s.accepted_tokens or 0.0 for s in servers)
+    drafted = sum(s.draft_tokens or 0.0 for s in servers)
+    drafts = sum(s.drafts or 0.0 for s in servers if s.per_position)
+    width = max((len(s.per_position) for s in servers), default=0)
+    per_pos = (
+        tuple(
+            sum(s.per_position[i] * (s.drafts or 0.0) for s in servers if len(s.per_position) > i)
+            / drafts
+            for i in range(width)
+        )
+        if drafts
+        else ()
+    )
+    return (accepted / drafted if drafted else None), per_pos
+
+
+def _figures(c: Comparison, info: ConditionInfo) -> ConditionFigures:
+    rows: dict[str, list[RatioRow]] = c.ratios[info.label]
+    fam = c.metric.rpartition("_")[0]
+    steps = tuple(
+        StepFigures(
+            r50.target_qps, r50.ratio.value, r95.ratio.value, _ci(r50.ratio), _ci(r95.ratio)
+        )
+        for r50, r95 in zip(rows[f"{fam}_p50"], rows[f"{fam}_p95"], strict=True)
+    )
+    x = c.crossover(info.label, c.metric)
+    spec = info.speculative if isinstance(info.speculative, dict) else {}
+    rate, per_pos = _acceptance(c.steps[info.label])
+    k = spec.get("num_speculative_tokens")
+    return ConditionFigures(
+        label=info.label,
+        speculative=bool(info.speculative),
+        prefix_caching=info.prefix_caching,
+        method=spec.get("method"),
+        num_speculative_tokens=int(k) if isinstance(k, (int, float)) else None,
+        steps=steps,
+        acceptance_rate=rate,
+        per_position=per_pos,
+        crossover_qps=x.qps if x is not None else None,
+        crossover_ci=x.ci if x is not None else None,
+        ttft_ratio=rows["ttft_p50"][0].ratio.value if rows["ttft_p50"] else None,
+        tpot_ratio=rows["tpot_p50"][0].ratio.value if rows["tpot_p50"] else None,
+    )
+
+
+def advice_input(c: Comparison) -> AdviceInput:
+    """The rules' input for ``c`` (conditions without a step in common are left out)."""
+    conds = tuple(
+        _figures(c, i) for i in c.conditions if i.label in c.ratios and c.ratios[i.label][c.metric]
+    )
+    return AdviceInput(
+        baseline=c.baseline,
+        conditions=conds,
+        metric=metric_label(c.metric),
+        operating_qps=c.operating_qps,
+        min_gain=c.min_gain,
+    )
+
+
+def advice_for(c: Comparison) -> list[Advice]:
+    """Recommendations for ``c``, in the rules' order."""
+    return advise(advice_input(c)) if c.ratios else []
