@@ -33,7 +33,19 @@ SERVER_HISTOGRAMS = {
     "itl": "vllm:inter_token_latency_seconds",
     "e2e": "vllm:e2e_request_latency_seconds",
 }
-_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
+#: Older vLLM names, read when the current one is absent.
+_OLD_NAMES = {
+    "vllm:kv_cache_usage_perc": "vllm:gpu_cache_usage_perc",
+    "vllm:prefix_cache_hits_total": "vllm:gpu_prefix_cache_hits_total",
+    "vllm:prefix_cache_queries_total": "vllm:gpu_prefix_cache_queries_total",
+    "vllm:inter_token_latency_seconds": "vllm:time_per_output_token_seconds",
+}
+_GAUGES = (
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:gpu_cache_usage_perc",
+)
 _CUMULATIVE = ("_total", "_bucket", "_sum", "_count")
 
 
@@ -58,8 +70,14 @@ class ServerStep:
 
 
 def _sum_name(values: Mapping[str, float], name: str) -> float | None:
-    found = [v for k, v in values.items() if k == name or k.startswith(name + "{")]
-    return sum(found) if found else None
+    """Sum over labels of ``name`` (or of its older vLLM name when it is absent)."""
+    for candidate in (name, _OLD_NAMES.get(name)):
+        if candidate is None:
+            continue
+        found = [v for k, v in values.items() if k == candidate or k.startswith(candidate + "{")]
+        if found:
+            return sum(found)
+    return None
 
 
 def _per_position(values: Mapping[str, float]) -> dict[int, float]:
@@ -114,7 +132,9 @@ def _summarise(deltas: dict[str, float], gauges: dict[str, float], scrapes: int)
     pos = _per_position(deltas)
     latency: dict[str, float] = {}
     for short, hist in SERVER_HISTOGRAMS.items():
-        buckets = bucket_deltas({}, deltas, hist)
+        buckets = bucket_deltas({}, deltas, hist) or bucket_deltas(
+            {}, deltas, _OLD_NAMES.get(hist, hist)
+        )
         for tag, q in (("p50", 0.5), ("p95", 0.95)):
             v = histogram_quantile(q, buckets)
             if v is not None:
@@ -132,7 +152,9 @@ def _summarise(deltas: dict[str, float], gauges: dict[str, float], scrapes: int)
             _sum_name(deltas, "vllm:prefix_cache_hits_total"),
             _sum_name(deltas, "vllm:prefix_cache_queries_total"),
         ),
-        kv_usage_max=gauges.get("vllm:kv_cache_usage_perc"),
+        kv_usage_max=gauges.get(
+            "vllm:kv_cache_usage_perc", gauges.get("vllm:gpu_cache_usage_perc")
+        ),
         running_max=gauges.get("vllm:num_requests_running"),
         waiting_max=gauges.get("vllm:num_requests_waiting"),
         prompt_tokens=_sum_name(deltas, "vllm:prompt_tokens_total"),

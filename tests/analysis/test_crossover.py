@@ -66,6 +66,7 @@ def test_always_helps_is_stated_plainly(tmp_path: Path) -> None:
     x = cmp.crossover("spec", "tpot_p50")
     assert x.status == "always_helps" and x.qps is None
     assert x.ci == (None, None) and x.agreement == 1.0
+    assert x.ci_beyond == ("above", "above") and x.ci_text() == ">32–>32"
     assert "still helps at 32 req/s, the highest tested load" in cmp.verdicts["spec"]
 
 
@@ -77,6 +78,7 @@ def test_never_helps_is_stated_plainly(tmp_path: Path) -> None:
     cmp = compare_runs([base, spec])
     x = cmp.crossover("spec", "tpot_p50")
     assert x.status == "never_helps" and x.qps is None
+    assert x.ci == (None, None) and x.ci_beyond == ("below", "below") and x.ci_text() == "<2–<2"
     assert cmp.verdicts["spec"].startswith(
         "spec does not lower p50 TPOT by 5 % at any tested load (2–32 req/s)"
     )

@@ -71,3 +71,29 @@ def test_server_histogram_percentiles_sit_next_to_the_client_figures(tmp_path: P
 def test_run_without_metrics_has_empty_server_columns(tmp_path: Path) -> None:
     run = write_run(tmp_path / "b", Cond("baseline"), qps=(2,), metrics=False)
     assert compare_runs([run]).steps["baseline"][0].server is None
+
+
+def test_older_vllm_names_are_read_as_fallbacks() -> None:
+    from specload.analysis.server import server_steps
+
+    lab = 'model_name="m"'
+    start = {
+        f"vllm:gpu_prefix_cache_hits_total{{{lab}}}": 10.0,
+        f"vllm:gpu_prefix_cache_queries_total{{{lab}}}": 100.0,
+        f"vllm:gpu_cache_usage_perc{{{lab}}}": 0.1,
+    }
+    end = {
+        f"vllm:gpu_prefix_cache_hits_total{{{lab}}}": 40.0,
+        f"vllm:gpu_prefix_cache_queries_total{{{lab}}}": 200.0,
+        f"vllm:gpu_cache_usage_perc{{{lab}}}": 0.7,
+    }
+    metrics = [
+        {"t": 1.0, "step": 0, "phase": "start", "values": start},
+        {"t": 9.0, "step": 0, "phase": "end", "values": end},
+    ]
+    steps = [
+        {"index": 0, "repeat": 0, "target_qps": 2.0, "start": 1.0, "warmup_end": 1.0, "end": 9.0}
+    ]
+    out = server_steps([(metrics, steps)])[2.0]
+    assert out.prefix_hit_rate == pytest.approx(0.3) and out.kv_usage_max == pytest.approx(0.7)
+    assert out.acceptance_rate is None
