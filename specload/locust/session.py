@@ -45,6 +45,8 @@ log = logging.getLogger("specload")
 LEAD_S = 0.5
 #: Seconds between flushes of requests.jsonl / metrics.jsonl to the OS.
 FLUSH_S = 1.0
+#: Seconds between copies of ``RunStart`` to a worker that has not answered ``WorkerReady``.
+INVITE_EVERY_S = 2.0
 #: Seconds a stopped run waits for workers' last records and counts.
 ABORT_WAIT_S = 3.0
 #: Seconds after a step's end before its progress line (batches arrive every 0.5 s).
@@ -137,22 +139,30 @@ class RunSession:
             scenario=sc, started_at=time.time(), server_cmd=self.opts.server_cmd, notes=notes)
 
     # --- lifecycle ----------------------------------------------------------------------
+    def _run_start(self) -> dict[str, Any]:
+        return RunStart(self.run_id, self.scenario.to_dict(), self.opts.scenario_path, self.model,
+                        self.opts.host, self.opts.store_text).to_wire()
+
     def start(self) -> None:
         """Tell every load process about the run, then run the schedule in a greenlet."""
-        msg = RunStart(self.run_id, self.scenario.to_dict(), self.opts.scenario_path, self.model,
-                       self.opts.host, self.opts.store_text)
-        self.runner.send_message(RunStart.TYPE, msg.to_wire())
+        self.runner.send_message(RunStart.TYPE, self._run_start())
         self._greenlets = [gevent.spawn(self._guarded, self._schedule),
                            gevent.spawn(self._guarded, self._scrape_interval),
                            gevent.spawn(self._guarded, self._flush_loop)]
 
     def on_worker_connect(self, worker: str) -> None:
         """A worker joined mid-run: it gets the run; it takes a share once ready with users."""
-        if self.finished:
-            return
-        msg = RunStart(self.run_id, self.scenario.to_dict(), self.opts.scenario_path, self.model,
-                       self.opts.host, self.opts.store_text)
-        self.runner.send_message(RunStart.TYPE, msg.to_wire(), client_id=worker)
+        if not self.finished:
+            self._greenlets.append(gevent.spawn(self._invite, worker))
+
+    def _invite(self, worker: str) -> None:
+        """Send ``RunStart`` until the worker is ready: a worker says hello to the master before
+        it has registered its message handlers, so the first copy may be dropped."""
+        for attempt in range(30):
+            gevent.sleep(0.5 if attempt == 0 else INVITE_EVERY_S)
+            if self.finished or worker in self.ready or worker not in self.workers.connected():
+                return
+            self.runner.send_message(RunStart.TYPE, self._run_start(), client_id=worker)
 
     def _guarded(self, fn: Any) -> None:
         try:
@@ -197,6 +207,7 @@ class RunSession:
     def _wait_ready(self) -> bool:
         """Users spawned and every connected load process ready (prompts built)."""
         deadline = time.time() + 300.0
+        resend_at = time.time() + INVITE_EVERY_S
         while time.time() < deadline:
             connected = set(self.workers.connected())
             errors = [r for r in self.ready.values() if r.error]
@@ -206,6 +217,10 @@ class RunSession:
                 return False
             if self.workers.spawned() and connected and connected <= set(self.ready):
                 return True
+            if time.time() >= resend_at:  # see _invite: an early copy may have been dropped
+                for w in connected - set(self.ready):
+                    self.runner.send_message(RunStart.TYPE, self._run_start(), client_id=w)
+                resend_at = time.time() + INVITE_EVERY_S
             gevent.sleep(0.05)
         self.writer.meta.notes.append("load processes were not ready within 300 s")
         self.finish("failed")

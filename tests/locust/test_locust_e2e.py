@@ -255,3 +255,45 @@ def test_failing_server_still_gives_one_record_per_request(sim_factory, tmp_path
     assert {r["request_id"] for r in records if r["ok"]} <= set(truth)
     steps = [x for x in res.stdout.splitlines() if x.startswith("step ")]
     assert len(steps) == 2 and any("errors 0/" not in x for x in steps)  # the progress shows them
+
+
+@pytest.mark.slow
+def test_worker_joining_mid_run_takes_a_share_without_changing_the_rate(sim_factory, tmp_path: Path) -> None:
+    sim = _truth_sim(sim_factory)
+    scenario = write_scenario(tmp_path, steps="[6, 6, 6, 6]", duration=3)
+    for i in range(2):
+        (tmp_path / f"w{i}").mkdir()
+    run_dir = tmp_path / "out" / "mw"
+    port = free_port()
+    master = _locust("--master", "--headless", "--expect-workers", "1", "--enable-rebalancing",
+                     "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                     "--host", sim.url, "--scenario", str(scenario), "--run-dir", str(run_dir),
+                     "--exit-code-on-error", "0", cwd=tmp_path, log=tmp_path / "master.log")
+    worker_args = ("--worker", "--master-host", "127.0.0.1", "--master-port", str(port))
+    workers = [_locust(*worker_args, cwd=tmp_path / "w0", log=tmp_path / "worker0.log")]
+    try:
+        deadline = time.time() + 60
+        while not (run_dir / "steps.json").exists() or not json.loads((run_dir / "steps.json").read_text()):
+            assert time.time() < deadline, (tmp_path / "master.log").read_text()[-3000:]
+            time.sleep(0.1)
+        time.sleep(1)
+        workers.append(_locust(*worker_args, cwd=tmp_path / "w1", log=tmp_path / "worker1.log"))
+        while "2 workers connected" not in (tmp_path / "master.log").read_text():
+            assert time.time() < deadline, (tmp_path / "master.log").read_text()[-3000:]
+            time.sleep(0.1)
+        joined_at = time.time()
+        assert master.wait(timeout=90) == 0, (tmp_path / "master.log").read_text()[-3000:]
+        for w in workers:
+            w.wait(timeout=30)
+    finally:
+        for p in (master, *workers):
+            stop_process(p)
+    truth = ground_truth(sim.url)
+    records = check_records_match_truth(run_dir, truth)
+    check_steps(run_dir, records, [6.0] * 4)
+    run = read_run(run_dir)
+    assert any(n.startswith("re-split") for n in run.meta["notes"]), run.meta["notes"]
+    later = [s["index"] for s in run.steps if s["start"] > joined_at + 2]
+    assert later, "the newcomer joined too late in the run to check it"
+    for step in later:  # both workers share every step that starts after the join
+        assert len({r["worker"] for r in records if r["step"] == step}) == 2
