@@ -1,0 +1,153 @@
+"""``specload sweep`` over baseline / ngram / prefix on real vLLM, then ``specload compare``.
+
+The sweep starts a fresh real server per condition from one ``--server-cmd`` plus each
+condition's flags (``specload.vllm_env.CONDITION_FLAGS``), runs the vLLM smoke scenario
+(the smoke steps with a 48-token shared prefix, so a ``--block-size 32`` cache has whole
+blocks to hit), and compares. What must hold on any machine: one record per request with the
+fixed output length; acceptance figures computed from vLLM's real ``spec_decode`` counters in
+the speculative run and absent (not zero) in the baseline; prefix hits in the prefix run;
+at temperature 0 the speculative server's outputs identical to the baseline's (n-gram drafting
+is lossless); the report builds. No timings are asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specload.metrics.scrape import split_key
+from specload.vllm_env import CONDITION_FLAGS, NGRAM_SPEC_CONFIG, server_shell_command
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+SCENARIO = REPO / "scenarios" / "vllm-smoke.yaml"
+CONDITIONS = ("baseline", "ngram", "prefix")
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _names(scrape: dict[str, Any]) -> set[str]:
+    return {split_key(k)[0] for k in scrape["values"]}
+
+
+def _total(scrape: dict[str, Any], name: str) -> float:
+    return sum(v for k, v in scrape["values"].items() if split_key(k)[0] == name)
+
+
+@pytest.fixture(scope="module")
+def sweep(vllm_env, tiny_model, vllm_server_factory, tmp_path_factory) -> dict[str, Any]:
+    """One sweep for the whole module (three server starts: the expensive part)."""
+    vllm_server_factory.stop_all()  # free the cores and ~3 GB per server for the sweep's own
+    out = tmp_path_factory.mktemp("vllm-sweep") / "sweep"
+    cmd = [sys.executable, "-m", "specload", "sweep",
+           "--server-cmd", server_shell_command(vllm_env, tiny_model),
+           "--scenario", str(SCENARIO), "--out", str(out)]  # fmt: skip
+    for name in CONDITIONS:
+        cmd += ["--condition", f"{name}={shlex.join(CONDITION_FLAGS[name])}"]
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=1100, cwd=REPO)
+    said = f"specload sweep exit {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    report_json = out / "report" / "report.json"
+    assert report_json.exists(), said
+    report = json.loads(report_json.read_text())
+    assert proc.returncode == report["exit_code"] == 0, said
+    runs = {
+        name: {
+            "meta": json.loads((out / name / "run.json").read_text()),
+            "records": _read_jsonl(out / name / "requests.jsonl"),
+            "scrapes": _read_jsonl(out / name / "metrics.jsonl"),
+        }
+        for name in CONDITIONS
+    }
+    return {"dir": out, "report": report, "runs": runs}
+
+
+def test_every_condition_ran_with_one_fixed_length_record_per_request(sweep) -> None:
+    for name, run in sweep["runs"].items():
+        meta, records = run["meta"], run["records"]
+        assert meta["status"] == "completed", name
+        assert records and meta["counts"]["sent"] == meta["counts"]["recorded"] == len(records), name
+        assert all(r["ok"] for r in records), [r["error"] for r in records if not r["ok"]][:3]
+        assert {r["output_tokens"] for r in records} == {meta["scenario"]["max_tokens"]}, name
+        assert {r["tokens_source"] for r in records} == {"usage"}, name
+        assert {r["finish_reason"] for r in records} == {"length"}, name
+        assert meta["target"]["server_version"] == "0.32.0", name
+        assert "vllm.entrypoints.openai.api_server" in meta["server_cmd"], name
+        assert CONDITION_FLAGS[name][0] in meta["server_cmd"], name
+
+
+def test_conditions_are_declared_in_run_json(sweep) -> None:
+    cond = {name: run["meta"]["condition"] for name, run in sweep["runs"].items()}
+    assert cond["baseline"] == {"speculative": None, "prefix_caching": False}
+    assert cond["ngram"] == {"speculative": NGRAM_SPEC_CONFIG, "prefix_caching": False}
+    assert cond["prefix"] == {"speculative": None, "prefix_caching": True}
+
+
+def test_spec_decode_counters_exist_only_in_the_speculative_run(sweep) -> None:
+    runs = sweep["runs"]
+    spec = "vllm:spec_decode_num_drafts_total"
+    assert spec in _names(runs["ngram"]["scrapes"][-1])
+    assert spec not in set().union(*(_names(s) for s in runs["baseline"]["scrapes"]))
+    first, last = runs["ngram"]["scrapes"][0], runs["ngram"]["scrapes"][-1]
+    assert _total(last, spec) - _total(first, spec) > 0, "vLLM drafted nothing during the run"
+
+
+def test_per_step_acceptance_comes_from_real_deltas_in_spec_run_only(sweep) -> None:
+    steps = sweep["report"]["steps"]
+    for step in steps["ngram"]:
+        s = step["server"]
+        assert s["drafts"] > 0 and s["draft_tokens"] >= s["drafts"], s
+        assert s["acceptance_rate"] == pytest.approx(s["accepted_tokens"] / s["draft_tokens"])
+        assert s["acceptance_length"] == pytest.approx(1 + s["accepted_tokens"] / s["drafts"])
+        assert 0.0 <= s["acceptance_rate"] <= 1.0
+        assert len(s["per_position"]) == NGRAM_SPEC_CONFIG["num_speculative_tokens"]
+    for name in ("baseline", "prefix"):
+        for step in steps[name]:
+            s = step["server"]
+            assert s["acceptance_rate"] is None and s["acceptance_length"] is None, (name, s)
+
+
+def test_prefix_run_hits_the_cache_and_the_baseline_does_not(sweep) -> None:
+    steps = sweep["report"]["steps"]
+    rates = [step["server"]["prefix_hit_rate"] for step in steps["prefix"]]
+    assert rates and all(r is not None and r > 0 for r in rates), rates
+    assert all(not step["server"]["prefix_hit_rate"] for step in steps["baseline"])
+
+
+def test_spec_outputs_match_baseline_exactly_at_temperature_0(sweep) -> None:
+    contract = {c["condition"]: c for c in sweep["report"]["contract"]}["ngram"]
+    assert contract["temperature"] == 0.0
+    assert contract["compared"] > 0
+    assert contract["exact_match"] == 1.0
+    # and from the records themselves: the same prompt gave the same output on both servers
+    outputs: dict[str, dict[str, str]] = {}
+    for name in ("baseline", "ngram"):
+        for r in sweep["runs"][name]["records"]:
+            outputs.setdefault(r["prompt_sha256"], {})[name] = r["output_sha256"]
+    both = [o for o in outputs.values() if len(o) == 2]
+    assert both and all(o["baseline"] == o["ngram"] for o in both)
+
+
+def test_compare_report_builds_from_the_run_dirs(sweep, tmp_path: Path) -> None:
+    report_dir = sweep["dir"] / "report"
+    for name in ("report.md", "report.html", "report.json"):
+        assert (report_dir / name).stat().st_size > 0, name
+    assert [c["label"] for c in sweep["report"]["conditions"]] == list(CONDITIONS)
+    again = tmp_path / "again"
+    proc = subprocess.run(
+        [sys.executable, "-m", "specload", "compare", "--out", str(again), "--quiet",
+         *(str(sweep["dir"] / name) for name in CONDITIONS)],
+        check=False, capture_output=True, text=True, timeout=300, cwd=REPO,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rebuilt = json.loads((again / "report.json").read_text())
+    assert rebuilt["verdict"] == sweep["report"]["verdict"]
+    assert "ngram" in (again / "report.md").read_text()
