@@ -7,8 +7,10 @@ scheduled_at) -> RequestRecord``.
 Why not Locust's ``FastHttpSession.iter_lines``: it fills a 1024-byte buffer before yielding,
 which holds a small SSE chunk back until later chunks arrive (~3 inter-token gaps added to
 TTFT). Here the response is read with ``readline`` — it returns as soon as one line is in —
-the arrival time is taken right after it returns and before any parsing, and chunks are
-parsed with orjson. Everything is gevent-cooperative (geventhttpclient sockets), so one
+each line is stamped before any parsing — with the kernel's receive time of the packet that
+completed it (``rxstamp``: immune to the load generator's own CPU lag; ``stamp_source`` says
+"kernel"), or the time ``readline`` returned where the kernel cannot stamp ("user") — and
+chunks are parsed with orjson. Everything is gevent-cooperative (geventhttpclient sockets), so one
 process streams hundreds of responses at once.
 
 ``send`` never raises for server or network problems: every failure becomes a record with
@@ -44,6 +46,7 @@ from geventhttpclient.url import URL
 
 from specload.client.assemble import RecordBuilder
 from specload.client.request import ChatRequest, RecordMeta
+from specload.client.rxstamp import RX, stamp_pool
 from specload.client.sse import SSEDecoder
 from specload.client.timing import CLOCK
 from specload.records import ErrorInfo, RequestRecord
@@ -80,7 +83,7 @@ class StreamClient:
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout_s: float = 120.0,
                  store_text: bool = False, concurrency: int = 64,
                  extra_headers: dict[str, str] | None = None, record_itl: bool = True,
-                 connect_timeout_s: float = 10.0) -> None:
+                 connect_timeout_s: float = 10.0, kernel_stamps: bool = True) -> None:
         url = URL(base_url.rstrip("/") + "/")
         self.base_url = base_url.rstrip("/")
         self._path = url.path.rstrip("/") + ("/chat/completions" if url.path.rstrip("/")
@@ -95,6 +98,9 @@ class StreamClient:
         self._http = HTTPClient.from_url(
             url, concurrency=concurrency, connection_timeout=min(connect_timeout_s, timeout_s),
             network_timeout=timeout_s, headers=headers)
+        pool = getattr(self._http, "_connection_pool", None)
+        #: "kernel" when chunk times are the kernel's receive stamps, else "user" (rxstamp)
+        self.stamp_source = "kernel" if kernel_stamps and stamp_pool(pool) else "user"
 
     def close(self) -> None:
         """Close pooled connections."""
@@ -117,6 +123,7 @@ class StreamClient:
         timer = gevent.Timeout(self.timeout_s, _Deadline)
         timer.start()
         try:
+            RX.last_rx_at = None  # only reads of this request may stamp its chunks
             self._exchange(body, headers, b, req.stream)
         except _Failure as f:
             error = f.info
@@ -144,14 +151,14 @@ class StreamClient:
             if b.status != 200:
                 raise _Failure("http", _http_detail(resp))
             if stream:
-                _read_stream(resp, b)
+                _read_stream(resp, b, self.stamp_source == "kernel")
             else:
                 _read_whole(resp, b)
         finally:
             resp.release()  # closes the connection unless the message was read completely
 
 
-def _read_stream(resp: HTTPSocketPoolResponse, b: RecordBuilder) -> None:
+def _read_stream(resp: HTTPSocketPoolResponse, b: RecordBuilder, kernel: bool) -> None:
     """Read SSE lines until ``[DONE]``; stamp each non-blank line before parsing anything.
 
     An event's time is that of its (last) ``data:`` line; its JSON is parsed when the blank
@@ -160,7 +167,7 @@ def _read_stream(resp: HTTPSocketPoolResponse, b: RecordBuilder) -> None:
     decoder = SSEDecoder()
     readline = resp.readline
     feed = decoder.feed_line_data
-    now = CLOCK.now
+    now = _kernel_clock if kernel else CLOCK.now
     loads = orjson.loads
     on_chunk = b.on_chunk
     t = 0.0
@@ -189,6 +196,12 @@ def _read_stream(resp: HTTPSocketPoolResponse, b: RecordBuilder) -> None:
             on_chunk(loads(data), t)
         except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError) as exc:
             raise _Failure("bad_payload", f"unparseable chunk: {_short(exc)}") from None
+
+
+def _kernel_clock() -> float:
+    """Kernel arrival time of the data this greenlet's last read returned (now if none)."""
+    t: float | None = getattr(RX, "last_rx_at", None)
+    return t if t is not None else CLOCK.now()
 
 
 def _drain(resp: HTTPSocketPoolResponse) -> None:

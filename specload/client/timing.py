@@ -9,10 +9,11 @@ Definitions follow vLLM's ``bench serve`` (and ``docs/architecture.md``):
   can carry several tokens, so chunk gaps are not per-token latency;
   ``output_tokens / content_chunks`` is the client-side tokens-per-chunk estimate.
 
-``Clock.now()`` is unix seconds read as ``anchor_wall + (perf_counter() − anchor_perf)``:
-sub-microsecond resolution and monotonic within a process (an NTP step during a run cannot
-make a TTFT negative), yet on the same time axis as the simulator's ``time.time()`` ground
-truth and other processes' records (to within the anchoring error, ~1 µs).
+``Clock.now()`` is ``time.time()`` (``CLOCK_REALTIME``, nanosecond resolution on Linux): the
+clock of the kernel's receive timestamps (``rxstamp``), of the simulator's ground truth and of
+every other process's records, so times from all of them can be subtracted. A
+``perf_counter``-anchored clock would be monotonic but drifts from it by the NTP slew
+(up to ~0.5 ms per second), which over a long run is worse than the rare clock step.
 """
 
 from __future__ import annotations
@@ -24,17 +25,14 @@ __all__ = ["CLOCK", "Clock", "StreamTiming", "e2e_s", "itl_s", "tpot_s", "ttft_s
 
 
 class Clock:
-    """Unix-time clock with ``perf_counter`` resolution and monotonicity."""
+    """The unix-time clock every timestamp of a record is read from (see module doc)."""
 
-    __slots__ = ("_perf0", "_wall0")
+    __slots__ = ()
 
-    def __init__(self) -> None:
-        self._wall0 = time.time()
-        self._perf0 = time.perf_counter()
-
-    def now(self) -> float:
+    @staticmethod
+    def now() -> float:
         """Current unix time in seconds (float)."""
-        return self._wall0 + (time.perf_counter() - self._perf0)
+        return time.time()
 
 
 #: The process-wide clock every client uses, so records of one process share one anchor.

@@ -1,0 +1,65 @@
+"""Kernel receive stamps: a chunk's time is when it arrived, not when a busy client read it."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import gevent
+import pytest
+from gevent import socket as gsocket
+
+from specload.client import ChatRequest, StreamClient
+from specload.client.rxstamp import StampedSocket, supported
+from tests.client.rawserver import raw_server, sse_response
+from tests.client.test_stream_client import DONE, chunk
+
+pytestmark = pytest.mark.skipif(not supported(), reason="needs SO_TIMESTAMPNS (Linux)")
+
+
+def test_stamp_is_arrival_time_not_read_time() -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    client = StampedSocket(gsocket.create_connection(listener.getsockname()))
+    conn, _ = listener.accept()
+    try:
+        sent = time.time()
+        conn.sendall(b"hello")
+        time.sleep(0.3)  # the data waits in the kernel while we are "busy"
+        read_at = time.time()
+        assert client.recv(100) == b"hello"
+        assert client.last_rx_at is not None
+        assert sent - 0.01 <= client.last_rx_at < read_at - 0.2
+    finally:
+        conn.close()
+        client.close()
+        listener.close()
+
+
+def ttft_with_blocked_hub(kernel_stamps: bool) -> tuple[float, str]:
+    """The answer arrives after 50 ms, while the client process is blocked for 0.5 s."""
+    events = [chunk({"content": "a"}), chunk({"content": "b"}, "stop"), DONE]
+    with raw_server([0.05, *sse_response(events)]) as srv:  # answers 50 ms after the request
+        client = StreamClient(srv.url, timeout_s=10, kernel_stamps=kernel_stamps)
+        req = ChatRequest(model="m", messages=({"role": "user", "content": "x"},))
+        g = gevent.spawn(client.send, req, request_id="r", worker="w", step=0, repeat=0,
+                         target_qps=1.0, warmup=False, scheduled_at=time.time())
+        while not srv.requests:  # let the greenlet connect and send
+            gevent.sleep(0.001)
+        time.sleep(0.5)  # the answer arrives while the whole process is blocked (out of CPU)
+        rec = g.get(timeout=10)
+    assert rec.ok and rec.ttft_s is not None
+    return rec.ttft_s, client.stamp_source
+
+
+def test_kernel_stamps_keep_client_lag_out_of_ttft() -> None:
+    ttft, source = ttft_with_blocked_hub(kernel_stamps=True)
+    assert source == "kernel"
+    assert 0.04 <= ttft < 0.25
+
+
+def test_user_stamps_include_client_lag() -> None:
+    ttft, source = ttft_with_blocked_hub(kernel_stamps=False)
+    assert source == "user"
+    assert ttft >= 0.45
