@@ -37,6 +37,8 @@ from specload.errors import ConfigError
 
 __all__ = ["CROSSOVER_METRICS", "Comparison", "ConditionInfo", "compare_runs", "load_conditions"]
 
+#: Fewer successful requests than this in a step: its tail percentiles are called out.
+MIN_TAIL_N = 40
 #: Metrics whose crossover is always computed (the chosen ``metric`` is added).
 CROSSOVER_METRICS = ("tpot_p50", "tpot_p95", "e2e_p50", "e2e_p95", "ttft_p50")
 
@@ -169,6 +171,11 @@ def _client_warnings(steps: dict[str, list[StepStats]]) -> list[str]:
     out = []
     for label, rows in steps.items():
         for s in rows:
+            if s.n_ok < MIN_TAIL_N:
+                out.append(
+                    f"{label} at {s.target_qps:g} req/s: only {s.n_ok} successful requests; "
+                    "p95/p99 rest on the top few values (lengthen the step)"
+                )
             qd = s.latency["queue_delay_p95"].value
             if s.achieved_qps is not None and s.achieved_qps < 0.9 * s.target_qps:
                 out.append(

@@ -58,6 +58,8 @@ def render_terminal(report: Report, file: IO[str] | None = None, width: int | No
     from rich.markup import escape
 
     console = Console(file=file, width=width, highlight=False, soft_wrap=False)
+    if width is None and not console.is_terminal:  # a CI log or a pipe: do not wrap at 80
+        console = Console(file=file, width=140, highlight=False, soft_wrap=False)
     c = report.comparison
     console.print(f"[bold]{escape(report.title)}[/bold]")
     for sentence in c.verdicts.values() or ["only one condition: nothing to compare"]:
