@@ -80,9 +80,8 @@ def _colors(report: Report) -> dict[str, str]:
 def _mark_crossover(ax: Any, report: Report, family: str, colors: dict[str, str]) -> None:
     c = report.comparison
     wanted = c.metric if c.metric.rpartition("_")[0] == family else f"{family}_p50"
-    for x in c.crossovers:
-        if x.metric != wanted or x.qps is None:
-            continue
+    marked = [x for x in c.crossovers if x.metric == wanted and x.qps is not None]
+    for i, x in enumerate(marked):
         col = colors[x.condition]
         ax.axvline(x.qps, color=col, linestyle=":", linewidth=1.2)
         lo = x.ci[0] if x.ci[0] is not None else x.tested_range[x.ci_beyond[0] == "above"]
@@ -90,7 +89,7 @@ def _mark_crossover(ax: Any, report: Report, family: str, colors: dict[str, str]
         ax.axvspan(lo, hi, color=col, alpha=0.08)
         ax.annotate(
             f"{x.condition}\n≈{x.qps:.3g} req/s",
-            (x.qps, 0.98),
+            (x.qps, 0.98 - 0.09 * i),  # staggered: close crossovers must not overprint
             xycoords=("data", "axes fraction"),
             ha="center",
             va="top",
@@ -192,10 +191,8 @@ def _simple(
     if not drawn:
         return None
     if diagonal:
-        qs = [s.target_qps for steps in report.comparison.steps.values() for s in steps]
-        ax.plot(
-            [min(qs), max(qs)], [min(qs), max(qs)], color="#aaaaaa", linestyle=":", label="target"
-        )
+        qs = sorted({s.target_qps for steps in report.comparison.steps.values() for s in steps})
+        ax.plot(qs, qs, color="#aaaaaa", linestyle=":", label="target")
     _log_qps_axis(ax, report)
     ax.set(ylabel=ylabel, title=title)
     ax.legend(fontsize=7)
