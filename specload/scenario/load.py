@@ -26,7 +26,7 @@ import yaml
 from specload.errors import ConfigError
 from specload.scenario.schema import ARRIVALS, CLIENTS, ContractSpec, PromptSpec, Scenario
 
-__all__ = ["load_scenario", "parse_scenario"]
+__all__ = ["apply_overrides", "load_scenario", "parse_scenario"]
 
 _TOP_KEYS = {
     "name", "description", "model", "temperature", "max_tokens", "min_tokens", "ignore_eos",
