@@ -133,20 +133,22 @@ def main() -> int:
     result = {"tag": a.tag, "speculative_config": a.speculative_config, "rows": rows,
               "capacity_tokens_per_s": best and best["tokens_per_s"],
               "at_concurrency": best and best["concurrency"], "goal_tokens_per_s": 20000,
-              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+              "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                          "loadavg_1m_at_end": round(os.getloadavg()[0], 2)},
               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"sim_capacity_{a.tag}.json").write_text(json.dumps(result, indent=1) + "\n")
-    lines = [f"# specload sim capacity ({a.tag})", "",
-             f"{result['measured_at']}, {os.cpu_count()} CPUs, Python "
+    intro = (f"{result['measured_at']}, {os.cpu_count()} CPUs, Python "
              f"{platform.python_version()}, profile tiny, 256-token streams, client in a "
-             "second process on the same machine.", "",
+             "second process on the same machine; 1-min load average at the end "
+             f"{os.getloadavg()[0]:.2f} (the machine is shared: other processes add lag).")
+    lines = [f"# specload sim capacity ({a.tag})", "", intro, "",
              "| concurrency | tokens/s | step lag p50 | step lag p99 |", "|--:|--:|--:|--:|"]
     for r in rows:
         lines.append(f"| {r['concurrency']} | {r['tokens_per_s']} | "
                      f"<= {r['lag_p50_s'] * 1e3:g} ms | <= {r['lag_p99_s'] * 1e3:g} ms |")
-    lines += ["", f"Capacity with step lag p99 <= 2 ms: **{result['capacity_tokens_per_s']} "
-              f"tok/s** (concurrency {result['at_concurrency']}); goal 20000."]
+    lines += ["", (f"Capacity with step lag p99 <= 2 ms: **{result['capacity_tokens_per_s']} "
+                   f"tok/s** (concurrency {result['at_concurrency']}); goal 20000.")]
     (OUT / f"sim_capacity_{a.tag}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

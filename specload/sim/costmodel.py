@@ -38,7 +38,7 @@ class BatchShape:
 def _roofline(mem_s: float, compute_s: float, p: float) -> float:
     if p >= 50:
         return max(mem_s, compute_s)
-    return (mem_s**p + compute_s**p) ** (1.0 / p)
+    return float((mem_s**p + compute_s**p) ** (1.0 / p))
 
 
 def step_time(prof: Profile, b: BatchShape) -> float:

@@ -208,7 +208,6 @@ class Engine:
     def complete(self, plan: StepPlan, now: float) -> None:
         """Apply ``plan``'s outcome at engine time ``now`` and push new tokens to sinks."""
         self.steps += 1
-        m = self.metrics
         done: list[Request] = []
         for r, n, prefill, drafts in plan.items:
             if r.finished:

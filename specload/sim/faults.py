@@ -58,7 +58,7 @@ class Faults:
         if not isinstance(self.stall_s, (int, float)) or self.stall_s < 0:
             raise ValueError("stall_s: must be a number >= 0")
         if not isinstance(self.no_done, bool):
-            raise ValueError("no_done: must be true or false")
+            raise ValueError("no_done: must be true or false")  # noqa: TRY004 - a 400
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -29,7 +29,7 @@ _LAG_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05,
 class Histogram:
     """Cumulative-on-read histogram: ``observe`` is a bisect and two adds."""
 
-    __slots__ = ("bounds", "counts", "sum", "name", "doc")
+    __slots__ = ("bounds", "counts", "doc", "name", "sum")
 
     def __init__(self, name: str, doc: str, bounds: tuple[float, ...]) -> None:
         self.name, self.doc, self.bounds = name, doc, bounds
@@ -86,7 +86,7 @@ class SimMetrics:
                           "How late each engine step finished against its simulated end time.",
                           _LAG_BUCKETS)
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self)  # type: ignore[arg-type]
+        self.registry.register(self)
 
     def render(self) -> bytes:
         """Prometheus text exposition of every metric."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped,unused-ignore]
 
 __all__ = ["PROFILE_DIR", "Profile", "list_profiles", "load_profile"]
 
@@ -79,7 +79,7 @@ def load_profile(name_or_path: str) -> Profile:
         )
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: a profile must be a YAML mapping")
+        raise ValueError(f"{path}: a profile must be a YAML mapping")  # noqa: TRY004
     known = {f.name for f in dataclasses.fields(Profile)}
     unknown = sorted(set(data) - known)
     if unknown:

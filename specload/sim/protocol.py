@@ -121,7 +121,7 @@ def parse_generation(raw: bytes, chat: bool, models: tuple[str, ...], max_len: i
             "or completion.",
             "input_tokens" if chat else "prompt",
         )
-    temperature = body.get("temperature", 1.0 if chat else 1.0)
+    temperature = body.get("temperature", 1.0)
     if temperature is None:
         temperature = 1.0
     if not isinstance(temperature, (int, float)) or temperature < 0:
@@ -157,7 +157,7 @@ def usage_dict(prompt: int, completion: int, cached: int | None) -> dict[str, An
 class ChunkFormat:
     """Byte templates for one streamed response (chat or completions)."""
 
-    __slots__ = ("head", "open_", "mid", "chat", "obj")
+    __slots__ = ("chat", "head", "mid", "obj", "open_")
 
     def __init__(self, chat: bool, rid: str, created: int, model: str) -> None:
         self.chat = chat

@@ -179,7 +179,7 @@ async def _stream(request: web.Request, st: SimState, g: GenRequest, rid: str, r
                                        "Cache-Control": "no-cache", "X-Request-Id": rid})
     resp.enable_chunked_encoding()
     await resp.prepare(request)
-    request.writer.send_headers()  # type: ignore[attr-defined]
+    request.writer.send_headers()  # flush headers now: chunks go straight to the transport
     transport = request.transport
     if transport is None:
         return resp
@@ -190,8 +190,13 @@ async def _stream(request: web.Request, st: SimState, g: GenRequest, rid: str, r
         st.faults.stream_fault_rate >= 1 or st.rng.random() < st.faults.stream_fault_rate
     ) else None
     holder: list[Request] = []
+
+    def on_gone() -> None:
+        if holder:
+            st.loop.abort(holder[0])
+
     sink = StreamSink(transport, fmt, g.include_usage, st.settings.prefix_caching, truth, done,
-                      faults, lambda: holder and st.loop.abort(holder[0]))
+                      faults, on_gone)
     req = _engine_request(st, g, rid, sink)
     holder.append(req)
     if g.chat:
@@ -298,7 +303,7 @@ async def post_faults(request: web.Request) -> web.Response:
     try:
         body = orjson.loads(await request.read())
         if not isinstance(body, dict):
-            raise ValueError("body must be a JSON object of fault settings")
+            raise ValueError("body must be a JSON object of fault settings")  # noqa: TRY004
         st.faults.update(body)
     except (orjson.JSONDecodeError, ValueError) as exc:
         return _error(400, str(exc))

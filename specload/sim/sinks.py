@@ -27,7 +27,7 @@ _MALFORMED = b'data: {"id": "malformed", "choices": [\n\n'
 class BufferSink:
     """Collects the whole output for a non-streamed response."""
 
-    __slots__ = ("parts", "finish", "done")
+    __slots__ = ("done", "finish", "parts")
 
     def __init__(self, done: asyncio.Future[bool]) -> None:
         self.parts: list[str] = []
@@ -45,8 +45,21 @@ class BufferSink:
 class StreamSink:
     """Writes one request's SSE chunks (chunked transfer framing) as the engine emits them."""
 
-    __slots__ = ("transport", "fmt", "include_usage", "cached", "truth", "done", "sent",
-                 "faults", "pending", "malformed_sent", "stalled", "on_gone", "closed")
+    __slots__ = (
+        "cached",
+        "closed",
+        "done",
+        "faults",
+        "fmt",
+        "include_usage",
+        "malformed_sent",
+        "on_gone",
+        "pending",
+        "sent",
+        "stalled",
+        "transport",
+        "truth",
+    )
 
     def __init__(
         self,

@@ -17,6 +17,7 @@ the number of running requests (inclusive ranges from 1; outside every range k =
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from dataclasses import dataclass, field
@@ -78,7 +79,7 @@ def _rates(obj: dict[str, Any], k: int) -> tuple[float, ...]:
             isinstance(r, (int, float)) and 0 <= r <= 1 for r in rates
         ):
             raise _fail("synthetic_acceptance_rates must be a list of numbers in [0, 1]")
-        if any(b > a for a, b in zip(rates, rates[1:])):
+        if any(b > a for a, b in itertools.pairwise(rates)):
             raise _fail("synthetic_acceptance_rates must not increase with position")
         return tuple(float(r) for r in rates) + (0.0,) * max(0, k - len(rates))
     if "synthetic_acceptance_length" in obj:
@@ -168,7 +169,7 @@ class NgramIndex:
     are appended, so a proposal costs O(max - min) dictionary look-ups.
     """
 
-    __slots__ = ("_stream", "_maps", "_nmin", "_nmax")
+    __slots__ = ("_maps", "_nmax", "_nmin", "_stream")
 
     def __init__(self, prompt: list[str], nmin: int, nmax: int) -> None:
         self._stream: list[str] = []

@@ -17,16 +17,7 @@ __all__ = ["SEGMENT", "OutputText", "prompt_digest", "repetition"]
 
 SEGMENT = 8
 _MASK = (1 << 64) - 1
-_WORDS = (
-    "the of and to in is that for it as was with be by on not he this are or his from at which "
-    "but have an they you were her she there been one all we their has would when if so no will "
-    "more can out other into some time could them only new these two may first then do any like "
-    "my now over such our man me even most made after also did many before must through back "
-    "years where much your way well down should because each just those people how too little "
-    "state good very make world still own see men work long get here between both life being "
-    "under never day same another know while last might us great old year off come since against "
-    "go came right used take three small large system data model server token value cache batch"
-).split()
+_WORDS = ["the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "they", "you", "were", "her", "she", "there", "been", "one", "all", "we", "their", "has", "would", "when", "if", "so", "no", "will", "more", "can", "out", "other", "into", "some", "time", "could", "them", "only", "new", "these", "two", "may", "first", "then", "do", "any", "like", "my", "now", "over", "such", "our", "man", "me", "even", "most", "made", "after", "also", "did", "many", "before", "must", "through", "back", "years", "where", "much", "your", "way", "well", "down", "should", "because", "each", "just", "those", "people", "how", "too", "little", "state", "good", "very", "make", "world", "still", "own", "see", "men", "work", "long", "get", "here", "between", "both", "life", "being", "under", "never", "day", "same", "another", "know", "while", "last", "might", "us", "great", "old", "year", "off", "come", "since", "against", "go", "came", "right", "used", "take", "three", "small", "large", "system", "data", "model", "server", "token", "value", "cache", "batch"]
 _FRESH = tuple(" " + w for w in _WORDS)
 _PUNCT = (".", ",")
 
@@ -64,7 +55,7 @@ def repetition(tokens: list[str], n: int = 3) -> float:
 class OutputText:
     """The output token stream for one prompt and seed; ``token(i)`` is cheap and pure."""
 
-    __slots__ = ("_key", "_source", "_threshold", "_span")
+    __slots__ = ("_key", "_source", "_span", "_threshold")
 
     def __init__(self, prompt: list[str], seed: int, rep: float | None = None) -> None:
         self._key = prompt_digest(prompt, seed)

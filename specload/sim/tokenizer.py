@@ -67,7 +67,7 @@ def chat_tokens(messages: Sequence[Any], add_generation_prompt: bool = True) -> 
     out: list[str] = []
     for i, msg in enumerate(messages):
         if not isinstance(msg, Mapping) or not isinstance(msg.get("role"), str):
-            raise ValueError(f"messages[{i}] must be an object with a string 'role'")
+            raise ValueError(f"messages[{i}] must be an object with a string 'role'")  # noqa: TRY004
         out.append(f"<|{msg['role']}|>")
         out.extend(tokenize(message_text(msg.get("content"))))
         out.append("<|end|>")

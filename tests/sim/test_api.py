@@ -43,7 +43,7 @@ def test_honours_max_tokens_min_tokens_and_stop(sim) -> None:
     body = chat(sim.url, "hello", 9)
     assert body["usage"]["completion_tokens"] == 9
     assert body["choices"][0]["finish_reason"] == "length"
-    status, raw = post(sim.url + "/v1/chat/completions", {
+    _, raw = post(sim.url + "/v1/chat/completions", {
         "model": MODEL, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 600,
         "min_tokens": 550})
     assert json.loads(raw)["usage"]["completion_tokens"] >= 550
