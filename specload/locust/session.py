@@ -32,12 +32,13 @@ from specload.locust.messages import (
     WorkerReady,
     split_slots,
 )
+from specload.locust.schedule import TimedStep, timed_steps
 from specload.locust.workers import WorkerView
 from specload.metrics.scrape import MetricsScraper, fetch_server_info
 from specload.metrics.vllm import step_server_metrics
 from specload.recorder.rundir import RunMeta, RunWriter
 
-__all__ = ["LEAD_S", "RunOptions", "RunSession", "TimedStep"]
+__all__ = ["LEAD_S", "RunOptions", "RunSession"]
 
 log = logging.getLogger("specload")
 
@@ -66,19 +67,6 @@ class RunOptions:
     prefix_caching: bool | None = None
     server_cmd: str | None = None
     headless: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class TimedStep:
-    """A scheduled step with its absolute window (unix seconds)."""
-
-    index: int
-    repeat: int
-    target_qps: float
-    start: float
-    warmup_end: float
-    end: float
-    prompt_offset: int
 
 
 def new_run_id(label: str) -> str:
@@ -179,19 +167,10 @@ class RunSession:
             gevent.sleep(min(d, 0.5))
             self._check_workers()
 
-    def _timed_steps(self, t0: float) -> list[TimedStep]:
-        steps, t, offset = [], t0, 0
-        for p in self.scenario.schedule():
-            steps.append(TimedStep(p.index, p.repeat, p.target_qps, t, t + p.warmup_s,
-                                   t + p.warmup_s + p.duration_s, offset))
-            offset += round(p.target_qps * (p.warmup_s + p.duration_s))
-            t += p.warmup_s + p.duration_s
-        return steps
-
     def _schedule(self) -> None:
         if not self._wait_ready():
             return
-        steps = self._timed_steps(time.time() + LEAD_S)
+        steps = timed_steps(self.scenario.schedule(), time.time() + LEAD_S)
         for step in steps:
             self._sleep_until(step.start - LEAD_S)
             self._announce(step)
@@ -374,6 +353,23 @@ class RunSession:
         for g in self._greenlets:
             if g is not gevent.getcurrent():
                 g.kill(block=False)
+        self._final_counts()
+        if status != "completed":  # the run ended early: the steps end where it ended
+            now = time.time()
+            self.writer.steps = [x for x in self.writer.steps if x["start"] < now]
+            if self.current is not None:
+                self.writer.end_step(self.current.index, min(now, self.current.end))
+        self.writer.close(status, time.time())
+        for step in self.announced:  # the last step's line (its delayed greenlet may not run)
+            if step.start < time.time():
+                self._progress(step.index)
+        log.info("specload: run %s %s: %s", self.run_id, status, self.writer.path)
+        if self.opts.headless:
+            recorded = self.writer.meta.counts["recorded"]
+            print(f"[specload] run {status}: {recorded} records in {self.writer.path}", flush=True)
+
+    def _final_counts(self) -> None:
+        """counts and lost workers into run.json; a note for every sent/recorded mismatch."""
         meta = self.writer.meta
         workers = sorted(set(self.ready) | set(self.received) | set(self.sent))
         by_worker = {w: {"sent": self.sent[w], "recorded": self.received[w]} for w in workers}
@@ -385,16 +381,6 @@ class RunSession:
         for w, c in by_worker.items():
             if c["sent"] != c["recorded"] and w not in lost:
                 meta.notes.append(f"worker {w}: sent {c['sent']} requests, {c['recorded']} recorded")
-        if self.current is not None and status != "completed":
-            self.writer.end_step(self.current.index, min(time.time(), self.current.end))
-        self.writer.close(status, time.time())
-        for step in self.announced:  # the last step's line (its delayed greenlet may not run)
-            if step.start < time.time():
-                self._progress(step.index)
-        log.info("specload: run %s %s: %s", self.run_id, status, self.writer.path)
-        if self.opts.headless:
-            print(f"[specload] run {status}: {meta.counts['recorded']} records in {self.writer.path}",
-                  flush=True)
 
     def stop(self) -> None:
         """The test was stopped from outside (Ctrl-C, the UI's Stop): end as interrupted.

@@ -1,0 +1,40 @@
+"""A scenario's steps laid on the clock: absolute, back-to-back windows (unix seconds).
+
+Fixed when the run starts, so every process agrees on every boundary and no message latency
+or tick granularity moves one. ``prompt_offset`` is where each step starts in the prompt set
+(the expected number of arrivals before it), so runs of different conditions send the same
+prompts in the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["TimedStep", "timed_steps"]
+
+
+@dataclass(frozen=True, slots=True)
+class TimedStep:
+    """A scheduled step: ``[start, end)``, warm-up until ``warmup_end`` (unix seconds)."""
+
+    index: int
+    repeat: int
+    target_qps: float
+    start: float
+    warmup_end: float
+    end: float
+    prompt_offset: int
+
+
+def timed_steps(plans: Sequence[Any], t0: float) -> list[TimedStep]:
+    """``Scenario.schedule()`` plans (index, repeat, target_qps, warmup_s, duration_s) from ``t0``."""
+    steps: list[TimedStep] = []
+    t, offset = t0, 0
+    for p in plans:
+        total = p.warmup_s + p.duration_s
+        steps.append(TimedStep(p.index, p.repeat, p.target_qps, t, t + p.warmup_s, t + total, offset))
+        offset += round(p.target_qps * total)
+        t += total
+    return steps
