@@ -13,10 +13,10 @@ from specload.sim.server import SIM_VERSION, SimSettings, build_app
 from specload.sim.spec import SpecConfig, parse_spec_config
 
 __all__ = [
-    "SIM_VERSION",
     "Engine",
     "EngineConfig",
     "Profile",
+    "SIM_VERSION",
     "SimSettings",
     "SpecConfig",
     "build_app",
