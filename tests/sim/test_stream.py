@@ -92,3 +92,21 @@ def test_ground_truth_records_each_content_chunk(sim_factory) -> None:
 def test_info_endpoints_answer(sim, path: str) -> None:
     with urllib.request.urlopen(sim.url + path) as r:
         assert r.status == 200
+
+
+def test_ground_truth_store_is_bounded_oldest_first(sim_factory) -> None:
+    s = sim_factory("--profile", "tiny", "--ground-truth", "--ground-truth-max", "2")
+    for rid in ("a", "b", "c"):
+        _raw_stream(s.url, {"model": MODEL, "messages": MSGS, "max_tokens": 2, "stream": True},
+                    headers={"X-Request-Id": rid})
+    with urllib.request.urlopen(s.url + "/debug/requests") as r:
+        ids = [t["request_id"] for t in json.loads(r.read())]
+    assert ids == ["b", "c"]
+
+
+def test_ground_truth_endpoints_404_when_off(sim) -> None:
+    import urllib.error
+
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(sim.url + "/debug/requests")
+    assert exc.value.code == 404
