@@ -39,6 +39,8 @@ __all__ = ["CROSSOVER_METRICS", "Comparison", "ConditionInfo", "compare_runs", "
 
 #: Fewer successful requests than this in a step: its tail percentiles are called out.
 MIN_TAIL_N = 40
+#: Relative spread of per-execution p50 TPOT beyond which repeats are called out.
+REPEAT_SPREAD = 0.05
 #: Metrics whose crossover is always computed (the chosen ``metric`` is added).
 CROSSOVER_METRICS = ("tpot_p50", "tpot_p95", "e2e_p50", "e2e_p95", "ttft_p50")
 
@@ -171,6 +173,13 @@ def _client_warnings(steps: dict[str, list[StepStats]]) -> list[str]:
     out = []
     for label, rows in steps.items():
         for s in rows:
+            spread = s.execution_p50.get("tpot")
+            if spread and min(spread) > 0 and max(spread) / min(spread) - 1 > REPEAT_SPREAD:
+                out.append(
+                    f"{label} at {s.target_qps:g} req/s: repeats disagree, p50 TPOT "
+                    f"{min(spread) * 1000:.2f}–{max(spread) * 1000:.2f} ms across {len(spread)} "
+                    "executions (pooled; check for drift between runs)"
+                )
             if s.n_ok < MIN_TAIL_N:
                 out.append(
                     f"{label} at {s.target_qps:g} req/s: only {s.n_ok} successful requests; "

@@ -56,6 +56,8 @@ class StepStats:
     tokens_per_chunk: float | None
     output_tokens_p50: float | None
     late_share: float
+    #: p50 (seconds) of ttft/tpot/e2e per step execution (repeat or run dir), when more than one.
+    execution_p50: dict[str, list[float]] = field(default_factory=dict)
     server: ServerStep | None = None
     replicates: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
@@ -92,9 +94,11 @@ def _pool(runs: list[RunData]) -> tuple[dict[str, np.ndarray], dict[float, tuple
     """Concatenated measured (non-warm-up) columns of all runs, and their summed windows."""
     parts: list[dict[str, np.ndarray]] = []
     windows: dict[float, tuple[float, int]] = {}
-    for run in runs:
+    for i, run in enumerate(runs):
         measured = ~run.cols["warmup"] & ~np.isnan(run.cols["target_qps"])
         parts.append({k: v[measured] for k, v in run.cols.items()})
+        # One step execution = (run dir, step index); step indices count repeats.
+        parts[-1]["_exec"] = i * 1_000_000 + np.nan_to_num(parts[-1]["step"], nan=-1.0)
         for q, (w, k) in _windows(run, measured).items():
             w0, k0 = windows.get(q, (0.0, 0))
             windows[q] = (w0 + w, k0 + k)
@@ -146,7 +150,27 @@ def _one_step(
         output_tokens_p50=float(np.median(finite_out)) if finite_out.size else None,
         late_share=float(np.mean(cols["queue_delay_s"] > LATE_S)) if n else 0.0,
         replicates=reps,
+        execution_p50=_per_execution(cols, ok),
     )
+
+
+def _per_execution(cols: dict[str, np.ndarray], ok: np.ndarray) -> dict[str, list[float]]:
+    """Median latency of each step execution, to show how far repeats agree."""
+    keys = np.unique(cols["_exec"])
+    if keys.size < 2:
+        return {}
+    out: dict[str, list[float]] = {}
+    for fam in ("ttft", "tpot", "e2e"):
+        x = cols[LATENCY_FIELDS[fam]]
+        meds = []
+        for k in keys:
+            v = x[ok & (cols["_exec"] == k)]
+            v = v[~np.isnan(v)]
+            if v.size:
+                meds.append(float(np.median(v)))
+        if len(meds) > 1:
+            out[fam] = meds
+    return out
 
 
 def condition_steps(

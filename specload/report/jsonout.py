@@ -35,6 +35,7 @@ def _step(s: StepStats) -> dict[str, Any]:
         "tokens_per_chunk": s.tokens_per_chunk,
         "output_tokens_p50": s.output_tokens_p50,
         "late_share": s.late_share,
+        "execution_p50_s": s.execution_p50,
         "server": asdict(s.server) if s.server is not None else None,
     }
 

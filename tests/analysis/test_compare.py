@@ -30,6 +30,17 @@ def test_same_label_run_dirs_are_pooled_as_repeats(tmp_path: Path) -> None:
     assert step.n == 200 and step.executions == 2
     assert step.achieved_qps == pytest.approx(2.0, rel=0.05)
     assert any("2 run directories are repeats" in n for n in cmp.notes)
+    assert len(step.execution_p50["tpot"]) == 2
+    assert not any("repeats disagree" in w for w in cmp.warnings)
+
+
+def test_repeats_that_disagree_are_called_out(tmp_path: Path) -> None:
+    a = write_run(tmp_path / "a", Cond("baseline"), qps=(2,), n=200, seed=1, metrics=False)
+    b = write_run(
+        tmp_path / "b", Cond("baseline", tpot=lambda q: 1.2), qps=(2,), n=200, seed=2, metrics=False
+    )
+    cmp = compare_runs([a, b])
+    assert any("baseline at 2 req/s: repeats disagree, p50 TPOT" in w for w in cmp.warnings)
 
 
 def test_per_step_figures_error_kinds_and_throughput(tmp_path: Path) -> None:
