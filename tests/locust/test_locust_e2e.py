@@ -93,6 +93,7 @@ def _master_and_workers(sim_url: str, tmp_path: Path, scenario: Path, run_dir: P
                      "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
                      "--host", sim_url, "--scenario", str(scenario), "--label", "mw",
                      "--run-dir", str(run_dir), "--exit-code-on-error", "0",
+                     "--json-file", str(tmp_path / "stats"),
                      cwd=tmp_path, log=tmp_path / "master.log")
     workers = [_locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
                        cwd=tmp_path / f"w{i}", log=tmp_path / f"worker{i}.log")
@@ -121,6 +122,12 @@ def test_master_with_two_worker_processes_records_every_request(sim_factory, tmp
     check_timing(records, truth)
     check_steps(run_dir, records, [4.0, 8.0])
     assert len(read_run(run_dir).meta["counts"]["by_worker"]) == 2
+    # Locust's own rows: TTFT/TPOT/E2E per step, bucketed below a millisecond in the workers
+    rows = json.loads((tmp_path / "stats.json").read_text())
+    assert {(r["method"], r["name"]) for r in rows} == {
+        (m, f"chat @ {q} qps") for m in ("TTFT", "TPOT", "E2E") for q in (4, 8)}
+    tpot_keys = [float(k) for r in rows if r["method"] == "TPOT" for k in r["response_times"]]
+    assert any(k != int(k) for k in tpot_keys), tpot_keys
 
 
 @pytest.mark.slow
