@@ -54,6 +54,10 @@ from specload.records import ErrorInfo, RequestRecord
 __all__ = ["ChatRequest", "RequestCancelled", "StreamClient"]
 
 _MAX_ERROR_BODY = 2048
+#: Bytes per socket read (geventhttpclient's default is 4096). About one vLLM chunk: when the
+#: reader has fallen behind, a backlog is read in small pieces, each with its own kernel
+#: arrival stamp, instead of many chunks sharing the stamp of the last one.
+_READ_BLOCK = 512
 _DRAIN_S = 1.0  # longest wait for the end of a body after [DONE] (seconds)
 
 
@@ -97,7 +101,7 @@ class StreamClient:
             headers["Authorization"] = f"Bearer {api_key}"
         self._http = HTTPClient.from_url(
             url, concurrency=concurrency, connection_timeout=min(connect_timeout_s, timeout_s),
-            network_timeout=timeout_s, headers=headers)
+            network_timeout=timeout_s, headers=headers, block_size=_READ_BLOCK)
         pool = getattr(self._http, "_connection_pool", None)
         #: "kernel" when chunk times are the kernel's receive stamps, else "user" (rxstamp)
         self.stamp_source = "kernel" if kernel_stamps and stamp_pool(pool) else "user"
