@@ -4,7 +4,8 @@
 - ``stream.StreamClient``: the default client (geventhttpclient, ``readline``, orjson).
 - ``openai_mode.OpenAIStreamClient``: the same ``send`` through the official SDK.
 - ``request.ChatRequest``: what is sent; ``timing``: TTFT/TPOT/E2E/ITL; ``contract``: JSON
-  validity, required fields, tool calls, hashes.
+  validity, required fields, tool calls, hashes; ``rxstamp``: kernel receive timestamps;
+  ``assemble.RecordBuilder``: pieces of a response → one ``RequestRecord``.
 
 ``make_client(kind, base_url, ...)`` picks the implementation by the scenario's ``client``.
 Importing this package imports gevent but does not monkey-patch anything.

@@ -3,7 +3,8 @@
 For users who want the SDK's exact semantics (its request building, its SSE parser, its
 pydantic chunk objects). Same ``send`` signature and record as ``StreamClient``; the
 SDK costs far more CPU per chunk (see ``benchmarks/results/client_fidelity.md``), so one
-process saturates at a much lower token rate and its timestamps drift under load.
+process saturates at a much lower token rate and its timestamps drift under load: chunks
+are stamped in user space after the SDK has parsed them (no kernel receive stamps here).
 
 One SDK client with one shared HTTP client (connection pool sized by ``concurrency``) and
 ``max_retries=0``: a retried request would hide a failure and double-count load. Under
