@@ -123,3 +123,12 @@ def test_sigint_leaves_an_interrupted_run_with_every_record(sim, tmp_path: Path)
     assert meta["counts"]["sent"] == meta["counts"]["recorded"] == len(records) > 0
     steps = json.loads((tmp_path / "o" / "steps.json").read_text())
     assert steps[-1]["end"] <= meta["ended_at"]
+
+
+def test_store_text_writes_prompt_and_output_text(sim, tmp_path: Path) -> None:
+    res = _run("--host", sim.url, "--scenario", str(_scenario(tmp_path, duration=1)), "--label", "t",
+               "--out", "o", "--store-text", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    first = json.loads((tmp_path / "o" / "requests.jsonl").read_text().splitlines()[0])
+    assert first["prompt_text"] and first["output_text"]
+    assert len(first["output_text"]) == first["output_chars"]
