@@ -60,7 +60,7 @@ RatioLookup = dict[str, dict[str, dict[float, tuple[Estimate, np.ndarray]]]]
 
 def _interaction(parts: dict[str, tuple[Estimate, np.ndarray]]) -> tuple[Estimate, np.ndarray]:
     (b, rb), (p, rp), (s, rs) = parts["both"], parts["prefix"], parts["spec"]
-    if None in (b.value, p.value, s.value) or not p.value or not s.value:
+    if b.value is None or not p.value or not s.value:
         return Estimate(None), np.array([])
     with np.errstate(divide="ignore", invalid="ignore"):
         reps = rb / (rp * rs)

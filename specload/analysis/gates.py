@@ -102,7 +102,8 @@ def evaluate_gates(
                 if g.metric == "error_rate":
                     if s.target_qps not in base_err:
                         continue
-                    change, ci = (s.error_rate - base_err[s.target_qps]) * 100, (None, None)
+                    ci: tuple[float | None, float | None] = (None, None)
+                    change = (s.error_rate - base_err[s.target_qps]) * 100
                 else:
                     est = ratios.get(cond, {}).get(g.metric, {}).get(s.target_qps)
                     if est is None or est.value is None:

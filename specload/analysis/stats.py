@@ -79,10 +79,10 @@ def bootstrap_quantile(xs: np.ndarray, q: float, b: int, rng: np.random.Generato
     u_r = rng.beta(r, n - r + 1, size=b)
     low = xs[np.clip(np.ceil(n * u_r).astype(np.int64) - 1, 0, n - 1)]
     if frac == 0.0 or r >= n:
-        return low.astype(np.float64)
+        return np.asarray(low, dtype=np.float64)
     u_next = u_r + (1.0 - u_r) * rng.beta(1, n - r, size=b)
     high = xs[np.clip(np.ceil(n * u_next).astype(np.int64) - 1, 0, n - 1)]
-    return (low + frac * (high - low)).astype(np.float64)
+    return np.asarray(low + frac * (high - low), dtype=np.float64)
 
 
 def percentile_ci(reps: np.ndarray) -> tuple[float | None, float | None]:

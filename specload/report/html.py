@@ -78,12 +78,9 @@ def _sections(report: Report) -> list[str]:
     parts.append("<h2>Change against the baseline</h2>")
     parts += [_table(ratio_table(report, label)) for label in c.ratios]
     att = attribution_table(report)
-    if att:
-        parts.append(
-            "<h2>Attribution</h2>"
-            + _table(att)
-            + "".join(f'<p class="note">{html.escape(s)}</p>' for s in c.attribution.summary)
-        )  # type: ignore[union-attr]
+    if att and c.attribution is not None:
+        summary = "".join(f'<p class="note">{html.escape(s)}</p>' for s in c.attribution.summary)
+        parts.append("<h2>Attribution</h2>" + _table(att) + summary)
     if c.contract:
         parts.append("<h2>Output contract</h2>" + _table(contract_table(report)))
     parts.append("<h2>Per step</h2>")

@@ -12,6 +12,7 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
+from specload.analysis.stats import Estimate
 from specload.analysis.verdict import metric_label
 from specload.report.model import Report
 
@@ -23,6 +24,14 @@ class Plot:
     key: str
     title: str
     svg: str
+
+
+def _band(e: Estimate, scale: float = 1.0) -> tuple[float, float, float]:
+    """(value, lo, hi) × scale of an estimate known to have a value; a missing bound = value."""
+    v = e.value if e.value is not None else float("nan")
+    lo = e.lo if e.lo is not None else v
+    hi = e.hi if e.hi is not None else v
+    return v * scale, lo * scale, hi * scale
 
 
 def _fig() -> tuple[Any, Any]:
@@ -109,9 +118,10 @@ def _latency(report: Report, family: str, colors: dict[str, str]) -> Plot:
             if not pts:
                 continue
             q = [p[0] for p in pts]
+            bands = [_band(p[1], 1000.0) for p in pts]
             ax.plot(
                 q,
-                [p[1].value * 1000 for p in pts],
+                [b[0] for b in bands],
                 style,
                 marker="o",
                 ms=3,
@@ -120,8 +130,8 @@ def _latency(report: Report, family: str, colors: dict[str, str]) -> Plot:
             )
             ax.fill_between(
                 q,
-                [(p[1].lo or p[1].value) * 1000 for p in pts],
-                [(p[1].hi or p[1].value) * 1000 for p in pts],
+                [b[1] for b in bands],
+                [b[2] for b in bands],
                 color=colors[label],
                 alpha=0.15,
             )
@@ -141,11 +151,9 @@ def _ratio(report: Report, colors: dict[str, str]) -> Plot | None:
     for label, rows in c.ratios.items():
         pts = [r for r in rows[c.metric] if r.ratio.value is not None]
         q = [r.target_qps for r in pts]
-        v = [r.ratio.value for r in pts]
-        err = [
-            [max(r.ratio.value - (r.ratio.lo or r.ratio.value), 0) for r in pts],
-            [max((r.ratio.hi or r.ratio.value) - r.ratio.value, 0) for r in pts],
-        ]
+        bands = [_band(r.ratio) for r in pts]
+        v = [b[0] for b in bands]
+        err = [[max(b[0] - b[1], 0.0) for b in bands], [max(b[2] - b[0], 0.0) for b in bands]]
         ax.errorbar(q, v, yerr=err, marker="o", ms=3, capsize=3, color=colors[label], label=label)
     ax.axhline(1.0, color="#888888", linewidth=1)
     ax.axhline(
