@@ -8,6 +8,7 @@ achieved QPS per step, warm-up flags, edge scrapes, and a run dir written once.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -304,3 +305,25 @@ def test_worker_joining_mid_run_takes_a_share_without_changing_the_rate(sim_fact
     assert later, "the newcomer joined too late in the run to check it"
     for step in later:  # both workers share every step that starts after the join
         assert len({r["worker"] for r in records if r["step"] == step}) == 2
+
+
+def test_arrivals_stay_on_schedule_when_users_run_out_and_queue_delay_shows_it(sim, tmp_path: Path) -> None:
+    """Open loop: one user, ~0.2 s responses, 8 arrivals/s. Arrivals keep their schedule
+    (1/8 s apart) whatever the responses do; each waits for the user, and says so."""
+    scenario = tmp_path / "overload.yaml"
+    scenario.write_text("name: overload\nmax_tokens: 64\nsteps: [8]\nstep_duration_s: 2\nwarmup_s: 0\n"
+                        "arrival: constant\nmax_concurrency: 1\nrequest_timeout_s: 20\n"
+                        "prompts:\n  synthetic: {input_tokens: 32, count: 10}\n")
+    res = specload("run", "--host", sim.url, "--scenario", str(scenario), "--label", "o",
+                   "--out", "out", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr + res.stdout
+    records = sorted(read_run(tmp_path / "out").record_dicts(), key=lambda r: r["scheduled_at"])
+    assert len(records) == 16  # every arrival of the step was sent, late or not
+    gaps = [b["scheduled_at"] - a["scheduled_at"] for a, b in itertools.pairwise(records)]
+    assert max(abs(g - 0.125) for g in gaps) < 1e-6
+    for r in records:
+        assert r["queue_delay_s"] == pytest.approx(r["sent_at"] - r["scheduled_at"], abs=1e-6)
+    sends = [r["sent_at"] for r in records]
+    assert sends == sorted(sends) and all(
+        b["sent_at"] >= a["done_at"] - 0.005 for a, b in itertools.pairwise(records))  # one user
+    assert records[-1]["queue_delay_s"] > 1.0  # the backlog grew and is on record
