@@ -46,8 +46,8 @@ CONDITIONS = {
 FIT_PARAMS = {
     "base": ["step_overhead_s", "mem_bw_Bps", "per_seq_overhead_s", "peak_flops",
              "frontend_delay_s", "roofline_p"],
-    "spec": ["draft_step_overhead_s", "draft_per_seq_overhead_s", "spec_step_overhead_s",
-             "spec_per_seq_overhead_s"],
+    "spec": ["draft_step_overhead_s", "spec_step_overhead_s", "spec_per_seq_overhead_s",
+             "verify_flops_scale"],
     "dynamic": ["dynamic_step_overhead_s", "dynamic_per_seq_overhead_s"],
 }
 FIT_CONDITION = {"base": "baseline", "spec": "spec", "dynamic": "spec-dynamic"}

@@ -61,7 +61,13 @@ def quantile(before: dict[float, float], after: dict[float, float], q: float) ->
     return float("inf")
 
 
-async def _client(url: str, conc: int, window: float, warm: float) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """User+system CPU time of process ``pid`` (Linux /proc), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _client(url: str, conc: int, window: float, warm: float, pid: int) -> dict:
     import aiohttp
 
     body = json.dumps({"model": "specload-sim", "max_tokens": 256, "ignore_eos": True,
@@ -86,9 +92,11 @@ async def _client(url: str, conc: int, window: float, warm: float) -> dict:
         tasks = [asyncio.create_task(worker(session)) for _ in range(conc)]
         await asyncio.sleep(warm)
         before = lag_buckets(url)
+        cpu0 = cpu_seconds(pid)
         measuring, t0 = True, time.perf_counter()
         await asyncio.sleep(window)
         measuring, elapsed = False, time.perf_counter() - t0
+        cpu = cpu_seconds(pid) - cpu0
         after = lag_buckets(url)
         stop = True
         for t in tasks:
@@ -96,7 +104,8 @@ async def _client(url: str, conc: int, window: float, warm: float) -> dict:
         await asyncio.gather(*tasks, return_exceptions=True)
     return {"concurrency": conc, "tokens_per_s": round(counts["tokens"] / elapsed),
             "lag_p50_s": quantile(before, after, 0.5), "lag_p99_s": quantile(before, after, 0.99),
-            "window_s": round(elapsed, 2)}
+            "window_s": round(elapsed, 2), "sim_cpu_util": round(cpu / elapsed, 3),
+            "sim_cpu_us_per_token": round(1e6 * cpu / max(1, counts["tokens"]), 1)}
 
 
 def main() -> int:
@@ -122,7 +131,7 @@ def main() -> int:
                 time.sleep(0.05)
         rows = []
         for conc in (int(x) for x in a.levels.split(",")):
-            row = asyncio.run(_client(url, conc, a.window, warm=1.5))
+            row = asyncio.run(_client(url, conc, a.window, warm=1.5, pid=proc.pid))
             rows.append(row)
             print(json.dumps(row), flush=True)
     finally:
@@ -143,10 +152,12 @@ def main() -> int:
              "second process on the same machine; 1-min load average at the end "
              f"{os.getloadavg()[0]:.2f} (the machine is shared: other processes add lag).")
     lines = [f"# specload sim capacity ({a.tag})", "", intro, "",
-             "| concurrency | tokens/s | step lag p50 | step lag p99 |", "|--:|--:|--:|--:|"]
+             ("| concurrency | tokens/s | step lag p50 | step lag p99 | sim CPU (cores) | "
+              "sim CPU us/token |"), "|--:|--:|--:|--:|--:|--:|"]
     for r in rows:
         lines.append(f"| {r['concurrency']} | {r['tokens_per_s']} | "
-                     f"<= {r['lag_p50_s'] * 1e3:g} ms | <= {r['lag_p99_s'] * 1e3:g} ms |")
+                     f"<= {r['lag_p50_s'] * 1e3:g} ms | <= {r['lag_p99_s'] * 1e3:g} ms | "
+                     f"{r['sim_cpu_util']} | {r['sim_cpu_us_per_token']} |")
     lines += ["", (f"Capacity with step lag p99 <= 2 ms: **{result['capacity_tokens_per_s']} "
                    f"tok/s** (concurrency {result['at_concurrency']}); goal 20000.")]
     (OUT / f"sim_capacity_{a.tag}.md").write_text("\n".join(lines) + "\n")

@@ -9,14 +9,13 @@ decoding (``spec.py``), a prefix cache (``kvcache.py``) and deterministic lossle
 
 from specload.sim.engine import Engine, EngineConfig
 from specload.sim.profiles import Profile, list_profiles, load_profile
-from specload.sim.server import SIM_VERSION, SimSettings, build_app
+from specload.sim.server import SimSettings, build_app
 from specload.sim.spec import SpecConfig, parse_spec_config
 
 __all__ = [
     "Engine",
     "EngineConfig",
     "Profile",
-    "SIM_VERSION",
     "SimSettings",
     "SpecConfig",
     "build_app",

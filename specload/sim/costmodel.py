@@ -4,10 +4,12 @@ Target forward pass: memory time (weights once plus every scheduled request's KV
 bandwidth) against compute time (FLOPs of every query token plus attention over context, over
 peak), combined with a p-norm (``roofline_p``: large p is a hard max, small p blends the two as
 real kernels do), plus a fixed per-step cost and a per-sequence cost (scheduler, sampling,
-detokenization). Speculative decoding adds, per step: k draft forward passes of the draft model
-(each a small roofline plus launch overhead) or a near-free n-gram lookup, a verification cost
-per sequence, and in dynamic-schedule mode ``dynamic_step_overhead_s`` plus ``dynamic_per_seq_overhead_s``
-per sequence (vLLM 0.26 measured slower in that mode even when it drafted nothing).
+detokenization). Speculative decoding adds, per step: k draft forward passes of the draft
+model (each a small roofline plus launch overhead) or a near-free n-gram lookup; the drafted
+tokens' verification in the target pass (each ``verify_flops_scale`` of a token's FLOPs); a
+cost per step and per sequence; and, in dynamic-schedule mode, ``dynamic_step_overhead_s`` plus
+``dynamic_per_seq_overhead_s`` per sequence (vLLM 0.26 measured slower in that mode even when
+it drafted nothing).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class BatchShape:
     n_prefill: int = 0
     prefill_tokens: int = 0
     decode_tokens: int = 0
+    verify_tokens: int = 0
     ctx_tokens: int = 0
     draft_k: int = 0
     draft_seqs: int = 0
@@ -43,7 +46,7 @@ def _roofline(mem_s: float, compute_s: float, p: float) -> float:
 
 def step_time(prof: Profile, b: BatchShape) -> float:
     """Seconds one step takes for batch ``b`` under profile ``prof``."""
-    q_tokens = b.prefill_tokens + b.decode_tokens
+    q_tokens = b.prefill_tokens + b.decode_tokens + prof.verify_flops_scale * b.verify_tokens
     mem = (prof.weight_bytes + prof.kv_bytes_per_token * b.ctx_tokens) / prof.mem_bw_Bps
     flops = prof.flops_per_token * q_tokens + prof.attn_flops_per_token_ctx * b.ctx_tokens
     t = prof.step_overhead_s + _roofline(mem, flops / prof.peak_flops, prof.roofline_p)

@@ -189,8 +189,9 @@ class Engine:
                 b.n_prefill += 1
                 b.prefill_tokens += n
             else:
-                b.decode_tokens += n
+                b.decode_tokens += 1
                 if n > 1:
+                    b.verify_tokens += n - 1
                     b.spec_seqs += 1
         if self.spec is not None:
             b.spec = "ngram" if self.spec.is_ngram else "model"
@@ -253,8 +254,8 @@ class Engine:
         g0 = r.generated
         g1 = min(g0 + produced, r.target_len)
         tok = r.text.token
-        new = [tok(i) for i in range(g0, g1)]
-        text = "".join(new)
+        new = [tok(g0)] if g1 - g0 == 1 else [tok(i) for i in range(g0, g1)]
+        text = new[0] if len(new) == 1 else "".join(new)
         finish = r.finish_reason if g1 >= r.target_len else None
         if r.stop:
             text, g1, finish = self._check_stop(r, new, g0, finish)

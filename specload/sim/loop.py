@@ -15,7 +15,7 @@ import asyncio
 from specload.sim.engine import Engine
 from specload.sim.request import Request
 
-__all__ = ["EngineLoop", "TIMER_SLACK_S"]
+__all__ = ["EngineLoop"]
 
 #: asyncio's epoll wait rounds timeouts up to the next millisecond, so a sleep wakes 0-1 ms
 #: late. Aiming half a millisecond early centres the error: steps complete within about

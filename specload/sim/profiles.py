@@ -54,6 +54,7 @@ class Profile:
     draft_per_seq_overhead_s: float = 5e-6
     spec_step_overhead_s: float = 0.5e-3
     spec_per_seq_overhead_s: float = 10e-6
+    verify_flops_scale: float = 1.0
     ngram_step_overhead_s: float = 0.1e-3
     dynamic_step_overhead_s: float = 0.0
     dynamic_per_seq_overhead_s: float = 0.0

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 
-__all__ = ["OutputText", "SEGMENT", "prompt_digest", "repetition"]
+__all__ = ["OutputText", "prompt_digest", "repetition"]
 
 SEGMENT = 8
 _MASK = (1 << 64) - 1
