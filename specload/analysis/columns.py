@@ -19,7 +19,11 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import sys
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import pairwise
 from multiprocessing import get_context
@@ -290,12 +294,29 @@ def _procs() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def read_columns(paths: list[Path]) -> list[list[Part]]:
-    """The parts of each file, in file order; parallel when the files are big enough."""
-    total = sum(p.stat().st_size for p in paths)
-    procs = _procs()
-    if procs == 1 or total < PARALLEL_MIN_BYTES:
-        return [[parse_range(str(p), 0, p.stat().st_size)] for p in paths]
+@contextmanager
+def _main_hidden() -> Iterator[None]:
+    """Keep spawned workers from re-running the caller's ``__main__`` (a script, stdin, a REPL).
+
+    ``multiprocessing``'s spawn re-imports the parent's main module in each child, which
+    fails for ``<stdin>`` and re-runs unguarded scripts; the workers only need
+    ``specload.analysis.columns``, so the main module's file and spec are hidden while
+    they start, and restored after.
+    """
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if main and k in main.__dict__}
+    try:
+        if main is not None:
+            main.__dict__.pop("__file__", None)
+            main.__dict__["__spec__"] = None
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.pop("__spec__", None)
+            main.__dict__.update(saved)
+
+
+def _parallel(paths: list[Path], procs: int, total: int) -> list[list[Part]]:
     tasks = [
         (i, a, b)
         for i, p in enumerate(paths)
@@ -304,9 +325,26 @@ def read_columns(paths: list[Path]) -> list[list[Part]]:
     with ProcessPoolExecutor(
         max_workers=min(procs, len(tasks)), mp_context=get_context("spawn")
     ) as pool:
-        futures = [pool.submit(parse_range, str(paths[i]), a, b) for i, a, b in tasks]
+        with _main_hidden():
+            futures = [pool.submit(parse_range, str(paths[i]), a, b) for i, a, b in tasks]
         results = [f.result() for f in futures]
     out: list[list[Part]] = [[] for _ in paths]
-    for (i, _a, _b), part in zip(tasks, results):
+    for (i, _a, _b), part in zip(tasks, results, strict=True):
         out[i].append(part)
     return out
+
+
+def read_columns(paths: list[Path]) -> list[list[Part]]:
+    """The parts of each file, in file order; parallel when the files are big enough.
+
+    If worker processes cannot be used (no ``fork``/``spawn`` permission, a broken pool),
+    parsing falls back to this process: slower, same result.
+    """
+    total = sum(p.stat().st_size for p in paths)
+    procs = _procs()
+    if procs > 1 and total >= PARALLEL_MIN_BYTES:
+        try:
+            return _parallel(paths, procs, total)
+        except (BrokenProcessPool, OSError, RuntimeError):
+            pass
+    return [[parse_range(str(p), 0, p.stat().st_size)] for p in paths]

@@ -101,3 +101,38 @@ def test_tiny_chunks_and_lines_longer_than_the_buffer_parse_the_same(
     )
     np.testing.assert_array_equal(small.cols["e2e_s"], whole.cols["e2e_s"])
     assert small.cols["prompt_sha256"].tolist() == whole.cols["prompt_sha256"].tolist()
+
+
+def test_a_broken_worker_pool_falls_back_to_parsing_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from concurrent.futures.process import BrokenProcessPool
+
+    run = write_run(tmp_path / "r", Cond("a"), qps=(2,), n=50, warm=0, metrics=False)
+
+    def broken(*_args: object) -> None:
+        raise BrokenProcessPool("worker died")
+
+    monkeypatch.setenv("SPECLOAD_COMPARE_PROCS", "2")
+    monkeypatch.setattr(columns, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(columns, "_parallel", broken)
+    assert load_runs([run])[0].n == 50
+
+
+def test_workers_do_not_rerun_the_callers_main_module(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    run = write_run(tmp_path / "r", Cond("a"), qps=(2,), n=50, warm=0, metrics=False)
+    code = (
+        "import os; os.environ['SPECLOAD_COMPARE_PROCS'] = '2'\n"
+        "from specload.analysis import columns; columns.PARALLEL_MIN_BYTES = 0\n"
+        "from specload.analysis.load import load_runs\n"
+        f"print('n', load_runs([{str(run)!r}])[0].n)\n"
+    )
+    # Fed on stdin: a spawned child that re-imported __main__ would fail on '<stdin>'.
+    proc = subprocess.run(
+        [sys.executable, "-"], input=code, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "n 50" and "Traceback" not in proc.stderr
