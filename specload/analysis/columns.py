@@ -287,10 +287,18 @@ def _ranges(path: Path, pieces: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in pairwise(bounds) if b > a]
 
 
+def _gevent_patched() -> bool:
+    """True inside a gevent-patched process (Locust): no process pools there."""
+    monkey = sys.modules.get("gevent.monkey")
+    return bool(monkey is not None and monkey.is_module_patched("threading"))
+
+
 def _procs() -> int:
     env = os.environ.get("SPECLOAD_COMPARE_PROCS")
     if env and env.isdigit():
         return max(1, int(env))
+    if _gevent_patched():
+        return 1
     return max(1, min(os.cpu_count() or 1, 8))
 
 
