@@ -48,6 +48,8 @@ LEAD_S = 0.5
 FLUSH_S = 1.0
 #: Seconds between copies of ``RunStart`` to a worker that has not answered ``WorkerReady``.
 INVITE_EVERY_S = 2.0
+#: Seconds the end of a run waits for a step-edge scrape still in flight.
+EDGE_WAIT_S = 5.0
 #: Seconds a stopped run waits for workers' last records and counts.
 ABORT_WAIT_S = 3.0
 #: Seconds after a step's end before its progress line (batches arrive every 0.5 s).
@@ -94,6 +96,7 @@ class RunSession:
         self.run_id = new_run_id(opts.label)
         self.live = LiveStats()
         self.finished = False
+        self._finishing = False
         self.stopped_externally = False
         self.end_reported = False
         self.status = "running"
@@ -107,6 +110,7 @@ class RunSession:
         self.announced: list[TimedStep] = []
         self.current: TimedStep | None = None
         self._step_scrapes: list[dict[str, float]] = []
+        self._edges: list[gevent.Greenlet] = []
         self._printed: set[int] = set()
         self._scraper = MetricsScraper(opts.host, api_key=api_key)
         info = fetch_server_info(opts.host, api_key=api_key)
@@ -226,20 +230,27 @@ class RunSession:
             self.runner.send_message(StepChange.TYPE, msg.to_wire(), client_id=worker)
 
     def _boundary(self, step: TimedStep | None) -> None:
-        """One scrape closes the previous step and opens ``step`` (None: the run's end)."""
+        """A step edge (``step`` None: the run's end): switch steps now, scrape in the
+        background, so a slow ``/metrics`` never delays the schedule."""
+        prev, scrapes = self.current, self._step_scrapes
+        self.current, self._step_scrapes = step, []
+        self._edges.append(gevent.spawn(self._guarded, lambda: self._edge(prev, scrapes, step)))
+
+    def _edge(self, prev: TimedStep | None, scrapes: list[dict[str, float]],
+              step: TimedStep | None) -> None:
+        """One scrape closes ``prev`` (its ``end``) and opens ``step`` (its ``start``)."""
         t, values = self._scraper.timed_scrape()
-        prev = self.current
         if prev is not None:
             if values is not None:
                 self.writer.add_metrics(t, prev.index, "end", values)
-                self._step_scrapes.append(values)
-            self.live.server[prev.index] = step_server_metrics(self._step_scrapes).to_dict()
+                scrapes.append(values)
+            self.live.server[prev.index] = step_server_metrics(scrapes).to_dict()
             self.writer.end_step(prev.index, prev.end)
             gevent.spawn_later(PROGRESS_DELAY_S, self._progress, prev.index)
-        self.current, self._step_scrapes = step, []
         if step is not None and values is not None:
             self.writer.add_metrics(t, step.index, "start", values)
-            self._step_scrapes.append(values)
+            if step is self.current:
+                self._step_scrapes.insert(0, values)
         if values is None and self._scraper.last_error and not self._scraper.scrapes:
             note = f"no server metrics: {self._scraper.last_error}"
             if note not in self.writer.meta.notes:
@@ -346,11 +357,14 @@ class RunSession:
     # --- the end ------------------------------------------------------------------------
     def finish(self, status: str) -> None:
         """Write the final run.json (counts, lost workers, status) once; stop greenlets."""
-        if self.finished:
+        if self.finished or self._finishing:
             return
+        self._finishing = True  # records still arriving while an edge scrape ends are kept
+        me = gevent.getcurrent()
+        gevent.joinall([g for g in self._edges if g is not me], timeout=EDGE_WAIT_S)
         self.finished = True
         self.status = status
-        for g in self._greenlets:
+        for g in [*self._greenlets, *self._edges]:
             if g is not gevent.getcurrent():
                 g.kill(block=False)
         self._final_counts()
