@@ -344,6 +344,8 @@ class RunSession:
         self.live.set_sent_in_window(msg.worker, msg.sent_in_window)
         if self.finished:
             self.late_records += len(msg.records)
+            log.warning("specload: %d records from %s arrived after the run ended (not written)",
+                        len(msg.records), msg.worker)
             return
         self.received[msg.worker] += self.writer.add_records(msg.records)
         for r in msg.records:
