@@ -69,3 +69,20 @@ def test_terminal_summary_prints_verdict_and_crossover_table(four_way: Compariso
     text = buf.getvalue()
     assert "▶ spec-ngram-k4 lowers p50 TPOT" in text
     assert "Crossover: where each condition stops helping" in text and "always helps" in text
+
+
+def test_single_condition_and_disjoint_steps_still_give_all_reports(tmp_path: Path) -> None:
+    from analysis.synth_rundir import SPEC, Cond, write_run
+    from specload.analysis.compare import compare_runs
+
+    a = write_run(tmp_path / "a", Cond("baseline"), qps=(2, 4), n=60, metrics=False)
+    b = write_run(tmp_path / "b", Cond("spec", speculative=SPEC), qps=(8, 16), n=60, metrics=False)
+    single = write_reports(compare_runs([a]), tmp_path / "single")
+    assert "_only one condition: nothing to compare_" in single["md"].read_text()
+    assert "<img" in single["html"].read_text()
+    disjoint = compare_runs([a, b])
+    assert (
+        disjoint.verdicts["spec"] == "spec: no step in common with the baseline, nothing to compare"
+    )
+    paths = write_reports(disjoint, tmp_path / "disjoint")
+    assert json.loads(paths["json"].read_text())["crossover"] == {}
