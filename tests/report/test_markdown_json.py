@@ -73,6 +73,7 @@ def test_terminal_summary_prints_verdict_and_crossover_table(four_way: Compariso
 
 def test_single_condition_and_disjoint_steps_still_give_all_reports(tmp_path: Path) -> None:
     from analysis.synth_rundir import SPEC, Cond, write_run
+
     from specload.analysis.compare import compare_runs
 
     a = write_run(tmp_path / "a", Cond("baseline"), qps=(2, 4), n=60, metrics=False)
