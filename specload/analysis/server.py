@@ -40,11 +40,14 @@ _OLD_NAMES = {
     "vllm:prefix_cache_queries_total": "vllm:gpu_prefix_cache_queries_total",
     "vllm:inter_token_latency_seconds": "vllm:time_per_output_token_seconds",
 }
+#: GPU memory used (MiB) per GPU, merged into metrics.jsonl by ``metrics/gpu.py``.
+GPU_MEMORY_KEY = "specload:gpu_memory_used_mib"
+_FRACTIONS = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 _GAUGES = (
     "vllm:num_requests_running",
     "vllm:num_requests_waiting",
-    "vllm:kv_cache_usage_perc",
-    "vllm:gpu_cache_usage_perc",
+    *_FRACTIONS,
+    GPU_MEMORY_KEY,
 )
 _CUMULATIVE = ("_total", "_bucket", "_sum", "_count")
 
@@ -64,6 +67,7 @@ class ServerStep:
     kv_usage_max: float | None = None
     running_max: float | None = None
     waiting_max: float | None = None
+    gpu_memory_mib_max: float | None = None
     prompt_tokens: float | None = None
     generation_tokens: float | None = None
     latency_s: dict[str, float] = field(default_factory=dict)
@@ -114,10 +118,18 @@ def _instance(scrapes: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str
             deltas[key] = value - before if value >= before else value
     gauges: dict[str, float] = {}
     for s in scrapes:
+        now: dict[str, float] = {}
         for key, value in (s.get("values") or {}).items():
             base = key.split("{", 1)[0]
             if base in _GAUGES:
-                gauges[base] = max(gauges.get(base, value), value)
+                # Requests and memory add up over engines / GPUs; a usage fraction does not.
+                now[base] = (
+                    max(now.get(base, value), value)
+                    if base in _FRACTIONS
+                    else now.get(base, 0.0) + value
+                )
+        for base, value in now.items():
+            gauges[base] = max(gauges.get(base, value), value)
     return deltas, gauges
 
 
@@ -157,6 +169,7 @@ def _summarise(deltas: dict[str, float], gauges: dict[str, float], scrapes: int)
         ),
         running_max=gauges.get("vllm:num_requests_running"),
         waiting_max=gauges.get("vllm:num_requests_waiting"),
+        gpu_memory_mib_max=gauges.get(GPU_MEMORY_KEY),
         prompt_tokens=_sum_name(deltas, "vllm:prompt_tokens_total"),
         generation_tokens=_sum_name(deltas, "vllm:generation_tokens_total"),
         latency_s=latency,
@@ -186,8 +199,9 @@ def server_steps(
                 continue
             qps = round(float(s["target_qps"]), 6)
             d, g = _instance(window)
+            step_deltas = deltas[qps]  # created even when the server exposes only gauges
             for k, v in d.items():
-                deltas[qps][k] += v
+                step_deltas[k] += v
             for k, v in g.items():
                 gauges[qps][k] = max(gauges[qps].get(k, v), v)
             counts[qps] += len(window)

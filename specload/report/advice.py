@@ -69,7 +69,13 @@ def _figures(c: Comparison, info: ConditionInfo) -> ConditionFigures:
         crossover_ci=x.ci if x is not None else None,
         ttft_ratio=rows["ttft_p50"][0].ratio.value if rows["ttft_p50"] else None,
         tpot_ratio=rows["tpot_p50"][0].ratio.value if rows["tpot_p50"] else None,
+        gpu_memory_peak_mib=_gpu_peak(c.steps[info.label]),
     )
+
+
+def _gpu_peak(steps: list[StepStats]) -> float | None:
+    peaks = [s.server.gpu_memory_mib_max for s in steps if s.server and s.server.gpu_memory_mib_max]
+    return max(peaks) if peaks else None
 
 
 def advice_input(c: Comparison) -> AdviceInput:
@@ -83,6 +89,7 @@ def advice_input(c: Comparison) -> AdviceInput:
         metric=metric_label(c.metric),
         operating_qps=c.operating_qps,
         min_gain=c.min_gain,
+        baseline_gpu_memory_peak_mib=_gpu_peak(c.steps[c.baseline]),
     )
 
 

@@ -88,6 +88,7 @@ def step_table(report: Report, label: str) -> Table:
                 fmt_pct(srv.prefix_hit_rate if srv else None, 0),
                 fmt_pct(srv.kv_usage_max if srv else None, 0),
                 _num(srv.running_max if srv else None, ".0f"),
+                _num(srv.gpu_memory_mib_max if srv else None, ".0f"),
                 _errors(s),
             ]
         )
@@ -112,6 +113,7 @@ def step_table(report: Report, label: str) -> Table:
             "prefix hit",
             "KV max",
             "running max",
+            "GPU MiB max",
             "error kinds",
         ],
         rows,

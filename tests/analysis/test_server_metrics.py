@@ -97,3 +97,34 @@ def test_older_vllm_names_are_read_as_fallbacks() -> None:
     out = server_steps([(metrics, steps)])[2.0]
     assert out.prefix_hit_rate == pytest.approx(0.3) and out.kv_usage_max == pytest.approx(0.7)
     assert out.acceptance_rate is None
+
+
+def test_requests_and_gpu_memory_add_up_over_engines_but_kv_usage_does_not() -> None:
+    from specload.analysis.server import server_steps
+
+    def scrape(
+        t: float,
+        phase: str,
+        running: tuple[float, float],
+        kv: tuple[float, float],
+        gpu: tuple[float, float],
+    ) -> dict[str, object]:
+        values = {}
+        for e in (0, 1):
+            values[f'vllm:num_requests_running{{engine="{e}",model_name="m"}}'] = running[e]
+            values[f'vllm:kv_cache_usage_perc{{engine="{e}",model_name="m"}}'] = kv[e]
+            values[f'specload:gpu_memory_used_mib{{gpu="{e}"}}'] = gpu[e]
+        return {"t": t, "step": 0, "phase": phase, "values": values}
+
+    metrics = [
+        scrape(0.0, "start", (0, 0), (0.0, 0.0), (1000, 1000)),
+        scrape(5.0, "interval", (7, 5), (0.4, 0.6), (1500, 1700)),
+        scrape(9.0, "end", (9, 1), (0.5, 0.1), (1600, 1200)),
+    ]
+    steps = [
+        {"index": 0, "repeat": 0, "target_qps": 4.0, "start": 0.0, "warmup_end": 0.0, "end": 9.0}
+    ]
+    out = server_steps([(metrics, steps)])[4.0]
+    assert out.running_max == 12.0  # 7 + 5 at t=5 (not 9, the largest single engine)
+    assert out.kv_usage_max == pytest.approx(0.6)
+    assert out.gpu_memory_mib_max == 3200.0
