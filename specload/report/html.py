@@ -34,7 +34,7 @@ h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:2em;border-b
 .finding{background:#fff8e6;border-left:4px solid #e0a000;padding:.3em 1em;margin:.2em 0}
 table{border-collapse:collapse;margin:.6em 0;font-size:12.5px;font-variant-numeric:tabular-nums}
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
-th:first-child,td:first-child{text-align:left}th{background:#f5f5f5}
+th:first-child,td:first-child,th:last-child,td:last-child{text-align:left}th{background:#f5f5f5}
 .note{color:#666;font-size:12px}.plots{display:flex;flex-wrap:wrap;gap:12px}
 figure{margin:0;border:1px solid #eee;padding:4px}figure img{width:560px;height:auto;display:block}
 .meta{color:#666;font-size:12px}.scroll{overflow-x:auto}
