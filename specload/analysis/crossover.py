@@ -23,7 +23,7 @@ import numpy as np
 
 from specload.analysis.stats import Estimate
 
-__all__ = ["Crossover", "classify", "crossover_points", "find_crossover"]
+__all__ = ["Crossover", "classify", "classify_significant", "crossover_points", "find_crossover"]
 
 ALWAYS, NEVER, CROSSES = "always_helps", "never_helps", "crosses"
 
@@ -85,6 +85,20 @@ def classify(ratio: float | None, min_gain: float) -> str:
     if ratio - 1.0 >= min_gain:
         return "worse"
     return "same"
+
+
+def classify_significant(ratio: Estimate, min_gain: float) -> str:
+    """Like ``classify``, but only when the 95 % CI excludes 1: noise is "same".
+
+    Used for the verdict's side clauses and the p50/p95 flags, which must not fire on noise
+    (with ``--min-gain 0`` every wobble would otherwise be "better" or "worse").
+    """
+    verdict = classify(ratio.value, min_gain)
+    if verdict == "better" and (ratio.hi is None or ratio.hi >= 1.0):
+        return "same"
+    if verdict == "worse" and (ratio.lo is None or ratio.lo <= 1.0):
+        return "same"
+    return verdict
 
 
 def crossover_points(log_qps: np.ndarray, gains: np.ndarray, min_gain: float) -> np.ndarray:

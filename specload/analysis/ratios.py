@@ -2,9 +2,10 @@
 
 A ratio below 1 means the condition is faster on that latency metric. Each ratio carries the
 95 % CI of the replicate-wise ratio of the two bootstrap distributions (independent samples),
-and a verdict (``better`` / ``same`` / ``worse`` by at least ``min_gain``). When p50 is
-better and p95 worse at the same step, some requests wait on the drafting path: that is
-flagged, never averaged away.
+and a verdict (``better`` / ``same`` / ``worse`` by at least ``min_gain``, the crossover's rule)
+plus the same verdict only where the CI excludes 1 (``significant``). When p50 is
+significantly better and p95 significantly worse at the same step, some requests wait on the
+drafting path: that is flagged, never averaged away.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specload.analysis.crossover import classify
+from specload.analysis.crossover import classify, classify_significant
 from specload.analysis.stats import Estimate, ratio_estimate
 from specload.analysis.steps import LATENCY_FIELDS, StepStats, metric_names
 
@@ -29,6 +30,8 @@ class RatioRow:
     target_qps: float
     ratio: Estimate
     verdict: str
+    #: ``verdict`` when the CI excludes 1, else "same" (for flags and the verdict's clauses).
+    significant: str = "same"
 
 
 @dataclass(slots=True)
@@ -66,7 +69,14 @@ def step_ratios(
                 s.latency[metric], s.replicates[metric], b.latency[metric], b.replicates[metric]
             )
             rows[metric].append(
-                RatioRow(s.condition, metric, s.target_qps, est, classify(est.value, min_gain))
+                RatioRow(
+                    s.condition,
+                    metric,
+                    s.target_qps,
+                    est,
+                    classify(est.value, min_gain),
+                    classify_significant(est, min_gain),
+                )
             )
             cols.append(r)
         reps[metric] = np.stack(cols, axis=1) if cols else np.empty((0, 0))
@@ -80,6 +90,6 @@ def p95_flags(rows: dict[str, list[RatioRow]], min_gain: float) -> list[Flag]:
         if fam == "queue_delay":
             continue
         for r50, r95 in zip(rows.get(f"{fam}_p50", []), rows.get(f"{fam}_p95", [])):
-            if r50.verdict == "better" and r95.verdict == "worse":
+            if r50.significant == "better" and r95.significant == "worse":
                 flags.append(Flag(r50.condition, fam, r50.target_qps, r50.ratio, r95.ratio))
     return flags

@@ -26,8 +26,9 @@ def _q(v: float | None) -> str:
 
 
 def where_verdict(rows: list[RatioRow], verdict: str) -> str | None:
-    """ "at every step" / "from 20 req/s" / "at 4, 8 req/s" for steps with ``verdict``; None if none."""
-    hits = [r.verdict == verdict for r in rows]
+    """ "at every step" / "from 20 req/s" / "at 4, 8 req/s" where the change is ``verdict``
+    (by ``min_gain`` and outside its CI); None if nowhere."""
+    hits = [r.significant == verdict for r in rows]
     if not rows or not any(hits):
         return None
     if all(hits):

@@ -109,3 +109,12 @@ def test_report_json_shape_for_every_crossover_metric(crossing_pair: tuple[Path,
     d = cmp.crossover("spec-ngram-k4", "ttft_p50").to_dict()
     assert d["status"] == "never_helps"
     assert {"metric", "condition", "baseline", "qps", "ci", "status", "tested_range"} <= set(d)
+
+
+def test_noise_alone_raises_no_flags_and_no_side_clauses_even_at_min_gain_zero(tmp_path: Path) -> None:
+    base = write_run(tmp_path / "b", Cond("baseline"), metrics=False, seed=3)
+    same = write_run(tmp_path / "s", Cond("spec", speculative=SPEC), metrics=False, seed=4)
+    cmp = compare_runs([base, same], min_gain=0.0)
+    assert cmp.flags == []
+    sentence = cmp.verdicts["spec"]
+    assert "is worse" not in sentence and "is better" not in sentence, sentence
