@@ -76,8 +76,9 @@ def parse_condition(text: str, default_prefix_caching: bool | None = None) -> Co
     name, sep, flag_text = text.partition("=")
     name = name.strip()
     if not sep or not name:
-        raise ConfigError("expected NAME=FLAGS, e.g. baseline= or prefix=--enable-prefix-caching",
-                          path=where)
+        raise ConfigError(
+            "expected NAME=FLAGS, e.g. baseline= or prefix=--enable-prefix-caching", path=where
+        )
     if not all(c.isalnum() or c in "-_." for c in name):
         raise ConfigError("NAME may hold only letters, digits, '-', '_' and '.'", path=where)
     flags = _split_flags(flag_text, where)
@@ -146,8 +147,9 @@ def _parse_spec_json(text: str, where: str) -> dict[str, Any]:
     try:
         spec = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"--speculative-config is not valid JSON ({exc.msg} at char {exc.pos})",
-                          path=where) from exc
+        raise ConfigError(
+            f"--speculative-config is not valid JSON ({exc.msg} at char {exc.pos})", path=where
+        ) from exc
     if not isinstance(spec, dict):
         raise ConfigError("--speculative-config must be a JSON object", path=where)
     return spec
@@ -199,8 +201,10 @@ def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> list[Condi
     sweep = _Sweep(plan, say)
     with _sigterm_as_interrupt():
         for i, cond in enumerate(plan.conditions, 1):
-            say(f"[sweep] condition {i}/{len(plan.conditions)}: {cond.name}"
-                + (f" ({shlex.join(cond.flags)})" if cond.flags else " (no extra flags)"))
+            say(
+                f"[sweep] condition {i}/{len(plan.conditions)}: {cond.name}"
+                + (f" ({shlex.join(cond.flags)})" if cond.flags else " (no extra flags)")
+            )
             try:
                 result = _run_condition(sweep, cond)
             except TargetError as exc:
@@ -219,8 +223,10 @@ def _check_plan(plan: SweepPlan) -> None:
     if (plan.server_cmd is None) == (plan.url is None):
         raise ConfigError("give exactly one of --server-cmd and --url")
     if plan.url is not None and len(plan.conditions) != 1:
-        raise ConfigError("with --url (a server someone else manages) give exactly one "
-                          "condition, via --label", path="--url")
+        raise ConfigError(
+            "with --url (a server someone else manages) give exactly one condition, via --label",
+            path="--url",
+        )
     if not plan.conditions:
         raise ConfigError("no condition given (expected --condition NAME=FLAGS ...)")
     names = [c.name for c in plan.conditions]
@@ -232,8 +238,9 @@ def _check_plan(plan: SweepPlan) -> None:
     for name in names:
         d = plan.out / name
         if (d / "run.json").exists() or (d / "requests.jsonl").exists():
-            raise ConfigError(f"{d} already holds a run (choose another --out or remove it)",
-                              path="--out")
+            raise ConfigError(
+                f"{d} already holds a run (choose another --out or remove it)", path="--out"
+            )
 
 
 def _make_target(plan: SweepPlan, cond: Condition, run_dir: Path) -> Target:
@@ -302,8 +309,20 @@ def _shielded() -> Iterator[Callable[[], bool]]:
 
 def _run_command(plan: SweepPlan, cond: Condition, target: Target, run_dir: Path) -> list[str]:
     """``specload run`` with the condition declared, so run.json is right from its start."""
-    cmd = [sys.executable, "-m", "specload", "run", "--host", target.url,
-           "--scenario", str(plan.scenario), "--label", cond.name, "--out", str(run_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specload",
+        "run",
+        "--host",
+        target.url,
+        "--scenario",
+        str(plan.scenario),
+        "--label",
+        cond.name,
+        "--out",
+        str(run_dir),
+    ]
     if cond.speculative is not None:
         cmd += ["--speculative-config", json.dumps(cond.speculative, separators=(",", ":"))]
     if cond.prefix_caching is not None:
@@ -340,8 +359,11 @@ def _interrupt_run(proc: subprocess.Popen[bytes]) -> None:
     """SIGINT the run's group; escalate to SIGTERM and SIGKILL if it does not finish."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip this
     try:
-        for sig, grace_s in ((signal.SIGINT, RUN_INTERRUPT_GRACE_S), (signal.SIGTERM, 5.0),
-                             (signal.SIGKILL, 5.0)):
+        for sig, grace_s in (
+            (signal.SIGINT, RUN_INTERRUPT_GRACE_S),
+            (signal.SIGTERM, 5.0),
+            (signal.SIGKILL, 5.0),
+        ):
             try:
                 os.killpg(proc.pid, sig)
             except ProcessLookupError:
@@ -364,8 +386,13 @@ def _kill_stragglers(pgid: int) -> None:
         pass
 
 
-def patch_run_json(run_dir: Path, cond: Condition, server_cmd: str | None,
-                   interrupted: bool, returncode: int | None) -> str:
+def patch_run_json(
+    run_dir: Path,
+    cond: Condition,
+    server_cmd: str | None,
+    interrupted: bool,
+    returncode: int | None,
+) -> str:
     """Stamp ``server_cmd`` and ``condition`` into run.json; fix a status left ``running``.
 
     Returns the run's final status. A run that never wrote run.json (its server failed to
@@ -423,13 +450,18 @@ def sweep_run_dirs(out: Path) -> list[Path]:
     return sorted(p.parent for p in out.glob("*/run.json") if p.parent.name != "report")
 
 
-def compare_sweep(out: Path, run_dirs: Sequence[Path], say: Callable[[str], None] = print) -> int:
+def compare_sweep(
+    out: Path,
+    run_dirs: Sequence[Path],
+    say: Callable[[str], None] = print,
+    compare_args: Sequence[str] = (),
+) -> int:
     """Compare the sweep's runs with ``specload compare`` into ``out/report``; its exit code.
 
     Runs already in ``out`` from earlier invocations (``--url``, one condition each) are
     compared too. The baseline is the first condition when this sweep ran several, else a
     run labelled ``baseline``, else compare's own choice (the run without speculation and
-    prefix caching). Ends with the one-sentence verdict and the HTML report's path, so they
+    prefix caching). ``compare_args`` are extra ``specload compare`` options. Ends with the one-sentence verdict and the HTML report's path, so they
     are the last lines on the terminal after the tables.
     """
     dirs = list(run_dirs) + [d for d in sweep_run_dirs(out) if d not in run_dirs]
@@ -441,6 +473,7 @@ def compare_sweep(out: Path, run_dirs: Sequence[Path], say: Callable[[str], None
     baseline = _baseline_label(run_dirs, dirs)
     if baseline:
         cmd += ["--baseline", baseline]
+    cmd += list(compare_args)
     say(f"[sweep] comparing {len(dirs)} runs -> {report_dir}")
     code = subprocess.call(cmd)
     headline = _headline(report_dir / "report.json")

@@ -56,7 +56,11 @@ def test_short_demo_prints_verdict_and_finds_the_crossover_in_range(tmp_path: Pa
     out = tmp_path / "demo"
     res = subprocess.run(
         [sys.executable, "-m", "specload", "demo", "--out", str(out), "--scenario", str(short)],
-        cwd=REPO, capture_output=True, text=True, timeout=280, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
     )
     print(res.stdout[-4000:])
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

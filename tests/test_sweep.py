@@ -51,8 +51,14 @@ def _scenario(tmp_path: Path, steps: str = "[4, 8]", duration: float = 1.5) -> P
 
 
 def _sweep(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specload", "sweep", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout_s, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "specload", "sweep", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
 
 
 def _server_pgid(run_dir: Path) -> int:
@@ -78,25 +84,36 @@ def test_condition_flags_declare_speculative_json_and_prefix_caching() -> None:
     spec_json = '{"method":"ngram","num_speculative_tokens":4}'
     spec = parse_condition(f"spec=--speculative-config '{spec_json}'")
     assert spec.flags == ("--speculative-config", spec_json)
-    assert spec.as_json() == {"speculative": {"method": "ngram", "num_speculative_tokens": 4},
-                              "prefix_caching": None}
+    assert spec.as_json() == {
+        "speculative": {"method": "ngram", "num_speculative_tokens": 4},
+        "prefix_caching": None,
+    }
     # Unquoted JSON is kept verbatim (a shell split would strip its double quotes).
-    unquoted = parse_condition('both=--speculative-config {"method": "ngram"} '
-                               "--enable-prefix-caching")
-    assert unquoted.flags == ("--speculative-config", '{"method": "ngram"}',
-                              "--enable-prefix-caching")
+    unquoted = parse_condition(
+        'both=--speculative-config {"method": "ngram"} --enable-prefix-caching'
+    )
+    assert unquoted.flags == (
+        "--speculative-config",
+        '{"method": "ngram"}',
+        "--enable-prefix-caching",
+    )
     assert unquoted.as_json() == {"speculative": {"method": "ngram"}, "prefix_caching": True}
     assert parse_condition("baseline=", default_prefix_caching=False).as_json() == {
-        "speculative": None, "prefix_caching": False}
+        "speculative": None,
+        "prefix_caching": False,
+    }
     assert parse_condition("off=--no-enable-prefix-caching").prefix_caching is False
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("baseline", "expected NAME=FLAGS"),
-    ("spec=--speculative-config {method: ngram}", "not valid JSON"),
-    ("spec=--speculative-config '[4]'", "must be a JSON object"),
-    ("x=--flag 'unclosed", "cannot split"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("baseline", "expected NAME=FLAGS"),
+        ("spec=--speculative-config {method: ngram}", "not valid JSON"),
+        ("spec=--speculative-config '[4]'", "must be a JSON object"),
+        ("x=--flag 'unclosed", "cannot split"),
+    ],
+)
 def test_bad_condition_is_a_config_error_naming_it(text: str, problem: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(problem)) as err:
         parse_condition(text)
@@ -117,25 +134,45 @@ def test_bad_input_exits_2_with_one_line_and_starts_nothing(tmp_path: Path) -> N
         assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
     bad_scenario = tmp_path / "bad.yaml"
     bad_scenario.write_text("steps: [1]\nstep_duration_s: -1\n")
-    out = _sweep("--server-cmd", SIM_CMD, "--condition", "a=", "--scenario", str(bad_scenario),
-                 "--out", str(tmp_path / "o"))
+    out = _sweep(
+        "--server-cmd",
+        SIM_CMD,
+        "--condition",
+        "a=",
+        "--scenario",
+        str(bad_scenario),
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert out.returncode == 2 and "step_duration_s" in out.stderr
     assert not (tmp_path / "o" / "a" / "server.log").exists()
 
 
 def test_sweep_runs_each_condition_on_its_own_server_and_stamps_run_json(tmp_path: Path) -> None:
     out_dir = tmp_path / "sweep"
-    res = _sweep("--server-cmd", SIM_CMD, "--condition", "baseline=",
-                 "--condition", "prefix=--enable-prefix-caching",
-                 "--scenario", str(_scenario(tmp_path)), "--out", str(out_dir), "--no-compare")
+    res = _sweep(
+        "--server-cmd",
+        SIM_CMD,
+        "--condition",
+        "baseline=",
+        "--condition",
+        "prefix=--enable-prefix-caching",
+        "--scenario",
+        str(_scenario(tmp_path)),
+        "--out",
+        str(out_dir),
+        "--no-compare",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     pgids = []
     for name, prefix_flag in (("baseline", False), ("prefix", True)):
         run_dir = out_dir / name
         meta = json.loads((run_dir / "run.json").read_text())
         assert meta["status"] == "completed" and meta["label"] == name
-        assert meta["condition"] == {"speculative": None,
-                                     "prefix_caching": True if prefix_flag else None}
+        assert meta["condition"] == {
+            "speculative": None,
+            "prefix_caching": True if prefix_flag else None,
+        }
         cmd = shlex.split(meta["server_cmd"])
         assert cmd[:3] == [sys.executable, "-m", "specload"] and "--port" in cmd
         assert ("--enable-prefix-caching" in cmd) is prefix_flag
@@ -151,8 +188,18 @@ def test_sweep_runs_each_condition_on_its_own_server_and_stamps_run_json(tmp_pat
 def test_server_that_exits_at_start_fails_with_its_log_tail(tmp_path: Path) -> None:
     cmd = f"{PY} -c 'import sys; print(\"CUDA out of memory (pretend)\"); sys.exit(1)' {{port}}"
     out_dir = tmp_path / "sweep"
-    res = _sweep("--server-cmd", cmd, "--condition", "baseline=", "--condition", "spec=",
-                 "--scenario", str(_scenario(tmp_path)), "--out", str(out_dir))
+    res = _sweep(
+        "--server-cmd",
+        cmd,
+        "--condition",
+        "baseline=",
+        "--condition",
+        "spec=",
+        "--scenario",
+        str(_scenario(tmp_path)),
+        "--out",
+        str(out_dir),
+    )
     assert res.returncode == 1, res.stderr
     assert "exited with code 1" in res.stderr and "CUDA out of memory (pretend)" in res.stderr
     assert "Traceback" not in res.stderr
@@ -163,8 +210,18 @@ def test_server_that_exits_at_start_fails_with_its_log_tail(tmp_path: Path) -> N
 def test_server_never_healthy_times_out_and_is_killed(tmp_path: Path) -> None:
     cmd = f"{PY} -c 'import time; print(\"loading weights\", flush=True); time.sleep(60)' {{port}}"
     out_dir = tmp_path / "sweep"
-    res = _sweep("--server-cmd", cmd, "--condition", "baseline=", "--health-timeout", "2",
-                 "--scenario", str(_scenario(tmp_path)), "--out", str(out_dir))
+    res = _sweep(
+        "--server-cmd",
+        cmd,
+        "--condition",
+        "baseline=",
+        "--health-timeout",
+        "2",
+        "--scenario",
+        str(_scenario(tmp_path)),
+        "--out",
+        str(out_dir),
+    )
     assert res.returncode == 1
     assert "within 2 s" in res.stderr and "loading weights" in res.stderr
     assert not _group_alive(_server_pgid(out_dir / "baseline"))
@@ -188,11 +245,25 @@ def test_sigint_marks_the_run_interrupted_keeps_records_and_stops_everything(
     tmp_path: Path,
 ) -> None:
     out_dir = tmp_path / "sweep"
-    args = [sys.executable, "-m", "specload", "sweep", "--server-cmd", SIM_CMD,
-            "--condition", "baseline=", "--condition", "spec=",
-            "--scenario", str(_scenario(tmp_path, "[8, 8, 8, 8]", 5)), "--out", str(out_dir)]
-    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    args = [
+        sys.executable,
+        "-m",
+        "specload",
+        "sweep",
+        "--server-cmd",
+        SIM_CMD,
+        "--condition",
+        "baseline=",
+        "--condition",
+        "spec=",
+        "--scenario",
+        str(_scenario(tmp_path, "[8, 8, 8, 8]", 5)),
+        "--out",
+        str(out_dir),
+    ]
+    proc = subprocess.Popen(
+        args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         records = out_dir / "baseline" / "requests.jsonl"
         _wait_for(lambda: _record_count(records) >= 5, 60)
@@ -210,8 +281,9 @@ def test_sigint_marks_the_run_interrupted_keeps_records_and_stops_everything(
     assert len(recs) >= 5 and len({r["request_id"] for r in recs}) == len(recs)
     assert not _group_alive(_server_pgid(run_dir))
     assert not (out_dir / "spec").exists()
-    leftover = [p for p in Path("/proc").iterdir()
-                if p.name.isdigit() and _cmdline_has(p, str(out_dir))]
+    leftover = [
+        p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, str(out_dir))
+    ]
     assert not leftover, "the run process and its children exited"
 
 

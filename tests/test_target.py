@@ -125,7 +125,10 @@ def test_server_never_healthy_times_out_and_its_group_is_killed(tmp_path: Path) 
 def test_stop_kills_a_child_that_ignores_sigterm(tmp_path: Path) -> None:
     pidfile = tmp_path / "orphan.pid"
     server = ManagedServer(
-        _stub_cmd(tmp_path, "--orphan", str(pidfile)), [], free_port(), tmp_path / "s.log",
+        _stub_cmd(tmp_path, "--orphan", str(pidfile)),
+        [],
+        free_port(),
+        tmp_path / "s.log",
         stop_timeout_s=0.5,
     )
     server.start()

@@ -30,23 +30,43 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     target = p.add_argument_group("server (one of)")
-    target.add_argument("--server-cmd", metavar="CMD",
-                        help="command that starts the server; {port} is replaced by the port, "
-                             "each condition's flags are appended")
+    target.add_argument(
+        "--server-cmd",
+        metavar="CMD",
+        help="command that starts the server; {port} is replaced by the port, "
+        "each condition's flags are appended",
+    )
     target.add_argument("--url", help="a server someone else manages (no start/stop)")
-    p.add_argument("--condition", action="append", default=[], metavar="NAME=FLAGS",
-                   help="a condition and its extra server flags, split like a shell does "
-                        "(repeatable; 'baseline=' for none)")
+    p.add_argument(
+        "--condition",
+        action="append",
+        default=[],
+        metavar="NAME=FLAGS",
+        help="a condition and its extra server flags, split like a shell does "
+        "(repeatable; 'baseline=' for none)",
+    )
     p.add_argument("--label", help="with --url: the condition's name (same as --condition NAME=)")
     p.add_argument("--scenario", required=True, type=Path, help="scenario YAML")
     p.add_argument("--out", required=True, type=Path, help="sweep directory")
     p.add_argument("--port", type=int, help="server port (default: a free port per condition)")
-    p.add_argument("--health-timeout", type=float, default=600.0, metavar="S",
-                   help="seconds to wait for the server's /health (default 600)")
-    p.add_argument("--store-text", action="store_true",
-                   help="also store raw prompts and outputs in the records")
-    p.add_argument("--processes", type=int, metavar="N",
-                   help="Locust worker processes per run (as locust --processes)")
+    p.add_argument(
+        "--health-timeout",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="seconds to wait for the server's /health (default 600)",
+    )
+    p.add_argument(
+        "--store-text",
+        action="store_true",
+        help="also store raw prompts and outputs in the records",
+    )
+    p.add_argument(
+        "--processes",
+        type=int,
+        metavar="N",
+        help="Locust worker processes per run (as locust --processes)",
+    )
     p.add_argument("--no-compare", action="store_true", help="skip the comparison at the end")
     p.set_defaults(func=run)
 
@@ -66,9 +86,14 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise ConfigError("must be at least 1", path="--processes")
     _validate_scenario(args.scenario)
     return SweepPlan(
-        scenario=args.scenario, out=args.out, conditions=conditions,
-        server_cmd=args.server_cmd, url=args.url, port=args.port,
-        health_timeout_s=args.health_timeout, store_text=args.store_text,
+        scenario=args.scenario,
+        out=args.out,
+        conditions=conditions,
+        server_cmd=args.server_cmd,
+        url=args.url,
+        port=args.port,
+        health_timeout_s=args.health_timeout,
+        store_text=args.store_text,
         processes=args.processes,
     )
 
