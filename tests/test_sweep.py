@@ -292,3 +292,33 @@ def _cmdline_has(proc_dir: Path, needle: str) -> bool:
         return needle in (proc_dir / "cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return False
+
+
+def test_url_target_is_measured_but_never_stopped_and_runs_accumulate(
+    sim,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    out_dir = tmp_path / "sweep"
+    scenario = str(_scenario(tmp_path, "[4]", 1.5))
+    first = _sweep(
+        "--url", sim.url, "--label", "baseline", "--scenario", scenario, "--out", str(out_dir)
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "one run" in first.stdout and not (out_dir / "report").exists()
+    second = _sweep(
+        "--url",
+        sim.url,
+        "--condition",
+        "prefix=--enable-prefix-caching",
+        "--scenario",
+        scenario,
+        "--out",
+        str(out_dir),
+    )
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert sim.proc.poll() is None, "an external server is never stopped"
+    meta = json.loads((out_dir / "prefix" / "run.json").read_text())
+    assert meta["server_cmd"] is None and meta["condition"]["prefix_caching"] is True
+    report = json.loads((out_dir / "report" / "report.json").read_text())
+    assert report["baseline"] == "baseline"
+    assert set(report["verdict"]) == {"prefix"}
