@@ -52,10 +52,11 @@ def step_time(prof: Profile, b: BatchShape) -> float:
     t = prof.step_overhead_s + _roofline(mem, flops / prof.peak_flops, prof.roofline_p)
     t += prof.per_seq_overhead_s * b.n_seqs + prof.prefill_seq_overhead_s * b.n_prefill
     if b.spec:
-        t += prof.spec_step_overhead_s + prof.spec_per_seq_overhead_s * b.spec_seqs
+        if b.spec_seqs:  # verification and rejection sampling run only when drafts exist
+            t += prof.spec_step_overhead_s + prof.spec_per_seq_overhead_s * b.spec_seqs
         if b.spec == "ngram":
             t += prof.ngram_step_overhead_s
-        elif b.draft_k > 0 or b.prefill_tokens:
+        elif b.draft_k > 0:  # a k = 0 step (dynamic schedule) runs no draft model at all
             t += _draft_time(prof, b)
     if b.dynamic:
         t += prof.dynamic_step_overhead_s + prof.dynamic_per_seq_overhead_s * b.n_seqs
