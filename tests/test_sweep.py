@@ -295,7 +295,7 @@ def _cmdline_has(proc_dir: Path, needle: str) -> bool:
 
 
 def test_url_target_is_measured_but_never_stopped_and_runs_accumulate(
-    sim,  # noqa: ANN001
+    sim,
     tmp_path: Path,
 ) -> None:
     out_dir = tmp_path / "sweep"
