@@ -87,13 +87,18 @@ def classify(ratio: float | None, min_gain: float) -> str:
     return "same"
 
 
+#: Smallest change the verdict's side clauses and the p50/p95 flags mention (fraction).
+SIDE_MIN = 0.03
+
+
 def classify_significant(ratio: Estimate, min_gain: float) -> str:
-    """Like ``classify``, but only when the 95 % CI excludes 1: noise is "same".
+    """Like ``classify``, but only when the 95 % CI excludes 1 and the change is at least
+    ``SIDE_MIN``: noise is "same".
 
     Used for the verdict's side clauses and the p50/p95 flags, which must not fire on noise
     (with ``--min-gain 0`` every wobble would otherwise be "better" or "worse").
     """
-    verdict = classify(ratio.value, min_gain)
+    verdict = classify(ratio.value, max(min_gain, SIDE_MIN))
     if verdict == "better" and (ratio.hi is None or ratio.hi >= 1.0):
         return "same"
     if verdict == "worse" and (ratio.lo is None or ratio.lo <= 1.0):

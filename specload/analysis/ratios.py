@@ -3,7 +3,8 @@
 A ratio below 1 means the condition is faster on that latency metric. Each ratio carries the
 95 % CI of the replicate-wise ratio of the two bootstrap distributions (independent samples),
 and a verdict (``better`` / ``same`` / ``worse`` by at least ``min_gain``, the crossover's rule)
-plus the same verdict only where the CI excludes 1 (``significant``). When p50 is
+plus the same verdict only where a stricter 99 % interval excludes 1 and the change is at
+least 3 % (``significant``). When p50 is
 significantly better and p95 significantly worse at the same step, some requests wait on the
 drafting path: that is flagged, never averaged away.
 """
@@ -54,6 +55,20 @@ class Flag:
         )
 
 
+#: Two-sided level of the interval behind ``significant``: stricter than the reported 95 %
+#: because a verdict scans every step of every metric (a Bonferroni-style guard for ~5 steps).
+STRICT_LEVEL = 0.99
+
+
+def _strict(est: Estimate, reps: np.ndarray) -> Estimate:
+    finite = reps[~np.isnan(reps)]
+    if est.value is None or finite.size == 0:
+        return est
+    tail = (1 - STRICT_LEVEL) / 2 * 100
+    lo, hi = np.percentile(finite, [tail, 100 - tail])
+    return Estimate(est.value, float(lo), float(hi))
+
+
 def step_ratios(
     cond: list[StepStats], base: list[StepStats], min_gain: float
 ) -> tuple[dict[str, list[RatioRow]], dict[str, np.ndarray]]:
@@ -75,7 +90,7 @@ def step_ratios(
                     s.target_qps,
                     est,
                     classify(est.value, min_gain),
-                    classify_significant(est, min_gain),
+                    classify_significant(_strict(est, r), min_gain),
                 )
             )
             cols.append(r)

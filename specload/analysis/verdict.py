@@ -44,11 +44,10 @@ def _headline(x: Crossover, min_gain: float) -> str:
     g = x.first_gain
     gain = ""
     if g.value is not None:
-        ci = (
-            f" (CI {g.lo * 100:.0f}–{g.hi * 100:.0f} %)"
-            if g.lo is not None and g.hi is not None
-            else ""
-        )
+        ci = ""
+        if g.lo is not None and g.hi is not None:
+            unsure = ", not significant" if g.lo <= 0 else ""
+            ci = f" (CI {g.lo * 100:.0f}–{g.hi * 100:.0f} %{unsure})"
         gain = f"{g.value * 100:.0f} %{ci}"
     if x.status == NEVER:
         return (

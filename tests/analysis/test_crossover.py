@@ -111,10 +111,21 @@ def test_report_json_shape_for_every_crossover_metric(crossing_pair: tuple[Path,
     assert {"metric", "condition", "baseline", "qps", "ci", "status", "tested_range"} <= set(d)
 
 
-def test_noise_alone_raises_no_flags_and_no_side_clauses_even_at_min_gain_zero(tmp_path: Path) -> None:
-    base = write_run(tmp_path / "b", Cond("baseline"), metrics=False, seed=3)
-    same = write_run(tmp_path / "s", Cond("spec", speculative=SPEC), metrics=False, seed=4)
-    cmp = compare_runs([base, same], min_gain=0.0)
-    assert cmp.flags == []
-    sentence = cmp.verdicts["spec"]
-    assert "is worse" not in sentence and "is better" not in sentence, sentence
+def test_noise_alone_rarely_reaches_the_verdict_and_never_flags_even_at_min_gain_zero(
+    tmp_path: Path,
+) -> None:
+    # Identical conditions, four noise draws: 4 x 5 steps x (p95 TPOT, p50 TTFT) side-clause
+    # rows. At the strict 99 % level about 0.4 false positives are expected; allow 2.
+    hits = 0
+    for seed in (3, 5, 7, 9):
+        base = write_run(tmp_path / f"b{seed}", Cond("baseline"), metrics=False, seed=seed)
+        same = write_run(
+            tmp_path / f"s{seed}", Cond("spec", speculative=SPEC), metrics=False, seed=seed + 1
+        )
+        cmp = compare_runs([base, same], min_gain=0.0)
+        assert cmp.flags == []
+        rows = cmp.ratios["spec"]["tpot_p95"] + cmp.ratios["spec"]["ttft_p50"]
+        hits += sum(r.significant != "same" for r in rows)
+        # ...while the point-estimate verdict (the crossover's rule) calls most of them.
+        assert sum(r.verdict != "same" for r in rows) >= 5
+    assert hits <= 2
