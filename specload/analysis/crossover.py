@@ -151,6 +151,40 @@ def _status(point: float) -> str:
     return ALWAYS if point == np.inf else NEVER if point == -np.inf else CROSSES
 
 
+def _last_help_and_note(
+    status: str, point: float, q: np.ndarray, gains: np.ndarray, min_gain: float
+) -> tuple[float | None, str]:
+    """The last helping step before the crossover, and a note on irregular patterns."""
+    helps = gains >= min_gain
+    if status == ALWAYS:
+        return float(q[-1]), ""
+    if status != CROSSES:
+        return None, ""
+    before = q[(q <= point) & helps]
+    last_help = float(before[-1]) if before.size else None
+    if not helps[0]:
+        listed = ", ".join(f"{v:g}" for v in q[helps])
+        return (
+            last_help,
+            f"does not help at the lowest step ({q[0]:g} req/s) but helps at {listed} req/s",
+        )
+    again = q[(q > point) & helps]
+    if again.size:
+        return last_help, "helps again at a higher step: " + ", ".join(
+            f"{v:g}" for v in again
+        ) + " req/s"
+    return last_help, ""
+
+
+def _gain(ratio: Estimate) -> Estimate:
+    """A ratio's estimate as a gain (1 - ratio): the bounds swap."""
+    return Estimate(
+        1.0 - ratio.value if ratio.value is not None else None,
+        1.0 - ratio.hi if ratio.hi is not None else None,
+        1.0 - ratio.lo if ratio.lo is not None else None,
+    )
+
+
 def find_crossover(
     metric: str,
     condition: str,
@@ -170,45 +204,13 @@ def find_crossover(
     point = float(crossover_points(log_q, gains[None, :], min_gain)[0])
     rep_pts = crossover_points(log_q, 1.0 - reps[:, keep], min_gain)
     status = _status(point)
-    helping = q[gains >= min_gain]
-    last_help = None
-    note = ""
-    if status == CROSSES:
-        before = q[(q <= point) & (gains >= min_gain)]
-        last_help = float(before[-1]) if before.size else None
-        if gains[0] < min_gain:
-            note = (
-                f"does not help at the lowest step ({q[0]:g} req/s) but helps at "
-                f"{', '.join(f'{v:g}' for v in helping)} req/s"
-            )
-        elif (gains[q > point] >= min_gain).any():
-            note = (
-                "helps again at a higher step: "
-                + ", ".join(f"{v:g}" for v in q[(q > point) & (gains >= min_gain)])
-                + " req/s"
-            )
-    elif status == ALWAYS:
-        last_help = float(q[-1])
+    last_help, note = _last_help_and_note(status, point, q, gains, min_gain)
     finite = rep_pts[~np.isnan(rep_pts)]
     agreement = float(np.mean([_status(p) == status for p in finite])) if finite.size else 0.0
-    first = ratios[keep[0]]
-    first_gain = Estimate(
-        1.0 - first.value if first.value is not None else None,
-        1.0 - first.hi if first.hi is not None else None,
-        1.0 - first.lo if first.lo is not None else None,
-    )
     ci, beyond = _ci(rep_pts)
     return Crossover(
-        metric=metric,
-        condition=condition,
-        baseline=baseline,
-        status=status,
-        qps=point if status == CROSSES else None,
-        ci=ci,
-        ci_beyond=beyond,
-        tested_range=(float(q[0]), float(q[-1])),
-        last_helping_qps=last_help,
-        first_gain=first_gain,
-        agreement=agreement,
-        note=note,
-    )
+        metric=metric, condition=condition, baseline=baseline, status=status,
+        qps=point if status == CROSSES else None, ci=ci, ci_beyond=beyond,
+        tested_range=(float(q[0]), float(q[-1])), last_helping_qps=last_help,
+        first_gain=_gain(ratios[keep[0]]), agreement=agreement, note=note,
+    )  # fmt: skip
