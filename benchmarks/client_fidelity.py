@@ -279,6 +279,10 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -
               "- The default client stamps chunks with the kernel's receive time "
               "(`SO_TIMESTAMPNS`), so its own CPU lag stays out of TTFT/TPOT; the SDK mode "
               "stamps in user space, after pydantic parsing.",
+              "- The default client also keeps gevent from switching greenlets between "
+              "`sent_at` and the send (geventhttpclient's pooled-connection check ends in "
+              "`sleep(0)` under monkey-patching: before the fix, 15-40 ms of fake TTFT at 256 "
+              "streams). The SDK's httpx pool is left as it is.",
               "- A load average above the CPU count means every process here waited for a CPU: "
               "the tails then measure this machine's scheduler (the simulator's event loop "
               "most), not the client. The p99 goals need a quiet host to be judged.",
