@@ -155,7 +155,8 @@ class StreamClient:
             b.status = resp.status_code
             if b.status != 200:
                 raise _Failure("http", _http_detail(resp))
-            if stream:
+            ctype = str(resp.get("content-type") or "")
+            if stream and not ctype.startswith("application/json"):
                 _read_stream(resp, b, self.stamp_source == "kernel")
             else:
                 _read_whole(resp, b)
@@ -253,7 +254,8 @@ def _drain(resp: HTTPSocketPoolResponse) -> None:
 
 
 def _read_whole(resp: HTTPSocketPoolResponse, b: RecordBuilder) -> None:
-    """Non-streaming response: the whole completion arrives at once (TTFT = E2E)."""
+    """A whole JSON completion (``stream: false``, or a server that ignored ``stream``):
+    it arrives at once, so TTFT = E2E."""
     try:
         data = resp.read()
     except (HTTPParseError, ConnectionError, OSError) as exc:

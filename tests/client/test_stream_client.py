@@ -237,3 +237,19 @@ print(switched(pool._is_socket_alive), switched(lambda s: ConnectionPool._is_soc
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True)
     assert out.stdout.split() == ["False", "True"]  # ours does not yield; the library's does
+
+
+def test_non_streaming_completion_is_one_chunk() -> None:
+    body = (b'{"id": "c", "choices": [{"index": 0, "message": {"role": "assistant", '
+            b'"content": "hello"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, '
+            b'"completion_tokens": 2, "total_tokens": 5}}')
+    with raw_server(json_response("200 OK", body)) as srv:
+        client = StreamClient(srv.url, timeout_s=10)
+        rec = send(client, ChatRequest(model="m", messages=MESSAGES, stream=False))
+        assert "stream_options" not in json.loads(srv.requests[0][1])
+        # a server that answers a streaming request with plain JSON is read the same way
+        again = send(client, ChatRequest(model="m", messages=MESSAGES))
+    for r in (rec, again):
+        assert r.ok and r.finish_reason == "stop" and r.output_tokens == 2
+        assert r.content_chunks == 1 and r.ttft_s == pytest.approx(r.e2e_s)
+        assert r.output_sha256 == sha256_text("hello")
