@@ -35,7 +35,14 @@ from specload.analysis.steps import StepStats, condition_steps, metric_names
 from specload.analysis.verdict import sentence
 from specload.errors import ConfigError
 
-__all__ = ["CROSSOVER_METRICS", "Comparison", "ConditionInfo", "compare_runs", "load_conditions"]
+__all__ = [
+    "CROSSOVER_METRICS",
+    "Comparison",
+    "ConditionInfo",
+    "compare_runs",
+    "expand_run_dirs",
+    "load_conditions",
+]
 
 #: Fewer successful requests than this in a step: its tail percentiles are called out.
 MIN_TAIL_N = 40
@@ -93,11 +100,24 @@ class Comparison:
         )
 
 
+def expand_run_dirs(paths: list[str | Path]) -> list[Path]:
+    """Each path as given, or, for a folder holding run dirs (a sweep's ``--out``), those.
+
+    A folder without ``run.json`` whose direct subfolders have one stands for them (sorted);
+    anything else is passed on as is, so the reader can say what is wrong with it.
+    """
+    out: list[Path] = []
+    for p in map(Path, paths):
+        inner = sorted(c.parent for c in p.glob("*/run.json")) if p.is_dir() else []
+        out.extend(inner if inner and not (p / "run.json").exists() else [p])
+    return list(dict.fromkeys(out))
+
+
 def load_conditions(run_dirs: list[str | Path]) -> tuple[dict[str, list[RunData]], list[RunData]]:
-    """Load run dirs and group them by label, in first-seen order."""
+    """Load run dirs (see ``expand_run_dirs``) and group them by label, in first-seen order."""
     if not run_dirs:
         raise ConfigError("compare needs at least one RUN_DIR")
-    runs = load_runs(list(run_dirs))
+    runs = load_runs(list(expand_run_dirs(run_dirs)))
     groups: dict[str, list[RunData]] = {}
     for run in runs:
         groups.setdefault(run.label, []).append(run)

@@ -27,10 +27,10 @@ def add_parser(subparsers: Any) -> None:
         ),
     )
     p.add_argument(
-        "run_dirs",
+        "run_dirs",  # or folders of run dirs (a sweep's --out)
         nargs="+",
         metavar="RUN_DIR",
-        help="run directories (one per condition or repeat)",
+        help="run directories (one per condition or repeat), or folders holding them",
     )
     p.add_argument(
         "--out",

@@ -84,3 +84,14 @@ def test_regression_gate_fails_only_up_to_the_operating_point(tmp_path: Path) ->
 def test_bad_gate_specs_are_config_errors(spec: str) -> None:
     with pytest.raises(ConfigError, match="--max-regression"):
         parse_gate(spec)
+
+
+def test_a_folder_of_run_dirs_stands_for_its_runs(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    write_run(sweep / "1-baseline", Cond("baseline"), qps=(2,), n=50, metrics=False)
+    write_run(sweep / "2-spec", Cond("spec", speculative=SPEC), qps=(2,), n=50, metrics=False)
+    (sweep / "report").mkdir()
+    cmp = compare_runs([sweep])
+    assert [c.label for c in cmp.conditions] == ["baseline", "spec"] and cmp.baseline == "baseline"
+    with pytest.raises(ConfigError, match="no run.json"):
+        compare_runs([tmp_path / "sweep" / "report"])
