@@ -232,6 +232,39 @@ def verdict(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+_NOTES = (
+    "- `µs/chunk` is client-process CPU per content chunk; `capacity` = tokens per "
+    "client CPU second, the most one process can take on one core (one token per "
+    "chunk without speculation).",
+    "- TTFT error is `client TTFT − (first_token_at − arrived_at)` of the simulator. It "
+    "splits into *send→arrive* (`arrived_at − sent_at`: loopback plus the "
+    "simulator's event loop getting to the new request — server-side latency a user "
+    "also sees, which the simulator's ground truth leaves out) and *emit→read* "
+    "(`client first token − simulator first emission`: with kernel receive stamps, "
+    "the loopback delivery plus any delay of the simulator between stamping a chunk "
+    "and writing it; with user-space stamps also how late the client's read loop got "
+    "to it).",
+    "- Checked on a 256-stream run (08:33 UTC): every chunk time came from a kernel "
+    "stamp, and the emit→read outliers come in groups with identical delays across "
+    "different streams (e.g. four requests at 57.06 ms): data the simulator had "
+    "stamped as written reached the client's socket together, later. That points at "
+    "the simulator's side (its stamp is taken in user space around the write), not at "
+    "the client's read loop, whose lag the kernel stamps exclude.",
+    "- The default client stamps chunks with the kernel's receive time "
+    "(`SO_TIMESTAMPNS`), so its own CPU lag stays out of TTFT/TPOT; the SDK mode "
+    "stamps in user space, after pydantic parsing.",
+    "- The default client also keeps gevent from switching greenlets between "
+    "`sent_at` and the send (geventhttpclient's pooled-connection check ends in "
+    "`sleep(0)` under monkey-patching: before the fix, 15-40 ms of fake TTFT at 256 "
+    "streams). The SDK's httpx pool is left as it is.",
+    "- A load average above the CPU count means every process here waited for a CPU: "
+    "the tails then measure this machine's scheduler (the simulator's event loop "
+    "most), not the client. The p99 goals need a quiet host to be judged.",
+    "- TPOT error compares the client's (E2E − TTFT)/(n − 1) with the server's "
+    "(last − first emission)/(n − 1).",
+)
+
+
 def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     (out / "client_fidelity.json").write_text(json.dumps({"meta": meta, "rows": rows},
@@ -259,35 +292,7 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -
             f"{f(r['emit_to_read_ms_p50'])} / {f(r['emit_to_read_ms_p99'])} | "
             f"{f(r['tpot_err_pct_p50'])} / {f(r['tpot_err_pct_p99'])} | "
             f"{r['requests_measured']} | {r['errors']} |")
-    lines += ["", "## Goals", "", *verdict(rows), "", "## How to read it", "",
-              "- `µs/chunk` is client-process CPU per content chunk; `capacity` = tokens per "
-              "client CPU second, the most one process can take on one core (one token per "
-              "chunk without speculation).",
-              "- TTFT error is `client TTFT − (first_token_at − arrived_at)` of the simulator. It "
-              "splits into *send→arrive* (`arrived_at − sent_at`: loopback plus the "
-              "simulator's event loop getting to the new request — server-side latency a user "
-              "also sees, which the simulator's ground truth leaves out) and *emit→read* "
-              "(`client first token − simulator first emission`: with kernel receive stamps, "
-              "the loopback delivery plus any delay of the simulator between stamping a chunk "
-              "and writing it; with user-space stamps also how late the client's read loop got "
-              "to it).",
-              "- Checked on a 256-stream run (08:33 UTC): every chunk time came from a kernel "
-              "stamp, and the emit→read outliers come in groups with identical delays across "
-              "different streams (e.g. four requests at 57.06 ms): data the simulator had "
-              "stamped as written reached the client's socket together, later — the "
-              "simulator's event loop, not the client's read loop.",
-              "- The default client stamps chunks with the kernel's receive time "
-              "(`SO_TIMESTAMPNS`), so its own CPU lag stays out of TTFT/TPOT; the SDK mode "
-              "stamps in user space, after pydantic parsing.",
-              "- The default client also keeps gevent from switching greenlets between "
-              "`sent_at` and the send (geventhttpclient's pooled-connection check ends in "
-              "`sleep(0)` under monkey-patching: before the fix, 15-40 ms of fake TTFT at 256 "
-              "streams). The SDK's httpx pool is left as it is.",
-              "- A load average above the CPU count means every process here waited for a CPU: "
-              "the tails then measure this machine's scheduler (the simulator's event loop "
-              "most), not the client. The p99 goals need a quiet host to be judged.",
-              "- TPOT error compares the client's (E2E − TTFT)/(n − 1) with the server's "
-              "(last − first emission)/(n − 1)."]
+    lines += ["", "## Goals", "", *verdict(rows), "", "## How to read it", "", *_NOTES]
     text = "\n".join(lines) + "\n"
     (out / "client_fidelity.md").write_text(text)
     return text
