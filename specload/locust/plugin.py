@@ -173,7 +173,7 @@ def _graceful_sigterm() -> None:
         signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
-def _on_init(environment: Any, runner: Any = None, **_kw: Any) -> None:
+def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_kw: Any) -> None:
     from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
     runner = runner or environment.runner
@@ -196,6 +196,10 @@ def _on_init(environment: Any, runner: Any = None, **_kw: Any) -> None:
         on_connect = _to_session(master, "on_worker_connect")
         environment.events.worker_connect.add_listener(lambda client_id, **kw: on_connect(client_id))
         _validate_early(environment, master)
+        if web_ui is not None:
+            from specload.locust.webui import install_web_ui
+
+            install_web_ui(environment, web_ui)
 
     def on_stop(**_kw: Any) -> None:
         if roles.load is not None:

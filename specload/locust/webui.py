@@ -1,0 +1,236 @@
+"""The specload tabs on the master's Locust web UI, and the JSON endpoint behind them.
+
+Locust's own rows round and mix every request of a name together; the question a specload
+run answers is per step (did this QPS step still meet its latency, what did the server
+accept), from the full-precision records. Locust 2.47's React UI has an extension point for
+exactly this: ``template_args["extended_tabs"]`` adds tabs whose table layout comes from
+``extended_tables`` and whose rows come from an ``extended_stats`` entry in the
+``/stats/requests`` answer the UI already polls every 2 s while a test runs. So the tabs
+refresh with Locust's own cadence and need no JavaScript of ours. The same figures, unformatted
+(seconds, fractions), are at ``<web base path>/specload/live.json``, behind Locust's
+``--web-login`` like every other page.
+
+Two tabs: ``specload`` (one row per step: state, target/achieved QPS, p50/p95 TTFT, TPOT and
+E2E in ms, tokens per chunk, acceptance rate and KV usage from ``/metrics``, requests and
+errors) and ``specload run`` (run id, status, run directory, per-worker sent/recorded, lost
+workers, notes).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+__all__ = [
+    "LIVE_PATH",
+    "RUN_TAB",
+    "STEPS_TAB",
+    "install_web_ui",
+    "live_view",
+    "run_rows",
+    "step_rows",
+]
+
+#: The JSON endpoint, under Locust's ``--web-base-path``.
+LIVE_PATH = "/specload/live.json"
+#: Tab keys (they appear in the UI's URL as ``?tab=...``).
+STEPS_TAB = "specload"
+RUN_TAB = "specload-run"
+
+_STEP_COLUMNS = [
+    ("step", "Step"),
+    ("state", "State"),
+    ("target_qps", "Target QPS"),
+    ("achieved_qps", "Achieved QPS"),
+    ("requests", "Requests"),
+    ("errors", "Errors"),
+    ("ttft_p50_ms", "TTFT p50 ms"),
+    ("ttft_p95_ms", "TTFT p95 ms"),
+    ("tpot_p50_ms", "TPOT p50 ms"),
+    ("tpot_p95_ms", "TPOT p95 ms"),
+    ("e2e_p50_ms", "E2E p50 ms"),
+    ("e2e_p95_ms", "E2E p95 ms"),
+    ("tokens_per_chunk", "Tokens/chunk"),
+    ("acceptance_rate", "Acceptance %"),
+    ("kv_usage_max", "KV usage max %"),
+]
+_RUN_COLUMNS = [("name", "What"), ("value", "Value")]
+
+
+def _session(environment: Any) -> Any:
+    from specload.locust.plugin import master_side
+
+    side = master_side(environment)
+    return side.session if side is not None else None
+
+
+def _state(step: dict[str, Any], current: int | None, finished: bool, now: float) -> str:
+    if finished or now >= step["end"]:
+        return "done"
+    if now < step["start"]:
+        return "next"
+    if step["index"] == current and now < step["warmup_end"]:
+        return "warm-up"
+    return "running"
+
+
+def _workers(session: Any) -> dict[str, dict[str, Any]]:
+    """Per load process: what it says it sent, what arrived here, whether it is still there."""
+    connected = set(session.workers.connected())
+    lost = {x["worker"] for x in session.writer.meta.lost_workers}
+    names = sorted(set(session.ready) | set(session.sent) | set(session.received))
+    return {
+        w: {
+            "sent": session.sent.get(w, 0),
+            "recorded": session.received.get(w, 0),
+            "state": "lost" if w in lost else ("connected" if w in connected else "gone"),
+        }
+        for w in names
+    }
+
+
+def live_view(environment: Any, now: float | None = None) -> dict[str, Any]:
+    """The endpoint's JSON: ``run`` (None before the first run) and ``steps`` (seconds,
+    fractions, QPS; ``None`` where nothing is known yet)."""
+    now = time.time() if now is None else now
+    session = _session(environment)
+    if session is None:
+        return {"updated_at": now, "run": None, "steps": []}
+    snap = session.live.snapshot()
+    plans = session.scenario.schedule()
+    steps = [
+        {**s, "state": _state(s, snap["current_step"], session.finished, now)}
+        for s in snap["steps"]
+    ]
+    known = {s["index"] for s in steps}
+    steps += [
+        {"index": p.index, "repeat": p.repeat, "target_qps": p.target_qps, "state": "next"}
+        for p in plans
+        if p.index not in known and not session.finished
+    ]
+    meta = session.writer.meta
+    run = {
+        "run_id": session.run_id,
+        "label": session.opts.label,
+        "status": session.status,
+        "run_dir": str(session.writer.path),
+        "host": session.opts.host,
+        "model": session.model,
+        "total_steps": len(plans),
+        "current_step": snap["current_step"],
+        "sent": sum(session.sent.values()),
+        "recorded": sum(session.received.values()),
+        "workers": _workers(session),
+        "lost_workers": list(meta.lost_workers),
+        "notes": list(meta.notes),
+    }
+    return {"updated_at": now, "run": run, "steps": steps}
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1000:.2f}"
+
+
+def _num(v: float | None, fmt: str = "{:.2f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:.2f}"
+
+
+def step_rows(view: dict[str, Any]) -> list[dict[str, str]]:
+    """The ``specload`` tab's rows: display strings (ms, %), ``-`` where unknown."""
+    run = view["run"] or {}
+    total = run.get("total_steps", len(view["steps"]))
+    rows = []
+    for s in view["steps"]:
+        server = s.get("server") or {}
+        row = {
+            "name": f"step-{s['index']}",
+            "step": f"{s['index'] + 1}/{total} (r{s['repeat']})",
+            "state": s["state"],
+            "target_qps": f"{s['target_qps']:g}",
+            "achieved_qps": _num(s.get("achieved_qps")),
+            "requests": str(s.get("records", 0)),
+            "errors": str(s.get("errors", 0)),
+            "tokens_per_chunk": _num(s.get("tokens_per_chunk")),
+            "acceptance_rate": _pct(server.get("acceptance_rate")),
+            "kv_usage_max": _pct(server.get("kv_usage_max")),
+        }
+        for key in ("ttft", "tpot", "e2e"):
+            q = s.get(f"{key}_s") or {}
+            row[f"{key}_p50_ms"], row[f"{key}_p95_ms"] = _ms(q.get("p50")), _ms(q.get("p95"))
+        rows.append(row)
+    return rows
+
+
+def run_rows(view: dict[str, Any]) -> list[dict[str, str]]:
+    """The ``specload run`` tab's rows: one ``name``/``value`` pair each."""
+    run = view["run"]
+    if run is None:
+        return [{"name": "run", "value": "not started: press Start"}]
+    current = run["current_step"]
+    rows = [
+        ("run id", run["run_id"]),
+        ("status", run["status"]),
+        ("current step", "-" if current is None else f"{current + 1}/{run['total_steps']}"),
+        ("run directory", run["run_dir"]),
+        ("target", f"{run['host']} ({run['model']})"),
+        ("requests sent / recorded", f"{run['sent']} / {run['recorded']}"),
+    ]
+    for w, c in run["workers"].items():
+        rows.append((f"worker {w}", f"{c['state']}: sent {c['sent']}, recorded {c['recorded']}"))
+    for x in run["lost_workers"]:
+        at = time.strftime("%H:%M:%S", time.gmtime(x["at"]))
+        rows.append(
+            (
+                f"lost worker {x['worker']}",
+                f"at {at} UTC; sent {x['sent']}, recorded {x['recorded']}: later steps lack its share",
+            )
+        )
+    rows += [(f"note {i + 1}", n) for i, n in enumerate(run["notes"])]
+    return [{"name": k, "value": str(v)} for k, v in rows]
+
+
+def _extended_stats(environment: Any) -> list[dict[str, Any]]:
+    view = live_view(environment)
+    return [{"key": STEPS_TAB, "data": step_rows(view)}, {"key": RUN_TAB, "data": run_rows(view)}]
+
+
+def install_web_ui(environment: Any, web_ui: Any) -> None:
+    """Add the tabs, the JSON endpoint and the ``extended_stats`` hook to Locust's web UI."""
+    from flask import Response, jsonify, request
+
+    web_ui.template_args["extended_tabs"] = [
+        {"title": "specload", "key": STEPS_TAB},
+        {"title": "specload run", "key": RUN_TAB},
+    ]
+    web_ui.template_args["extended_tables"] = [
+        {"key": STEPS_TAB, "structure": [{"key": k, "title": t} for k, t in _STEP_COLUMNS]},
+        {"key": RUN_TAB, "structure": [{"key": k, "title": t} for k, t in _RUN_COLUMNS]},
+    ]
+    web_ui.template_args["extended_csv_files"] = [
+        {"href": "." + LIVE_PATH, "title": "specload live per-step figures (JSON)"}
+    ]
+    opts = environment.parsed_options
+    base = ((getattr(opts, "web_base_path", None) or "") if opts else "").rstrip("/")
+
+    @web_ui.app.route(base + LIVE_PATH)
+    @web_ui.auth_required_if_enabled
+    def specload_live() -> Any:
+        return jsonify(live_view(environment))
+
+    @web_ui.app.after_request
+    def add_specload_rows(response: Response) -> Response:
+        if (
+            request.path != base + "/stats/requests"
+            or response.status_code != 200
+            or not response.is_json
+        ):
+            return response
+        body = response.get_json()
+        body["extended_stats"] = [*body.get("extended_stats", []), *_extended_stats(environment)]
+        response.set_data(json.dumps(body))
+        return response
