@@ -113,14 +113,11 @@ def acceptance_by_rate(run_dir: Path) -> dict[float, float]:
                 continue
             edges.setdefault(m["step"], {})[m["phase"]] = m["values"]
 
-    def total(values: dict[str, float], name: str) -> float:
-        return sum(v for k, v in values.items() if k.split("{")[0] == name)
-
     out = {}
     for step, e in edges.items():
         if "start" not in e or "end" not in e or step not in rate_of:
             continue
-        d = {n: total(e["end"], n) - total(e["start"], n) for n in
+        d = {n: _total(e["end"], n) - _total(e["start"], n) for n in
              ("vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_drafts_total")}
         if d["vllm:spec_decode_num_drafts_total"] > 0:
             out[rate_of[step]] = 1 + (d["vllm:spec_decode_num_accepted_tokens_total"]
@@ -154,26 +151,28 @@ def server_agreement(run_dir: Path) -> list[dict[str, Any]]:
             continue
         t0, t1 = e["start"]["t"], e["end"]["t"]
 
-        def srv(name: str, e: dict[str, Any] = e) -> float | None:
-            tot = {k: sum(v for key, v in e[k]["values"].items() if key.split("{")[0] == n)
-                   for k in ("start", "end") for n in (name,)}
-            cnt = {k: sum(v for key, v in e[k]["values"].items()
-                          if key.split("{")[0] == name.replace("_sum", "_count"))
-                   for k in ("start", "end")}
-            dn = cnt["end"] - cnt["start"]
-            return (tot["end"] - tot["start"]) / dn * 1e3 if dn else None
+        def srv(hist: str, e: dict[str, Any] = e) -> float | None:
+            """Mean of a vLLM histogram over the step, in ms: Δ_sum / Δ_count."""
+            d = {x: _total(e["end"]["values"], f"{hist}_{x}")
+                 - _total(e["start"]["values"], f"{hist}_{x}") for x in ("sum", "count")}
+            return d["sum"] / d["count"] * 1e3 if d["count"] else None
 
         done = [r for r in recs if t0 <= r["done_at"] < t1]
         first = [r for r in recs if t0 <= r["first_token_at"] < t1]
         row = {"rate": float(st["target_qps"]), "n": len(done),
                "tpot_client_ms": _mean([r["tpot_s"] for r in done]),
-               "tpot_server_ms": srv("vllm:request_time_per_output_token_seconds_sum"),
+               "tpot_server_ms": srv("vllm:request_time_per_output_token_seconds"),
                "e2e_client_ms": _mean([r["e2e_s"] for r in done]),
-               "e2e_server_ms": srv("vllm:e2e_request_latency_seconds_sum"),
+               "e2e_server_ms": srv("vllm:e2e_request_latency_seconds"),
                "ttft_client_ms": _mean([r["ttft_s"] for r in first]),
-               "ttft_server_ms": srv("vllm:time_to_first_token_seconds_sum")}
+               "ttft_server_ms": srv("vllm:time_to_first_token_seconds")}
         out.append(row)
     return out
+
+
+def _total(values: dict[str, float], name: str) -> float:
+    """A sample summed over its labels (vLLM adds model_name and engine)."""
+    return sum(v for k, v in values.items() if k.split("{")[0] == name)
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -229,8 +228,8 @@ def fmt(v: float | None, nd: int = 2) -> str:
 def condition_table(cond: str, sl: dict[float, dict[str, Any]],
                     cal: dict[float, dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
     lines = [f"### {cond}", "",
-             "| rate | n (sl) | TTFT p50 sl | TTFT p50 vllm | ratio | TTFT p95 sl | TTFT p95 vllm"
-             " | ratio | TPOT p50 sl | TPOT p50 vllm | ratio | TPOT p95 sl | TPOT p95 vllm | ratio |",
+             ("| rate | n (sl) | TTFT p50 sl | TTFT p50 vllm | ratio | TTFT p95 sl | TTFT p95 vllm"
+             " | ratio | TPOT p50 sl | TPOT p50 vllm | ratio | TPOT p95 sl | TPOT p95 vllm | ratio |"),
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     rows = []
     for rate in sorted(set(sl) | set(cal)):
@@ -258,16 +257,16 @@ def build(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         agree = {c: server_agreement(d) for c, d in dirs.items()}
     same = same_host_rows(args.same_host)
     md = ["# specload vs vLLM `bench serve` on one H200 (vLLM 0.26.0)", "",
-          "sl = specload (this run, chat completions, streaming); vllm = vLLM's own client "
-          "(calibration JSON, completions). Times in ms; ratio = specload / vLLM.", ""]
+          ("sl = specload (this run, chat completions, streaming); vllm = vLLM's own client "
+          "(calibration JSON, completions). Times in ms; ratio = specload / vLLM."), ""]
     out: dict[str, Any] = {"rows": [], "tpot_check": [], "crossover": {}}
     for cond in ("baseline", "spec"):
         lines, rows = condition_table(cond, sl[cond], cal.get(cond, {}))
         md += lines
         out["rows"] += rows
     md += ["### p50 TPOT, spec / baseline", "",
-           "| rate | specload | vLLM client | spec acc. length (specload /metrics) "
-           "| vLLM acc. length |", "|---:|---:|---:|---:|---:|"]
+           ("| rate | specload | vLLM client | spec acc. length (specload /metrics) "
+           "| vLLM acc. length |"), "|---:|---:|---:|---:|---:|"]
     rates = sorted(set(sl["baseline"]) & set(sl["spec"]))
     cal_rates = sorted(set(cal.get("baseline", {})) & set(cal.get("spec", {})))
     sl_ratio = [_ratio(sl["spec"][r]["tpot_p50_ms"], sl["baseline"][r]["tpot_p50_ms"])
@@ -277,7 +276,7 @@ def build(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     for r in sorted(set(rates) | set(cal_rates)):
         a = sl_ratio[rates.index(r)] if r in rates else None
         b = cal_ratio[cal_rates.index(r)] if r in cal_rates else None
-        vacc = cal.get("spec", {}).get(r, {}).get("spec_decode_acceptance_length")
+        vacc = cal.get("spec", {}).get(r, {}).get("acceptance_length")
         md.append(f"| {r:g} | {fmt(a, 3)} | {fmt(b, 3)} | {fmt(acc.get(r))} | {fmt(vacc)} |")
     md += ["", "### Crossover on p50 TPOT (compare's rule, log-rate interpolation)", "",
            "| rule | specload | vLLM client |", "|---|---:|---:|"]
@@ -300,12 +299,12 @@ def build(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 
 def agreement_table(agree: dict[str, list[dict[str, Any]]], out: dict[str, Any]) -> list[str]:
     md = ["### specload (client) vs vLLM's own /metrics (server), same requests, per step", "",
-          "Means over the requests that finished (TTFT: got their first token) between the "
+          ("Means over the requests that finished (TTFT: got their first token) between the "
           "step's start and end scrapes. vLLM's TTFT starts when it stamps the request's "
           "arrival, so it leaves out part of the HTTP and request preprocessing the client "
-          "sees.", "",
-          "| condition | rate | n | TPOT client | TPOT server | diff | E2E client | E2E server "
-          "| diff | TTFT client | TTFT server |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+          "sees."), "",
+          ("| condition | rate | n | TPOT client | TPOT server | diff | E2E client | E2E server "
+          "| diff | TTFT client | TTFT server |"), "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     out["server_agreement"] = agree
     for cond, rows in agree.items():
         for r in rows:
@@ -335,10 +334,10 @@ def tpot_check(sl: dict[str, dict[float, dict[str, Any]]],
     from the calibration (the same client, seed and kit: the server's own run-to-run spread)
     and specload's difference from it.
     """
-    md = [f"### p50 TPOT within {TPOT_TOLERANCE:.0%} of vLLM's client (rates <= "
-          f"{TPOT_CHECK_MAX_RATE:g})", "",
-          "| condition | rate | specload | vLLM (calibration) | diff | within | "
-          "vLLM same host | vLLM same host vs calibration | specload vs vLLM same host |",
+    md = [(f"### p50 TPOT within {TPOT_TOLERANCE:.0%} of vLLM's client (rates <= "
+          f"{TPOT_CHECK_MAX_RATE:g})"), "",
+          ("| condition | rate | specload | vLLM (calibration) | diff | within | "
+          "vLLM same host | vLLM same host vs calibration | specload vs vLLM same host |"),
           "|---|---:|---:|---:|---:|:---:|---:|---:|---:|"]
     for cond in ("baseline", "spec"):
         for rate in sorted(sl[cond]):
