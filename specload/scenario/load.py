@@ -61,6 +61,8 @@ class _Reader:
     def number(self, value: Any, path: str, *, lo: float | None = None,
                lo_open: bool = False, hi: float | None = None) -> float:
         numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if numeric and isinstance(value, int) and abs(value) > 2**53:
+            numeric = False  # a 400-digit integer overflows math.isfinite (OverflowError)
         if not numeric or not math.isfinite(value):
             raise self.fail(path, f"got {_kind(value)} (expected a number)")
         if lo is not None and (value < lo or (lo_open and value == lo)):
@@ -101,7 +103,7 @@ def _kind(value: Any) -> str:
     if isinstance(value, bool):
         return f"boolean {value}"
     if isinstance(value, (int, float)):
-        return f"number {value}"
+        return f"number {value}" if abs(value) < 1e30 else "a very large number"
     if isinstance(value, str):
         return f"string {value!r}" if len(value) < 40 else "a string"
     if isinstance(value, list):
@@ -124,6 +126,9 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
                           file=file) from None
     try:
         raw = yaml.safe_load(text)
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits (int() refuses it)
+        raise ConfigError(f"unreadable value ({str(exc)[:80]}; expected valid YAML)",
+                          file=file) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -204,7 +209,7 @@ def _sampling(r: _Reader, d: dict[str, Any], kw: dict[str, Any]) -> None:
         if not isinstance(d["extra_body"], Mapping):
             raise r.fail("extra_body", f"got {_kind(d['extra_body'])} (expected a mapping of "
                                        "extra request body fields)")
-        kw["extra_body"] = dict(d["extra_body"])
+        kw["extra_body"] = dict(_json_value(r, d["extra_body"], "extra_body"))
     kw["stream"] = r.boolean(d.get("stream", True), "stream")
     kw["record_itl"] = r.boolean(d.get("record_itl", True), "record_itl")
     kw["client"] = r.string(d.get("client", "fast"), "client", choices=CLIENTS)
@@ -309,5 +314,28 @@ def _contract(r: _Reader, value: Any) -> ContractSpec | None:
         if not isinstance(tools, list) or not all(isinstance(t, Mapping) for t in tools):
             raise r.fail("contract.tools", f"got {_kind(tools)} (expected a list of OpenAI "
                                            "tool definitions)")
+        _json_value(r, tools, "contract.tools")
         tools = tuple(dict(t) for t in tools)
     return ContractSpec(json=want_json, required_fields=fields, tools=tools)
+
+
+def _json_value(r: _Reader, value: Any, path: str, parents: tuple[int, ...] = ()) -> Any:
+    """``value`` if it is plain JSON (it goes into every request body and run.json): string
+    keys, finite numbers, no YAML dates or bytes, no self-referencing anchors."""
+    if isinstance(value, (Mapping, list)):
+        if id(value) in parents or len(parents) > 50:
+            raise r.fail(path, "refers to itself or nests too deep (expected plain JSON)")
+        inner = (*parents, id(value))
+        items = value.items() if isinstance(value, Mapping) else enumerate(value)
+        for key, item in items:
+            if isinstance(value, Mapping) and not isinstance(key, str):
+                raise r.fail(f"{path}.{key}", f"key is {_kind(key)} (expected a string key)")
+            _json_value(r, item, f"{path}.{key}" if isinstance(value, Mapping)
+                        else f"{path}[{key}]", inner)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise r.fail(path, f"got {value} (expected a finite number: JSON has no NaN or inf)")
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**63:
+        raise r.fail(path, "got a very large integer (expected one that fits in 64 bits)")
+    elif value is not None and not isinstance(value, (str, int, float, bool)):
+        raise r.fail(path, f"got {_kind(value)} (expected a JSON value)")
+    return value
