@@ -173,6 +173,21 @@ def _graceful_sigterm() -> None:
         signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
+def _default_rebalancing(environment: Any) -> None:
+    """Turn Locust's ``--enable-rebalancing`` on: a scenario's ``max_concurrency`` is the
+    user pool of the whole run, on however many workers are connected.
+
+    Locust 2.47 re-dispatches users when a worker joins even without the flag; with it, it
+    also re-dispatches at once when a worker goes missing (without it the survivors run with
+    fewer users until Locust drops the dead worker, about 60 s later). Users removed by a
+    re-dispatch finish the request they have in flight (``ChatUser.stop``), so it never
+    turns a request into an error.
+    """
+    opts = environment.parsed_options
+    if opts is not None and not getattr(opts, "enable_rebalancing", False):
+        opts.enable_rebalancing = True
+
+
 def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_kw: Any) -> None:
     from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
@@ -187,6 +202,8 @@ def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_kw: An
         _wire(runner, RunStart, load.on_run_start)
         _wire(runner, StepChange, load.on_step)
         _wire(runner, Drain, load.on_drain)
+    if isinstance(runner, MasterRunner):
+        _default_rebalancing(environment)
     if isinstance(runner, (LocalRunner, MasterRunner)):
         master = MasterSide(environment)
         roles.master = master

@@ -75,6 +75,19 @@ def _state(step: dict[str, Any], current: int | None, finished: bool, now: float
     return "running"
 
 
+def _live_step(
+    s: dict[str, Any], current: int | None, finished: bool, now: float
+) -> dict[str, Any]:
+    """A step's summary with its state; a running step's achieved QPS over the time elapsed
+    so far (``LiveStats`` divides by the whole measured window, right once the step ends)."""
+    out = {**s, "state": _state(s, current, finished, now)}
+    if out["state"] in ("running", "warm-up") and s["achieved_qps"] is not None:
+        elapsed = now - s["warmup_end"]
+        window = s["end"] - s["warmup_end"]
+        out["achieved_qps"] = s["achieved_qps"] * window / elapsed if elapsed > 0.5 else None
+    return out
+
+
 def _workers(session: Any) -> dict[str, dict[str, Any]]:
     """Per load process: what it says it sent, what arrived here, whether it is still there."""
     connected = set(session.workers.connected())
@@ -99,10 +112,7 @@ def live_view(environment: Any, now: float | None = None) -> dict[str, Any]:
         return {"updated_at": now, "run": None, "steps": []}
     snap = session.live.snapshot()
     plans = session.scenario.schedule()
-    steps = [
-        {**s, "state": _state(s, snap["current_step"], session.finished, now)}
-        for s in snap["steps"]
-    ]
+    steps = [_live_step(s, snap["current_step"], session.finished, now) for s in snap["steps"]]
     known = {s["index"] for s in steps}
     steps += [
         {"index": p.index, "repeat": p.repeat, "target_qps": p.target_qps, "state": "next"}

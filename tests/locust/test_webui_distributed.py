@@ -1,0 +1,140 @@
+"""The specload tab's JSON on a distributed master: records from every worker, counted exactly,
+including a worker that joins mid-run (Locust gives it users; the master gives it a share).
+
+Requests are long (320 tokens, ~1 s at 5 QPS: ~5 of 8 users busy), so when the newcomer
+joins and Locust takes 4 users away from the first worker, some of them have a request in
+flight: none may end cancelled (it did before ``ChatUser.stop``).
+
+Real processes only: ``specload sim``, a Locust master with its web UI, two ``--worker``
+processes, all on 127.0.0.1 with ports chosen at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specload.recorder import read_run
+from tests.conftest import REPO, free_port, stop_process, wait_http
+
+SCENARIO = """\
+name: webui-distributed
+max_tokens: 320
+steps: [5, 5, 5, 5]
+step_duration_s: 3
+warmup_s: 1
+arrival: constant
+max_concurrency: 8
+metrics_interval_s: 1
+request_timeout_s: 20
+prompts:
+  synthetic: {input_tokens: 32, count: 20}
+"""
+
+
+def _locust(*args: str, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py"), *args]
+    return subprocess.Popen(
+        cmd, cwd=cwd, stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.load(r)
+
+
+def _wait(cond: Any, what: str, log: Path, timeout_s: float = 90.0) -> Any:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not within {timeout_s} s; master log:\n{log.read_text()[-3000:]}")
+
+
+@pytest.mark.slow
+def test_tab_json_shows_records_from_both_workers_including_one_that_joined(
+    sim_factory, tmp_path: Path
+) -> None:
+    sim = sim_factory("--profile", "tiny")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO)
+    run_dir = tmp_path / "runs" / "dist"
+    web, bind = free_port(), free_port()
+    ui = f"http://127.0.0.1:{web}"
+    log = tmp_path / "master.log"
+    for i in range(2):
+        (tmp_path / f"w{i}").mkdir()
+    master = _locust(
+        "--master",
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(web),
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(bind),
+        "--host",
+        sim.url,
+        "--scenario",
+        str(scenario),
+        "--run-dir",
+        str(run_dir),
+        cwd=tmp_path,
+        log=log,
+    )  # no --enable-rebalancing: the plugin's default
+    worker_args = ("--worker", "--master-host", "127.0.0.1", "--master-port", str(bind))
+    procs = [master, _locust(*worker_args, cwd=tmp_path / "w0", log=tmp_path / "w0.log")]
+    try:
+        wait_http(ui + "/", proc=master)
+        _wait(lambda: _get(ui + "/stats/requests")["worker_count"] == 1, "worker 1 connected", log)
+        form = urllib.parse.urlencode({"host": sim.url}).encode()
+        with urllib.request.urlopen(ui + "/swarm", data=form, timeout=10) as r:
+            assert json.load(r)["success"]
+        _wait(lambda: _get(ui + "/specload/live.json")["steps"], "first step", log)
+        procs.append(_locust(*worker_args, cwd=tmp_path / "w1", log=tmp_path / "w1.log"))
+        _wait(lambda: _get(ui + "/stats/requests")["worker_count"] == 2, "worker 2 connected", log)
+        joined_at = time.time()
+        live = _wait(
+            lambda: (v := _get(ui + "/specload/live.json"))["run"]["status"] == "completed" and v,
+            "run completed",
+            log,
+        )
+        rows = {x["key"]: x["data"] for x in _get(ui + "/stats/requests")["extended_stats"]}
+    finally:
+        for p in procs:
+            stop_process(p)
+
+    workers = live["run"]["workers"]
+    assert len(workers) == 2, workers
+    assert all(c["recorded"] > 0 and c["sent"] == c["recorded"] for c in workers.values()), workers
+    assert live["run"]["recorded"] == sum(c["recorded"] for c in workers.values())
+    run = read_run(run_dir)
+    records = list(run.record_dicts())
+    assert run.meta["counts"]["by_worker"] == {
+        w: {"sent": c["sent"], "recorded": c["recorded"]} for w, c in workers.items()
+    }
+    assert len(records) == live["run"]["recorded"]
+    # users that Locust moved to the newcomer finished their request first: nothing cancelled
+    assert all(r["ok"] for r in records), [r["error"] for r in records if not r["ok"]][:3]
+    for step in live["steps"]:  # the tab's per-step counts are the run's records
+        assert step["records"] == sum(1 for r in records if r["step"] == step["index"])
+        assert step["ttft_s"]["n"] > 0 and step["ttft_s"]["p50"] > 0
+    later = [s["index"] for s in run.steps if s["start"] > joined_at + 2]
+    assert later, "the newcomer joined too late in the run to check it"
+    for step in later:  # the newcomer got users and a share without --enable-rebalancing
+        assert len({r["worker"] for r in records if r["step"] == step}) == 2
+    shown = {r["name"]: r["value"] for r in rows["specload-run"]}
+    for w, c in workers.items():
+        assert shown[f"worker {w}"] == f"connected: sent {c['sent']}, recorded {c['recorded']}"
