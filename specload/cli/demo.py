@@ -93,9 +93,11 @@ def demo_conditions(profile: str) -> list:  # type: ignore[type-arg]
 def _scenario_path(arg: Path | None) -> Path:
     if arg is not None:
         return arg
-    for base in (Path.cwd(), _REPO):
-        if (base / "scenarios" / "demo.yaml").is_file():
-            return base / "scenarios" / "demo.yaml"
+    relative = Path("scenarios") / "demo.yaml"
+    if relative.is_file():
+        return relative
+    if (_REPO / relative).is_file():
+        return _REPO / relative
     raise ConfigError(
         "scenarios/demo.yaml not found (run from the repository, or give --scenario)",
         path="--scenario",
