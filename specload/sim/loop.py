@@ -95,6 +95,8 @@ class EngineLoop:
             delay = end - loop.time() - TIMER_SLACK_S
             if delay > 0:
                 await asyncio.sleep(delay)
+            else:  # behind: still let HTTP handlers run between steps
+                await asyncio.sleep(0)
             now = loop.time()
             lag = now - end
             lag_hist.observe(lag if lag > 0 else 0.0)

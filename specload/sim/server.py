@@ -178,10 +178,13 @@ async def _stream(request: web.Request, st: SimState, g: GenRequest, rid: str, r
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
                                        "Cache-Control": "no-cache", "X-Request-Id": rid})
     resp.enable_chunked_encoding()
-    await resp.prepare(request)
-    request.writer.send_headers()  # flush headers now: chunks go straight to the transport
+    try:
+        await resp.prepare(request)
+        request.writer.send_headers()  # flush headers now: chunks go straight to the transport
+    except ConnectionError:  # the client left before the first byte
+        return resp
     transport = request.transport
-    if transport is None:
+    if transport is None or transport.is_closing():
         return resp
     loop = asyncio.get_running_loop()
     done: asyncio.Future[bool] = loop.create_future()
@@ -210,7 +213,10 @@ async def _stream(request: web.Request, st: SimState, g: GenRequest, rid: str, r
     if truth is not None:
         truth.cached_tokens = req.cached_tokens
     if ok:
-        await resp.write_eof()
+        try:
+            await resp.write_eof()
+        except ConnectionError:
+            pass
     return resp
 
 
