@@ -1,0 +1,173 @@
+"""The specload tab in a real browser: headless Chromium (Debian's ``chromium``) driven by
+Playwright, a real ``locust -f locustfiles/chat.py`` web UI, a real ``specload sim``.
+
+The test acts as a user: it fills Locust's start form (host, and the scenario and run
+directory under "Custom parameters"), presses Start, opens the specload tab, and reads the
+table. The figures must be the run's own: the request counts and the TTFT/TPOT/E2E medians
+shown equal what the run directory's records give, and the acceptance rate comes from the
+simulator's ``/metrics``. The screenshot is kept under ``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specload.recorder import read_run
+from tests.browser import artifact_path, chromium_page
+from tests.conftest import REPO, free_port, stop_process, wait_http
+
+SPEC = '{"method":"draft_model","model":"draft","num_speculative_tokens":4,"synthetic_acceptance_rates":[0.8,0.5,0.3,0.1]}'
+SCENARIO = """\
+name: webui-browser
+max_tokens: 32
+steps: [3, 6]
+step_duration_s: 3
+warmup_s: 1
+arrival: constant
+max_concurrency: 8
+metrics_interval_s: 1
+request_timeout_s: 20
+prompts:
+  synthetic: {input_tokens: 32, count: 20}
+"""
+ROWS_JS = """() => Array.from(document.querySelectorAll('table tr'))
+  .map(tr => Array.from(tr.children).map(td => td.innerText.trim()))"""
+
+
+def _table(page: Any) -> list[dict[str, str]]:
+    """The visible table as ``{column title: cell}`` rows."""
+    rows = page.evaluate(ROWS_JS)
+    if len(rows) < 2:
+        return []
+    head = [h.replace("\n", " ") for h in rows[0]]
+    return [dict(zip(head, r, strict=False)) for r in rows[1:]]
+
+
+def _p50(values: list[float]) -> float:
+    s = sorted(values)
+    k = (len(s) - 1) * 0.5
+    lo, hi = math.floor(k), math.ceil(k)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def _poll(page: Any, cond: Any, what: str, log: Path, timeout_s: float = 60.0) -> Any:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        value = cond()
+        if value:
+            return value
+        page.wait_for_timeout(300)
+    page.screenshot(path=str(artifact_path("webui-specload-tab-failed.png")), full_page=True)
+    raise AssertionError(f"{what} not within {timeout_s} s; locust log:\n{log.read_text()[-3000:]}")
+
+
+def _live(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url + "/specload/live.json", timeout=10) as r:
+        return dict(json.load(r))
+
+
+def _start_from_the_form(page: Any, url: str, host: str, scenario: Path, run_dir: Path) -> None:
+    page.goto(url + "/")
+    page.fill("input[name=host]", host)
+    page.get_by_role("button", name="Custom parameters").click()
+    page.fill("input[name=scenario]", str(scenario))
+    page.fill("input[name=label]", "ui")
+    page.fill("input[name=runDir]", str(run_dir))
+    page.get_by_role("button", name="Start").click()
+    page.get_by_role("tab", name="specload", exact=True).click()
+
+
+@pytest.mark.slow
+def test_run_started_from_the_ui_shows_per_step_figures_from_the_records(
+    sim_factory, tmp_path: Path
+) -> None:
+    sim = sim_factory("--profile", "tiny", "--speculative-config", SPEC)
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO)
+    run_dir = tmp_path / "runs" / "ui"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "locust.log"
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        "locustfiles/chat.py",
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+    ]
+    with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        wait_http(url + "/", proc=proc)
+        with chromium_page(width=1600, height=900) as (page, errors):
+            _start_from_the_form(page, url, sim.url, scenario, run_dir)
+            first = _poll(
+                page,
+                lambda: [
+                    r for r in _table(page) if r["State"] == "running" and int(r["Requests"]) > 0
+                ],
+                "a running step",
+                log,
+            )
+            # the page refreshes by itself: the run ends and every step is done, no reload
+            done = _poll(
+                page,
+                lambda: (t := _table(page)) and all(r["State"] == "done" for r in t) and t,
+                "all steps done",
+                log,
+            )
+            _poll(page, lambda: _live(url)["run"]["status"] == "completed", "completion", log)
+            page.reload()  # Locust stops polling when the run ends: show the final figures
+            final = _poll(
+                page,
+                lambda: (t := _table(page)) and all(r["Acceptance %"] != "-" for r in t) and t,
+                "final table",
+                log,
+            )
+            page.screenshot(path=str(artifact_path("webui-specload-tab.png")), full_page=True)
+            page.get_by_role("tab", name="specload run", exact=True).click()
+            run_tab = _poll(
+                page,
+                lambda: (
+                    {r["What"]: r["Value"] for r in _table(page)}
+                    if "What" in page.evaluate(ROWS_JS)[0]
+                    else None
+                ),
+                "run tab",
+                log,
+            )
+            assert not errors, errors
+    finally:
+        stop_process(proc)
+
+    assert int(first[0]["Requests"]) > 0 and len(done) == 2
+    records = list(read_run(run_dir).record_dicts())
+    assert records and all(r["ok"] for r in records)
+    for i, row in enumerate(final):
+        mine = [r for r in records if r["step"] == i]
+        measured = [r for r in mine if not r["warmup"]]
+        assert row["Step"] == f"{i + 1}/2 (r0)" and row["Target QPS"] == ("3", "6")[i]
+        assert int(row["Requests"]) == len(mine) > 0 and row["Errors"] == "0"
+        for col, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("E2E", "e2e_s")):
+            assert row[f"{col} p50 ms"] == f"{_p50([r[key] for r in measured]) * 1000:.2f}", col
+        assert float(row["Achieved QPS"]) > 0
+        assert 0 < float(row["Acceptance %"]) <= 100  # from the simulator's /metrics
+        assert float(row["Tokens/chunk"]) >= 1
+    assert run_tab["status"] == "completed"
+    assert run_tab["requests sent / recorded"] == f"{len(records)} / {len(records)}"
+    assert artifact_path("webui-specload-tab.png").stat().st_size > 10_000
