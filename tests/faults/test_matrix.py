@@ -1,0 +1,256 @@
+"""The fault matrix: a headless ``specload run`` against a misbehaving server process.
+
+Each row: the run finishes (or stops cleanly on a signal), every request sent has exactly
+one record with the right ``error.kind`` (held against what the server says it did, where
+it can say), records already on disk survive, run.json says how the run ended, and
+``specload compare`` shows the error rate and kinds per step. Rows the simulator can play
+use its fault switches; the rest use ``tests/faults/rawserver.py``.
+
+Existing tests that prove narrower versions of some rows (kept, not repeated here): the
+client against scripted sockets (``tests/client/test_stream_client.py``), the simulator's
+switches (``tests/sim/test_faults.py``), a worker killed under a separate Locust master and
+SIGTERM to that master (``tests/locust/test_locust_e2e.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from specload.recorder import read_run
+from tests.conftest import free_port
+from tests.faults.matrix import (
+    Row,
+    check_records,
+    check_report,
+    kind_of,
+    run_specload,
+    snapshot,
+    specload_cmd,
+    survived,
+    wait_for_step,
+    write_scenario,
+)
+from tests.locust.runcheck import ground_truth
+
+
+def run_row(row: Row, host: str, tmp: Path, scenario: Path, *extra: str) -> Path:
+    res = run_specload("run", "--host", host, "--scenario", str(scenario), "--label", "fault",
+                       "--out", "out", *extra, cwd=tmp)
+    row.exit_code = res.returncode
+    assert "Traceback" not in res.stdout + res.stderr
+    return tmp / "out"
+
+
+def test_connection_refused(tmp_path: Path, matrix_row: Row) -> None:
+    row = matrix_row
+    row.fault, row.injected = "connection refused", "--host on a port nobody listens on"
+    run_dir = run_row(row, f"http://127.0.0.1:{free_port()}", tmp_path, write_scenario(tmp_path))
+    assert row.exit_code == 0
+    check_records(row, run_dir, status="completed", allowed={"connect"}, server_ids=set())
+    check_report(row, run_dir, tmp_path / "report")
+    assert set(row.report_error_rates.values()) == {1.0}
+
+
+SIM_ROWS = [
+    ("HTTP 5xx", "sim --fault-error-rate 0.5 --fault-error-status 503",
+     ["--fault-error-rate", "0.5", "--fault-error-status", "503"], "http", 2.0),
+    ("HTTP 429", "sim --fault-429-rate 0.5", ["--fault-429-rate", "0.5"], "http", 2.0),
+    ("stall longer than the request timeout",
+     "sim --fault-stall-after 2 --fault-stall-s 4 on half the streams; request_timeout_s 1",
+     ["--fault-stall-after", "2", "--fault-stall-s", "4", "--fault-stream-rate", "0.5"],
+     "timeout", 1.0),
+    ("connection dropped mid-stream", "sim --fault-drop-after 3 on half the streams",
+     ["--fault-drop-after", "3", "--fault-stream-rate", "0.5"], "stream_broken", 2.0),
+    ("malformed SSE line", "sim --fault-malformed-after 3 on half the streams",
+     ["--fault-malformed-after", "3", "--fault-stream-rate", "0.5"], "bad_payload", 2.0),
+    ("stream ends without [DONE] (after finish_reason)", "sim --fault-no-done",
+     ["--fault-no-done"], "", 2.0),
+]
+
+
+@pytest.mark.parametrize(("fault", "injected", "flags", "kind", "timeout"), SIM_ROWS,
+                         ids=["5xx", "429", "stall", "drop", "malformed", "no_done"])
+def test_simulator_fault(sim_factory, tmp_path: Path, matrix_row: Row, fault: str,
+                         injected: str, flags: list[str], kind: str, timeout: float) -> None:
+    row = matrix_row
+    row.fault, row.injected = fault, injected
+    sim = sim_factory("--profile", "tiny", "--ground-truth", *flags)
+    run_dir = run_row(row, sim.url, tmp_path, write_scenario(tmp_path, timeout=timeout))
+    assert row.exit_code == 0  # a failing server is a result, not a crash
+    truth = ground_truth(sim.url)
+    allowed = {"ok", kind} if kind else {"ok"}
+    records = check_records(row, run_dir, status="completed", allowed=allowed,
+                            server_ids=set(truth) if fault != "HTTP 5xx" else None)
+    if kind:
+        assert row.kinds.get(kind), f"the fault never fired: {row.kinds}"
+    if kind == "http":
+        status = 503 if "5xx" in fault else 429
+        assert {r["status"] for r in records if not r["ok"]} == {status}
+        assert {r["request_id"] for r in records if r["ok"]} <= set(truth)
+    else:  # the engine saw every request: the server-side view is complete
+        assert {r["request_id"] for r in records} == set(truth)
+    check_report(row, run_dir, tmp_path / "report")
+
+
+RAW_ROWS = [
+    ("very large chunk (1 MiB in one SSE line)", "rawserver large --size 1048576", "large",
+     ["--size", str(1 << 20)]),
+    ("slow drip of bytes", ("rawserver drip: one byte per 0.5 ms (ok) or per 10 ms (past "
+                            "the 2 s timeout), alternately"), "drip", []),
+    ("stream ends without finish_reason or [DONE]", "rawserver nofinish", "nofinish", []),
+]
+
+
+@pytest.mark.parametrize(("fault", "injected", "mode", "args"), RAW_ROWS,
+                         ids=[r[2] for r in RAW_ROWS])
+def test_raw_server_fault(raw_factory, tmp_path: Path, matrix_row: Row, fault: str,
+                          injected: str, mode: str, args: list[str]) -> None:
+    row = matrix_row
+    row.fault, row.injected = fault, injected
+    raw = raw_factory(mode, *args)
+    run_dir = run_row(row, raw.url, tmp_path, write_scenario(tmp_path))
+    assert row.exit_code == 0
+    expected = raw.expected()
+    records = check_records(row, run_dir, status="completed", allowed=set(expected.values()),
+                            server_ids=set(expected), expected=expected)
+    if mode == "large":
+        assert {r["output_chars"] for r in records} == {(1 << 20) + 1}
+        assert {r["content_chunks"] for r in records} == {2}
+    if mode == "drip":
+        assert set(row.kinds) == {"ok", "timeout"}
+    check_report(row, run_dir, tmp_path / "report")
+
+
+def test_server_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> None:
+    row = matrix_row
+    row.fault, row.injected = "server killed mid-run", "SIGKILL to the simulator 1 s into step 1"
+    sim = sim_factory("--profile", "tiny", "--ground-truth")
+    scenario = write_scenario(tmp_path, duration=1.5, max_tokens=64)
+    proc = subprocess.Popen(specload_cmd("run", "--host", sim.url, "--scenario", str(scenario),
+                                         "--label", "fault", "--out", "out"),
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run_dir = tmp_path / "out"
+    try:
+        start = wait_for_step(run_dir)["start"]
+        time.sleep(max(0.0, start + 1.0 - time.time()))
+        truth = ground_truth(sim.url)
+        os.killpg(sim.proc.pid, signal.SIGKILL)
+        sim.proc.wait(timeout=10)
+        dead_at = time.time()
+        before = snapshot(run_dir / "requests.jsonl")
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    row.exit_code = proc.returncode
+    assert proc.returncode == 0 and "Traceback" not in err.decode(), err.decode()[-2000:]
+    records = check_records(row, run_dir, status="completed",
+                            allowed={"ok", "stream_broken", "connect"}, server_ids=set(truth))
+    survived(before, run_dir)
+    assert row.kinds.get("ok") and row.kinds.get("connect"), row.kinds
+    after = [r for r in records if r["sent_at"] > dead_at]
+    assert after and {kind_of(r) for r in after} == {"connect"}
+    check_report(row, run_dir, tmp_path / "report")
+    assert row.report_error_rates["8"] == 1.0  # the second step met a dead server
+
+
+def _workers_of(run_proc: subprocess.Popen[bytes], n: int, timeout_s: float = 60) -> list[psutil.Process]:
+    """The ``--processes`` workers: children of the Locust master under ``specload run``."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        kids = psutil.Process(run_proc.pid).children()
+        workers = [w for k in kids for w in k.children()]
+        if len(workers) >= n:
+            return workers
+        time.sleep(0.1)
+    raise TimeoutError("Locust's worker processes did not appear")
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> None:
+    row = matrix_row
+    row.fault = "worker killed mid-run"
+    row.injected = "specload run --processes 2; SIGKILL to one worker 1 s into step 1"
+    sim = sim_factory("--profile", "tiny", "--ground-truth")
+    scenario = write_scenario(tmp_path, steps="[4, 6, 8]", duration=2.0)
+    proc = subprocess.Popen(specload_cmd("run", "--host", sim.url, "--scenario", str(scenario),
+                                         "--label", "fault", "--out", "out", "--processes", "2"),
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run_dir = tmp_path / "out"
+    try:
+        workers = _workers_of(proc, 2)
+        start = wait_for_step(run_dir)["start"]
+        time.sleep(max(0.0, start + 1.0 - time.time()))
+        before = snapshot(run_dir / "requests.jsonl")
+        workers[0].kill()
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    row.exit_code = proc.returncode
+    assert proc.returncode == 0, err.decode()[-2000:]
+    survived(before, run_dir)
+    run = read_run(run_dir)
+    meta = run.meta
+    assert meta["status"] == "completed" and len(meta["lost_workers"]) == 1, meta["notes"]
+    assert any("lost" in w for w in run.warnings)
+    lost = meta["lost_workers"][0]
+    records = list(run.record_dicts())
+    ids = {r["request_id"] for r in records}
+    assert len(ids) == len(records) and {kind_of(r) for r in records} == {"ok"}
+    truth = set(ground_truth(sim.url))
+    missing = truth - ids
+    from specload.locust.load import worker_tag
+
+    tag = f"-{worker_tag(lost['worker'])}-"
+    assert all(tag in rid for rid in missing), "only the killed worker may lose records"
+    survivor = {w: c for w, c in meta["counts"]["by_worker"].items() if w != lost["worker"]}
+    for w, c in survivor.items():
+        assert c["sent"] == c["recorded"] == sum(1 for r in records if r["worker"] == w)
+    assert lost["recorded"] == sum(1 for r in records if r["worker"] == lost["worker"])
+    row.status, row.sent, row.recorded = meta["status"], len(truth), len(records)
+    row.server_saw, row.lost, row.kinds = len(truth), len(missing), {"ok": len(records)}
+    row.note = (f"{len(missing)} requests in flight or unreported on the killed worker; "
+                "run.json lost_workers and readers' warnings say so")
+    check_report(row, run_dir, tmp_path / "report")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_to_headless_run(sim_factory, tmp_path: Path, matrix_row: Row, sig: int) -> None:
+    row = matrix_row
+    name = signal.Signals(sig).name
+    row.fault = f"{name} to a headless specload run"
+    row.injected = f"{name} to `specload run` 1.5 s into a step with ~6 requests in flight"
+    sim = sim_factory("--profile", "tiny", "--ground-truth")
+    scenario = write_scenario(tmp_path, steps="[8]", duration=20, timeout=20, max_tokens=160)
+    proc = subprocess.Popen(specload_cmd("run", "--host", sim.url, "--scenario", str(scenario),
+                                         "--label", "fault", "--out", "out"),
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run_dir = tmp_path / "out"
+    try:
+        start = wait_for_step(run_dir)["start"]
+        time.sleep(max(0.0, start + 1.5 - time.time()))
+        before = snapshot(run_dir / "requests.jsonl")
+        proc.send_signal(sig)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    row.exit_code = proc.returncode
+    assert proc.returncode == 130, err.decode()[-2000:]
+    assert "Traceback" not in err.decode()
+    survived(before, run_dir)
+    check_records(row, run_dir, status="interrupted", allowed={"ok", "cancelled"},
+                  server_ids=set(ground_truth(sim.url)))
+    assert row.kinds.get("cancelled"), row.kinds  # in-flight requests end as one record each
+    steps = json.loads((run_dir / "steps.json").read_text())
+    assert steps[0]["end"] <= read_run(run_dir).meta["ended_at"]
+    check_report(row, run_dir, tmp_path / "report")
