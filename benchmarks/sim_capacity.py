@@ -2,8 +2,8 @@
 engine steps run while doing it.
 
 Starts the simulator (profile ``tiny`` with ``peak_flops=1e15``: 3-5 ms steps at any batch,
-so the HTTP side, not the modelled GPU, is the limit) and one client process (aiohttp, closed loop: C concurrent streams, each request 256
-output tokens with ignore_eos). For each concurrency level it measures, over a fixed window:
+so the HTTP side, not the modelled GPU, is the limit) and one client process (aiohttp, closed loop: C concurrent streams, each request
+192-320 output tokens with ignore_eos, starts staggered over the warm-up). For each concurrency level it measures, over a fixed window:
 client-received tokens/s (from the SSE bytes), and the engine step lag p50/p99 from
 ``specload_sim_step_lag_seconds`` bucket deltas (upper bucket bounds, so conservative). The
 capacity is the highest tok/s among levels whose lag p99 is <= 2 ms.
@@ -61,6 +61,15 @@ def quantile(before: dict[float, float], after: dict[float, float], q: float) ->
     return float("inf")
 
 
+def cpu_pressure() -> float | None:
+    """Linux PSI: share of the last 10 s in which some runnable task waited for a CPU (%)."""
+    try:
+        first = Path("/proc/pressure/cpu").read_text().split("\n")[0]
+        return float(first.split("avg10=")[1].split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def cpu_seconds(pid: int) -> float:
     """User+system CPU time of process ``pid`` (Linux /proc), in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -68,16 +77,25 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def _client(url: str, conc: int, window: float, warm: float, pid: int) -> dict:
+    import random
+
     import aiohttp
 
-    body = json.dumps({"model": "specload-sim", "max_tokens": 256, "ignore_eos": True,
-                       "stream": True, "messages": [{"role": "user", "content": "go " * 64}]})
+    rng = random.Random(conc)
+    # Output lengths 192..320 and staggered starts: streams end (and new requests arrive) spread
+    # over time, as under open-loop traffic, not all in the same engine step.
+    bodies = [json.dumps({"model": "specload-sim", "max_tokens": n, "ignore_eos": True,
+                          "stream": True,
+                          "messages": [{"role": "user", "content": f"go {i} " * 32}]})
+              for i, n in enumerate(rng.randint(192, 320) for _ in range(64))]
     counts = {"tokens": 0, "chunks": 0}
     measuring = False
     stop = False
 
     async def worker(session: aiohttp.ClientSession) -> None:
+        await asyncio.sleep(rng.random() * warm)
         while not stop:
+            body = rng.choice(bodies)
             async with session.post(url + "/v1/chat/completions", data=body,
                                     headers={"Content-Type": "application/json"}) as r:
                 async for data in r.content.iter_any():
@@ -105,6 +123,7 @@ async def _client(url: str, conc: int, window: float, warm: float, pid: int) -> 
     return {"concurrency": conc, "tokens_per_s": round(counts["tokens"] / elapsed),
             "lag_p50_s": quantile(before, after, 0.5), "lag_p99_s": quantile(before, after, 0.99),
             "window_s": round(elapsed, 2), "sim_cpu_util": round(cpu / elapsed, 3),
+            "cpu_pressure_some_avg10_pct": cpu_pressure(),
             "sim_cpu_us_per_token": round(1e6 * cpu / max(1, counts["tokens"]), 1)}
 
 
@@ -155,7 +174,7 @@ def main() -> int:
                 time.sleep(0.05)
         rows = []
         for conc in (int(x) for x in a.levels.split(",")):
-            row = asyncio.run(_client(url, conc, a.window, warm=1.5, pid=proc.pid))
+            row = asyncio.run(_client(url, conc, a.window, warm=3.0, pid=proc.pid))
             rows.append(row)
             print(json.dumps(row), flush=True)
     finally:
@@ -173,17 +192,19 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"sim_capacity_{a.tag}.json").write_text(json.dumps(result, indent=1) + "\n")
     intro = (f"{result['measured_at']}, {os.cpu_count()} CPUs, Python "
-             f"{platform.python_version()}, profile tiny, 256-token streams, client in a "
+             f"{platform.python_version()}, profile tiny, 192-320-token streams, client in a "
              "second process on the same machine; 1-min load average at the end "
              f"{os.getloadavg()[0]:.2f} (the machine is shared: other processes add lag); "
              f"simulator niceness {a.nice}.")
     lines = [f"# specload sim capacity ({a.tag})", "", intro, "",
              ("| concurrency | tokens/s | step lag p50 | step lag p99 | sim CPU (cores) | "
-              "sim CPU us/token |"), "|--:|--:|--:|--:|--:|--:|"]
+              "sim CPU us/token | CPU pressure (PSI some, 10 s) |"),
+             "|--:|--:|--:|--:|--:|--:|--:|"]
     for r in rows:
         lines.append(f"| {r['concurrency']} | {r['tokens_per_s']} | "
                      f"<= {r['lag_p50_s'] * 1e3:g} ms | <= {r['lag_p99_s'] * 1e3:g} ms | "
-                     f"{r['sim_cpu_util']} | {r['sim_cpu_us_per_token']} |")
+                     f"{r['sim_cpu_util']} | {r['sim_cpu_us_per_token']} | "
+                     f"{r['cpu_pressure_some_avg10_pct']} % |")
     lines += ["", (f"Floor: a bare asyncio timer loop (4 ms period) on this machine just before "
                    f"was late by p50 {floor['p50_s'] * 1e3:.2f} ms, p99 {floor['p99_s'] * 1e3:.2f} "
                    f"ms, max {floor['max_s'] * 1e3:.1f} ms: step lag cannot be lower than that."),
