@@ -143,3 +143,10 @@ def free_port_() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_parallel_tokenize_fitting_is_deterministic() -> None:
+    a = build_prompt_set(scenario(input_tokens=150, count=24), bpe_like)
+    b = build_prompt_set(scenario(input_tokens=150, count=24), bpe_like)
+    assert [content(p) for p in a] == [content(p) for p in b]
+    assert [p.index for p in a] == list(range(24))

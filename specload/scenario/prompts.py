@@ -31,6 +31,7 @@ import re
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +65,7 @@ _IDENTS = ("value total count index item result data node key name size offset b
 _OPS = ("+", "-", "*")
 _TOKEN_RE = re.compile(r"\s*\w+|\s*[^\w\s]")
 _FIT_ROUNDS = 12
+_TOKENIZE_WORKERS = 8  # concurrent /tokenize calls while building a prompt set
 
 
 def estimate_tokens(text: str) -> int:
@@ -130,14 +132,21 @@ def build_prompt_set(scenario: Scenario, tokenize: Tokenize | None = None) -> Pr
                         spec.shared_prefix_tokens * 2 + 16)
         prefix, _ = _fit("", pieces, overhead + spec.shared_prefix_tokens, count_fn)
         prefix += "\n\n"
-    prompts = []
-    for i in range(spec.count):
+    def make(i: int) -> Prompt:
         rng = random.Random(derive_seed(scenario.seed, "prompt", i))
         head = prefix + _instruction(spec.repetition, rng)
         budget = spec.input_tokens * 2 + 32
         pieces = _code(rng, spec.repetition, budget) if spec.repetition > 0 else _prose(rng, budget)
         text, n_tokens = _fit(head, pieces, spec.input_tokens, count_fn)
-        prompts.append(Prompt(i, ({"role": "user", "content": text},), n_tokens))
+        return Prompt(i, ({"role": "user", "content": text},), n_tokens)
+
+    if tokenize is None:
+        prompts = [make(i) for i in range(spec.count)]
+    else:
+        # a few /tokenize round trips per prompt: overlap them (each prompt has its own RNG,
+        # so the set is the same whatever the order; threads are greenlets under Locust)
+        with ThreadPoolExecutor(max_workers=min(_TOKENIZE_WORKERS, spec.count)) as pool:
+            prompts = list(pool.map(make, range(spec.count)))
     return PromptSet(prompts, token_count_source="tokenize" if tokenize else "estimate",
                      input_tokens=spec.input_tokens,
                      shared_prefix_tokens=spec.shared_prefix_tokens,
