@@ -11,7 +11,7 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: Any) -> None:
-    from specload.sim.main import add_arguments
+    from specload.sim.flags import add_arguments
 
     p = subparsers.add_parser(
         "sim",

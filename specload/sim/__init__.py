@@ -7,10 +7,10 @@ decoding (``spec.py``), a prefix cache (``kvcache.py``) and deterministic lossle
 (``textgen.py``). See docs/simulator.md.
 """
 
-from specload.sim.engine import Engine, EngineConfig
-from specload.sim.profiles import Profile, list_profiles, load_profile
-from specload.sim.server import SimSettings, build_app
-from specload.sim.spec import SpecConfig, parse_spec_config
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = [
     "Engine",
@@ -23,3 +23,22 @@ __all__ = [
     "load_profile",
     "parse_spec_config",
 ]
+
+# Lazy: ``import specload.sim.flags`` (the CLI's --help) must not import aiohttp and the engine.
+_HOME = {
+    "Engine": "engine",
+    "EngineConfig": "engine",
+    "Profile": "profiles",
+    "SimSettings": "server",
+    "SpecConfig": "spec",
+    "build_app": "server",
+    "list_profiles": "profiles",
+    "load_profile": "profiles",
+    "parse_spec_config": "spec",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        return getattr(importlib.import_module(f"specload.sim.{_HOME[name]}"), name)
+    raise AttributeError(f"module 'specload.sim' has no attribute {name!r}")

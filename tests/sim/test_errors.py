@@ -25,23 +25,23 @@ MSGS = [{"role": "user", "content": "hi"}]
         ({"model": MODEL, "messages": MSGS, "max_tokens": 5000}, 400),
     ],
 )
-def test_bad_chat_request_gets_error_status_and_object(sim, body, status) -> None:
-    got, raw = post(sim.url + "/v1/chat/completions", body)
+def test_bad_chat_request_gets_error_status_and_object(shared_sim, body, status) -> None:
+    got, raw = post(shared_sim.url + "/v1/chat/completions", body)
     assert got == status
     err = json.loads(raw)["error"]
     assert err["code"] == status and err["message"]
     assert err["type"] == {400: "BadRequestError", 404: "NotFoundError"}[status]
 
 
-def test_too_long_prompt_message_names_the_context_length(sim) -> None:
-    _, raw = post(sim.url + "/v1/chat/completions",
+def test_too_long_prompt_message_names_the_context_length(shared_sim) -> None:
+    _, raw = post(shared_sim.url + "/v1/chat/completions",
                   {"model": MODEL, "messages": [{"role": "user", "content": "w " * 5000}]})
     assert "maximum context length is 4096" in json.loads(raw)["error"]["message"]
 
 
-def test_bad_completions_request_gets_error(sim) -> None:
-    assert post(sim.url + "/v1/completions", {"model": MODEL})[0] == 400
-    assert post(sim.url + "/v1/completions", {"model": "x", "prompt": "hi"})[0] == 404
+def test_bad_completions_request_gets_error(shared_sim) -> None:
+    assert post(shared_sim.url + "/v1/completions", {"model": MODEL})[0] == 400
+    assert post(shared_sim.url + "/v1/completions", {"model": "x", "prompt": "hi"})[0] == 404
 
 
 def test_injected_5xx_and_429_rates_answer_with_errors(sim) -> None:

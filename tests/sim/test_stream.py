@@ -89,8 +89,8 @@ def test_ground_truth_records_each_content_chunk(sim_factory) -> None:
 
 
 @pytest.mark.parametrize("path", ["/health", "/v1/models", "/version", "/metrics"])
-def test_info_endpoints_answer(sim, path: str) -> None:
-    with urllib.request.urlopen(sim.url + path) as r:
+def test_info_endpoints_answer(shared_sim, path: str) -> None:
+    with urllib.request.urlopen(shared_sim.url + path) as r:
         assert r.status == 200
 
 

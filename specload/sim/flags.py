@@ -1,0 +1,50 @@
+"""The simulator's command-line flags (vLLM's names), importable without the server.
+
+Kept apart from ``main.py`` so that ``specload --help`` builds the ``sim`` sub-parser without
+importing aiohttp, prometheus_client or the engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["DEFAULT_MODEL", "add_arguments"]
+
+#: The model name the API answers to unless --served-model-name says otherwise.
+DEFAULT_MODEL = "specload-sim"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The simulator's flags; the vLLM ones keep vLLM's names."""
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--profile", default="h200-llama8b",
+                   help="engine profile: a bundled name (h200-llama8b, tiny) or a YAML path")
+    p.add_argument("--profile-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one profile field, e.g. dynamic_step_overhead_s=0 (repeatable)")
+    p.add_argument("--served-model-name", nargs="+", default=None,
+                   help="model name(s) the API answers to (default: specload-sim)")
+    p.add_argument("--model", default=None, help="accepted for vLLM compatibility; names the model")
+    p.add_argument("--speculative-config", default=None,
+                   help="vLLM JSON, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":4}'")
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
+                   default=False)
+    p.add_argument("--max-num-seqs", type=int, default=None)
+    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--num-gpu-blocks-override", type=int, default=None,
+                   help="KV cache size in blocks (small values make the queue fill)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ground-truth", action="store_true",
+                   help="keep per-request chunk write times at /debug/requests")
+    p.add_argument("--ground-truth-max", type=int, default=10_000)
+    g = p.add_argument_group("faults (also settable at runtime: POST /debug/faults)")
+    g.add_argument("--fault-error-rate", type=float, default=0.0)
+    g.add_argument("--fault-error-status", type=int, default=500)
+    g.add_argument("--fault-429-rate", type=float, default=0.0)
+    g.add_argument("--fault-stall-after", type=int, default=None, metavar="TOKENS")
+    g.add_argument("--fault-stall-s", type=float, default=5.0)
+    g.add_argument("--fault-drop-after", type=int, default=None, metavar="TOKENS")
+    g.add_argument("--fault-malformed-after", type=int, default=None, metavar="TOKENS")
+    g.add_argument("--fault-no-done", action="store_true")
+    g.add_argument("--fault-stream-rate", type=float, default=1.0,
+                   help="fraction of streams the stream faults apply to")
