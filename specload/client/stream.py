@@ -101,7 +101,9 @@ class StreamClient:
             headers["Authorization"] = f"Bearer {api_key}"
         self._http = HTTPClient.from_url(
             url, concurrency=concurrency, connection_timeout=min(connect_timeout_s, timeout_s),
-            network_timeout=timeout_s, headers=headers, block_size=_READ_BLOCK)
+            # the per-read timeout is only a backstop: the whole-request deadline (send) must
+            # fire first, so a slow first byte is a "timeout", never a "connect" error
+            network_timeout=timeout_s + 5.0, headers=headers, block_size=_READ_BLOCK)
         pool = getattr(self._http, "_connection_pool", None)
         _no_yield_alive_check(pool)
         #: "kernel" when chunk times are the kernel's receive stamps, else "user" (rxstamp)

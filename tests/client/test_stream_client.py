@@ -253,3 +253,9 @@ def test_non_streaming_completion_is_one_chunk() -> None:
         assert r.ok and r.finish_reason == "stop" and r.output_tokens == 2
         assert r.content_chunks == 1 and r.ttft_s == pytest.approx(r.e2e_s)
         assert r.output_sha256 == sha256_text("hello")
+
+
+def test_no_response_headers_before_deadline_is_timeout_not_connect() -> None:
+    with raw_server([3.0]) as srv:  # accepts, reads the request, answers nothing
+        rec = send(StreamClient(srv.url, timeout_s=0.5))
+    assert rec.error is not None and rec.error.kind == "timeout" and rec.status is None
