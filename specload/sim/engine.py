@@ -162,11 +162,11 @@ class Engine:
             hit = min(hit, (target - 1) // bs)
             n = min(target - hit * bs, budget)
             need = -(-(hit * bs + n) // bs) - hit
-            if self.kv.free < need:
+            self.kv.acquire(r.block_hashes[:hit])  # hits leave the LRU before we allocate
+            if not self.kv.allocate(need):
+                self.kv.release(r.block_hashes[:hit])
                 break
             self.waiting.popleft()
-            self.kv.acquire(r.block_hashes[:hit])
-            self.kv.allocate(need)
             r.held_hashes = list(r.block_hashes[:hit])
             r.anon_blocks = need
             r.computed = hit * bs

@@ -186,3 +186,33 @@ def test_full_kv_budget_queues_requests_and_preempts_without_losing_output() -> 
     ref = [OutputText(p, 0) for p in prompts]
     assert ["".join(o) for o in outs] == ["".join(r.token(i) for i in range(300)) for r in ref]
     assert engine.kv.used == 0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_mixed_load_keeps_kv_accounting_and_output_exact(seed: int) -> None:
+    """Shared prefixes, a tight KV budget (preemption), n-gram drafting: nothing is lost."""
+    rng = random.Random(seed)
+    spec = parse_spec_config({"method": "ngram", "num_speculative_tokens": 3,
+                              "prompt_lookup_min": 1, "prompt_lookup_max": 3})
+    cfg = EngineConfig(TINY, spec, prefix_caching=True, num_gpu_blocks=96, seed=seed)
+    engine = Engine(cfg, SimMetrics("m", 3))
+    prefixes = [random_prompt(rng, rng.randint(16, 200)) for _ in range(3)]
+    reqs, outs, t, added = [], [], 0.0, 0
+    while added < 30 or engine.has_work:
+        if added < 30 and rng.random() < 0.3:
+            prompt = rng.choice(prefixes) + random_prompt(rng, rng.randint(1, 120))
+            outs.append([])
+            reqs.append((prompt, n := rng.randint(1, 150)))
+            engine.add(_req(str(added), prompt, n, outs[-1]))
+            added += 1
+        plan = engine.plan(t)
+        kv = engine.kv
+        assert 0 <= kv.used <= kv.num_blocks
+        assert kv.used + len(kv._lru) <= kv.num_blocks
+        t += plan.duration
+        engine.complete(plan, t)
+    assert engine.kv.used == 0
+    for (prompt, n), out in zip(reqs, outs):
+        ref = OutputText(prompt, 0)
+        assert "".join(out) == "".join(ref.token(i) for i in range(n))
+    assert engine.metrics.prefix_hits > 0
