@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     if args.operating_qps is not None and args.operating_qps <= 0:
         raise ConfigError(f"--operating-qps {args.operating_qps}: expected a load > 0 (req/s)")
     gates = [parse_gate(spec) for spec in args.max_regression]
+    _check_out_dir(args.out)
     comparison = compare_runs(
         args.run_dirs,
         baseline=args.baseline,
@@ -124,3 +125,19 @@ def run(args: argparse.Namespace) -> int:
         for f in failures:
             print(f"gate failed: {f.message()}", file=sys.stderr)
     return report.exit_code
+
+
+def _check_out_dir(out: str) -> None:
+    """Fail before the (possibly long) comparison when the reports could not be written."""
+    import os
+    from pathlib import Path
+
+    from specload.errors import ConfigError
+
+    p = Path(out)
+    for existing in (p, *p.parents):
+        if existing.exists() or existing.is_symlink():
+            if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+                raise ConfigError(f"{out!r} is not a writable directory ({existing} is in the "
+                                  "way; expected a folder for the reports)", path="--out")
+            return
