@@ -67,3 +67,27 @@ def test_stream_fault_rate_zero_spares_every_stream(sim) -> None:
     post(sim.url + "/debug/faults", {"drop_after_tokens": 2, "stream_fault_rate": 0.0})
     raw, err = stream_raw(sim.url, BODY)
     assert err is None and _events(raw)[-1] == "[DONE]"
+
+
+def test_client_leaving_mid_stream_frees_the_request(sim) -> None:
+    import http.client
+    import time
+    from urllib.parse import urlparse
+
+    from tests.sim.helpers import metrics
+
+    u = urlparse(sim.url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    conn.request("POST", "/v1/chat/completions", json.dumps({**BODY, "max_tokens": 3000}),
+                 {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    got = b""
+    while got.count(b"data: ") < 3:  # role chunk plus content: the request is running
+        got += resp.read1(4096)
+    assert metrics(sim.url)["vllm:num_requests_running"] == 1
+    conn.close()
+    deadline = time.monotonic() + 20
+    while metrics(sim.url)["vllm:num_requests_running"] > 0:
+        assert time.monotonic() < deadline, "aborted stream still running"
+        time.sleep(0.05)
+    assert metrics(sim.url)["vllm:kv_cache_usage_perc"] == 0
