@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -26,133 +25,24 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from specload.condition import Condition, parse_condition
 from specload.errors import ConfigError, TargetError
-from specload.target import ExternalTarget, ManagedServer, Target, reset_prefix_cache
+from specload.target import ExternalTarget, ManagedServer, Target, log_tail, reset_prefix_cache
 
 __all__ = [
     "Condition",
     "ConditionResult",
     "SweepPlan",
+    "compare_sweep",
     "parse_condition",
     "patch_run_json",
     "run_sweep",
+    "sweep_run_dirs",
 ]
 
 #: Seconds a run may take to finish after SIGINT before it is terminated.
 RUN_INTERRUPT_GRACE_S = 30.0
-
-_SPEC_FLAGS = ("--speculative-config", "--speculative_config")
-_SPEC_UNQUOTED = re.compile(r"(?:^|\s)--speculative[-_]config(?:=|\s+)\{")
-_PREFIX_ON = ("--enable-prefix-caching", "--enable_prefix_caching")
-_PREFIX_OFF = ("--no-enable-prefix-caching", "--no_enable_prefix_caching")
-
-
-@dataclass(frozen=True)
-class Condition:
-    """One server condition: a label and the flags added to the server command for it.
-
-    ``speculative`` and ``prefix_caching`` are what the flags declare (``None``: not said,
-    the server's default applies), written to ``run.json`` so compare can attribute effects.
-    """
-
-    name: str
-    flags: tuple[str, ...] = ()
-    speculative: dict[str, Any] | None = None
-    prefix_caching: bool | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return {"speculative": self.speculative, "prefix_caching": self.prefix_caching}
-
-
-def parse_condition(text: str, default_prefix_caching: bool | None = None) -> Condition:
-    """``NAME=FLAGS`` (flags split like a shell would) into a ``Condition``.
-
-    ``baseline=`` is a condition with no extra flags. The speculative config must be JSON,
-    as vLLM requires; a typo is reported here, before any server starts.
-    """
-    where = f"--condition {text!r}"
-    name, sep, flag_text = text.partition("=")
-    name = name.strip()
-    if not sep or not name:
-        raise ConfigError(
-            "expected NAME=FLAGS, e.g. baseline= or prefix=--enable-prefix-caching", path=where
-        )
-    if not all(c.isalnum() or c in "-_." for c in name):
-        raise ConfigError("NAME may hold only letters, digits, '-', '_' and '.'", path=where)
-    flags = _split_flags(flag_text, where)
-    prefix = default_prefix_caching
-    spec_text: str | None = None
-    for i, flag in enumerate(flags):
-        key, eq, value = flag.partition("=")
-        if key in _SPEC_FLAGS:
-            spec_text = value if eq else (flags[i + 1] if i + 1 < len(flags) else "")
-        elif flag in _PREFIX_ON:
-            prefix = True
-        elif flag in _PREFIX_OFF:
-            prefix = False
-    spec = _parse_spec_json(spec_text, where) if spec_text is not None else None
-    return Condition(name=name, flags=flags, speculative=spec, prefix_caching=prefix)
-
-
-def _split_flags(text: str, where: str) -> tuple[str, ...]:
-    """Split like a shell, except that an unquoted JSON object after ``--speculative-config``
-    is kept verbatim: ``spec=--speculative-config {"method":"ngram"}`` means what it says,
-    although a shell split would strip the JSON's double quotes.
-    """
-    match = _SPEC_UNQUOTED.search(text)
-    raw_json = _balanced_braces(text, match.end() - 1) if match else None
-    if match and raw_json is not None:
-        end = match.end() - 1 + len(raw_json)
-        head, tail = text[: match.end() - 1], text[end:]
-        try:
-            before, after = shlex.split(head), shlex.split(tail)
-        except ValueError as exc:
-            raise ConfigError(f"cannot split the flags ({exc})", path=where) from exc
-        if head.endswith("="):  # --speculative-config={...}
-            return (*before[:-1], before[-1] + raw_json, *after)
-        return (*before, raw_json, *after)
-    try:
-        return tuple(shlex.split(text))
-    except ValueError as exc:
-        raise ConfigError(f"cannot split the flags ({exc})", path=where) from exc
-
-
-def _balanced_braces(text: str, start: int) -> str | None:
-    """The ``{...}`` object starting at ``text[start]``, skipping braces inside JSON strings."""
-    depth, in_string, escaped = 0, False, False
-    for i in range(start, len(text)):
-        c = text[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == '"':
-                in_string = False
-            continue
-        if c == '"':
-            in_string = True
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start : i + 1]
-    return None
-
-
-def _parse_spec_json(text: str, where: str) -> dict[str, Any]:
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"--speculative-config is not valid JSON ({exc.msg} at char {exc.pos})", path=where
-        ) from exc
-    if not isinstance(spec, dict):
-        raise ConfigError("--speculative-config must be a JSON object", path=where)
-    return spec
 
 
 @dataclass
@@ -181,6 +71,7 @@ class ConditionResult:
     returncode: int | None = None
     server_cmd: str | None = None
     interrupted: bool = False
+    server_exit: int | None = None  # the server's exit code when it died during the run
 
 
 @dataclass
@@ -265,6 +156,7 @@ def _run_condition(sweep: _Sweep, cond: Condition) -> ConditionResult:
     started = time.monotonic()
     interrupted = False
     code: int | None = None
+    server_exit: int | None = None
     try:
         if target.command_line:
             sweep.say(f"[sweep] starting server: {target.command_line}")
@@ -274,16 +166,37 @@ def _run_condition(sweep: _Sweep, cond: Condition) -> ConditionResult:
         if not reset_prefix_cache(target.url):
             sweep.say("[sweep] server has no /reset_prefix_cache; prefix cache not reset")
         code = _drive_run(plan, cond, target, run_dir)
+        server_exit = _check_server_alive(sweep, target)
     except KeyboardInterrupt:
         interrupted = True
     finally:
         with _shielded() as late_signal:
             target.stop()
             interrupted = interrupted or late_signal()
-            status = patch_run_json(run_dir, cond, target.command_line, interrupted, code)
+            notes = (
+                []
+                if server_exit is None
+                else [f"the server exited with code {server_exit} during the run (see server.log)"]
+            )
+            status = patch_run_json(run_dir, cond, target.command_line, interrupted, code, notes)
     if interrupted:
         sweep.say(f"[sweep] interrupted: {cond.name} marked {status}; server stopped")
-    return ConditionResult(cond, run_dir, status, code, target.command_line, interrupted)
+    return ConditionResult(
+        cond, run_dir, status, code, target.command_line, interrupted, server_exit
+    )
+
+
+def _check_server_alive(sweep: _Sweep, target: Target) -> int | None:
+    """A server that died mid-run leaves a run of connection errors: say so, loudly."""
+    if not isinstance(target, ManagedServer) or target.exit_code() is None:
+        return None
+    code = target.exit_code()
+    tail = log_tail(target.log_path, lines=10)
+    sweep.say(
+        f"[sweep] WARNING: the server exited with code {code} during the run; "
+        f"last lines of {target.log_path}:\n{tail}"
+    )
+    return code
 
 
 @contextmanager
@@ -392,6 +305,7 @@ def patch_run_json(
     server_cmd: str | None,
     interrupted: bool,
     returncode: int | None,
+    notes: Sequence[str] = (),
 ) -> str:
     """Stamp ``server_cmd`` and ``condition`` into run.json; fix a status left ``running``.
 
@@ -411,8 +325,9 @@ def patch_run_json(
         meta.setdefault("ended_at", time.time())
         if meta["ended_at"] is None:
             meta["ended_at"] = time.time()
-        note = f"status set by sweep: run exited with code {returncode}"
-        meta["notes"] = [*(meta.get("notes") or []), note]
+        notes = [*notes, f"status set by sweep: run exited with code {returncode}"]
+    if notes:
+        meta["notes"] = [*(meta.get("notes") or []), *notes]
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(meta, indent=2) + "\n")
     os.replace(tmp, path)

@@ -174,6 +174,10 @@ class ManagedServer:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
+    def exit_code(self) -> int | None:
+        """The server's exit status if it has exited (crashed mid-run), else None."""
+        return self.proc.poll() if self.proc else None
+
     def start(self) -> None:
         """Start the command in a new process group and wait until ``/health`` answers 200."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

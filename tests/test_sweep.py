@@ -322,3 +322,21 @@ def test_url_target_is_measured_but_never_stopped_and_runs_accumulate(
     report = json.loads((out_dir / "report" / "report.json").read_text())
     assert report["baseline"] == "baseline"
     assert set(report["verdict"]) == {"prefix"}
+
+
+def test_server_that_dies_mid_run_is_reported_and_fails_the_sweep(tmp_path: Path) -> None:
+    out_dir = tmp_path / "sweep"
+    records = out_dir / "baseline" / "requests.jsonl"
+    # The simulator, killed by its own shell as soon as the first records are on disk.
+    cmd = f"{SIM_CMD} & while [ ! -s {records} ]; do sleep 0.1; done; kill $!; exit 3 #"
+    res = _sweep(
+        "--server-cmd", cmd, "--condition", "baseline=",
+        "--scenario", str(_scenario(tmp_path, "[4, 4, 4]", 1.5)), "--out", str(out_dir),
+    )  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "the server exited with code 3 during the run" in res.stdout
+    meta = json.loads((out_dir / "baseline" / "run.json").read_text())
+    assert any("exited with code 3" in n for n in meta["notes"])
+    recs = _records(out_dir / "baseline")
+    assert any(not r["ok"] for r in recs), "requests after the crash are recorded as errors"
+    assert not _group_alive(_server_pgid(out_dir / "baseline"))

@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"specload sweep: interrupted; runs so far are in {plan.out}", file=sys.stderr)
         return 130
     _print_results(results)
-    failed = [r for r in results if r.status != "completed"]
+    failed = [r for r in results if r.status != "completed" or r.server_exit is not None]
     if args.no_compare:
         return 1 if failed else 0
     code = compare_sweep(plan.out, [r.run_dir for r in results])
@@ -130,4 +130,5 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_results(results: list) -> None:  # type: ignore[type-arg]
     for r in results:
-        print(f"  {r.condition.name:<16} {r.status:<12} {r.run_dir}")
+        died = "" if r.server_exit is None else f"  (server died: exit {r.server_exit})"
+        print(f"  {r.condition.name:<16} {r.status:<12} {r.run_dir}{died}")
