@@ -63,6 +63,9 @@ class ConditionInfo:
     runs: list[str]
     meta: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+    #: run.json ``lost_workers`` of every run, each with ``run`` (dir name) and the ``step``
+    #: index / ``target_qps`` of the step it was noticed in (None outside the steps).
+    lost_workers: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -137,6 +140,26 @@ def _pick_baseline(groups: dict[str, list[RunData]], baseline: str | None) -> st
     return next(iter(groups))
 
 
+def _lost(run: RunData, lost: dict[str, Any]) -> dict[str, Any]:
+    """A lost worker placed in its step: its share of that step went unsent from its death
+    until the master noticed (``at``) and re-split the load."""
+    at = lost.get("at")
+    step = next(
+        (
+            s
+            for s in run.steps
+            if isinstance(at, (int, float)) and s.get("start", math.inf) <= at < s.get("end", 0.0)
+        ),
+        None,
+    )
+    return {
+        **lost,
+        "run": run.path.name,
+        "step": step.get("index") if step else None,
+        "target_qps": step.get("target_qps") if step else None,
+    }
+
+
 def _info(label: str, runs: list[RunData]) -> ConditionInfo:
     cond = runs[0].meta.get("condition") or {}
     return ConditionInfo(
@@ -147,6 +170,7 @@ def _info(label: str, runs: list[RunData]) -> ConditionInfo:
         runs=[str(r.path) for r in runs],
         meta=runs[0].meta,
         warnings=[w for r in runs for w in r.warnings],
+        lost_workers=[_lost(r, x) for r in runs for x in r.meta.get("lost_workers") or []],
     )
 
 

@@ -94,6 +94,28 @@ def _row(info: Any) -> RunRow:
     )
 
 
+def _lost_finding(label: str, w: dict[str, Any]) -> str:
+    """A worker lost mid-run: when, in which step, and the gap it left in that step."""
+    at = w.get("at")
+    when = (
+        _dt.datetime.fromtimestamp(at, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        if isinstance(at, (int, float))
+        else "an unknown time"
+    )
+    where = f" during the {w['target_qps']:g} QPS step" if w.get("target_qps") is not None else ""
+    sent, recorded = w.get("sent"), w.get("recorded")
+    lost = (
+        f"{sent - recorded} of its {sent} requests have no record"
+        if isinstance(sent, int) and isinstance(recorded, int)
+        else f"sent {sent}, recorded {recorded}"
+    )
+    return (
+        f"{label} ({w.get('run')}): worker {w.get('worker')} was lost at {when}{where}: {lost}; "
+        "its share of that step was not sent between its death and the re-split, so the "
+        "step's achieved QPS is lower and its figures rest on fewer requests"
+    )
+
+
 def _findings(c: Comparison) -> list[str]:
     out = [f.message() for f in c.flags]
     out += [
@@ -101,13 +123,7 @@ def _findings(c: Comparison) -> list[str]:
     ]
     if c.forced:
         out += [f"compared with --force despite: {d}" for d in c.differences]
-    for info in c.conditions:
-        lost = info.meta.get("lost_workers") or []
-        for w in lost:
-            out.append(
-                f"{info.label}: worker {w.get('worker')} was lost at {w.get('at')} "
-                f"(sent {w.get('sent')}, recorded {w.get('recorded')})"
-            )
+    out += [_lost_finding(info.label, w) for info in c.conditions for w in info.lost_workers]
     out += c.warnings
     return out
 
