@@ -163,14 +163,36 @@ def _to_session(master: MasterSide, method: str) -> Any:
     return handler
 
 
-def _graceful_sigterm() -> None:
-    """SIGTERM behaves like Ctrl-C: the run ends ``interrupted`` with its records on disk.
+#: gevent signal watchers, kept alive for the life of the process.
+_SIGNAL_WATCHERS: list[Any] = []
 
-    Headless Locust installs its own SIGTERM handler only after a shape run returns, so
-    during the run the default action would kill the process without a word.
+
+def _graceful_signals() -> None:
+    """SIGINT and SIGTERM end the run ``interrupted`` with every record on disk.
+
+    Python's own SIGINT handler raises ``KeyboardInterrupt`` in whatever greenlet runs when
+    the signal lands: often a user turning a finished request into its record, which then
+    vanished (sent, never recorded; seen under CPU load). Delivered by the gevent loop
+    instead, the interrupt reaches only the main greenlet, at a switch point, where Locust
+    expects it and then stops users cleanly (in-flight requests become ``cancelled``
+    records). SIGTERM gets the same: headless Locust installs its own SIGTERM handler only
+    after a shape run returns, so during the run the default action would kill the process
+    without a word.
     """
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+    if threading.current_thread() is not threading.main_thread() or _SIGNAL_WATCHERS:
+        return
+    import gevent
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        _SIGNAL_WATCHERS.append(gevent.signal_handler(sig, _interrupt_main))
+
+
+def _interrupt_main() -> None:
+    """Raise ``KeyboardInterrupt`` in the main greenlet (as gevent does for system errors)."""
+    import gevent
+
+    hub = gevent.get_hub()
+    hub.loop.run_callback(hub.parent.throw, KeyboardInterrupt)
 
 
 def _default_rebalancing(environment: Any) -> None:
@@ -192,7 +214,7 @@ def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_kw: An
     from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
     runner = runner or environment.runner
-    _graceful_sigterm()
+    _graceful_signals()
     roles = _ROLES.setdefault(id(environment), _Roles())
     if isinstance(runner, (LocalRunner, WorkerRunner)):
         worker = LOCAL_WORKER if isinstance(runner, LocalRunner) else runner.client_id
