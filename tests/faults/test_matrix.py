@@ -247,6 +247,8 @@ def test_signal_to_headless_run(sim_factory, tmp_path: Path, matrix_row: Row, si
     row.exit_code = proc.returncode
     assert proc.returncode == 130, err.decode()[-2000:]
     assert "Traceback" not in err.decode()
+    # nothing escaped inside Locust (a KeyboardInterrupt in a user once lost its record)
+    assert "Traceback" not in (run_dir / "locust.log").read_text()
     survived(before, run_dir)
     check_records(row, run_dir, status="interrupted", allowed={"ok", "cancelled"},
                   server_ids=set(ground_truth(sim.url)))
