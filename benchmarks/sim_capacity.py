@@ -1,16 +1,20 @@
 """How many streamed tokens per second one ``specload sim`` process serves, and how late its
 engine steps run while doing it.
 
-Starts the simulator (profile ``tiny`` with ``peak_flops=1e15``: 3-5 ms steps at any batch,
-so the HTTP side, not the modelled GPU, is the limit) and one client process (aiohttp, closed loop: C concurrent streams, each request
-192-320 output tokens with ignore_eos, starts staggered over the warm-up). For each concurrency level it measures, over a fixed window:
-client-received tokens/s (from the SSE bytes), and the engine step lag p50/p99 from
-``specload_sim_step_lag_seconds`` bucket deltas (upper bucket bounds, so conservative). The
-capacity is the highest tok/s among levels whose lag p99 is <= 2 ms.
+Starts the simulator (profile ``tiny`` with ``peak_flops=1e15``: 3-5 ms steps at any batch, so
+the HTTP side, not the modelled GPU, is the limit) and one client in this process (aiohttp,
+closed loop: C concurrent streams of 192-320 output tokens with ignore_eos, starts staggered
+over the warm-up). Per concurrency level, over a fixed window: tokens/s served (the
+simulator's ``vllm:generation_tokens_total`` delta; under speculation a chunk carries several
+tokens), content chunks/s the client received, the engine step lag p50/p99 from
+``specload_sim_step_lag_seconds`` bucket deltas (upper bucket bounds, so conservative), the
+simulator's CPU use, and the machine's CPU pressure. Before the levels, a bare asyncio timer
+loop measures the machine's own timer lateness: on a shared machine, step lag cannot be lower.
+The capacity is the highest tok/s among levels whose lag p99 is <= 2 ms.
 
-Writes benchmarks/results/sim_capacity.json and .md. Loopback only; bounded in time (about
-10 s per level). Usage: python benchmarks/sim_capacity.py [--levels 16,32,64,128] [--window 6]
-[--speculative-config JSON]
+Writes benchmarks/results/sim_capacity_<tag>.json and .md. Loopback only; bounded in time
+(about 9 s per level). Usage: python benchmarks/sim_capacity.py [--levels 32,64,128]
+[--window 5] [--speculative-config JSON] [--tag NAME] [--nice N] [--rt]
 """
 
 from __future__ import annotations
@@ -40,9 +44,12 @@ def free_port() -> int:
 
 
 def lag_buckets(url: str) -> dict[float, float]:
+    """Cumulative step-lag buckets by upper bound; key -1.0 holds generation_tokens_total."""
     text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
     out = {}
     for line in text.splitlines():
+        if line.startswith("vllm:generation_tokens_total"):
+            out[-1.0] = float(line.rsplit(" ", 1)[1])
         if line.startswith(LAG + "_bucket"):
             le = line.split('le="')[1].split('"')[0]
             out[float("inf") if le == "+Inf" else float(le)] = float(line.rsplit(" ", 1)[1])
@@ -51,7 +58,7 @@ def lag_buckets(url: str) -> dict[float, float]:
 
 def quantile(before: dict[float, float], after: dict[float, float], q: float) -> float | None:
     """Upper bound of the bucket holding quantile ``q`` of the observations in between."""
-    bounds = sorted(after)
+    bounds = sorted(b for b in after if b >= 0)
     total = after[float("inf")] - before.get(float("inf"), 0.0)
     if total <= 0:
         return None
@@ -88,7 +95,7 @@ async def _client(url: str, conc: int, window: float, warm: float, pid: int) -> 
                           "stream": True,
                           "messages": [{"role": "user", "content": f"go {i} " * 32}]})
               for i, n in enumerate(rng.randint(192, 320) for _ in range(64))]
-    counts = {"tokens": 0, "chunks": 0}
+    counts = {"chunks": 0}
     measuring = False
     stop = False
 
@@ -103,7 +110,6 @@ async def _client(url: str, conc: int, window: float, warm: float, pid: int) -> 
                         n = data.count(b'"content":"')  # role chunk has content "" too
                         n -= data.count(b'"content":""')
                         counts["chunks"] += n
-                        counts["tokens"] += n
 
     conn = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=conn) as session:
@@ -120,11 +126,13 @@ async def _client(url: str, conc: int, window: float, warm: float, pid: int) -> 
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return {"concurrency": conc, "tokens_per_s": round(counts["tokens"] / elapsed),
+    tokens = after[-1.0] - before[-1.0]  # the server's generation_tokens_total delta
+    return {"concurrency": conc, "tokens_per_s": round(tokens / elapsed),
+            "client_chunks_per_s": round(counts["chunks"] / elapsed),
             "lag_p50_s": quantile(before, after, 0.5), "lag_p99_s": quantile(before, after, 0.99),
             "window_s": round(elapsed, 2), "sim_cpu_util": round(cpu / elapsed, 3),
             "cpu_pressure_some_avg10_pct": cpu_pressure(),
-            "sim_cpu_us_per_token": round(1e6 * cpu / max(1, counts["tokens"]), 1)}
+            "sim_cpu_us_per_token": round(1e6 * cpu / max(1.0, tokens), 1)}
 
 
 async def timer_floor(n: int = 1000, period_s: float = 0.004) -> dict:
@@ -152,6 +160,9 @@ def main() -> int:
     ap.add_argument("--nice", type=int, default=0,
                     help="niceness of the simulator process (negative needs root): isolates "
                     "its step lag from other load on a shared machine; reported with results")
+    ap.add_argument("--rt", action="store_true",
+                    help="run the simulator (not the client) at SCHED_FIFO priority 1 via chrt, "
+                    "so other tenants' load on a shared machine does not count as its lag")
     a = ap.parse_args()
     floor = asyncio.run(timer_floor())
     print("bare asyncio timer lateness on this machine now:", json.dumps(floor), flush=True)
@@ -164,6 +175,8 @@ def main() -> int:
         cmd += ["--speculative-config", a.speculative_config]
     if a.nice:
         cmd = ["nice", "-n", str(a.nice), *cmd]  # nice execs the simulator: same pid
+    if a.rt:
+        cmd = ["chrt", "-f", "1", *cmd]  # chrt execs too
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, start_new_session=True)
     try:
         for _ in range(200):
@@ -183,6 +196,7 @@ def main() -> int:
     ok = [r for r in rows if r["lag_p99_s"] is not None and r["lag_p99_s"] <= 0.002]
     best = max(ok, key=lambda r: r["tokens_per_s"]) if ok else None
     result = {"tag": a.tag, "speculative_config": a.speculative_config, "sim_nice": a.nice,
+              "sim_sched_fifo": a.rt,
               "timer_floor": floor, "rows": rows,
               "capacity_tokens_per_s": best and best["tokens_per_s"],
               "at_concurrency": best and best["concurrency"], "goal_tokens_per_s": 20000,
@@ -195,13 +209,14 @@ def main() -> int:
              f"{platform.python_version()}, profile tiny, 192-320-token streams, client in a "
              "second process on the same machine; 1-min load average at the end "
              f"{os.getloadavg()[0]:.2f} (the machine is shared: other processes add lag); "
-             f"simulator niceness {a.nice}.")
+             f"simulator niceness {a.nice}"
+             f"{', simulator at SCHED_FIFO priority 1 (client not)' if a.rt else ''}.")
     lines = [f"# specload sim capacity ({a.tag})", "", intro, "",
-             ("| concurrency | tokens/s | step lag p50 | step lag p99 | sim CPU (cores) | "
+             ("| concurrency | tokens/s | chunks/s (client) | step lag p50 | step lag p99 | sim CPU (cores) | "
               "sim CPU us/token | CPU pressure (PSI some, 10 s) |"),
-             "|--:|--:|--:|--:|--:|--:|--:|"]
+             "|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for r in rows:
-        lines.append(f"| {r['concurrency']} | {r['tokens_per_s']} | "
+        lines.append(f"| {r['concurrency']} | {r['tokens_per_s']} | {r['client_chunks_per_s']} | "
                      f"<= {r['lag_p50_s'] * 1e3:g} ms | <= {r['lag_p99_s'] * 1e3:g} ms | "
                      f"{r['sim_cpu_util']} | {r['sim_cpu_us_per_token']} | "
                      f"{r['cpu_pressure_some_avg10_pct']} % |")
