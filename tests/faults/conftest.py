@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, stop_process
-from tests.faults.matrix import Row
+from tests.conftest import stop_process
+from tests.faults.matrix import RawProc, Row, start_raw
 
 RESULTS_ENV = "SPECLOAD_RELIABILITY_RESULTS"
 
@@ -48,40 +44,12 @@ def matrix_row(request: pytest.FixtureRequest) -> Iterator[Row]:
                                  "passed": passed}) + "\n")
 
 
-@dataclass
-class RawProc:
-    """A running ``tests/faults/rawserver.py`` process and its request log."""
-
-    url: str
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    def expected(self) -> dict[str, str]:
-        """``{X-Request-Id: expected outcome}`` for every chat request it received."""
-        out = {}
-        for line in self.log.read_text().splitlines():
-            if line.startswith("REQ "):
-                _, rid, expect = line.split(" ", 2)
-                out[rid] = expect
-        return out
-
-
 @pytest.fixture
 def raw_factory(tmp_path: Path) -> Iterator:
     started: list[RawProc] = []
 
     def factory(mode: str, *args: str) -> RawProc:
-        log = tmp_path / f"raw-{mode}-{len(started)}.log"
-        with open(log, "wb") as fh:
-            proc = subprocess.Popen([sys.executable, "-m", "tests.faults.rawserver", mode,
-                                     *args], cwd=REPO, stdout=fh, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-        deadline = time.time() + 20
-        while not log.read_text().startswith("port "):
-            assert proc.poll() is None and time.time() < deadline, log.read_text()
-            time.sleep(0.02)
-        port = int(log.read_text().split()[1])
-        raw = RawProc(url=f"http://127.0.0.1:{port}", proc=proc, log=log)
+        raw = start_raw(mode, *args, log_dir=tmp_path)
         started.append(raw)
         return raw
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from specload.cli.main import main
 from specload.recorder import read_run
+from tests.conftest import REPO
 
 #: Two steps at different loads (compare pools steps by target QPS), no warm-up so every
 #: record counts in the report, and a short request timeout for the stall rows.
@@ -164,3 +165,39 @@ def survived(before: bytes, run_dir: Path) -> None:
     after = (run_dir / "requests.jsonl").read_bytes()
     complete = before[: before.rfind(b"\n") + 1]
     assert after.startswith(complete), "records written before the fault were changed"
+
+
+@dataclass
+class RawProc:
+    """A running ``tests/faults/rawserver.py`` process and its request log."""
+
+    url: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def lines(self, tag: str) -> list[list[str]]:
+        return [x.split(" ")[1:] for x in self.log.read_text().splitlines()
+                if x.startswith(tag + " ")]
+
+    def expected(self) -> dict[str, str]:
+        """``{X-Request-Id: expected outcome}`` for every chat request it received."""
+        return {rid: expect for rid, expect in self.lines("REQ")}
+
+    def auth_digests(self) -> set[str]:
+        """sha256[:16] of each Authorization header it received."""
+        return {digest for _rid, digest in self.lines("AUTH")}
+
+
+def start_raw(mode: str, *args: str, log_dir: Path) -> RawProc:
+    """Start ``python -m tests.faults.rawserver MODE ARGS``; stop it with ``stop_process``."""
+    log = log_dir / f"raw-{mode}-{time.monotonic_ns()}.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "tests.faults.rawserver", mode, *args],
+                                cwd=REPO, stdout=fh, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    deadline = time.time() + 20
+    while not log.read_text().startswith("port "):
+        assert proc.poll() is None and time.time() < deadline, log.read_text()
+        time.sleep(0.02)
+    port = int(log.read_text().split()[1])
+    return RawProc(url=f"http://127.0.0.1:{port}", proc=proc, log=log)

@@ -4,7 +4,8 @@
 
 Plain sockets and one OS thread per connection, so nothing in the HTTP stack tidies the
 bytes up. It prints ``port N`` once listening, then one line ``REQ <X-Request-Id> <expect>``
-per chat request *before* answering it: ``expect`` is the outcome the client must record
+per chat request *before* answering it (and ``AUTH <id> <sha256[:16] of the Authorization
+header>`` when there is one): ``expect`` is the outcome the client must record
 (``ok`` or an error kind), so a test can hold every record against what the server did.
 Any other path gets a 404 (no /metrics, /tokenize or /v1/models: a bare server).
 
@@ -20,6 +21,7 @@ Modes (every response closes its connection):
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import socket
@@ -61,13 +63,13 @@ def _chunked(body: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(body), body)
 
 
-def _read_request(conn: socket.socket) -> tuple[str, str, str]:
-    """(method, path, X-Request-Id) of one request; its body is read and dropped."""
+def _read_request(conn: socket.socket) -> tuple[str, str, str, str]:
+    """(method, path, X-Request-Id, Authorization) of one request; its body is dropped."""
     data = b""
     while b"\r\n\r\n" not in data:
         got = conn.recv(65536)
         if not got:
-            return "", "", ""
+            return "", "", "", ""
         data += got
     head, body = data.split(b"\r\n\r\n", 1)
     lines = head.decode("latin-1").split("\r\n")
@@ -79,7 +81,7 @@ def _read_request(conn: socket.socket) -> tuple[str, str, str]:
         if not got:
             break
         body += got
-    return method, path, fields.get("x-request-id", "-")
+    return method, path, fields.get("x-request-id", "-"), fields.get("authorization", "")
 
 
 class Server:
@@ -95,13 +97,15 @@ class Server:
     def handle(self, conn: socket.socket) -> None:
         with conn:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            method, path, rid = _read_request(conn)
+            method, path, rid, auth = _read_request(conn)
             if not (method == "POST" and path.endswith("/chat/completions")):
                 body = b'{"error": {"message": "not here"}}'
                 conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
                              b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
                 return
             n = next(self.count)
+            if auth:  # a digest, so the key itself is in no file (tests/test_privacy.py)
+                self.log(f"AUTH {rid} {hashlib.sha256(auth.encode()).hexdigest()[:16]}")
             try:
                 getattr(self, "mode_" + self.args.mode)(conn, rid, n)
             except OSError:
