@@ -1,0 +1,128 @@
+"""Nothing a user sent or received, and never the API key, lands in a file unless asked.
+
+Sentinel strings go into the prompts (a JSONL prompt file), the API key (``--api-key`` in
+one run, ``OPENAI_API_KEY`` in the other) and the server's output (the raw server streams
+a text holding a sentinel). Then every file the run and ``specload compare`` wrote (Locust's
+log included), and everything the commands printed, is scanned. With ``--store-text`` the
+prompt and output text appear in the records; the key still appears nowhere. The server's
+log of ``Authorization`` digests proves the key really was sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import stop_process
+from tests.faults.matrix import RawProc, start_raw
+
+PROMPT_SENTINEL = "PROMPTSENTINEL7f3a9c"
+OUTPUT_SENTINEL = "OUTPUTSENTINEL2b8e41"
+KEY_SENTINEL = "sk-KEYSENTINEL5d0c77"
+
+
+@pytest.fixture
+def raw(tmp_path: Path) -> Iterator[RawProc]:
+    server = start_raw("text", "--text", f"the answer is {OUTPUT_SENTINEL} indeed",
+                       log_dir=tmp_path)
+    yield server
+    stop_process(server.proc)
+
+
+def scenario(tmp: Path) -> Path:
+    prompts = tmp / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"messages": [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": f"question {i}: what is {PROMPT_SENTINEL}?"}]}) + "\n"
+        for i in range(4)))
+    p = tmp / "privacy.yaml"
+    p.write_text("name: privacy\nmax_tokens: 8\nsteps: [4]\nstep_duration_s: 1\nwarmup_s: 0\n"
+                 "arrival: constant\nmax_concurrency: 4\nrequest_timeout_s: 5\n"
+                 "prompts: {file: prompts.jsonl}\n")
+    return p
+
+
+def run(tmp: Path, host: str, out: str, *extra: str, env_key: str | None = None,
+        watch_key: str | None = None) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """``specload run``; while it runs, collect the command lines of its process tree."""
+    env = dict(os.environ)
+    env.pop("OPENAI_API_KEY", None)
+    if env_key:
+        env["OPENAI_API_KEY"] = env_key
+    cmd = [sys.executable, "-m", "specload", "run", "--host", host, "--scenario",
+           str(scenario(tmp)), "--label", out, "--out", out, *extra]
+    proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    cmdlines: list[str] = []
+    while proc.poll() is None and watch_key:
+        try:
+            for p in psutil.Process(proc.pid).children(recursive=True):
+                cmdlines.append(" ".join(p.cmdline()))
+        except psutil.Error:
+            pass
+        time.sleep(0.2)
+    out_s, err_s = proc.communicate(timeout=120)
+    res = subprocess.CompletedProcess(cmd, proc.returncode, out_s, err_s)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res, cmdlines
+
+
+def compare(tmp: Path, *run_dirs: str) -> subprocess.CompletedProcess[str]:
+    res = subprocess.run([sys.executable, "-m", "specload", "compare", *run_dirs, "--out",
+                          "report", "--bootstrap", "100"],
+                         cwd=tmp, capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res
+
+
+def files_under(*dirs: Path) -> list[Path]:
+    return sorted(p for d in dirs for p in d.rglob("*") if p.is_file())
+
+
+def holders(paths: list[Path], needle: str) -> list[str]:
+    return [str(p) for p in paths if needle.encode() in p.read_bytes()]
+
+
+def test_no_prompt_output_or_key_in_any_file_without_store_text(tmp_path: Path,
+                                                                raw: RawProc) -> None:
+    run1, cmdlines = run(tmp_path, raw.url, "flag", "--api-key", KEY_SENTINEL,
+                         watch_key=KEY_SENTINEL)
+    run2, _ = run(tmp_path, raw.url, "env", env_key=KEY_SENTINEL)
+    rep = compare(tmp_path, "flag", "env")
+    digest = hashlib.sha256(f"Bearer {KEY_SENTINEL}".encode()).hexdigest()[:16]
+    assert raw.auth_digests() == {digest}, "the key must have reached the server"
+    assert len(raw.expected()) >= 8
+    files = files_under(tmp_path / "flag", tmp_path / "env", tmp_path / "report")
+    names = {p.name for p in files}
+    assert {"run.json", "requests.jsonl", "locust.log", "report.md", "report.json",
+            "report.html"} <= names, names
+    records = [json.loads(x) for x in (tmp_path / "flag" / "requests.jsonl").read_text()
+               .splitlines()]
+    assert records and all(r["ok"] and r["prompt_sha256"] and r["output_sha256"]
+                           for r in records)  # the text was there, reduced to hashes
+    printed = run1.stdout + run1.stderr + run2.stdout + run2.stderr + rep.stdout + rep.stderr
+    for needle in (PROMPT_SENTINEL, OUTPUT_SENTINEL, KEY_SENTINEL):
+        assert holders(files, needle) == [], needle
+        assert needle not in printed, needle
+    assert cmdlines and not [c for c in cmdlines if KEY_SENTINEL in c]  # not visible in ps
+
+
+def test_store_text_writes_prompt_and_output_but_never_the_key(tmp_path: Path,
+                                                              raw: RawProc) -> None:
+    run(tmp_path, raw.url, "text", "--store-text", "--api-key", KEY_SENTINEL)
+    rep = compare(tmp_path, "text")
+    files = files_under(tmp_path / "text", tmp_path / "report")
+    assert holders(files, PROMPT_SENTINEL) and holders(files, OUTPUT_SENTINEL)
+    first = json.loads((tmp_path / "text" / "requests.jsonl").read_text().splitlines()[0])
+    assert PROMPT_SENTINEL in first["prompt_text"] and OUTPUT_SENTINEL in first["output_text"]
+    assert holders(files, KEY_SENTINEL) == []
+    assert KEY_SENTINEL not in rep.stdout + rep.stderr
