@@ -340,3 +340,22 @@ def test_server_that_dies_mid_run_is_reported_and_fails_the_sweep(tmp_path: Path
     recs = _records(out_dir / "baseline")
     assert any(not r["ok"] for r in recs), "requests after the crash are recorded as errors"
     assert not _group_alive(_server_pgid(out_dir / "baseline"))
+
+
+def test_sigint_while_waiting_for_health_stops_the_starting_server(tmp_path: Path) -> None:
+    out_dir = tmp_path / "sweep"
+    cmd = f"{PY} -c 'import time; time.sleep(60)' {{port}}"
+    args = [sys.executable, "-m", "specload", "sweep", "--server-cmd", cmd,
+            "--condition", "baseline=", "--health-timeout", "60",
+            "--scenario", str(_scenario(tmp_path)), "--out", str(out_dir)]  # fmt: skip
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        log = out_dir / "baseline" / "server.log"
+        _wait_for(lambda: log.exists() and "server pid" in log.read_text(), 30)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert not _group_alive(_server_pgid(out_dir / "baseline"))
