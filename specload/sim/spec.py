@@ -6,10 +6,11 @@ vLLM's ``rejection_sample_method: synthetic``: ``synthetic_acceptance_rates[i]``
 *unconditional* probability that draft position ``i`` is accepted (so mean acceptance length is
 ``1 + sum(rates)``); one uniform draw per request per step decides how many leading drafts
 survive. ``synthetic_acceptance_length`` L instead sets geometric rates ``a**(i+1)`` with
-``sum == L - 1``. For ``ngram`` drafting nothing is synthetic: the proposer really looks up the
-last n tokens (``prompt_lookup_max`` down to ``prompt_lookup_min``) in the prompt+output stream
-and drafts what followed their latest earlier occurrence; drafts are accepted while they equal
-the true next tokens.
+``sum == L - 1``. For ``ngram`` (and ``suffix``, modelled alike) nothing is synthetic: the
+proposer really looks up the last n tokens (``prompt_lookup_max`` down to
+``prompt_lookup_min``, vLLM's default 5 and 5) in the prompt+output stream and drafts what
+followed their latest earlier occurrence; drafts are accepted while they equal the true next
+tokens.
 
 ``num_speculative_tokens_per_batch_size: [[start, end, k], ...]`` chooses k for each step from
 the number of running requests (inclusive ranges from 1; outside every range k = 0).
@@ -23,9 +24,12 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MODEL_METHODS", "NgramIndex", "SpecConfig", "parse_spec_config"]
+__all__ = ["LOOKUP_METHODS", "MODEL_METHODS", "NgramIndex", "SpecConfig", "parse_spec_config"]
 
-MODEL_METHODS = ("draft_model", "eagle", "eagle3", "mtp", "medusa", "mlp_speculator", "suffix")
+MODEL_METHODS = ("draft_model", "eagle", "eagle3", "mtp", "deepseek_mtp", "medusa",
+                 "mlp_speculator")
+#: Model-free methods: drafts come from really matching the request's token stream.
+LOOKUP_METHODS = ("ngram", "suffix")
 _DEFAULT_RATES = (0.8, 0.55, 0.3, 0.15)
 
 
@@ -43,7 +47,8 @@ class SpecConfig:
 
     @property
     def is_ngram(self) -> bool:
-        return self.method == "ngram"
+        """Model-free drafting by prompt lookup (``ngram``; ``suffix`` is modelled the same)."""
+        return self.method in LOOKUP_METHODS
 
     @property
     def max_k(self) -> int:
@@ -140,13 +145,14 @@ def parse_spec_config(text: str | dict[str, Any] | None) -> SpecConfig | None:
     if not isinstance(obj, dict):
         raise _fail("must be a JSON object")
     method = obj.get("method") or ("draft_model" if obj.get("model") else None)
-    if method not in (*MODEL_METHODS, "ngram"):
-        raise _fail(f"method must be one of ngram, {', '.join(MODEL_METHODS)}")
+    if method not in (*MODEL_METHODS, *LOOKUP_METHODS):
+        raise _fail(f"method must be one of {', '.join((*LOOKUP_METHODS, *MODEL_METHODS))}")
     k = obj.get("num_speculative_tokens")
     if not isinstance(k, int) or k < 1:
         raise _fail("num_speculative_tokens must be an integer >= 1")
-    lmin = obj.get("prompt_lookup_min", 1 if obj.get("prompt_lookup_max") else 3)
-    lmax = obj.get("prompt_lookup_max", max(lmin, 4) if isinstance(lmin, int) else 4)
+    # vLLM's defaults: both 5; one given sets the other.
+    lmin = obj.get("prompt_lookup_min", obj.get("prompt_lookup_max", 5))
+    lmax = obj.get("prompt_lookup_max", lmin)
     if not (isinstance(lmin, int) and isinstance(lmax, int) and 1 <= lmin <= lmax):
         raise _fail("prompt_lookup_min/max must be integers with 1 <= min <= max")
     sched = _schedule(obj)
