@@ -256,3 +256,45 @@ def test_signal_to_headless_run(sim_factory, tmp_path: Path, matrix_row: Row, si
     steps = json.loads((run_dir / "steps.json").read_text())
     assert steps[0]["end"] <= read_run(run_dir).meta["ended_at"]
     check_report(row, run_dir, tmp_path / "report")
+
+
+def test_run_killed_without_cleanup_keeps_what_it_wrote(sim_factory, tmp_path: Path,
+                                                        matrix_row: Row) -> None:
+    """SIGKILL to ``specload run`` and its Locust: no handler runs. What was flushed (at
+    each step end, and every second) survives and is readable; the run says it never ended."""
+    row = matrix_row
+    row.fault = "specload run and Locust SIGKILLed"
+    row.injected = "SIGKILL to both processes 0.5 s into step 2 (no cleanup runs)"
+    sim = sim_factory("--profile", "tiny", "--ground-truth")
+    scenario = write_scenario(tmp_path, duration=1.5)
+    proc = subprocess.Popen(specload_cmd("run", "--host", sim.url, "--scenario", str(scenario),
+                                         "--label", "fault", "--out", "out"),
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run_dir = tmp_path / "out"
+    try:
+        start = wait_for_step(run_dir, index=1)["start"]
+        time.sleep(max(0.0, start + 0.5 - time.time()))
+        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        before = snapshot(run_dir / "requests.jsonl")
+        for p in tree:
+            p.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    row.exit_code = proc.returncode
+    survived(before, run_dir)
+    run = read_run(run_dir)
+    assert run.meta["status"] == "running" and any("running" in w for w in run.warnings)
+    records = list(run.record_dicts())
+    ids = {r["request_id"] for r in records}
+    assert len(ids) == len(records) and {kind_of(r) for r in records} == {"ok"}
+    truth = set(ground_truth(sim.url))
+    assert ids <= truth
+    first = [r for r in records if r["step"] == 0]
+    assert first and {r["request_id"] for r in first} == {
+        rid for rid in truth if int(rid.rsplit("-", 1)[1]) <= len(first)}  # step 1 complete
+    row.status, row.sent, row.recorded = "running (never ended)", len(truth), len(records)
+    row.server_saw, row.lost, row.kinds = len(truth), len(truth - ids), {"ok": len(records)}
+    row.note = "sent in the last second before the kill (flush interval); step 1 complete"
+    check_report(row, run_dir, tmp_path / "report")
