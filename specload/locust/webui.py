@@ -197,7 +197,10 @@ def run_rows(view: dict[str, Any]) -> list[dict[str, str]]:
         rows.append(
             (
                 f"lost worker {x['worker']}",
-                f"at {at} UTC; sent {x['sent']}, recorded {x['recorded']}: later steps lack its share",
+                (
+                    f"at {at} UTC; sent {x['sent']}, recorded {x['recorded']}; "
+                    "its share went unsent from its death until the re-split"
+                ),
             )
         )
     rows += [(f"note {i + 1}", n) for i, n in enumerate(run["notes"])]

@@ -12,6 +12,8 @@ processes, all on 127.0.0.1 with ports chosen at run time.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -22,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from specload.cli.main import main
 from specload.recorder import read_run
 from tests.conftest import REPO, free_port, stop_process, wait_http
 
@@ -138,3 +141,104 @@ def test_tab_json_shows_records_from_both_workers_including_one_that_joined(
     shown = {r["name"]: r["value"] for r in rows["specload-run"]}
     for w, c in workers.items():
         assert shown[f"worker {w}"] == f"connected: sent {c['sent']}, recorded {c['recorded']}"
+
+
+KILL_SCENARIO = """\
+name: webui-lost-worker
+max_tokens: 32
+steps: [4, 4, 4, 4, 4, 4]
+step_duration_s: 3
+warmup_s: 1
+arrival: constant
+max_concurrency: 8
+metrics_interval_s: 1
+request_timeout_s: 20
+prompts:
+  synthetic: {input_tokens: 32, count: 20}
+"""
+
+
+@pytest.mark.slow
+def test_killed_worker_is_lost_in_the_tab_its_users_move_and_the_report_names_the_gap(
+    sim_factory, tmp_path: Path
+) -> None:
+    """SIGKILL one of two workers mid-run: Locust (rebalancing on by default) gives its users
+    to the survivor at once, the tab lists it as lost, and ``specload compare`` names it."""
+    sim = sim_factory("--profile", "tiny")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(KILL_SCENARIO)
+    run_dir = tmp_path / "runs" / "lost"
+    web, bind = free_port(), free_port()
+    ui = f"http://127.0.0.1:{web}"
+    log = tmp_path / "master.log"
+    for i in range(2):
+        (tmp_path / f"w{i}").mkdir()
+    master = _locust(
+        "--master",
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(web),
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(bind),
+        "--host",
+        sim.url,
+        "--scenario",
+        str(scenario),
+        "--run-dir",
+        str(run_dir),
+        cwd=tmp_path,
+        log=log,
+    )
+    worker_args = ("--worker", "--master-host", "127.0.0.1", "--master-port", str(bind))
+    workers = [
+        _locust(*worker_args, cwd=tmp_path / f"w{i}", log=tmp_path / f"w{i}.log") for i in range(2)
+    ]
+    try:
+        wait_http(ui + "/", proc=master)
+        _wait(lambda: _get(ui + "/stats/requests")["worker_count"] == 2, "2 workers", log)
+        form = urllib.parse.urlencode({"host": sim.url}).encode()
+        with urllib.request.urlopen(ui + "/swarm", data=form, timeout=10) as r:
+            assert json.load(r)["success"]
+        _wait(
+            lambda: (_get(ui + "/specload/live.json")["run"] or {}).get("current_step") == 1,
+            "second step",
+            log,
+        )
+        os.killpg(workers[0].pid, signal.SIGKILL)
+        survivor = _wait(
+            lambda: [
+                w
+                for w in _get(ui + "/stats/requests")["workers"]
+                if w["state"] != "missing" and w["user_count"] == 8
+            ],
+            "the survivor holding all 8 users",
+            log,
+            timeout_s=15,
+        )
+        live = _wait(
+            lambda: (v := _get(ui + "/specload/live.json"))["run"]["status"] == "completed" and v,
+            "run completed",
+            log,
+        )
+        rows = {x["key"]: x["data"] for x in _get(ui + "/stats/requests")["extended_stats"]}
+    finally:
+        for p in (master, *workers):
+            stop_process(p)
+
+    lost = live["run"]["lost_workers"]
+    assert len(lost) == 1 and lost[0]["worker"] != survivor[0]["id"], (lost, survivor)
+    assert live["run"]["workers"][lost[0]["worker"]]["state"] == "lost"
+    shown = {r["name"]: r["value"] for r in rows["specload-run"]}
+    assert shown[f"lost worker {lost[0]['worker']}"].endswith(
+        "its share went unsent from its death until the re-split"
+    )
+    records = list(read_run(run_dir).record_dicts())
+    assert records and all(r["ok"] for r in records)
+    out = tmp_path / "report"
+    assert main(["compare", str(run_dir), "--out", str(out), "--bootstrap", "100", "--quiet"]) == 0
+    for name in ("report.md", "report.html"):
+        text = (out / name).read_text()
+        assert f"worker {lost[0]['worker']} was lost at " in text and "QPS step" in text, name
