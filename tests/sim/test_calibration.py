@@ -1,0 +1,40 @@
+"""The h200-llama8b profile still meets its calibration criteria (virtual time, no sockets).
+
+Measured p50 TPOT (ms) from vLLM 0.26 on one H200 (shared/calibration, 512 in / 256 out,
+Poisson arrivals), copied here so the test runs on a fresh clone.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+
+from specload.sim import load_profile, parse_spec_config
+from specload.sim.engine import EngineConfig
+from specload.sim.virtual import run_poisson
+
+BASELINE = {1: 5.934, 4: 7.006, 8: 7.417, 16: 9.81, 20: 10.904, 24: 14.284, 28: 16.383}
+SPEC = {"method": "draft_model", "num_speculative_tokens": 4,
+        "synthetic_acceptance_rates": [0.8, 0.55, 0.3, 0.15]}
+
+
+def _p50_tpot_ms(spec, rate: float) -> float:
+    n = min(max(32, int(20 * rate)), 800)
+    cfg = EngineConfig(load_profile("h200-llama8b"), parse_spec_config(spec) if spec else None)
+    run = run_poisson(cfg, rate, n, seed=0)
+    return 1e3 * statistics.median(r.tpot_s for r in run.results)
+
+
+def test_h200_profile_meets_calibration_criteria() -> None:
+    base = {rate: _p50_tpot_ms(None, rate) for rate in BASELINE}
+    for rate, measured in BASELINE.items():
+        assert base[rate] == pytest.approx(measured, rel=0.15), rate
+    spec = {rate: _p50_tpot_ms(SPEC, rate) for rate in (8, 16, 24, 28)}
+    assert spec[8] < base[8] and spec[16] < base[16]
+    assert spec[24] > base[24] and spec[28] > base[28]
+    # crossover, interpolated in log-rate between 16 and 24 req/s
+    d16, d24 = spec[16] / base[16] - 1, spec[24] / base[24] - 1
+    x = math.exp(math.log(16) + (-d16 / (d24 - d16)) * (math.log(24) - math.log(16)))
+    assert 16 <= x <= 24
