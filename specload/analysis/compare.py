@@ -20,6 +20,7 @@ from typing import Any
 from specload.analysis.attribution import Attribution, attribute, role_of
 from specload.analysis.comparable import differences
 from specload.analysis.crossover import Crossover, find_crossover
+from specload.analysis.dynamic import ScheduleAnalysis, analyse_schedules
 from specload.analysis.gates import Gate, GateResult, evaluate_gates
 from specload.analysis.load import RunData, load_runs
 from specload.analysis.quality import (
@@ -29,6 +30,7 @@ from specload.analysis.quality import (
     scenario_temperature,
 )
 from specload.analysis.ratios import Flag, RatioRow, p95_flags, step_ratios
+from specload.analysis.schedule import ScheduleOptions
 from specload.analysis.server import server_steps
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats, condition_steps, metric_names
@@ -91,6 +93,8 @@ class Comparison:
     gates: GateResult | None
     bootstrap: int
     seed: int
+    #: Issue 12: crossovers in running-batch terms, schedule proposals, best-of-both checks.
+    schedules: ScheduleAnalysis | None = None
 
     @property
     def verdict(self) -> str:
@@ -332,12 +336,14 @@ def compare_runs(
     gates: list[Gate] | None = None,
     bootstrap: int = 1000,
     seed: int = 0,
+    schedule: ScheduleOptions | None = None,
 ) -> Comparison:
     """Compare run directories; ConfigError (exit 2) on bad input or incomparable runs.
 
     ``metric`` drives the verdict (crossovers are computed for it and ``CROSSOVER_METRICS``);
     a step helps when the metric is at least ``min_gain`` (fraction) lower than the
-    baseline's; ``gates`` apply to steps up to ``operating_qps`` req/s (all when None).
+    baseline's; ``gates`` apply to steps up to ``operating_qps`` req/s (all when None);
+    ``schedule`` tunes the batch-size schedule proposal (``analysis.schedule``).
     """
     _check_options(metric, min_gain, bootstrap)
     groups, runs = load_conditions(run_dirs)
@@ -356,7 +362,7 @@ def compare_runs(
         for label, rs in groups.items()
         if label != base
     ]
-    return Comparison(
+    comparison = Comparison(
         baseline=base,
         metric=metric,
         min_gain=min_gain,
@@ -380,6 +386,8 @@ def compare_runs(
         bootstrap=bootstrap,
         seed=seed,
     )
+    comparison.schedules = analyse_schedules(comparison, schedule)
+    return comparison
 
 
 def _attribution(

@@ -26,6 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from specload.analysis.schedule import (
+    BatchCrossover,
+    ScheduleOptions,
+    ScheduleProposal,
+    batch_crossovers,
+    propose_schedules,
+)
 from specload.analysis.stats import Estimate, percentile_ci, ratio_estimate
 from specload.analysis.verdict import metric_label
 from specload.analysis.vllm_schedule import SCHEDULE_KEY, is_dynamic
@@ -34,7 +41,14 @@ if TYPE_CHECKING:
     from specload.analysis.compare import Comparison, ConditionInfo
     from specload.analysis.steps import StepStats
 
-__all__ = ["BestOfBoth", "BestOfBothRow", "best_of_both", "static_partner"]
+__all__ = [
+    "BestOfBoth",
+    "BestOfBothRow",
+    "ScheduleAnalysis",
+    "analyse_schedules",
+    "best_of_both",
+    "static_partner",
+]
 
 DELIVERED, COSTS, BETTER = "delivered", "costs", "better"
 
@@ -200,3 +214,30 @@ def best_of_both(comparison: Comparison) -> list[BestOfBoth]:
         for info in comparison.conditions
         if info.label != comparison.baseline and is_dynamic(info.speculative)
     ]
+
+
+@dataclass(slots=True)
+class ScheduleAnalysis:
+    """Issue 12 in one place: crossovers as running batches, proposals, best-of-both checks."""
+
+    batch_crossovers: list[BatchCrossover] = field(default_factory=list)
+    proposals: list[ScheduleProposal] = field(default_factory=list)
+    best_of_both: list[BestOfBoth] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batch_crossovers": [b.to_dict() for b in self.batch_crossovers],
+            "proposals": [p.to_dict() for p in self.proposals],
+            "best_of_both": [b.to_dict() for b in self.best_of_both],
+        }
+
+
+def analyse_schedules(
+    comparison: Comparison, options: ScheduleOptions | None = None
+) -> ScheduleAnalysis:
+    """Everything issue 12 adds to a comparison (see ``schedule`` and this module)."""
+    return ScheduleAnalysis(
+        batch_crossovers=batch_crossovers(comparison),
+        proposals=propose_schedules(comparison, options),
+        best_of_both=best_of_both(comparison),
+    )

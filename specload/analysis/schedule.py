@@ -15,11 +15,12 @@ The proposed schedule (all thresholds are ``ScheduleOptions``):
 2. **Drop wasted tail positions everywhere.** vLLM's per-position acceptance
    (``accepted_tokens_per_pos[i] / num_drafts``, pooled over the helping steps, weighted by
    drafts) is the share of drafts whose position i was accepted. Only the leading positions
-   accepted at least ``min_acceptance`` (10 %) of the time are kept: a position accepted
-   less often costs a draft and a verify slot for almost nothing.
+   accepted at least ``min_acceptance`` of the time are kept (20 %, the threshold of the
+   report's "lower num_speculative_tokens" advice, ``advise.POSITION_MIN``): a position
+   accepted less often costs a draft and a verify slot for little.
 3. **Thin margin near the crossover: a lower k.** From the load where the measured gain has
    fallen to half of its best value up to T, verification is no longer free (the batch is
-   turning compute-bound), so only positions accepted at least ``thin_acceptance`` (25 %)
+   turning compute-bound), so only positions accepted at least ``thin_acceptance`` (35 %)
    of the time are kept there.
 4. **Edge cases.** Always helps: no k = 0 range; the last range ends at ``max_num_seqs``
    (1024 unless told; vLLM would carry the last k up anyway), with a note that the crossover
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from specload.analysis.advise import POSITION_MIN
 from specload.analysis.crossover import CROSSES, NEVER, Crossover
 from specload.analysis.vllm_schedule import SCHEDULE_KEY, check_schedule, is_dynamic
 
@@ -65,8 +67,8 @@ __all__ = [
 class ScheduleOptions:
     """Knobs of the proposal rule (fractions of drafts; batch sizes in requests)."""
 
-    min_acceptance: float = 0.10
-    thin_acceptance: float = 0.25
+    min_acceptance: float = POSITION_MIN
+    thin_acceptance: float = 0.35
     thin_gain_share: float = 0.5
     max_num_seqs: int = 1024
 
@@ -325,8 +327,9 @@ def derive_schedule(
     else:
         ranges = [[1, end, k_low]]
     if k_low < k_max:
+        dropped = f"{k_low + 1}" if k_low + 1 == k_max else f"{k_low + 1}-{k_max}"
         notes.append(
-            f"positions {k_low + 1}-{k_max} accepted < {opts.min_acceptance:.0%} of the time: "
+            f"draft position {dropped} accepted < {opts.min_acceptance:.0%} of the time: "
             f"dropped (k = {k_low})"
         )
     if k_low == 0:

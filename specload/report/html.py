@@ -12,6 +12,12 @@ import html
 
 from specload.report.model import Report
 from specload.report.plots import Plot, render_plots
+from specload.report.schedules import (
+    batch_table,
+    best_of_both_tables,
+    best_of_both_verdicts,
+    proposal_lines,
+)
 from specload.report.tables import (
     Table,
     attribution_table,
@@ -36,6 +42,7 @@ table{border-collapse:collapse;margin:.6em 0;font-size:12.5px;font-variant-numer
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
 th:first-child,td:first-child,th:last-child,td:last-child{text-align:left}th{background:#f5f5f5}
 .note{color:#666;font-size:12px}.plots{display:flex;flex-wrap:wrap;gap:12px}
+pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap;word-break:break-all}
 figure{margin:0;border:1px solid #eee;padding:4px}figure img{width:560px;height:auto;display:block}
 .meta{color:#666;font-size:12px}.scroll{overflow-x:auto}
 """
@@ -63,6 +70,24 @@ def _figure(p: Plot) -> str:
     )
 
 
+def _schedule_sections(report: Report) -> list[str]:
+    """Issue 12: crossover as a running batch, schedule proposals to paste, best of both."""
+    batch = batch_table(report)
+    proposals = proposal_lines(report)
+    checks = best_of_both_tables(report)
+    if not (batch or proposals or checks):
+        return []
+    parts = ["<h2>Dynamic speculation schedule</h2>"]
+    if batch:
+        parts.append(_table(batch))
+    for text, flag in proposals:
+        parts.append(f"<p>{html.escape(text)}</p>")
+        if flag:
+            parts.append(f"<pre>{html.escape(flag)}</pre>")
+    parts += [_table(t) for t in checks]
+    return parts
+
+
 def _sections(report: Report) -> list[str]:
     c = report.comparison
     parts = []
@@ -75,6 +100,7 @@ def _sections(report: Report) -> list[str]:
     parts.append(
         '<h2>Plots</h2><div class="plots">' + "".join(_figure(p) for p in plots) + "</div>"
     )
+    parts += _schedule_sections(report)
     parts.append("<h2>Change against the baseline</h2>")
     parts += [_table(ratio_table(report, label)) for label in c.ratios]
     att = attribution_table(report)
@@ -98,6 +124,9 @@ def render_html(report: Report) -> str:
     verdicts = (
         "".join(f'<div class="verdict">{html.escape(s)}</div>' for s in c.verdicts.values())
         or '<div class="verdict">Only one condition: nothing to compare.</div>'
+    )
+    verdicts += "".join(
+        f'<div class="verdict">{html.escape(s)}</div>' for s in best_of_both_verdicts(report)
     )
     findings = "".join(f'<div class="finding">{html.escape(f)}</div>' for f in report.findings)
     if report.advice:

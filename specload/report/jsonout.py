@@ -3,7 +3,8 @@
 ``crossover`` is keyed by condition, then metric, each entry holding ``metric, condition,
 baseline, qps, ci: [lo, hi], status (crosses|always_helps|never_helps), tested_range`` (a CI
 bound is null where the data cannot bound it inside the tested range). Bootstrap replicates
-are not written.
+are not written. ``schedules`` (issue 12; docs/dynamic-schedules.md): ``batch_crossovers``,
+``proposals`` (each with the ``speculative_config`` to paste) and ``best_of_both``.
 """
 
 from __future__ import annotations
@@ -169,4 +170,5 @@ def report_dict(report: Report) -> dict[str, Any]:
         "warnings": c.warnings,
         "notes": c.notes,
         "bootstrap": {"replicates": c.bootstrap, "seed": c.seed, "ci_level": 0.95},
+        "schedules": c.schedules.to_dict() if c.schedules is not None else None,
     }

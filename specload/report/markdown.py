@@ -8,6 +8,7 @@ contract, the gates and the runs. Plots live in the HTML report.
 from __future__ import annotations
 
 from specload.report.model import Report
+from specload.report.schedules import batch_table, best_of_both_verdicts
 from specload.report.tables import (
     Table,
     attribution_table,
@@ -20,7 +21,7 @@ from specload.report.tables import (
     step_table,
 )
 
-__all__ = ["render_markdown", "table_markdown"]
+__all__ = ["render_markdown", "schedule_markdown", "table_markdown"]
 
 
 def _cell(text: str) -> str:
@@ -40,12 +41,28 @@ def table_markdown(t: Table, level: int = 3) -> str:
     return "\n".join([*lines, ""])
 
 
+def schedule_markdown(report: Report) -> list[str]:
+    """Issue 12: batch-size schedule proposals (ready to paste) and best-of-both checks."""
+    from specload.report.schedules import best_of_both_tables, proposal_lines
+
+    proposals = proposal_lines(report)
+    tables = best_of_both_tables(report)
+    if not proposals and not tables:
+        return []
+    out = ["### Dynamic speculation schedule", ""]
+    for text, flag in proposals:
+        out += [f"- {_cell(text)}"] + (["", "  ```", f"  {flag}", "  ```"] if flag else [])
+    out.append("")
+    return out + [table_markdown(t) for t in tables]
+
+
 def render_markdown(report: Report) -> str:
     c = report.comparison
     out = [f"## {report.title}", ""]
     out += [f"- **{s}**" for s in c.verdicts.values()] or [
         "_only one condition: nothing to compare_"
     ]
+    out += [f"- **{s}**" for s in best_of_both_verdicts(report)]
     out += [
         "",
         (
@@ -67,6 +84,10 @@ def render_markdown(report: Report) -> str:
         out.append(table_markdown(gates))
     if c.crossovers:
         out.append(table_markdown(crossover_table(report)))
+    batch = batch_table(report)
+    if batch:
+        out.append(table_markdown(batch))
+    out += schedule_markdown(report)
     out += [table_markdown(ratio_table(report, label)) for label in c.ratios]
     att = attribution_table(report)
     if att:

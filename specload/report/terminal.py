@@ -6,9 +6,10 @@ per step against the baseline and a narrow per-step view, so it fits an 120-colu
 
 from __future__ import annotations
 
-from typing import IO
+from typing import IO, Any
 
 from specload.report.model import Report
+from specload.report.schedules import batch_table, best_of_both_tables
 from specload.report.tables import Table, crossover_table, gate_table, ratio_table, step_table
 
 __all__ = ["render_terminal"]
@@ -52,6 +53,27 @@ def _rich(t: Table) -> object:
     return rt
 
 
+def _best_of_both(console: Any, report: Report) -> None:
+    from rich.markup import escape
+
+    from specload.report.schedules import best_of_both_verdicts
+
+    for sentence in best_of_both_verdicts(report):
+        console.print(f"[bold magenta]▶[/bold magenta] {escape(sentence)}", soft_wrap=True)
+
+
+def _proposals(console: Any, report: Report) -> None:
+    """Schedule proposals; the flag to paste on its own line, never wrapped."""
+    from rich.markup import escape
+
+    from specload.report.schedules import proposal_lines
+
+    for text, flag in proposal_lines(report):
+        console.print(f"[cyan]→[/cyan] {escape(text)}", soft_wrap=True)
+        if flag:
+            console.print(f"  {escape(flag)}", soft_wrap=True, overflow="ignore", crop=False)
+
+
 def render_terminal(report: Report, file: IO[str] | None = None, width: int | None = None) -> None:
     """Print the summary to ``file`` (stdout by default)."""
     from rich.console import Console
@@ -64,12 +86,14 @@ def render_terminal(report: Report, file: IO[str] | None = None, width: int | No
     console.print(f"[bold]{escape(report.title)}[/bold]")
     for sentence in c.verdicts.values() or ["only one condition: nothing to compare"]:
         console.print(f"[bold green]▶[/bold green] {escape(sentence)}", markup=True, soft_wrap=True)
+    _best_of_both(console, report)
     for finding in report.findings[:10]:
         console.print(f"[yellow]![/yellow] {escape(finding)}", markup=True, soft_wrap=True)
     if len(report.findings) > 10:
         console.print(f"[yellow]![/yellow] … {len(report.findings) - 10} more in report.md")
     for advice in report.advice:
         console.print(f"[cyan]→[/cyan] {escape(advice.text)}", markup=True, soft_wrap=True)
+    _proposals(console, report)
     gates = gate_table(report)
     tables: list[Table] = [gates] if gates else []
     if c.crossovers:
@@ -79,6 +103,10 @@ def render_terminal(report: Report, file: IO[str] | None = None, width: int | No
                 ("condition", "metric", "status", "crossover req/s", "95 % CI", "tested req/s"),
             )
         )
+    batch = batch_table(report)
+    if batch:
+        tables.append(batch)
+    tables += best_of_both_tables(report)
     tables += [ratio_table(report, label) for label in c.ratios]
     tables += [_narrow(step_table(report, label), _STEP_COLUMNS) for label in c.steps]
     for t in tables:

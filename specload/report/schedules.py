@@ -1,0 +1,146 @@
+"""The dynamic-schedule part of a report (issue 12), as tables and lines for every renderer.
+
+Three things: each crossover also in running-batch terms (``vllm:num_requests_running``),
+the proposed ``--speculative-config`` with ``num_speculative_tokens_per_batch_size`` for each
+fixed-k speculative condition (one line to paste), and, for a condition that ran a schedule,
+the "best of both" check per step against min(baseline, static spec) with its plain verdict.
+"""
+
+from __future__ import annotations
+
+from specload.analysis.dynamic import ScheduleAnalysis
+from specload.analysis.stats import Estimate
+from specload.analysis.verdict import metric_label
+from specload.report.model import Report
+from specload.report.tables import DASH, Table, fmt_ms
+
+__all__ = [
+    "batch_table",
+    "best_of_both_tables",
+    "best_of_both_verdicts",
+    "proposal_lines",
+    "schedules_of",
+]
+
+
+def schedules_of(report: Report) -> ScheduleAnalysis:
+    """The comparison's schedule analysis (empty when compare did not compute one)."""
+    return report.comparison.schedules or ScheduleAnalysis()
+
+
+def _batch(v: float | None) -> str:
+    return DASH if v is None else f"{v:.1f}"
+
+
+def batch_table(report: Report) -> Table | None:
+    """Crossovers in running-batch terms; None when no condition crosses."""
+    rows = []
+    for b in schedules_of(report).batch_crossovers:
+        if b.running is None:
+            continue
+        lo, hi = b.running_ci
+        rows.append(
+            [
+                b.condition,
+                metric_label(b.metric),
+                DASH if b.qps is None else f"{b.qps:.3g}",
+                _batch(b.running),
+                f"{_batch(lo)}–{_batch(hi)}",
+                {"server": "vllm:num_requests_running", "client": "client (Little's law)"}.get(
+                    b.source, DASH
+                ),
+            ]
+        )
+    if not rows:
+        return None
+    return Table(
+        "Crossover as a running batch",
+        ["condition", "metric", "crossover req/s", "running requests", "95 % CI", "from"],
+        rows,
+        "Running requests at the crossover load: the per-step maximum of "
+        "vllm:num_requests_running, interpolated in log-QPS (a CI bound beyond the tested "
+        "range shows as —).",
+    )
+
+
+def proposal_lines(report: Report) -> list[tuple[str, str]]:
+    """(explanation, flag to paste) per proposal; the flag is "" when none could be made."""
+    out = []
+    for p in schedules_of(report).proposals:
+        if p.errors:
+            out.append((f"{p.condition}: no schedule proposed: " + "; ".join(p.errors), ""))
+            continue
+        where = {
+            "crosses": (
+                f"{metric_label(p.metric)} stops improving at ≈ {p.batch.running:.1f} running "
+                f"requests ({p.batch.qps:.3g} req/s)"
+                if p.batch.running is not None and p.batch.qps is not None
+                else "crosses"
+            ),
+            "always_helps": "helps at every tested load",
+            "never_helps": "never helps",
+        }.get(p.status, p.status)
+        text = f"{p.condition}: {where}; proposed schedule {p.ranges}"
+        if p.notes:
+            text += " (" + "; ".join(p.notes) + ")"
+        out.append((text, p.flag()))
+    return out
+
+
+def best_of_both_verdicts(report: Report) -> list[str]:
+    return [b.verdict for b in schedules_of(report).best_of_both if b.verdict]
+
+
+def _ratio(e: Estimate) -> str:
+    if e.value is None:
+        return DASH
+    ci = (
+        f" ({(e.lo - 1) * 100:+.0f}…{(e.hi - 1) * 100:+.0f})"
+        if e.lo is not None and e.hi is not None
+        else ""
+    )
+    return f"{(e.value - 1) * 100:+.1f} %{ci}"
+
+
+def _num(v: float | None) -> str:
+    return DASH if v is None else f"{v:.0f}"
+
+
+def best_of_both_tables(report: Report) -> list[Table]:
+    """One table per dynamic condition: per step, dynamic vs min(baseline, static spec)."""
+    out = []
+    for b in schedules_of(report).best_of_both:
+        label = metric_label(b.metric)
+        rows = [
+            [
+                f"{r.target_qps:g}",
+                fmt_ms(r.dynamic.value, 2),
+                fmt_ms(r.best.value, 2),
+                r.best_of or DASH,
+                _ratio(r.ratio),
+                r.verdict,
+                _num(r.running_dynamic),
+                _num(r.drafts_dynamic),
+                _num(r.drafts_static),
+            ]
+            for r in b.rows
+        ]
+        out.append(
+            Table(
+                f"Best of both: {b.condition} vs min({b.baseline}, {b.static}) on {label}",
+                [
+                    "QPS",
+                    f"{label} ms",
+                    "best fixed ms",
+                    "best fixed",
+                    "change (95 % CI)",
+                    "verdict",
+                    "running max",
+                    "drafts",
+                    "drafts static",
+                ],
+                rows,
+                f"Schedule {b.schedule}. {b.verdict}.",
+            )
+        )
+    return out
