@@ -134,16 +134,20 @@ def _check_plan(plan: SweepPlan) -> None:
             )
 
 
-def _make_target(plan: SweepPlan, cond: Condition, run_dir: Path) -> Target:
+def _make_target(
+    plan: SweepPlan, cond: Condition, run_dir: Path, say: Callable[[str], None]
+) -> Target:
     if plan.url is not None:
         return ExternalTarget(plan.url)
     assert plan.server_cmd is not None
+    log_path = run_dir / "server.log"
     return ManagedServer(
         template=plan.server_cmd,
         extra_flags=cond.flags,
         port=plan.port or _free_port(),
-        log_path=run_dir / "server.log",
+        log_path=log_path,
         health_timeout_s=plan.health_timeout_s,
+        on_waiting=lambda s: say(f"[sweep] waiting for the server: {s:.0f} s (log: {log_path})"),
     )
 
 
@@ -152,7 +156,7 @@ def _run_condition(sweep: _Sweep, cond: Condition) -> ConditionResult:
     plan = sweep.plan
     run_dir = plan.out / cond.name
     run_dir.mkdir(parents=True, exist_ok=True)
-    target = _make_target(plan, cond, run_dir)
+    target = _make_target(plan, cond, run_dir, sweep.say)
     started = time.monotonic()
     interrupted = False
     code: int | None = None

@@ -21,7 +21,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
@@ -151,6 +151,10 @@ class ManagedServer:
     health_timeout_s: float = 600.0
     stop_timeout_s: float = 20.0
     env: dict[str, str] | None = None
+    #: Called with the seconds waited so far, every ``waiting_note_every_s`` while the server
+    #: starts (a vLLM start takes minutes; silence looks like a hang).
+    on_waiting: Callable[[float], None] | None = None
+    waiting_note_every_s: float = 15.0
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _log: IO[bytes] | None = field(default=None, init=False, repr=False)
 
@@ -206,7 +210,9 @@ class ManagedServer:
 
     def _wait_healthy(self) -> None:
         assert self.proc is not None
-        deadline = time.monotonic() + self.health_timeout_s
+        started = time.monotonic()
+        deadline = started + self.health_timeout_s
+        next_note = started + self.waiting_note_every_s
         while True:
             code = self.proc.poll()
             if code is not None:
@@ -220,6 +226,9 @@ class ManagedServer:
             if time.monotonic() >= deadline:
                 what = f"server did not answer {self.url}/health within {self.health_timeout_s:g} s"
                 raise TargetError(self._failure(what))
+            if self.on_waiting is not None and time.monotonic() >= next_note:
+                self.on_waiting(time.monotonic() - started)
+                next_note += self.waiting_note_every_s
             time.sleep(_POLL_S)
 
     def _failure(self, what: str) -> str:

@@ -114,9 +114,14 @@ def test_server_never_healthy_times_out_and_its_group_is_killed(tmp_path: Path) 
     pidfile = tmp_path / "child.pid"
     # A shell that starts a sleeping child and never listens on the port.
     cmd = f"{PY} -c 'import time; time.sleep(60)' {{port}} & echo $! > {pidfile}; wait"
-    server = ManagedServer(cmd, [], free_port(), tmp_path / "server.log", health_timeout_s=1.0)
+    waited: list[float] = []
+    server = ManagedServer(
+        cmd, [], free_port(), tmp_path / "server.log", health_timeout_s=1.0,
+        on_waiting=waited.append, waiting_note_every_s=0.3,
+    )  # fmt: skip
     with pytest.raises(TargetError, match=r"did not answer .*/health within 1 s"):
         server.start()
+    assert waited and waited == sorted(waited), "the wait is reported while it lasts"
     child = int(pidfile.read_text())
     assert not _alive(child)
     assert server.pid is not None and not _alive(server.pid)
