@@ -151,7 +151,7 @@ async def timer_floor(n: int = 1000, period_s: float = 0.004) -> dict:
             "max_s": round(late[-1], 6)}
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--levels", default="16,32,64,128,192")
     ap.add_argument("--window", type=float, default=6.0)
@@ -163,9 +163,11 @@ def main() -> int:
     ap.add_argument("--rt", action="store_true",
                     help="run the simulator (not the client) at SCHED_FIFO priority 1 via chrt, "
                     "so other tenants' load on a shared machine does not count as its lag")
-    a = ap.parse_args()
-    floor = asyncio.run(timer_floor())
-    print("bare asyncio timer lateness on this machine now:", json.dumps(floor), flush=True)
+    return ap.parse_args()
+
+
+def run_levels(a: argparse.Namespace) -> list[dict]:
+    """Start the simulator, drive each concurrency level, stop it; one row per level."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     # A fast compute side, so the model never limits throughput: what is measured is HTTP.
@@ -193,11 +195,14 @@ def main() -> int:
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
+    return rows
+
+
+def write_results(a: argparse.Namespace, floor: dict, rows: list[dict]) -> None:
     ok = [r for r in rows if r["lag_p99_s"] is not None and r["lag_p99_s"] <= 0.002]
     best = max(ok, key=lambda r: r["tokens_per_s"]) if ok else None
     result = {"tag": a.tag, "speculative_config": a.speculative_config, "sim_nice": a.nice,
-              "sim_sched_fifo": a.rt,
-              "timer_floor": floor, "rows": rows,
+              "sim_sched_fifo": a.rt, "timer_floor": floor, "rows": rows,
               "capacity_tokens_per_s": best and best["tokens_per_s"],
               "at_concurrency": best and best["concurrency"], "goal_tokens_per_s": 20000,
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
@@ -212,12 +217,12 @@ def main() -> int:
              f"simulator niceness {a.nice}"
              f"{', simulator at SCHED_FIFO priority 1 (client not)' if a.rt else ''}.")
     lines = [f"# specload sim capacity ({a.tag})", "", intro, "",
-             ("| concurrency | tokens/s | chunks/s (client) | step lag p50 | step lag p99 | sim CPU (cores) | "
-              "sim CPU us/token | CPU pressure (PSI some, 10 s) |"),
+             ("| concurrency | tokens/s | chunks/s (client) | step lag p50 | step lag p99 | "
+              "sim CPU (cores) | sim CPU us/token | CPU pressure (PSI some, 10 s) |"),
              "|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for r in rows:
-        lines.append(f"| {r['concurrency']} | {r['tokens_per_s']} | {r['client_chunks_per_s']} | "
-                     f"<= {r['lag_p50_s'] * 1e3:g} ms | <= {r['lag_p99_s'] * 1e3:g} ms | "
+        lines.append(f"| {r['concurrency']} | {r['tokens_per_s']} | "
+                     f"{r['client_chunks_per_s']} | <= {r['lag_p50_s'] * 1e3:g} ms | <= {r['lag_p99_s'] * 1e3:g} ms | "
                      f"{r['sim_cpu_util']} | {r['sim_cpu_us_per_token']} | "
                      f"{r['cpu_pressure_some_avg10_pct']} % |")
     lines += ["", (f"Floor: a bare asyncio timer loop (4 ms period) on this machine just before "
@@ -227,6 +232,13 @@ def main() -> int:
                    f"tok/s** (concurrency {result['at_concurrency']}); goal 20000.")]
     (OUT / f"sim_capacity_{a.tag}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def main() -> int:
+    a = parse_args()
+    floor = asyncio.run(timer_floor())
+    print("bare asyncio timer lateness on this machine now:", json.dumps(floor), flush=True)
+    write_results(a, floor, run_levels(a))
     return 0
 
 
