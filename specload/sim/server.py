@@ -149,7 +149,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         truth.cached_tokens = req.cached_tokens
     usage = usage_dict(len(g.prompt), req.generated,
                        req.cached_tokens if st.settings.prefix_caching else None)
-    resp = _json(_full_body(chat, resp_id, st.created, g.model, text, sink.finish, usage))
+    resp = _json(_full_body(chat, resp_id, int(arrived), g.model, text, sink.finish, usage))
     resp.headers["X-Request-Id"] = rid
     return resp
 
@@ -188,7 +188,7 @@ async def _stream(request: web.Request, st: SimState, g: GenRequest, rid: str, r
         return resp
     loop = asyncio.get_running_loop()
     done: asyncio.Future[bool] = loop.create_future()
-    fmt = ChunkFormat(g.chat, resp_id, st.created, g.model)
+    fmt = ChunkFormat(g.chat, resp_id, int(time.time()), g.model)
     faults = st.faults if st.faults.stream_active() and (
         st.faults.stream_fault_rate >= 1 or st.rng.random() < st.faults.stream_fault_rate
     ) else None
