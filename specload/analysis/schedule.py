@@ -244,17 +244,19 @@ def _kept(acceptance: list[float], k_max: int, threshold: float) -> int:
 
 def _thin_qps(points: list[LoadPoint], until_qps: float, share: float) -> float | None:
     """First load after the best gain where the gain has fallen to ``share`` of it (log-QPS)."""
-    pts = sorted((p.qps, p.gain) for p in points if p.gain is not None and p.qps <= until_qps)
-    if len(pts) < 1:
+    pts = sorted((p.qps, p.gain) for p in points if p.gain is not None)
+    below = [i for i, (q, _) in enumerate(pts) if q <= until_qps]
+    if not below:
         return None
-    best_i = max(range(len(pts)), key=lambda i: pts[i][1])
+    best_i = max(below, key=lambda i: pts[i][1])
     level = pts[best_i][1] * share
     if level <= 0:
         return None
     for (q0, g0), (q1, g1) in zip(pts[best_i:], pts[best_i + 1 :]):
         if g1 <= level < g0:
             t = (g0 - level) / (g0 - g1)
-            return math.exp(math.log(q0) + t * (math.log(q1) - math.log(q0)))
+            q = math.exp(math.log(q0) + t * (math.log(q1) - math.log(q0)))
+            return q if q <= until_qps else None
     return None
 
 
@@ -307,7 +309,7 @@ def derive_schedule(
         run = running_at(points, x.qps)
         if run is None:
             raise ValueError("no running-batch figures at the crossover load")
-        end = min(top, max(1, math.floor(run)))
+        end = min(top, max(1, math.floor(run + 1e-9)))
     else:
         end = top
         notes.append(
@@ -316,7 +318,7 @@ def derive_schedule(
         )
     thin_q = _thin_qps(points, up_to, opts.thin_gain_share)
     thin_run = running_at(points, thin_q)
-    thin = None if thin_run is None else max(0, math.floor(thin_run))
+    thin = None if thin_run is None else max(0, math.floor(thin_run + 1e-9))
     if k_thin < k_low and thin is not None and thin < end:
         ranges = [[1, thin, k_low], [thin + 1, end, k_thin]]
         notes.append(

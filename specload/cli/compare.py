@@ -81,6 +81,14 @@ def add_parser(subparsers: Any) -> None:
         help="bootstrap replicates (default: %(default)s)",
     )
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+    p.add_argument(
+        "--max-num-seqs",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="the server's max_num_seqs: where a proposed batch-size schedule's last range "
+        "ends (default: %(default)s; see docs/dynamic-schedules.md)",
+    )
     p.add_argument("--no-html", action="store_true", help="skip report.html (no plots; faster)")
     p.add_argument(
         "--quiet", action="store_true", help="print only the verdict and the report paths"
@@ -91,6 +99,7 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from specload.analysis.compare import compare_runs
     from specload.analysis.gates import parse_gate
+    from specload.analysis.schedule import ScheduleOptions
     from specload.errors import ConfigError
     from specload.report import write_report_files
     from specload.report.model import build_report
@@ -100,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--bootstrap {args.bootstrap}: expected at least 100 replicates")
     if args.operating_qps is not None and args.operating_qps <= 0:
         raise ConfigError(f"--operating-qps {args.operating_qps}: expected a load > 0 (req/s)")
+    if args.max_num_seqs < 1:
+        raise ConfigError(f"--max-num-seqs {args.max_num_seqs}: expected at least 1 request")
     gates = [parse_gate(spec) for spec in args.max_regression]
     _check_out_dir(args.out)
     comparison = compare_runs(
@@ -112,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         gates=gates,
         bootstrap=args.bootstrap,
         seed=args.seed,
+        schedule=ScheduleOptions(max_num_seqs=args.max_num_seqs),
     )
     report = build_report(comparison)
     paths = write_report_files(report, args.out, html=not args.no_html)
@@ -138,6 +150,9 @@ def _check_out_dir(out: str) -> None:
     for existing in (p, *p.parents):
         if existing.exists() or existing.is_symlink():
             if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-                raise ConfigError(f"{out!r} is not a writable directory ({existing} is in the "
-                                  "way; expected a folder for the reports)", path="--out")
+                raise ConfigError(
+                    f"{out!r} is not a writable directory ({existing} is in the "
+                    "way; expected a folder for the reports)",
+                    path="--out",
+                )
             return
