@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test env clean bench
+.PHONY: demo test env clean bench reliability-table
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_capacity.py
+
+# docs/reliability.md from the fault-matrix / fuzzing / privacy test results
+reliability-table: $(STAMP)
+	$(BIN)/python scripts/reliability_table.py
 
 clean:
 	rm -rf $(VENV) runs reports .pytest_cache

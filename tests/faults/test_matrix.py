@@ -218,8 +218,8 @@ def test_worker_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> 
     assert lost["recorded"] == sum(1 for r in records if r["worker"] == lost["worker"])
     row.status, row.sent, row.recorded = meta["status"], len(truth), len(records)
     row.server_saw, row.lost, row.kinds = len(truth), len(missing), {"ok": len(records)}
-    row.note = (f"{len(missing)} requests in flight or unreported on the killed worker; "
-                "run.json lost_workers and readers' warnings say so")
+    row.note = ("in flight or not yet reported on the killed worker: no process was left "
+                "to measure them; run.json lost_workers and readers' warnings say so")
     check_report(row, run_dir, tmp_path / "report")
 
 
@@ -296,5 +296,6 @@ def test_run_killed_without_cleanup_keeps_what_it_wrote(sim_factory, tmp_path: P
         rid for rid in truth if int(rid.rsplit("-", 1)[1]) <= len(first)}  # step 1 complete
     row.status, row.sent, row.recorded = "running (never ended)", len(truth), len(records)
     row.server_saw, row.lost, row.kinds = len(truth), len(truth - ids), {"ok": len(records)}
-    row.note = "sent in the last second before the kill (flush interval); step 1 complete"
+    row.note = ("received in the last second before the kill (the master flushes every "
+                "second and at each step end); step 1 is complete on disk")
     check_report(row, run_dir, tmp_path / "report")
