@@ -84,7 +84,11 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise ConfigError(f"{args.port} is not a TCP port", path="--port")
     if args.processes is not None and args.processes < 1:
         raise ConfigError("must be at least 1", path="--processes")
+    if args.url is not None and not args.url.startswith(("http://", "https://")):
+        raise ConfigError(f"{args.url!r} has no scheme (expected http://... or https://...)",
+                          path="--url")
     _validate_scenario(args.scenario)
+    _validate_out(args.out)
     return SweepPlan(
         scenario=args.scenario,
         out=args.out,
@@ -105,6 +109,19 @@ def _validate_scenario(path: Path) -> None:
     from specload.scenario import load_scenario
 
     load_scenario(path)
+
+
+def _validate_out(out: Path) -> None:
+    """The sweep directory must be creatable: a file in the way would fail after a server
+    start (minutes with vLLM) as a traceback."""
+    import os
+
+    for existing in (out, *out.parents):
+        if existing.exists():
+            if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+                raise ConfigError(f"{str(out)!r} is not a writable directory ({existing} is "
+                                  "in the way)", path="--out")
+            return
 
 
 def run(args: argparse.Namespace) -> int:
