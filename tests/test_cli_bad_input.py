@@ -156,9 +156,6 @@ def test_sweep_with_an_unusable_scenario_path_names_it(paths: dict[str, Path], t
     assert not (tmp_path / "sw").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="specload sweep --url without a scheme: exit 1 "
-                   "'cannot connect (unknown url type)' instead of exit 2 naming --url; "
-                   "specload/cli/sweep.py is being reworked by its owner")
 @pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://127.0.0.1:21"])
 def test_sweep_with_a_url_without_http_scheme_is_refused(paths: dict[str, Path],
                                                          tmp_path: Path, url: str) -> None:
@@ -167,8 +164,6 @@ def test_sweep_with_a_url_without_http_scheme_is_refused(paths: dict[str, Path],
     assert "--url" in line and "scheme" in line
 
 
-@pytest.mark.xfail(strict=True, reason="specload sweep --out under a file: NotADirectoryError "
-                   "traceback from mkdir in specload/sweep.py (being reworked by its owner)")
 def test_sweep_into_a_path_under_a_file_is_refused(paths: dict[str, Path]) -> None:
     line = one_line("sweep", "--url", "http://127.0.0.1:9", "--label", "x", "--scenario",
                     str(paths["good"]), "--out", str(paths["afile"] / "sw"))
