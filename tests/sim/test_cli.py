@@ -58,3 +58,17 @@ def test_completions_stream_has_text_chunks_and_usage(sim) -> None:
     assert objs[-2]["choices"][0]["finish_reason"] == "length"
     assert objs[-1]["usage"]["completion_tokens"] == 4
     assert "".join(o["choices"][0]["text"] for o in objs[:-1])
+
+
+def test_completions_non_stream_matches_stream_text(shared_sim) -> None:
+    from tests.sim.helpers import post
+
+    body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 12, "ignore_eos": True}
+    status, raw = post(shared_sim.url + "/v1/completions", body)
+    full = json.loads(raw)
+    assert status == 200 and full["object"] == "text_completion"
+    assert full["usage"] == {"prompt_tokens": 4, "total_tokens": 16, "completion_tokens": 12}
+    _, raw = post(shared_sim.url + "/v1/completions", {**body, "stream": True})
+    events = [e[6:] for e in raw.decode().split("\n\n") if e.startswith("data: ")]
+    text = "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1])
+    assert text == full["choices"][0]["text"]
