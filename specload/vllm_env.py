@@ -84,7 +84,7 @@ _TINY_MODEL_REV = 1
 
 #: The output head favours this many tokens, so greedy text falls into short loops that
 #: n-gram drafting can predict (a real model's repetition, in miniature).
-_FAVOURED_TOKENS = 48
+_FAVOURED_TOKENS = 8
 
 #: Marker written into a finished env before it is renamed into place.
 _COMPLETE = ".specload-complete"
@@ -209,16 +209,38 @@ def _alias_metadata(env_dir: Path, version: str) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _corpus() -> str:
-    """Local text to train the tokenizer on: this package's own sources and docs.
+#: Words for the tokenizer's training text: English prose and Python, like the prompts
+#: specload generates. Fixed here (not read from files that change), so the tokenizer, and
+#: with it every prompt's tokens and the model's output, is the same in every checkout.
+_CORPUS_WORDS = (
+    "the of and to in is that it for on with as was at by be this are from or have an they "
+    "which one you had not but what all were when we there can been has more if will would "
+    "about out so up into than them only other time new some could these two may first then "
+    "do any like my now over such our man me even most made after also did many before must "
+    "through back years where much your way well down should because each just those people "
+    "cache batch token server request prompt model draft accept decode prefill latency queue "
+    "def return import class self None True False for while if else elif try except with "
+    "yield lambda assert raise print range len list dict set tuple str int float value index "
+    "result items key data count total error config path file line text name args kwargs"
+)
+_CORPUS_PUNCT = (".", ",", ":", "(", ")", "[", "]", " =", " +", " -", "\n", "\n    ")
 
-    Any text works for a byte-level BPE (every byte stays encodable); English prose and code
-    just give it realistic merges, so token counts behave like a real model's.
+
+def _corpus(lines: int = 4000, seed: int = 1234) -> list[str]:
+    """Seeded local text to train the tokenizer on (no download, no files read).
+
+    Any text works for a byte-level BPE (every byte stays encodable); prose and code just
+    give it realistic merges, so token counts behave like a real model's.
     """
-    pkg = Path(__file__).resolve().parent
-    parts = [p.read_text(errors="replace") for p in sorted(pkg.rglob("*.py"))]
-    words = " ".join(f"word{i} the of and to in is that it for" for i in range(200))
-    return "\n".join([*parts, words])
+    import random
+
+    rng = random.Random(seed)
+    vocab = _CORPUS_WORDS.split()
+    out = []
+    for _ in range(lines):
+        words = [rng.choice(vocab) for _ in range(rng.randint(4, 16))]
+        out.append(" ".join(w + (rng.choice(_CORPUS_PUNCT) if rng.random() < 0.2 else "") for w in words))
+    return out
 
 
 def build_tiny_model(dest: Path, vocab_size: int = 2048, seed: int = 0) -> Path:
@@ -230,7 +252,7 @@ def build_tiny_model(dest: Path, vocab_size: int = 2048, seed: int = 0) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     dest.mkdir(parents=True, exist_ok=True)
-    specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|end|>"]
+    specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -241,7 +263,7 @@ def build_tiny_model(dest: Path, vocab_size: int = 2048, seed: int = 0) -> Path:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(_corpus().splitlines(), trainer=trainer)
+    tok.train_from_iterator(_corpus(), trainer=trainer)
     tok.save(str(dest / "tokenizer.json"))
     (dest / "tokenizer_config.json").write_text(json.dumps(_tokenizer_config(), indent=2))
     config = _llama_config(tok)
