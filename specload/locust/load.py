@@ -234,6 +234,9 @@ class LoadProcess:
         sc = self.scenario
         n_prompts = max(1, len(self.requests))
         while (plan := self._next_plan()) is not None:
+            if plan.slots == 0:  # left out of a re-split: no arrivals until the next share
+                self.outbox.flush()
+                continue
             pacer = Pacer.share(plan.target_qps, sc.arrival, derive_seed(sc.seed, plan.index, plan.epoch),
                                 plan.begin_at, index=plan.slot, count=plan.slots)
             i = 0

@@ -72,7 +72,8 @@ class StepChange(_Wire):
     worker draws arrivals at ``target_qps / slots`` as share ``slot``; when the set of
     workers changes mid-step the master sends the same step again with a higher ``epoch``
     and a later ``begin_at``: the old share stops and the new one starts there, so no
-    arrival is drawn twice and none is skipped by a live worker.
+    arrival is drawn twice and none is skipped by a live worker. A worker left out of the
+    new split gets ``slots == 0``: an empty share, so it stops drawing arrivals.
     """
 
     TYPE: ClassVar[str] = "specload_step"
@@ -133,6 +134,12 @@ class RecordBatch(_Wire):
     records: list[dict[str, Any]] = field(default_factory=list)
     sent: int = 0
     sent_in_window: dict[int, int] = field(default_factory=dict)
+
+    def to_wire(self) -> dict[str, Any]:
+        # Not asdict(): it deep-copies every record dict (and its ITL list) once more, which
+        # was ~3 % of a load process's CPU at 128 req/s. The records are already wire dicts.
+        return {"run_id": self.run_id, "worker": self.worker, "records": self.records,
+                "sent": self.sent, "sent_in_window": dict(self.sent_in_window)}
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> RecordBatch:

@@ -229,6 +229,19 @@ class RunSession:
                              step.prompt_offset)
             self.runner.send_message(StepChange.TYPE, msg.to_wire(), client_id=worker)
 
+    def _send_no_share(self, step: TimedStep, begin_at: float, workers: set[str]) -> None:
+        """Tell workers left out of a re-split to stop pacing their old share.
+
+        A worker marked missing may only have missed heartbeats: if it kept pacing its old
+        share while the others took it over, the step would overshoot its target QPS.
+        ``slots=0`` is an empty share; a worker that is really gone never reads it.
+        """
+        for worker in sorted(workers):
+            msg = StepChange(self.run_id, step.index, step.repeat, step.target_qps, step.start,
+                             step.warmup_end, step.end, begin_at, self.epoch, 0, 0,
+                             step.prompt_offset)
+            self.runner.send_message(StepChange.TYPE, msg.to_wire(), client_id=worker)
+
     def _boundary(self, step: TimedStep | None) -> None:
         """A step edge (``step`` None: the run's end): switch steps now, scrape in the
         background, so a slow ``/metrics`` never delays the schedule."""
@@ -296,11 +309,13 @@ class RunSession:
         if not live or live == set(self.split):
             return
         self.epoch += 1
+        dropped = set(self.split) - live
         self.split = split_slots(sorted(live))
         switch_at = now + LEAD_S
         for step in self.announced:
             if step.end > switch_at:
                 self._send_share(step, max(step.start, switch_at))
+                self._send_no_share(step, max(step.start, switch_at), dropped)
         self.writer.meta.notes.append(
             f"re-split at {switch_at:.3f} over {len(live)} worker(s) (epoch {self.epoch})")
         self.writer.write_meta()

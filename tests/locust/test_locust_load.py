@@ -1,0 +1,69 @@
+"""One process's pacing: a re-split share replaces the old one at its ``begin_at``."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import gevent
+
+from specload.locust.load import LoadProcess
+from specload.locust.messages import RunStart, StepChange
+
+
+def _process() -> LoadProcess:
+    proc = LoadProcess("w1", lambda _type, _data: None)
+    proc.run = RunStart("run-1", {}, None, "m", "http://127.0.0.1:1")
+    proc.scenario = SimpleNamespace(arrival="constant", seed=1)
+    proc.requests = [object()] * 10
+    proc.outbox.run_id = "run-1"
+    proc._ready.set()
+    return proc
+
+
+def _step(t0: float, begin_at: float, epoch: int, slot: int, slots: int) -> StepChange:
+    return StepChange("run-1", 0, 0, 40.0, t0, t0, t0 + 2.0, begin_at, epoch, slot, slots)
+
+
+def _drain(proc: LoadProcess) -> list[float]:
+    out = []
+    while not proc.queue.empty():
+        out.append(proc.queue.get_nowait().scheduled_at)
+    return out
+
+
+def test_worker_left_out_of_a_resplit_stops_drawing_arrivals() -> None:
+    proc = _process()
+    t0 = time.time() + 0.05
+    cut = t0 + 0.4
+    proc.on_step(_step(t0, t0, epoch=0, slot=0, slots=1))
+    pacer = gevent.spawn(proc._pace)
+    try:
+        gevent.sleep(0.1)
+        proc.on_step(_step(t0, cut, epoch=1, slot=0, slots=0))  # the master dropped us
+        gevent.sleep(1.0)
+        arrivals = _drain(proc)
+    finally:
+        pacer.kill()
+    assert arrivals, "the first share drew no arrivals"
+    assert max(arrivals) < cut, "arrivals were drawn after the empty share began"
+    # 40 qps over the 0.4 s before the cut: about 16 arrivals, none after it.
+    assert 12 <= len(arrivals) <= 17
+
+
+def test_resplit_share_continues_at_the_new_rate() -> None:
+    proc = _process()
+    t0 = time.time() + 0.05
+    cut = t0 + 0.4
+    proc.on_step(_step(t0, t0, epoch=0, slot=0, slots=2))  # half of 40 qps
+    pacer = gevent.spawn(proc._pace)
+    try:
+        gevent.sleep(0.1)
+        proc.on_step(_step(t0, cut, epoch=1, slot=0, slots=1))  # the other worker left
+        gevent.sleep(1.0)
+        arrivals = _drain(proc)
+    finally:
+        pacer.kill()
+    before = [a for a in arrivals if a < cut]
+    after = [a for a in arrivals if cut <= a < cut + 0.5]
+    assert len(after) > 1.5 * len(before), (len(before), len(after))
