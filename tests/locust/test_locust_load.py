@@ -35,20 +35,25 @@ def _drain(proc: LoadProcess) -> list[float]:
 def test_worker_left_out_of_a_resplit_stops_drawing_arrivals() -> None:
     proc = _process()
     t0 = time.time() + 0.05
-    cut = t0 + 0.4
+    cut, back = t0 + 0.4, t0 + 1.2
     proc.on_step(_step(t0, t0, epoch=0, slot=0, slots=1))
     pacer = gevent.spawn(proc._pace)
     try:
         gevent.sleep(0.1)
         proc.on_step(_step(t0, cut, epoch=1, slot=0, slots=0))  # the master dropped us
-        gevent.sleep(1.0)
+        gevent.sleep(0.5)
+        proc.on_step(_step(t0, back, epoch=2, slot=0, slots=1))  # ... and took us back
+        gevent.sleep(back + 0.3 - time.time())
         arrivals = _drain(proc)
+        alive = not pacer.dead
     finally:
         pacer.kill()
+    assert alive, "the pacer died on the empty share"
     assert arrivals, "the first share drew no arrivals"
-    assert max(arrivals) < cut, "arrivals were drawn after the empty share began"
-    # 40 qps over the 0.4 s before the cut: about 16 arrivals, none after it.
-    assert 12 <= len(arrivals) <= 17
+    assert not [a for a in arrivals if cut <= a < back], "arrivals drawn during the empty share"
+    # 40 qps over the 0.4 s before the cut: about 16 arrivals.
+    assert 12 <= len([a for a in arrivals if a < cut]) <= 17
+    assert [a for a in arrivals if a >= back], "pacing did not resume with the next share"
 
 
 def test_resplit_share_continues_at_the_new_rate() -> None:
