@@ -285,9 +285,10 @@ class Engine:
         tail = r.out_tail
         for i, t in enumerate(new):
             tail += t
-            hits = [p for p in (tail.find(s) for s in r.stop) if p >= 0]
+            hits = [(p, s) for s, p in ((s, tail.find(s)) for s in r.stop) if p >= 0]
             if hits:
-                return tail[base : max(base, min(hits))], g0 + i + 1, "stop"
+                pos, r.stop_reason = min(hits)
+                return tail[base : max(base, pos)], g0 + i + 1, "stop"
         r.out_tail = tail[-64:]
         return tail[base:], g0 + len(new), finish
 

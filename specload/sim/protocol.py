@@ -178,10 +178,11 @@ class ChunkFormat:
     def content(self, text: str) -> bytes:
         return self.head + self.open_ + orjson.dumps(text) + self.mid
 
-    def final(self, text: str, finish: str) -> bytes:
+    def final(self, text: str, finish: str, stop_reason: str | None = None) -> bytes:
         close = b"}" if self.chat else b""
         return (self.head + self.open_ + orjson.dumps(text) + close + b',"logprobs":null,'
-                b'"finish_reason":"' + finish.encode() + b'","stop_reason":null}]}\n\n')
+                b'"finish_reason":"' + finish.encode() + b'","stop_reason":'
+                + orjson.dumps(stop_reason) + b"}]}\n\n")
 
     def usage(self, usage: dict[str, Any]) -> bytes:
         return self.head + b'[],"usage":' + orjson.dumps(usage) + b"}\n\n"

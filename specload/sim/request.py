@@ -50,6 +50,7 @@ class Request:
     finished: bool = False
     aborted: bool = False
     out_tail: str = ""
+    stop_reason: str | None = None  # the stop string that ended the output, as vLLM reports
 
     @property
     def prefill_target(self) -> int:

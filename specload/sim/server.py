@@ -149,25 +149,26 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         truth.cached_tokens = req.cached_tokens
     usage = usage_dict(len(g.prompt), req.generated,
                        req.cached_tokens if st.settings.prefix_caching else None)
-    resp = _json(_full_body(chat, resp_id, int(arrived), g.model, text, sink.finish, usage))
+    resp = _json(_full_body(chat, resp_id, int(arrived), g.model, text, sink.finish, usage,
+                            req.stop_reason))
     resp.headers["X-Request-Id"] = rid
     return resp
 
 
 def _full_body(chat: bool, rid: str, created: int, model: str, text: str, finish: str,
-               usage: dict[str, Any]) -> dict[str, Any]:
+               usage: dict[str, Any], stop_reason: str | None = None) -> dict[str, Any]:
     if chat:
         choice: dict[str, Any] = {
             "index": 0,
             "message": {"role": "assistant", "content": text, "refusal": None,
                         "annotations": None, "audio": None, "function_call": None,
                         "tool_calls": [], "reasoning_content": None},
-            "logprobs": None, "finish_reason": finish, "stop_reason": None,
+            "logprobs": None, "finish_reason": finish, "stop_reason": stop_reason,
         }
         obj = "chat.completion"
     else:
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
-                  "stop_reason": None, "prompt_logprobs": None}
+                  "stop_reason": stop_reason, "prompt_logprobs": None}
         obj = "text_completion"
     return {"id": rid, "object": obj, "created": created, "model": model,
             "choices": [choice], "usage": usage, "system_fingerprint": None}

@@ -104,7 +104,7 @@ class StreamSink:
         if finish is None:
             frame = fmt.content(text)
         else:
-            frame = fmt.final(text, finish)
+            frame = fmt.final(text, finish, req.stop_reason)
             if self.include_usage:
                 cached = req.cached_tokens if self.cached else None
                 frame += fmt.usage(usage_dict(len(req.prompt), req.generated, cached))

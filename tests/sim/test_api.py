@@ -50,7 +50,7 @@ def test_honours_max_tokens_min_tokens_and_stop(sim) -> None:
     full = chat(sim.url, "stop test", 80)["choices"][0]["message"]["content"]
     word = full.split()[5]
     cut = chat(sim.url, "stop test", 80, stop=[word])["choices"][0]
-    assert cut["finish_reason"] == "stop"
+    assert cut["finish_reason"] == "stop" and cut["stop_reason"] == word
     assert word not in cut["message"]["content"]
     assert full.startswith(cut["message"]["content"])
 
