@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import io
 import json
 from pathlib import Path
 
@@ -14,9 +16,11 @@ from specload.analysis.crossover import find_crossover
 from specload.analysis.schedule import LoadPoint, ScheduleOptions, derive_schedule, running_at
 from specload.analysis.stats import Estimate
 from specload.analysis.vllm_schedule import SCHEDULE_KEY, check_schedule, k_for_batch
+from specload.report.html import render_html
 from specload.report.jsonout import report_dict
 from specload.report.markdown import render_markdown
 from specload.report.model import build_report
+from specload.report.terminal import render_terminal
 
 RATES = (0.8, 0.55, 0.3, 0.15)
 QPS = (1.0, 2.0, 4.0, 8.0, 16.0)
@@ -214,6 +218,10 @@ def test_compare_proposes_a_pasteable_schedule_at_the_crossover_batch(dynamic_ru
     assert pasted[SCHEDULE_KEY] == prop.ranges and check_schedule(pasted).ok
     report = build_report(c)
     assert prop.flag() in render_markdown(report)
+    assert html.escape(prop.flag()) in render_html(report)
+    term = io.StringIO()
+    render_terminal(report, file=term, width=80)
+    assert prop.flag() in term.getvalue()  # on one line, never wrapped: it is to be pasted
     data = report_dict(report)["schedules"]
     assert data["proposals"][0]["speculative_config"] == pasted
     assert {b["condition"] for b in data["batch_crossovers"]} >= {"spec"}
