@@ -35,6 +35,7 @@ from specload.analysis.server import server_steps
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats, condition_steps, metric_names
 from specload.analysis.verdict import sentence
+from specload.analysis.vllm_schedule import is_dynamic
 from specload.errors import ConfigError
 
 __all__ = [
@@ -401,7 +402,9 @@ def _attribution(
     labels: dict[str, str] = {"baseline": base}
     roles = {label: role_of(rs[0].meta.get("condition")) for label, rs in groups.items()}
     for label, role in roles.items():
-        if label != base and role != "baseline":
+        # a batch-size schedule is not "the" spec-only condition (issue 12)
+        dynamic = is_dynamic((groups[label][0].meta.get("condition") or {}).get("speculative"))
+        if label != base and role != "baseline" and not dynamic:
             labels.setdefault(role, label)
     both = labels.get("both")
     if both is not None:  # prefer the spec-only run with the same speculative config

@@ -17,6 +17,8 @@ significant excess over the best, per side).
 
 The static condition is the one whose speculative config equals the dynamic one without the
 schedule (else the first fixed-k speculative condition with the same prefix caching).
+``analyse_schedules`` bundles this check with ``schedule``'s batch crossovers and proposals
+into the ``ScheduleAnalysis`` that ``compare_runs`` attaches to a ``Comparison``.
 """
 
 from __future__ import annotations
