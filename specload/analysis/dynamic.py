@@ -52,7 +52,7 @@ __all__ = [
     "static_partner",
 ]
 
-DELIVERED, COSTS, BETTER = "delivered", "costs", "better"
+DELIVERED, COSTS, BETTER, NONE = "delivered", "costs", "better", "n/a"
 
 
 @dataclass(slots=True)
@@ -85,7 +85,8 @@ class BestOfBothRow:
 
 @dataclass(slots=True)
 class BestOfBoth:
-    """The check for one dynamic condition; ``status`` is ``delivered`` or ``costs``."""
+    """The check for one dynamic condition; ``status`` is ``delivered``, ``costs`` or ``n/a``
+    (no static condition or no common step to judge it by)."""
 
     condition: str
     static: str | None
@@ -192,6 +193,7 @@ def _check(c: Comparison, dyn: ConditionInfo) -> BestOfBoth:
     schedule = (dyn.speculative or {}).get(SCHEDULE_KEY) or []
     res = BestOfBoth(dyn.label, static, c.baseline, c.metric, schedule)
     if static is None:
+        res.status = NONE
         res.verdict = f"{dyn.label}: no fixed-k speculative condition to compare it with"
         return res
     base = {s.target_qps: s for s in c.steps[c.baseline]}
@@ -204,6 +206,10 @@ def _check(c: Comparison, dyn: ConditionInfo) -> BestOfBoth:
     high = [r.ratio.value - 1 for r in costs if r.best_of == c.baseline and r.ratio.value]
     res.cost_low = max(low) if low else None
     res.cost_high = max(high) if high else None
+    if not res.rows:
+        res.status = NONE
+        res.verdict = f"{dyn.label}: no step shared with {c.baseline} and {static}"
+        return res
     res.status = COSTS if costs else DELIVERED
     res.verdict = _sentence(res)
     return res

@@ -252,3 +252,11 @@ def test_best_of_both_says_what_a_slower_schedule_costs_on_each_side(dynamic_run
     assert "at high load (vs baseline" in slow.verdict
     md = render_markdown(build_report(c))
     assert slow.verdict in md and "Best of both: dyn-slow" in md
+
+
+def test_best_of_both_without_a_static_condition_says_so(dynamic_runs: Path) -> None:
+    c = compare_runs([dynamic_runs / "base", dynamic_runs / "slow"], bootstrap=100)
+    assert c.schedules is not None and c.schedules.proposals == []
+    (check,) = c.schedules.best_of_both
+    assert check.status == "n/a" and check.static is None
+    assert "no fixed-k speculative condition" in check.verdict
