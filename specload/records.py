@@ -8,7 +8,8 @@ not understand. Times are unix seconds (floats); durations end in ``_s``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+import copy
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = [
@@ -83,12 +84,23 @@ class RequestRecord:
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict; text fields are dropped when they were not stored."""
-        d = asdict(self)
+        """A JSON-ready dict; text fields are dropped when they were not stored.
+
+        Built field by field, not with ``asdict`` (same result): asdict's recursive deep copy
+        was ~3 % of a load process's CPU at 128 req/s (one record per request). Only the
+        mutable values are copied: the ITL list, the error, ``extra``.
+        """
+        d = {name: getattr(self, name) for name in _RECORD_FIELDS}
+        if self.itl_s is not None:
+            d["itl_s"] = list(self.itl_s)
+        if self.error is not None:
+            d["error"] = {"kind": self.error.kind, "detail": self.error.detail}
         for key in ("prompt_text", "output_text"):
             if d[key] is None:
                 del d[key]
-        if not d["extra"]:
+        if self.extra:
+            d["extra"] = copy.deepcopy(self.extra)
+        else:
             del d["extra"]
         return d
 
@@ -104,3 +116,7 @@ class RequestRecord:
         if unknown:
             kwargs["extra"] = {**kwargs.get("extra", {}), **unknown}
         return cls(**kwargs)
+
+
+#: Field names of ``RequestRecord`` in declaration order (``to_dict`` builds from them).
+_RECORD_FIELDS = tuple(f.name for f in fields(RequestRecord))
