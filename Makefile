@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test env clean bench reliability-table vllm-env
+.PHONY: demo test env clean bench reliability-table vllm-env peers
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_capacity.py
+
+# specload next to `vllm bench serve` and guidellm on the simulator (benchmarks/README.md)
+peers: $(STAMP)
+	$(BIN)/python benchmarks/peers.py
 
 # docs/reliability.md from the fault-matrix / fuzzing / privacy test results
 reliability-table: $(STAMP)

@@ -163,7 +163,7 @@ class Bench:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rates", default="4,16,64,128",
+    ap.add_argument("--rates", default="4,16,64,128,256",
                     type=lambda s: [float(x) for x in s.split(",")])
     ap.add_argument("--duration-s", type=float, default=10.0)
     ap.add_argument("--clients", default=",".join(CLIENTS), type=lambda s: s.split(","))
