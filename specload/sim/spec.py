@@ -13,7 +13,9 @@ followed their latest earlier occurrence; drafts are accepted while they equal t
 tokens.
 
 ``num_speculative_tokens_per_batch_size: [[start, end, k], ...]`` chooses k for each step from
-the number of running requests (inclusive ranges from 1; outside every range k = 0).
+the number of running requests (inclusive ranges from 1; as in vLLM 0.26, a batch in a gap or
+past the last range keeps the k of the last range below it, and k is clamped to
+``num_speculative_tokens``).
 """
 
 from __future__ import annotations
@@ -52,16 +54,23 @@ class SpecConfig:
 
     @property
     def max_k(self) -> int:
-        return max([self.k, *(r[2] for r in self.schedule)])
+        """The most tokens any step drafts: schedule entries are clamped to ``k``."""
+        return self.k
 
     def k_for_batch(self, running: int) -> int:
         """Drafted tokens per request this step, for ``running`` requests in the batch."""
         if not self.schedule:
             return self.k
+        # vLLM 0.26's dense lookup: the covering range's k, else the last range that starts
+        # below the batch (gaps and batches past the last range keep it), clamped to k.
+        chosen = 0
         for start, end, k in self.schedule:
-            if start <= running <= end:
-                return k
-        return 0
+            if start > running:
+                break
+            chosen = k
+            if running <= end:
+                break
+        return min(chosen, self.k)
 
     def accepted(self, rng: random.Random, k: int) -> int:
         """How many of ``k`` synthetic drafts are accepted (leading run), one draw."""
@@ -114,20 +123,19 @@ def _schedule(obj: dict[str, Any]) -> tuple[tuple[int, int, int], ...]:
     key = "num_speculative_tokens_per_batch_size"
     if not isinstance(sched, list) or not sched:
         raise _fail(f"{key} must be a non-empty list of [start, end, k]")
-    out = []
-    prev_end = 0
     for i, item in enumerate(sched):
         if not (
             isinstance(item, list) and len(item) == 3 and all(isinstance(v, int) for v in item)
         ):
             raise _fail(f"{key}[{i}] must be [start, end, k] integers")
-        start, end, k = item
+    out = sorted((int(a), int(b), int(c)) for a, b, c in sched)  # vLLM sorts them too
+    prev_end = 0
+    for i, (start, end, k) in enumerate(out):
         if i == 0 and start != 1:
-            raise _fail(f"{key}[0] must start at 1")
+            raise _fail(f"{key}: the first range must start at 1")
         if start <= prev_end or end < start or k < 0:
-            raise _fail(f"{key}[{i}] must be sorted, non-overlapping, end >= start, k >= 0")
+            raise _fail(f"{key}: ranges must not overlap, need end >= start >= 1 and k >= 0")
         prev_end = end
-        out.append((start, end, k))
     return tuple(out)
 
 

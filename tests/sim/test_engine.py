@@ -148,8 +148,15 @@ def test_schedule_validation_follows_vllm_rules() -> None:
     for bad in ([[2, 10, 4]], [[1, 10, 4], [5, 20, 0]], [[1, 10, -1]], [[1, 10]]):
         with pytest.raises(ValueError, match="num_speculative_tokens_per_batch_size"):
             _spec(num_speculative_tokens_per_batch_size=bad)
-    spec = _spec(num_speculative_tokens_per_batch_size=[[1, 4, 4], [5, 8, 2]])
+    spec = _spec(num_speculative_tokens_per_batch_size=[[1, 4, 4], [5, 8, 2], [9, 1024, 0]])
     assert [spec.k_for_batch(n) for n in (1, 4, 5, 8, 9)] == [4, 4, 2, 2, 0]
+
+
+def test_schedule_gaps_and_tail_keep_the_last_k_like_vllm() -> None:
+    # vLLM sorts the ranges, lets a gap or a batch past the last range keep the k of the
+    # last range below it, and clamps k to num_speculative_tokens (here 4).
+    spec = _spec(num_speculative_tokens_per_batch_size=[[6, 8, 1], [1, 4, 9]])
+    assert [spec.k_for_batch(n) for n in (1, 4, 5, 6, 8, 50)] == [4, 4, 4, 1, 1, 1]
 
 
 def test_shared_prefix_hits_cache_and_cuts_ttft_in_virtual_time() -> None:
