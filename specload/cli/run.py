@@ -5,8 +5,9 @@ must carry a scheme, the output directory must be writable and not hold a run al
 (one line, exit 2). The run itself is ``locust -f <packaged locustfile> --headless`` in a
 child process: that keeps ``--processes N`` exactly Locust's own (it forks workers), and
 it keeps Locust's gevent monkey-patching out of this process. The child gets its own process
-group; a Ctrl-C here is forwarded once as SIGINT, so the run ends ``interrupted`` with its
-records on disk (a second Ctrl-C escalates to SIGTERM, a third to SIGKILL).
+group; a Ctrl-C here is forwarded once as SIGINT to the Locust master (which has its
+workers cancel and report), so the run ends ``interrupted`` with its records on disk (a second
+Ctrl-C escalates to SIGTERM, a third to SIGKILL, to the whole group).
 
 Locust's own log goes to ``OUT/locust.log``; the terminal shows specload's progress line per
 step. Exit code: 0 completed, 130 interrupted, 1 failed, 2 bad input. The API key reaches the
@@ -87,7 +88,12 @@ def locust_command(args: argparse.Namespace, out: Path) -> list[str]:
            "--label", args.label, "--run-dir", str(out.resolve()), "--only-summary",
            "--exit-code-on-error", "0", "--loglevel", "INFO"]
     if args.processes:
-        cmd += ["--processes", str(args.processes)]
+        # A port of its own on loopback: Locust's fixed default (5557) made two runs with
+        # --processes on one host collide (the second never started), and "*" listened on
+        # every interface for workers that are only ever local.
+        port = str(_free_port())
+        cmd += ["--processes", str(args.processes), "--master-bind-host", "127.0.0.1",
+                "--master-bind-port", port, "--master-port", port]
     if args.store_text:
         cmd.append("--store-text")
     for flag, value in (("--speculative-config", args.speculative_config),
@@ -98,8 +104,22 @@ def locust_command(args: argparse.Namespace, out: Path) -> list[str]:
     return cmd
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 class _Forwarder:
-    """Signals here → the child's process group: SIGINT, then SIGTERM, then SIGKILL."""
+    """Signals here → the child: SIGINT, then SIGTERM, then SIGKILL.
+
+    The first goes to the Locust master alone: it stops the run and asks its workers
+    (``--processes``) to cancel what is in flight and report. Sent to the whole group, each
+    worker would also quit on its own, and the records of its last requests were lost. The
+    escalations go to the whole group.
+    """
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self.proc = proc
@@ -111,7 +131,10 @@ class _Forwarder:
         sig = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)[min(self.count, 2)]
         self.count += 1
         try:
-            os.killpg(self.proc.pid, sig)
+            if sig == signal.SIGINT:
+                os.kill(self.proc.pid, sig)
+            else:
+                os.killpg(self.proc.pid, sig)
         except ProcessLookupError:
             pass
 
