@@ -25,10 +25,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent.parent)]
 
-import psutil  # noqa: E402
-from client_fidelity import start_sim, stop_sim  # noqa: E402
-from peers.cpu import TreeCPU  # noqa: E402
-from peers.specload_runner import scenario_dict  # noqa: E402
+import psutil
+from client_fidelity import start_sim, stop_sim
+
+from peers.cpu import TreeCPU
+from peers.specload_runner import scenario_dict
 
 
 def _locust_child(pid: int, timeout_s: float = 30) -> int:

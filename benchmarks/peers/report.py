@@ -154,6 +154,8 @@ def write_results(result: dict[str, Any], out: Path) -> str:
     lines = [
         "# specload next to vLLM's `bench serve` and guidellm", "", intro, "",
         head, "|" + " --- |" * 14, *[_row(r) for r in rows], "",
+        *[f"- {r['client']} @ {r['target_rate']:g} req/s: {n}" for r in rows
+          for n in r.get("notes") or []], "",
         ("## Capacity (highest rate within 10 % of target with TTFT error p99 ≤ 5 ms, no "
          "errors)"), "", *_capacity_table(cap), "", "## Goals", "", *goals(rows, cap), "",
     ]

@@ -11,12 +11,14 @@ per-request samples come from ``requests.jsonl``, whose ``request_id`` is the
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+from client_fidelity import free_port
 
 from peers.cpu import TreeCPU
 from peers.truth import ClientRun, Sample
@@ -34,7 +36,7 @@ def scenario_dict(rates: list[float], duration_s: float, input_tokens: int,
         "description": "benchmarks/peers.py: specload next to vllm bench serve and guidellm",
         "max_tokens": output_tokens, "min_tokens": output_tokens, "ignore_eos": True,
         "arrival": "poisson", "steps": rates, "step_duration_s": duration_s, "warmup_s": 0,
-        "repeats": 1, "max_concurrency": 1024, "metrics_interval_s": 5,
+        "repeats": 1, "max_concurrency": 2048, "metrics_interval_s": 5,
         "request_timeout_s": 60, "seed": 0,
         "prompts": {"synthetic": {"input_tokens": input_tokens, "count": prompts}},
     }
@@ -49,8 +51,14 @@ def run_specload(url: str, scenario: dict[str, Any], work: Path, *, processes: i
     out = work / name
     cmd = [sys.executable, "-m", "specload", "run", "--host", url, "--scenario", str(path),
            "--label", name, "--out", str(out), "--processes", str(processes)]
+    env = dict(os.environ)
+    if processes:
+        # Locust's master port (5557 by default) may be taken by another run on this host:
+        # its forked workers would then join that master. A free port for both sides.
+        port = str(free_port())
+        env.update(LOCUST_MASTER_BIND_PORT=port, LOCUST_MASTER_PORT=port)
     with open(work / f"{name}.log", "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
         cpu = TreeCPU(proc.pid)
         try:
