@@ -81,7 +81,9 @@ def _parse(bench: dict[str, Any], cpu: TreeCPU) -> ClientRun:
             ttft, itl = r.get("time_to_first_token_ms"), r.get("inter_token_latency_ms")
             samples.append(Sample(rid, ok, ttft / 1e3 if ok and ttft is not None else None,
                                   itl / 1e3 if ok and itl is not None else None,
-                                  r.get("output_tokens"), cancelled=status == "incomplete"))
+                                  r.get("output_tokens"), cancelled=status == "incomplete",
+                                  sent_at=(r.get("info") or {}).get("timings", {})
+                                  .get("request_start")))
     m = bench["metrics"]
     ttft50, ttft95 = _pcts(m, "time_to_first_token_ms")
     itl50, itl95 = _pcts(m, "inter_token_latency_ms")

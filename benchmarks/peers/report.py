@@ -83,8 +83,12 @@ def goals(rows: list[dict[str, Any]], cap: dict[str, dict[str, Any]]) -> list[st
         for r in (r for r in rows if r["client"] == SPECLOAD):
             peer = _best_peer(rows, r["target_rate"], key)
             if peer and r[key] is not None and r[key] > peer[key]:
+                split = (f"; specload's split: send→arrive p99 {_f(r['send_to_arrive_ms_p99'])}"
+                         f", emit→read p99 {_f(r['emit_to_read_ms_p99'])} ms"
+                         if key.startswith("ttft") and r.get("send_to_arrive_ms_p99") is not None
+                         else "")
                 worse.append(f"{r['target_rate']:g} req/s ({_f(r[key])} vs {peer['client']} "
-                             f"{_f(peer[key])})")
+                             f"{_f(peer[key])}{split})")
         verdict = "MET" if not worse else "NOT MET at " + "; ".join(worse)
         lines.append(f"- specload's {what} no larger than the best peer's at every rate: "
                      f"{verdict}")

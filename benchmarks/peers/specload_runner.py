@@ -82,7 +82,8 @@ def _runs(name: str, out: Path, cpu: TreeCPU) -> list[ClientRun]:
         for line in fh:
             r = json.loads(line)
             by_step.setdefault(float(r["target_qps"]), []).append(Sample(
-                r["request_id"], bool(r["ok"]), r["ttft_s"], r["tpot_s"], r["output_tokens"]))
+                r["request_id"], bool(r["ok"]), r["ttft_s"], r["tpot_s"], r["output_tokens"],
+                sent_at=r["sent_at"]))
     comparison = compare_runs([str(out)], bootstrap=10)
     runs = []
     for stats in next(iter(comparison.steps.values())):

@@ -40,6 +40,7 @@ class Sample:
     tpot_s: float | None
     output_tokens: int | None
     cancelled: bool = False
+    sent_at: float | None = None  # unix s, where the client keeps a wall-clock send time
 
 
 @dataclass(slots=True)
@@ -93,6 +94,13 @@ def score(run: ClientRun, truth: dict[str, dict[str, Any]]) -> dict[str, Any]:
         if s.tpot_s is not None and t:
             tpot_err.append(abs(s.tpot_s - t) / t * 100)
             tpot_err_ms.append((s.tpot_s - t) * 1e3)
+    # Where the client has a wall-clock send time, split the TTFT error: send→arrive (the
+    # request reaching the simulator's handler: loopback, the simulator's event loop, and
+    # any client delay between its stamp and the write) and emit→read (the first chunk's
+    # write at the simulator to the client's stamp of it).
+    up = [(g["arrived_at"] - s.sent_at) * 1e3 for s, g in ok if s.sent_at is not None]
+    down = [(s.sent_at + s.ttft_s - g["first_token_at"]) * 1e3  # type: ignore[operator]
+            for s, g in ok if s.sent_at is not None]
     true_ttft = [true_ttft_s(g) for _, g in ok]
     true_tpot = [t for _, g in ok if (t := true_tpot_s(g)) is not None]
     abs_ttft = [abs(x) for x in ttft_err]
@@ -116,6 +124,8 @@ def score(run: ClientRun, truth: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "tpot_err_pct_p50": _r(pct(tpot_err, 50)), "tpot_err_pct_p99": _r(pct(tpot_err, 99)),
         "tpot_err_ms_mean_signed": _r(sum(tpot_err_ms) / len(tpot_err_ms)
                                       if tpot_err_ms else None, 4),
+        "send_to_arrive_ms_p50": _r(pct(up, 50)), "send_to_arrive_ms_p99": _r(pct(up, 99)),
+        "emit_to_read_ms_p50": _r(pct(down, 50)), "emit_to_read_ms_p99": _r(pct(down, 99)),
         "notes": run.notes,
     }
     for name, truth_key in (("ttft_p50", "true_ttft_p50_ms"), ("ttft_p95", "true_ttft_p95_ms"),
