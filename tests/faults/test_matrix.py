@@ -218,21 +218,27 @@ def test_worker_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> 
     assert lost["recorded"] == sum(1 for r in records if r["worker"] == lost["worker"])
     row.status, row.sent, row.recorded = meta["status"], len(truth), len(records)
     row.server_saw, row.lost, row.kinds = len(truth), len(missing), {"ok": len(records)}
-    row.note = ("in flight or not yet reported on the killed worker: no process was left "
-                "to measure them; run.json lost_workers and readers' warnings say so")
+    row.note = ("run.json lost_workers and readers' warnings name the killed worker"
+                + ("; the lost requests were in flight or not yet reported on it: no "
+                   "process was left to measure them" if missing else ""))
     check_report(row, run_dir, tmp_path / "report")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_signal_to_headless_run(sim_factory, tmp_path: Path, matrix_row: Row, sig: int) -> None:
+@pytest.mark.parametrize(("sig", "processes"), [(signal.SIGINT, 0), (signal.SIGTERM, 0),
+                                                 (signal.SIGINT, 2)],
+                         ids=["SIGINT", "SIGTERM", "SIGINT-processes-2"])
+def test_signal_to_headless_run(sim_factory, tmp_path: Path, matrix_row: Row, sig: int,
+                                processes: int) -> None:
     row = matrix_row
     name = signal.Signals(sig).name
-    row.fault = f"{name} to a headless specload run"
+    more = ["--processes", str(processes)] if processes else []
+    row.fault = f"{name} to a headless specload run" + (f" --processes {processes}"
+                                                        if processes else "")
     row.injected = f"{name} to `specload run` 1.5 s into a step with ~6 requests in flight"
     sim = sim_factory("--profile", "tiny", "--ground-truth")
     scenario = write_scenario(tmp_path, steps="[8]", duration=20, timeout=20, max_tokens=160)
     proc = subprocess.Popen(specload_cmd("run", "--host", sim.url, "--scenario", str(scenario),
-                                         "--label", "fault", "--out", "out"),
+                                         "--label", "fault", "--out", "out", *more),
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     run_dir = tmp_path / "out"
     try:
