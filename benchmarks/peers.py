@@ -119,8 +119,10 @@ class Bench:
         for name in a.clients:
             if name.startswith("specload"):
                 procs = 0 if name == "specload" else int(name.removeprefix("specload-p"))
-                self.client(name, lambda p=procs: run_specload(
-                    url, scenario, self.work, processes=p, timeout_s=limit))
+                for rate in rates:
+                    self.client(f"{name}@{rate:g}", lambda p=procs, r=rate: run_specload(
+                        url, {**scenario, "steps": [r]}, self.work, processes=p,
+                        timeout_s=limit))
             elif name == "vllm-bench":
                 self._vllm(url, model, tok, sharegpt)
             elif name == "guidellm":

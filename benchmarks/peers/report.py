@@ -104,6 +104,17 @@ def goals(rows: list[dict[str, Any]], cap: dict[str, dict[str, Any]]) -> list[st
         lines.append(f"- sustained rate per core ≥ 1.5× the best peer's: "
                      f"{'MET' if ratio >= 1.5 else 'NOT MET'} — {ratio:.1f}× "
                      f"({_f(own, 1)} vs {peer[1]} {_f(peer[0], 1)} req/s per core)")
+    by = {(r["client"], r["target_rate"]): r["rate_per_core"] for r in rows}
+    ratios = []
+    for rate in sorted({r["target_rate"] for r in rows}):
+        own = by.get((SPECLOAD, rate))
+        peer_v = max((v for (c, q), v in by.items() if q == rate and v
+                      and not c.startswith(SPECLOAD)), default=None)
+        if own and peer_v:
+            ratios.append(f"{own / peer_v:.2f}× at {rate:g}")
+    if ratios:
+        lines.append("- CPU alone (req/s per client core at the same target rate, accuracy "
+                     "aside), specload ÷ the most frugal peer: " + ", ".join(ratios))
     return lines
 
 
@@ -134,6 +145,22 @@ def _capacity_table(cap: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _efficiency_table(rows: list[dict[str, Any]]) -> list[str]:
+    """req/s per client core at each rate, whatever the accuracy: the CPU cost alone."""
+    clients = list(dict.fromkeys(r["client"] for r in rows))
+    by = {(r["client"], r["target_rate"]): r["rate_per_core"] for r in rows}
+    lines = ["| target req/s | " + " | ".join(clients) + " | specload ÷ best peer |",
+             "|" + " --- |" * (len(clients) + 2)]
+    for rate in sorted({r["target_rate"] for r in rows}):
+        own = by.get((SPECLOAD, rate))
+        peers = [v for c in clients if not c.startswith(SPECLOAD)
+                 if (v := by.get((c, rate))) is not None]
+        ratio = own / max(peers) if own and peers else None
+        lines.append(f"| {rate:g} | " + " | ".join(_f(by.get((c, rate)), 0) for c in clients)
+                     + f" | {_f(ratio, 2)}{'×' if ratio else ''} |")
+    return lines
+
+
 def write_results(result: dict[str, Any], out: Path) -> str:
     """Write ``peers.json`` and ``peers.md`` under ``out``; return the Markdown."""
     out.mkdir(parents=True, exist_ok=True)
@@ -161,7 +188,9 @@ def write_results(result: dict[str, Any], out: Path) -> str:
         *[f"- {r['client']} @ {r['target_rate']:g} req/s: {n}" for r in rows
           for n in r.get("notes") or []], "",
         ("## Capacity (highest rate within 10 % of target with TTFT error p99 ≤ 5 ms, no "
-         "errors)"), "", *_capacity_table(cap), "", "## Goals", "", *goals(rows, cap), "",
+         "errors)"), "", *_capacity_table(cap), "",
+        "## CPU alone: req/s per client core at each rate (accuracy aside)", "",
+        *_efficiency_table(rows), "", "## Goals", "", *goals(rows, cap), "",
     ]
     if result.get("unavailable"):
         lines += ["## Clients that did not run", "",

@@ -1,8 +1,9 @@
-"""specload as a user runs it: ``specload run`` with a scenario whose steps are the rates.
+"""specload as a user runs it: ``specload run`` with a one-step scenario per rate.
 
-One run covers every rate (open-loop steps back to back, no warm-up, so every request
-counts, as for the peers), locally (``--processes 0``: one Locust process) or with Locust's
-own ``--processes N`` (a master and N workers on this host). The figures specload reports
+One run per rate, each on an idle server as for the peers (steps back to back would start a
+high rate on a server still busy with the previous one's requests), no warm-up so every
+request counts, locally (``--processes 0``: one Locust process) or with Locust's own
+``--processes N`` (a master and N workers on this host). The figures specload reports
 are those of ``specload compare`` on the run dir (its full-precision per-step percentiles);
 per-request samples come from ``requests.jsonl``, whose ``request_id`` is the
 ``X-Request-Id`` the simulator saw.
@@ -46,9 +47,10 @@ def run_specload(url: str, scenario: dict[str, Any], work: Path, *, processes: i
                  timeout_s: float) -> list[ClientRun]:
     """Run the scenario; one ``ClientRun`` per step (rate)."""
     name = "specload" if processes == 0 else f"specload-p{processes}"
-    path = work / f"{name}.yaml"
+    tag = f"{name}-" + "-".join(f"{r:g}" for r in scenario["steps"])
+    path = work / f"{tag}.yaml"
     path.write_text(yaml.safe_dump(scenario, sort_keys=False))
-    out = work / name
+    out = work / tag
     cmd = [sys.executable, "-m", "specload", "run", "--host", url, "--scenario", str(path),
            "--label", name, "--out", str(out), "--processes", str(processes)]
     env = dict(os.environ)
@@ -57,7 +59,7 @@ def run_specload(url: str, scenario: dict[str, Any], work: Path, *, processes: i
         # its forked workers would then join that master. A free port for both sides.
         port = str(free_port())
         env.update(LOCUST_MASTER_BIND_PORT=port, LOCUST_MASTER_PORT=port)
-    with open(work / f"{name}.log", "wb") as log:
+    with open(work / f"{tag}.log", "wb") as log:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
         cpu = TreeCPU(proc.pid)
@@ -69,7 +71,7 @@ def run_specload(url: str, scenario: dict[str, Any], work: Path, *, processes: i
         finally:
             cpu.stop()
     if rc != 0 or not (out / "requests.jsonl").exists():
-        tail = (work / f"{name}.log").read_text(errors="replace")[-600:]
+        tail = (work / f"{tag}.log").read_text(errors="replace")[-600:]
         raise RuntimeError(f"{name} exited {rc}: {tail}")
     return _runs(name, out, cpu)
 
