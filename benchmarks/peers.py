@@ -206,8 +206,10 @@ def main() -> int:
     }
     result["notes"] = list(NOTES)
     saved = a.out / "peers.json"
-    if saved.exists():  # keep the profiling section written by hand across re-runs
-        result.setdefault("profile", json.loads(saved.read_text()).get("profile"))
+    if saved.exists():  # keep the sections written by hand (profile, analysis) across re-runs
+        old = json.loads(saved.read_text())
+        for key in ("profile", "analysis"):
+            result.setdefault(key, old.get(key))
     print(write_results(result, a.out))
     return 0
 

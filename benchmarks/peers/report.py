@@ -195,6 +195,8 @@ def write_results(result: dict[str, Any], out: Path) -> str:
     if result.get("unavailable"):
         lines += ["## Clients that did not run", "",
                   *[f"- {k}: {v}" for k, v in result["unavailable"].items()], ""]
+    if result.get("analysis"):
+        lines += ["## The gap, measured", "", *result["analysis"], ""]
     if result.get("profile"):
         lines += ["## Profile of specload's client and what was removed", "",
                   *result["profile"], ""]
