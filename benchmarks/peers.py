@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -122,7 +123,7 @@ class Bench:
                 for rate in rates:
                     self.client(f"{name}@{rate:g}", lambda p=procs, r=rate: run_specload(
                         url, {**scenario, "steps": [r]}, self.work, processes=p,
-                        timeout_s=limit))
+                        timeout_s=a.duration_s * 4 + 120))
             elif name == "vllm-bench":
                 self._vllm(url, model, tok, sharegpt)
             elif name == "guidellm":
@@ -135,7 +136,8 @@ class Bench:
             if row["window_s"]:
                 arr = sorted(truth[s.request_id]["arrived_at"] for s in r.samples
                              if s.request_id in truth)
-                row["sim_cores"] = round(sim_cpu.cpu_between(arr[0], arr[-1]) / (arr[-1] - arr[0]), 3)
+                sim_s = sim_cpu.cpu_between(arr[0], arr[-1])
+                row["sim_cores"] = round(sim_s / (arr[-1] - arr[0]), 3)
             rows.append(row)
         return {"rows": rows, "unavailable": self.unavailable}
 
@@ -191,6 +193,8 @@ def main() -> int:
         result = bench.run(url, model, proc.pid)
     finally:
         stop_sim(proc)
+        if a.work is None:  # the clients' own outputs are kept only when asked for
+            shutil.rmtree(work, ignore_errors=True)
     import locust
 
     import specload
@@ -200,7 +204,8 @@ def main() -> int:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **_machine(),
         "profile": a.profile, "rates": a.rates, "duration_s": a.duration_s,
         "input_tokens": a.input_tokens, "output_tokens": a.output_tokens,
-        "clients": a.clients, "versions": bench.versions, "work_dir": str(work),
+        "clients": a.clients, "versions": bench.versions,
+        "work_dir": str(a.work) if a.work else None,
         "loadavg": {"before": round(before, 2), "min": round(min(loads), 2),
                     "max": round(max(loads), 2), "after": round(os.getloadavg()[0], 2)},
     }

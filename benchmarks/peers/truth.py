@@ -78,15 +78,29 @@ def _r(v: float | None, nd: int = 3) -> float | None:
     return None if v is None else round(v, nd)
 
 
-def score(run: ClientRun, truth: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The table row of ``run``: rate, CPU, reported and true percentiles, per-request errors."""
-    matched = [(s, truth[s.request_id]) for s in run.samples if s.request_id in truth]
-    ok = [(s, g) for s, g in matched if s.ok and s.ttft_s is not None and g["first_token_at"]]
+Pairs = list[tuple[Sample, dict[str, Any]]]
+
+
+def _rate_and_cpu(run: ClientRun, matched: Pairs) -> dict[str, Any]:
+    """Achieved rate over the arrival window at the simulator, and the client's CPU in it."""
     arrivals = sorted(g["arrived_at"] for _, g in matched)
     span = arrivals[-1] - arrivals[0] if len(arrivals) > 1 else 0.0
     achieved = (len(arrivals) - 1) / span if span > 0 else None
     cpu_s = run.cpu.cpu_between(arrivals[0], arrivals[-1]) if span > 0 else None
     cores = cpu_s / span if cpu_s is not None and span > 0 else None
+    return {
+        "achieved_rate": _r(achieved, 2),
+        "achieved_ratio": _r(achieved / run.rate if achieved else None),
+        "window_s": _r(span, 2), "client_cpu_s": _r(cpu_s), "client_cores": _r(cores),
+        "rate_per_core": _r(achieved / cores if achieved and cores else None, 1),
+    }
+
+
+def _errors(ok: Pairs) -> dict[str, Any]:
+    """Per-request TTFT/TPOT errors and, where the client keeps a wall-clock send time, the
+    TTFT error split into send→arrive (the request reaching the simulator's handler:
+    loopback, the simulator's event loop, any client delay between its stamp and the write)
+    and emit→read (the simulator's write of the first chunk to the client's stamp of it)."""
     ttft_err = [(s.ttft_s - true_ttft_s(g)) * 1e3 for s, g in ok]  # type: ignore[operator]
     tpot_err, tpot_err_ms = [], []
     for s, g in ok:
@@ -94,30 +108,11 @@ def score(run: ClientRun, truth: dict[str, dict[str, Any]]) -> dict[str, Any]:
         if s.tpot_s is not None and t:
             tpot_err.append(abs(s.tpot_s - t) / t * 100)
             tpot_err_ms.append((s.tpot_s - t) * 1e3)
-    # Where the client has a wall-clock send time, split the TTFT error: send→arrive (the
-    # request reaching the simulator's handler: loopback, the simulator's event loop, and
-    # any client delay between its stamp and the write) and emit→read (the first chunk's
-    # write at the simulator to the client's stamp of it).
     up = [(g["arrived_at"] - s.sent_at) * 1e3 for s, g in ok if s.sent_at is not None]
     down = [(s.sent_at + s.ttft_s - g["first_token_at"]) * 1e3  # type: ignore[operator]
             for s, g in ok if s.sent_at is not None]
-    true_ttft = [true_ttft_s(g) for _, g in ok]
-    true_tpot = [t for _, g in ok if (t := true_tpot_s(g)) is not None]
     abs_ttft = [abs(x) for x in ttft_err]
-    rep = run.reported
-    row: dict[str, Any] = {
-        "client": run.client, "target_rate": run.rate,
-        "requests": len(run.samples), "matched": len(matched), "ok": len(ok),
-        "errors": sum(not s.ok and not s.cancelled for s in run.samples),
-        "cancelled": sum(s.cancelled for s in run.samples),
-        "achieved_rate": _r(achieved, 2),
-        "achieved_ratio": _r(achieved / run.rate if achieved else None),
-        "window_s": _r(span, 2), "client_cpu_s": _r(cpu_s),
-        "client_cores": _r(cores), "rate_per_core": _r(achieved / cores if achieved and cores
-                                                       else None, 1),
-        "reported": rep,
-        "true_ttft_p50_ms": _ms(pct(true_ttft, 50)), "true_ttft_p95_ms": _ms(pct(true_ttft, 95)),
-        "true_tpot_p50_ms": _ms(pct(true_tpot, 50)), "true_tpot_p95_ms": _ms(pct(true_tpot, 95)),
+    return {
         "ttft_err_ms_p50": _r(pct(abs_ttft, 50)), "ttft_err_ms_p95": _r(pct(abs_ttft, 95)),
         "ttft_err_ms_p99": _r(pct(abs_ttft, 99)),
         "ttft_err_ms_mean_signed": _r(sum(ttft_err) / len(ttft_err) if ttft_err else None),
@@ -126,11 +121,27 @@ def score(run: ClientRun, truth: dict[str, dict[str, Any]]) -> dict[str, Any]:
                                       if tpot_err_ms else None, 4),
         "send_to_arrive_ms_p50": _r(pct(up, 50)), "send_to_arrive_ms_p99": _r(pct(up, 99)),
         "emit_to_read_ms_p50": _r(pct(down, 50)), "emit_to_read_ms_p99": _r(pct(down, 99)),
-        "notes": run.notes,
     }
-    for name, truth_key in (("ttft_p50", "true_ttft_p50_ms"), ("ttft_p95", "true_ttft_p95_ms"),
-                            ("tpot_p50", "true_tpot_p50_ms"), ("tpot_p95", "true_tpot_p95_ms")):
-        got, want = rep.get(name), row[truth_key]
+
+
+def score(run: ClientRun, truth: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The table row of ``run``: rate, CPU, reported and true percentiles, per-request errors."""
+    matched = [(s, truth[s.request_id]) for s in run.samples if s.request_id in truth]
+    ok = [(s, g) for s, g in matched if s.ok and s.ttft_s is not None and g["first_token_at"]]
+    true_ttft = [true_ttft_s(g) for _, g in ok]
+    true_tpot = [t for _, g in ok if (t := true_tpot_s(g)) is not None]
+    row: dict[str, Any] = {
+        "client": run.client, "target_rate": run.rate,
+        "requests": len(run.samples), "matched": len(matched), "ok": len(ok),
+        "errors": sum(not s.ok and not s.cancelled for s in run.samples),
+        "cancelled": sum(s.cancelled for s in run.samples),
+        **_rate_and_cpu(run, matched), "reported": run.reported,
+        "true_ttft_p50_ms": _ms(pct(true_ttft, 50)), "true_ttft_p95_ms": _ms(pct(true_ttft, 95)),
+        "true_tpot_p50_ms": _ms(pct(true_tpot, 50)), "true_tpot_p95_ms": _ms(pct(true_tpot, 95)),
+        **_errors(ok), "notes": run.notes,
+    }
+    for name in ("ttft_p50", "ttft_p95", "tpot_p50", "tpot_p95"):
+        got, want = run.reported.get(name), row[f"true_{name}_ms"]
         row[f"{name}_reported_err_ms"] = _r(got - want if got is not None and want is not None
                                             else None)
     return row
