@@ -103,9 +103,12 @@ def main() -> int:
     print(f"{len(recs)} requests in {span:.1f} s ({(len(recs) - 1) / span:.1f} req/s), "
           f"Locust process {cpu_s / span:.2f} cores, {cpu_s / len(recs) * 1e6:.0f} µs/request, "
           f"{cpu_s / chunks * 1e6:.1f} µs/chunk (chunks over the whole run)")
-    if not a.no_spy:
+    shutil.rmtree(work / "run", ignore_errors=True)
+    if a.no_spy:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
         print("\n".join(summarize(work / "raw.txt", a.top)))
-        print(f"(raw stacks: {work / 'raw.txt'})")
+        print(f"(raw stacks, kept for a closer look: {work / 'raw.txt'})")
     return 0
 
 
