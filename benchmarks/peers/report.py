@@ -102,7 +102,7 @@ def goals(rows: list[dict[str, Any]], cap: dict[str, dict[str, Any]]) -> list[st
     else:
         ratio = own / peer[0]
         lines.append(f"- sustained rate per core ≥ 1.5× the best peer's: "
-                     f"{'MET' if ratio >= 1.5 else 'NOT MET'} — {ratio:.1f}× "
+                     f"{'MET' if ratio >= 1.5 else 'NOT MET'} — {ratio:.2f}× "
                      f"({_f(own, 1)} vs {peer[1]} {_f(peer[0], 1)} req/s per core)")
     by = {(r["client"], r["target_rate"]): r["rate_per_core"] for r in rows}
     ratios = []
