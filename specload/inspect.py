@@ -143,6 +143,19 @@ def inspect_prompts(path: Path, tokenizer: SplitTokenizer | None = None) -> Repe
     )
 
 
+def _prompt_spec(meta: dict[str, Any]) -> dict[str, Any]:
+    """The scenario's prompt spec as ``{"kind", ...}`` from either run.json shape:
+    ``{"synthetic": {...}}`` / ``{"file": PATH, "count": N}`` (the YAML form) or flat."""
+    spec = (meta.get("scenario") or {}).get("prompts") or {}
+    if not isinstance(spec, dict):
+        return {}
+    if isinstance(spec.get("synthetic"), dict):
+        return {"kind": "synthetic", **spec["synthetic"]}
+    if isinstance(spec.get("file"), str) and "kind" not in spec:
+        return {"kind": "file", **spec}
+    return spec
+
+
 def _run_prefix(
     records: list[dict[str, Any]], meta: dict[str, Any], notes: list[str]
 ) -> PrefixProfile | None:
@@ -152,7 +165,7 @@ def _run_prefix(
         return prefix_profile(
             [WordTokenizer().encode(t) for t in texts], "stored prompt text (--store-text)"
         )
-    spec = (meta.get("scenario") or {}).get("prompts") or {}
+    spec = _prompt_spec(meta)
     file = spec.get("file")
     if spec.get("kind") == "file" and file and Path(file).is_file():
         sets = read_prompt_set(Path(file))

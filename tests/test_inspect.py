@@ -183,7 +183,8 @@ def test_run_with_stored_prompt_text_gets_a_full_prefix_profile(tmp_path: Path) 
 def test_run_from_a_synthetic_shared_prefix_scenario_uses_the_declared_prefix(
     tmp_path: Path,
 ) -> None:
-    scenario = {"prompts": {"kind": "synthetic", "input_tokens": 512, "shared_prefix_tokens": 384}}
+    # run.json keeps the scenario's YAML form: prompts.synthetic.{input_tokens, ...}
+    scenario = {"prompts": {"synthetic": {"input_tokens": 512, "shared_prefix_tokens": 384}}}
     profile = inspect_path(run_dir(tmp_path / "run", [record(i, 0.0) for i in range(10)], scenario))
     assert profile.prefix is not None and "384 tokens" in profile.prefix.basis
     assert profile.prefix.cacheable_share == pytest.approx(0.75 * 9 / 10)
@@ -244,7 +245,7 @@ def test_cli_bad_input_exits_2_with_one_line_and_no_traceback(tmp_path: Path) ->
 
 def test_run_from_a_prompt_file_profiles_the_prompts_actually_sent(tmp_path: Path) -> None:
     prompts = shared_prefix_set(tmp_path / "p.jsonl", n=8)
-    scenario = {"prompts": {"kind": "file", "file": str(prompts)}}
+    scenario = {"prompts": {"file": str(prompts), "count": 0}}
     recs = [record(i, 0.0, prompt_index=i % 8) for i in range(16)]
     profile = inspect_path(run_dir(tmp_path / "run", recs, scenario))
     assert profile.prefix is not None and profile.prefix.basis.startswith("prompt file")
