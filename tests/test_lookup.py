@@ -217,3 +217,60 @@ def test_an_endless_word_is_cut_instead_of_retokenized_forever() -> None:
     # Cut into pieces of bounded size: many tokens, and the repeats of a piece match.
     assert result.output_tokens > 30
     assert len(m._pending) == 0
+
+
+@pytest.mark.parametrize("kind", ["fast", "openai"])
+def test_every_client_record_carries_the_rate_computed_while_streaming(sim, kind: str) -> None:
+    """Real client, real simulator: the per-chunk rate equals the one-shot rate of the text."""
+    import json
+    import time
+    import urllib.request
+
+    from specload.client import ChatRequest, make_client
+
+    with urllib.request.urlopen(sim.url + "/v1/models", timeout=5) as r:
+        model = json.loads(r.read())["data"][0]["id"]
+    messages = [{"role": "system", "content": "Echo."}, {"role": "user", "content": CODE}]
+    req = ChatRequest(model=model, messages=messages, max_tokens=64, min_tokens=64, ignore_eos=True)
+    client = make_client(kind, sim.url, timeout_s=30, store_text=True)
+    rec = client.send(
+        req,
+        request_id=f"lookup-{kind}",
+        worker="t",
+        step=0,
+        repeat=0,
+        target_qps=1.0,
+        warmup=False,
+        scheduled_at=time.time(),
+    )
+    assert rec.ok and rec.output_text
+    assert rec.content_chunks > 10  # really streamed, chunk by chunk
+    expected = match_rate_of(prompt_text(messages), rec.output_text)
+    assert rec.lookup_match_rate == expected.match_rate
+    assert rec.lookup_match_rate is not None and 0.0 <= rec.lookup_match_rate <= 1.0
+
+
+def test_failed_request_without_output_has_no_rate() -> None:
+    from specload.client.assemble import RecordBuilder
+    from specload.client.request import ChatRequest, RecordMeta
+    from specload.records import ErrorInfo
+
+    req = ChatRequest(model="m", messages=[{"role": "user", "content": "hi"}])
+    meta = RecordMeta("r", "w", 0, 0, 1.0, False, 0.0)
+    rec = RecordBuilder(req, meta, 0.0).build(ErrorInfo("connect", "refused"), 0.1)
+    assert rec.lookup_match_rate is None
+
+
+def test_record_builder_feeds_each_chunk_to_the_matcher() -> None:
+    from specload.client.assemble import RecordBuilder
+    from specload.client.request import ChatRequest, RecordMeta
+
+    req = ChatRequest(model="m", messages=[{"role": "user", "content": CODE}])
+    b = RecordBuilder(req, RecordMeta("r", "w", 0, 0, 1.0, False, 0.0), 0.0)
+    for i, piece in enumerate(CODE[j : j + 5] for j in range(0, len(CODE), 5)):
+        b.on_chunk({"choices": [{"delta": {"content": piece}}]}, 0.01 * (i + 1))
+    b.on_chunk({"choices": [{"delta": {}, "finish_reason": "stop"}]}, 1.0)
+    b.status = 200
+    rec = b.build(None, 1.0)
+    assert rec.lookup_match_rate == match_rate_of([CODE], CODE).match_rate
+    assert rec.lookup_match_rate is not None and rec.lookup_match_rate > 0.9

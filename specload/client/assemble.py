@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from specload.client.contract import check_output, messages_sha256, sha256_text
+from specload.client.lookup import LookupMatcher, prompt_text
 from specload.client.request import ChatRequest, RecordMeta
 from specload.client.timing import StreamTiming, itl_s
 from specload.records import ErrorInfo, RequestRecord
@@ -26,7 +27,7 @@ __all__ = ["RecordBuilder"]
 class RecordBuilder:
     """Accumulates one response; ``build`` makes its record (call it exactly once)."""
 
-    __slots__ = ("_content", "_extra_text", "_tool_ids", "cached_tokens", "done_at",
+    __slots__ = ("_content", "_extra_text", "_lookup", "_tool_ids", "cached_tokens", "done_at",
                  "finish_reason", "meta", "output_tokens", "prompt_tokens", "record_itl",
                  "req", "saw_done", "status", "store_text", "timing")
 
@@ -40,6 +41,7 @@ class RecordBuilder:
         self._content: list[str] = []  # assistant text (the contract is checked on it)
         self._extra_text: list[str] = []  # reasoning + tool-call text, part of the output hash
         self._tool_ids: set[int] = set()
+        self._lookup: LookupMatcher | None = None  # built at the first text, after sending
         self.finish_reason: str | None = None
         self.prompt_tokens: int | None = None
         self.output_tokens: int | None = None
@@ -60,10 +62,12 @@ class RecordBuilder:
             text = delta.get("content")
             if text:
                 self._content.append(text)
+                self._lookup_feed(text)
                 got = True
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if reasoning:
                 self._extra_text.append(reasoning)
+                self._lookup_feed(reasoning)
                 got = True
             calls = delta.get("tool_calls")
             if calls:
@@ -95,6 +99,14 @@ class RecordBuilder:
     def add_text(self, text: str, *, kind: str = "content") -> None:
         """Text of a chunk whose arrival is stamped separately (``timing.content``)."""
         (self._content if kind == "content" else self._extra_text).append(text)
+        if kind != "tool":
+            self._lookup_feed(text)
+
+    def _lookup_feed(self, text: str) -> None:
+        """Would prompt lookup have proposed this output? (``client/lookup.py``; no text kept)"""
+        if self._lookup is None:
+            self._lookup = LookupMatcher(prompt_text(self.req.messages))
+        self._lookup.feed(text)
 
     def tool_call(self, index: int) -> None:
         """Count a tool call by its stream index (deltas of one call share it)."""
@@ -147,6 +159,7 @@ class RecordBuilder:
             tool_calls=len(self._tool_ids), repeat=m.repeat, prompt_index=self.req.prompt_index,
             prompt_text=_prompt_text(self.req) if self.store_text else None,
             output_text=output if self.store_text else None, extra=extra,
+            lookup_match_rate=self._lookup.finish().match_rate if self._lookup else None,
         )
 
 

@@ -201,7 +201,9 @@ class LoadProcess:
         except Exception as exc:  # reported to the master, which fails the run with it
             log.exception("specload: preparing the run failed")
             error = f"{type(exc).__name__}: {exc}"
-        ready = WorkerReady(msg.run_id, self.worker, source, None, error)
+        from specload.client.lookup import WordTokenizer  # the method RecordBuilder uses
+
+        ready = WorkerReady(msg.run_id, self.worker, source, WordTokenizer.method, error)
         self._send(WorkerReady.TYPE, ready.to_wire())
 
     # --- pacing -------------------------------------------------------------------------
