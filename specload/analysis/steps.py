@@ -60,6 +60,10 @@ class StepStats:
     execution_p50: dict[str, list[float]] = field(default_factory=dict)
     server: ServerStep | None = None
     replicates: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: Mean prompt-lookup match rate of successful requests (client/lookup.py), and how many
+    #: carried one: would n-gram drafting help this traffic?
+    lookup_match_rate: float | None = None
+    lookup_n: int = 0
 
 
 def _windows(run: RunData, measured: np.ndarray) -> dict[float, tuple[float, int]]:
@@ -134,6 +138,8 @@ def _one_step(
     per_chunk = per_chunk[np.isfinite(per_chunk) & (chunks > 0)]
     win_s, execs = window
     finite_out = out_tok[~np.isnan(out_tok)]
+    lookup = cols["lookup_match_rate"][ok]
+    lookup = lookup[~np.isnan(lookup)]
     return StepStats(
         condition=cond,
         target_qps=qps,
@@ -151,6 +157,8 @@ def _one_step(
         late_share=float(np.mean(cols["queue_delay_s"] > LATE_S)) if n else 0.0,
         replicates=reps,
         execution_p50=_per_execution(cols, ok),
+        lookup_match_rate=float(lookup.mean()) if lookup.size else None,
+        lookup_n=int(lookup.size),
     )
 
 

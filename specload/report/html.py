@@ -24,6 +24,7 @@ from specload.report.tables import (
     contract_table,
     crossover_table,
     gate_table,
+    lookup_table,
     ratio_table,
     run_table,
     server_table,
@@ -114,6 +115,9 @@ def _sections(report: Report) -> list[str]:
     srv = server_table(report)
     if srv:
         parts.append(_table(srv))
+    lookup = lookup_table(report)
+    if lookup:
+        parts.append(_table(lookup))
     parts.append("<h2>Runs</h2>" + _table(run_table(report)))
     parts += [f'<p class="note">{html.escape(n)}</p>' for n in c.notes]
     return parts

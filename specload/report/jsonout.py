@@ -15,6 +15,7 @@ from typing import Any
 from specload.analysis.quality import ContractSide
 from specload.analysis.steps import StepStats
 from specload.report.model import Report
+from specload.report.tables import lookup_overall
 
 __all__ = ["JSON_SCHEMA", "report_dict"]
 
@@ -36,6 +37,8 @@ def _step(s: StepStats) -> dict[str, Any]:
         "tokens_per_chunk": s.tokens_per_chunk,
         "output_tokens_p50": s.output_tokens_p50,
         "late_share": s.late_share,
+        "lookup_match_rate": s.lookup_match_rate,
+        "lookup_n": s.lookup_n,
         "execution_p50_s": s.execution_p50,
         "server": asdict(s.server) if s.server is not None else None,
     }
@@ -132,6 +135,8 @@ def report_dict(report: Report) -> dict[str, Any]:
                 "target": i.meta.get("target"),
                 "status": i.meta.get("status"),
                 "scenario": i.meta.get("scenario"),
+                "lookup_method": i.meta.get("lookup_method"),
+                "lookup_match_rate": lookup_overall(c.steps.get(i.label, [])),
             }
             for i in c.conditions
         ],

@@ -15,6 +15,7 @@ from specload.report.tables import (
     contract_table,
     crossover_table,
     gate_table,
+    lookup_table,
     ratio_table,
     run_table,
     server_table,
@@ -99,6 +100,9 @@ def render_markdown(report: Report) -> str:
     srv = server_table(report)
     if srv:
         out.append(table_markdown(srv, 4))
+    lookup = lookup_table(report)
+    if lookup:
+        out.append(table_markdown(lookup, 4))
     out.append(table_markdown(run_table(report), 4))
     if c.notes:
         out += [f"- {n}" for n in c.notes] + [""]

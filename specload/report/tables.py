@@ -22,6 +22,9 @@ __all__ = [
     "fmt_ms",
     "fmt_pct",
     "gate_table",
+    "lookup_lines",
+    "lookup_overall",
+    "lookup_table",
     "ratio_table",
     "run_table",
     "server_table",
@@ -237,6 +240,55 @@ def server_table(report: Report) -> Table | None:
         note="client − server = the wire plus the client's share; server percentiles are interpolated "
         "within histogram buckets (Prometheus histogram_quantile), so they are approximate.",
     )
+
+
+def lookup_overall(steps: list[StepStats]) -> float | None:
+    """A condition's lookup match rate over all its steps (mean over requests)."""
+    n = sum(s.lookup_n for s in steps)
+    total = sum((s.lookup_match_rate or 0.0) * s.lookup_n for s in steps)
+    return total / n if n else None
+
+
+def lookup_table(report: Report) -> Table | None:
+    """Prompt-lookup match rate per step and overall, per condition; None when not recorded."""
+    steps = report.comparison.steps
+    labels = [label for label, ss in steps.items() if any(s.lookup_n for s in ss)]
+    if not labels:
+        return None
+    by_qps = {label: {s.target_qps: s for s in steps[label]} for label in labels}
+    qps = sorted({q for label in labels for q in by_qps[label]})
+    rows = [
+        [f"{q:g}"]
+        + [fmt_pct(by_qps[b][q].lookup_match_rate, 0) if q in by_qps[b] else DASH for b in labels]
+        for q in qps
+    ]
+    rows.append(["overall"] + [fmt_pct(lookup_overall(steps[b]), 0) for b in labels])
+    return Table(
+        "Would n-gram drafting help? Prompt-lookup match rate (share of output tokens)",
+        ["QPS", *labels],
+        rows,
+        note="Share of output tokens that vLLM's n-gram proposer could have guessed from the "
+        "prompt and the output before them (docs/decision-support.md). Around 30 % or more: "
+        "n-gram/suffix drafting is worth a try; near 0: it has nothing to propose. "
+        "`specload inspect RUN_DIR` gives the full repetition profile.",
+    )
+
+
+def lookup_lines(report: Report) -> list[str]:
+    """One line per condition that recorded lookup rates (the terminal's compact form)."""
+    out = []
+    for label, steps in report.comparison.steps.items():
+        overall = lookup_overall(steps)
+        if overall is None:
+            continue
+        per = ", ".join(
+            f"{s.target_qps:g} req/s {fmt_pct(s.lookup_match_rate, 0)}" for s in steps if s.lookup_n
+        )
+        out.append(
+            f"Prompt-lookup match rate (would n-gram drafting help?) {label}: "
+            f"{fmt_pct(overall, 0)} overall ({per})"
+        )
+    return out
 
 
 def attribution_table(report: Report) -> Table | None:

@@ -10,7 +10,14 @@ from typing import IO, Any
 
 from specload.report.model import Report
 from specload.report.schedules import batch_table, best_of_both_tables
-from specload.report.tables import Table, crossover_table, gate_table, ratio_table, step_table
+from specload.report.tables import (
+    Table,
+    crossover_table,
+    gate_table,
+    lookup_lines,
+    ratio_table,
+    step_table,
+)
 
 __all__ = ["render_terminal"]
 
@@ -111,3 +118,5 @@ def render_terminal(report: Report, file: IO[str] | None = None, width: int | No
     tables += [_narrow(step_table(report, label), _STEP_COLUMNS) for label in c.steps]
     for t in tables:
         console.print(_rich(t))
+    for line in lookup_lines(report):
+        console.print(escape(line), soft_wrap=True)
