@@ -121,18 +121,19 @@ class SimMetrics:
                       self.prefix_queries)
         yield counter("vllm:prefix_cache_hits", "Prefix cache hits, in tokens.",
                       self.prefix_hits)
-        yield counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.",
-                      self.num_drafts)
-        yield counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.",
-                      self.num_draft_tokens)
-        yield counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
-                      self.num_accepted)
-        fam = CounterMetricFamily("vllm:spec_decode_num_accepted_tokens_per_pos",
-                                  "Accepted tokens per draft position.",
-                                  labels=[*labels, "position"])
-        for pos, v in enumerate(self.accepted_per_pos):
-            fam.add_metric([*values, str(pos)], v)
-        yield fam
+        if self.accepted_per_pos:  # vLLM has no spec_decode metrics without speculation
+            yield counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.",
+                          self.num_drafts)
+            yield counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.",
+                          self.num_draft_tokens)
+            yield counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
+                          self.num_accepted)
+            fam = CounterMetricFamily("vllm:spec_decode_num_accepted_tokens_per_pos",
+                                      "Accepted tokens per draft position.",
+                                      labels=[*labels, "position"])
+            for pos, v in enumerate(self.accepted_per_pos):
+                fam.add_metric([*values, str(pos)], v)
+            yield fam
         fam = CounterMetricFamily("vllm:request_success", "Count of successfully processed "
                                   "requests.", labels=[*labels, "finished_reason"])
         for reason, v in sorted(self.request_success.items()):

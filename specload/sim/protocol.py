@@ -18,6 +18,7 @@ import orjson
 from specload.sim.tokenizer import chat_tokens, tokenize
 
 __all__ = [
+    "SYSTEM_FINGERPRINT",
     "ApiError",
     "ChunkFormat",
     "GenRequest",
@@ -25,6 +26,9 @@ __all__ = [
     "parse_generation",
     "usage_dict",
 ]
+
+#: vLLM's ``system_fingerprint`` (``vllm-<version>-<hash>``), sent with the usage chunk.
+SYSTEM_FINGERPRINT = "vllm-0.26.0-specload-sim"
 
 _ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError",
                 500: "InternalServerError", 503: "ServiceUnavailableError"}
@@ -185,4 +189,5 @@ class ChunkFormat:
                 + orjson.dumps(stop_reason) + b"}]}\n\n")
 
     def usage(self, usage: dict[str, Any]) -> bytes:
-        return self.head + b'[],"usage":' + orjson.dumps(usage) + b"}\n\n"
+        return (self.head + b'[],"usage":' + orjson.dumps(usage)
+                + b',"system_fingerprint":"' + SYSTEM_FINGERPRINT.encode() + b'"}\n\n')

@@ -27,6 +27,7 @@ from specload.sim.loop import EngineLoop
 from specload.sim.metrics import SimMetrics
 from specload.sim.profiles import Profile
 from specload.sim.protocol import (
+    SYSTEM_FINGERPRINT,
     ApiError,
     ChunkFormat,
     GenRequest,
@@ -171,7 +172,7 @@ def _full_body(chat: bool, rid: str, created: int, model: str, text: str, finish
                   "stop_reason": stop_reason, "prompt_logprobs": None}
         obj = "text_completion"
     return {"id": rid, "object": obj, "created": created, "model": model,
-            "choices": [choice], "usage": usage, "system_fingerprint": None}
+            "choices": [choice], "usage": usage, "system_fingerprint": SYSTEM_FINGERPRINT}
 
 
 async def _stream(request: web.Request, st: SimState, g: GenRequest, rid: str, resp_id: str,
@@ -232,9 +233,19 @@ async def completions(request: web.Request) -> web.StreamResponse:
 async def models(request: web.Request) -> web.Response:
     st: SimState = request.app["sim"]
     data = [{"id": name, "object": "model", "created": st.created, "owned_by": "vllm",
-             "root": name, "parent": None, "max_model_len": st.engine.max_model_len}
-            for name in st.settings.served_model_names]
+             "root": name, "parent": None, "max_model_len": st.engine.max_model_len,
+             "permission": [_permission(st.created, i)]}
+            for i, name in enumerate(st.settings.served_model_names)]
     return _json({"object": "list", "data": data})
+
+
+def _permission(created: int, i: int) -> dict[str, Any]:
+    """vLLM's (OpenAI's legacy) ``model_permission`` object, as /v1/models lists it."""
+    return {"id": f"modelperm-specload-sim-{i}", "object": "model_permission",
+            "created": created, "allow_create_engine": False, "allow_sampling": True,
+            "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
+            "allow_fine_tuning": False, "organization": "*", "group": None,
+            "is_blocking": False}
 
 
 async def version(request: web.Request) -> web.Response:

@@ -112,7 +112,7 @@ def test_metrics_carry_vllm_names_and_model_label(sim) -> None:
     for name in ("vllm:num_requests_running", "vllm:num_requests_waiting",
                  "vllm:kv_cache_usage_perc", "vllm:prompt_tokens_total",
                  "vllm:generation_tokens_total", "vllm:prefix_cache_queries_total",
-                 "vllm:spec_decode_num_drafts_total", "vllm:time_to_first_token_seconds_bucket",
+                 "vllm:time_to_first_token_seconds_bucket",
                  "vllm:inter_token_latency_seconds_bucket", "vllm:e2e_request_latency_seconds",
                  "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds",
                  "vllm:request_decode_time_seconds",
