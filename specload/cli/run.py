@@ -53,6 +53,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--prefix-caching", choices=["on", "off"], default="",
                    help="declare whether the server has prefix caching on, for run.json")
     p.add_argument("--server-cmd", default="", help="the server's command line, for run.json")
+    p.add_argument("--gpu-metrics-url", default="",
+                   help="GPU memory: a DCGM exporter /metrics URL, or 'nvml' (default: NVML "
+                        "when the server is on this host, else not sampled)")
     p.set_defaults(func=run)
 
 
@@ -74,6 +77,10 @@ def _validate(args: argparse.Namespace) -> Path:
             raise ConfigError(f"not valid JSON ({exc})", path="--speculative-config") from None
         if not isinstance(spec, dict):
             raise ConfigError("must be a JSON object", path="--speculative-config")
+    if args.gpu_metrics_url and args.gpu_metrics_url != "nvml":
+        from specload.metrics.gpu import DcgmSource
+
+        DcgmSource(args.gpu_metrics_url)  # ConfigError for anything but an http(s) URL
     load_scenario(args.scenario)
     return check_out_dir(args.out)
 
@@ -98,7 +105,8 @@ def locust_command(args: argparse.Namespace, out: Path) -> list[str]:
         cmd.append("--store-text")
     for flag, value in (("--speculative-config", args.speculative_config),
                         ("--prefix-caching", args.prefix_caching),
-                        ("--server-cmd", args.server_cmd)):
+                        ("--server-cmd", args.server_cmd),
+                        ("--gpu-metrics-url", args.gpu_metrics_url)):
         if value:
             cmd += [flag, value]
     return cmd

@@ -78,6 +78,9 @@ def add_options(parser: Any) -> None:
                    help="declare whether the server has prefix caching on (for run.json)")
     g.add_argument("--server-cmd", type=str, default="",
                    help="the server's command line, recorded verbatim in run.json")
+    g.add_argument("--gpu-metrics-url", type=str, default="",
+                   help="GPU memory source: a DCGM exporter /metrics URL, or 'nvml' (default: "
+                        "NVML when the server is on this host, else not sampled)")
 
 
 def _api_key(environment: Any) -> str | None:
@@ -127,7 +130,8 @@ class MasterSide:
             host=_check_host(self.environment.host), store_text=bool(o.store_text),
             speculative=_speculative(o.speculative_config),
             prefix_caching={"on": True, "off": False}.get(o.prefix_caching),
-            server_cmd=o.server_cmd or None, headless=bool(o.headless))
+            server_cmd=o.server_cmd or None, headless=bool(o.headless),
+            gpu_metrics_url=getattr(o, "gpu_metrics_url", "") or None)
         return opts, scenario
 
     def begin(self) -> RunSession | None:

@@ -34,6 +34,7 @@ from specload.locust.messages import (
 )
 from specload.locust.schedule import TimedStep, timed_steps
 from specload.locust.workers import WorkerView
+from specload.metrics.gpu import GpuMemorySampler, open_gpu_source
 from specload.metrics.scrape import MetricsScraper, fetch_server_info
 from specload.metrics.vllm import step_server_metrics
 from specload.recorder.rundir import RunMeta, RunWriter
@@ -69,6 +70,7 @@ class RunOptions:
     prefix_caching: bool | None = None
     server_cmd: str | None = None
     headless: bool = True
+    gpu_metrics_url: str | None = None  # DCGM exporter URL, "nvml", or None (metrics/gpu.py)
 
 
 def new_run_id(label: str) -> str:
@@ -113,6 +115,8 @@ class RunSession:
         self._edges: list[gevent.Greenlet] = []
         self._printed: set[int] = set()
         self._scraper = MetricsScraper(opts.host, api_key=api_key)
+        source, self._gpu_note = open_gpu_source(opts.gpu_metrics_url, opts.host)
+        self._gpu = GpuMemorySampler(source) if source is not None else None
         info = fetch_server_info(opts.host, api_key=api_key)
         models = info.get("models") or []
         self.model = scenario.model or (models[0] if models else "default")
@@ -123,6 +127,7 @@ class RunSession:
         sc = {**self.scenario.to_dict(), "path": self.opts.scenario_path}
         notes = [] if self.scenario.model or info.get("models") else [
             "scenario names no model and the server lists none at /v1/models; sent 'default'"]
+        notes.append(self._gpu_note)
         return RunMeta(
             run_id=self.run_id, label=self.opts.label,
             condition={"speculative": self.opts.speculative, "prefix_caching": self.opts.prefix_caching},
@@ -252,7 +257,7 @@ class RunSession:
     def _edge(self, prev: TimedStep | None, scrapes: list[dict[str, float]],
               step: TimedStep | None) -> None:
         """One scrape closes ``prev`` (its ``end``) and opens ``step`` (its ``start``)."""
-        t, values = self._scraper.timed_scrape()
+        t, values = self._timed_scrape()
         if prev is not None:
             if values is not None:
                 self.writer.add_metrics(t, prev.index, "end", values)
@@ -264,17 +269,28 @@ class RunSession:
             self.writer.add_metrics(t, step.index, "start", values)
             if step is self.current:
                 self._step_scrapes.insert(0, values)
-        if values is None and self._scraper.last_error and not self._scraper.scrapes:
+        if self._scraper.last_error and not self._scraper.scrapes:
             note = f"no server metrics: {self._scraper.last_error}"
             if note not in self.writer.meta.notes:
                 self.writer.meta.notes.append(note)
+
+    def _timed_scrape(self) -> tuple[float, dict[str, float] | None]:
+        """``/metrics`` plus GPU memory (``specload:gpu_memory_used_mib{gpu}``) when sampled."""
+        t, values = self._scraper.timed_scrape()
+        if self._gpu is not None:
+            reading = self._gpu.sample()
+            if reading is not None:
+                values = {**(values or {}), **reading.as_values()}
+            elif self._gpu.errors == 1 and self._gpu.last_error:
+                self.writer.meta.notes.append(f"GPU memory sample failed: {self._gpu.last_error}")
+        return t, values
 
     def _scrape_interval(self) -> None:
         interval = max(0.5, float(self.scenario.metrics_interval_s))
         while not self.finished:
             gevent.sleep(interval)
             step = self.current
-            t, values = self._scraper.timed_scrape()
+            t, values = self._timed_scrape()
             if values is None or self.finished:
                 continue
             self.writer.add_metrics(t, step.index if step else None, "interval", values)

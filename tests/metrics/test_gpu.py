@@ -170,3 +170,85 @@ def test_nvml_absence_is_stated_for_a_local_server() -> None:
 def test_malformed_gpu_metrics_url_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="--gpu-metrics-url"):
         open_gpu_source("gpu-node:9400", None)
+
+
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+def test_specload_run_records_gpu_memory_from_the_exporter_per_step(
+    exporter: FakeExporter, sim, tmp_path: Path
+) -> None:
+    """End to end: real Locust run against the simulator, GPU memory from the fake exporter."""
+    import json
+    import subprocess
+    import sys
+
+    from specload.analysis.compare import compare_runs
+
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specload",
+            "run",
+            "--host",
+            sim.url,
+            "--label",
+            "baseline",
+            "--scenario",
+            str(REPO / "scenarios" / "smoke.yaml"),
+            "--out",
+            str(out),
+            "--gpu-metrics-url",
+            exporter.url,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    meta = json.loads((out / "run.json").read_text())
+    assert any(f"GPU memory from DCGM exporter {exporter.url}" in n for n in meta["notes"])
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert lines and all(
+        x["values"]['specload:gpu_memory_used_mib{gpu="0"}'] == 130493.0 for x in lines
+    )
+    assert len(exporter.requests) >= 3  # sampled at each step edge and on the interval
+    steps = compare_runs([out], bootstrap=20).steps["baseline"]
+    assert steps and all(
+        s.server is not None and s.server.gpu_memory_mib_max == 130493.0 + 130237.0 for s in steps
+    )
+
+
+def test_specload_run_rejects_a_malformed_gpu_metrics_url_before_any_traffic(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specload",
+            "run",
+            "--host",
+            "http://127.0.0.1:9",
+            "--label",
+            "b",
+            "--scenario",
+            str(REPO / "scenarios" / "smoke.yaml"),
+            "--out",
+            str(tmp_path / "r"),
+            "--gpu-metrics-url",
+            "gpu-node:9400",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "--gpu-metrics-url" in proc.stderr and "Traceback" not in proc.stderr
