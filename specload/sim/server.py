@@ -205,7 +205,7 @@ async def _stream(request: web.Request, st: SimState, g: GenRequest, rid: str, r
     req = _engine_request(st, g, rid, sink)
     holder.append(req)
     if g.chat:
-        sink.write(fmt.role())
+        sink.head = fmt.role()
     st.loop.submit(req)
     try:
         ok = await done

@@ -51,6 +51,7 @@ class StreamSink:
         "done",
         "faults",
         "fmt",
+        "head",
         "include_usage",
         "malformed_sent",
         "on_gone",
@@ -76,6 +77,9 @@ class StreamSink:
         self.cached, self.truth, self.done, self.faults = cached, truth, done, faults
         self.on_gone = on_gone
         self.sent = 0
+        #: written just before the first frame: vLLM sends the role-only chat chunk when the
+        #: engine yields its first output (after prefill and any queueing), not on arrival.
+        self.head = b""
         self.pending: list[tuple[bytes, int, str | None]] | None = None
         self.malformed_sent = False
         self.stalled = False
@@ -100,6 +104,9 @@ class StreamSink:
     def push(self, req: Request, text: str, n_tokens: int, finish: str | None, now: float) -> None:
         if self.closed:
             return
+        if self.head:
+            self.write(self.head)
+            self.head = b""
         fmt = self.fmt
         if finish is None:
             frame = fmt.content(text)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 import urllib.request
+
+import httpx
 
 import openai
 import pytest
@@ -110,3 +114,40 @@ def test_ground_truth_endpoints_404_when_off(sim) -> None:
     with pytest.raises(urllib.error.HTTPError) as exc:
         urllib.request.urlopen(sim.url + "/debug/requests")
     assert exc.value.code == 404
+
+
+
+def _first_two_arrivals(url: str, body: dict, out: dict, started=None) -> None:
+    """Unix times at which the role chunk and the first content chunk reached us."""
+    sent = time.time()
+    with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=60) as r:
+        times = []
+        for line in r.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                times.append(time.time())
+                if len(times) == 2 and started is not None:
+                    started.set()  # running: keep reading so it stays in the batch
+                if len(times) == 2 and started is None:
+                    break
+    out.update(sent=sent, role=times[0], content=times[1])
+
+
+def test_role_chunk_waits_for_the_first_token_like_vllm(sim_factory) -> None:
+    # vLLM sends the role-only chunk when the engine yields its first output, so a request
+    # that waits in the queue gets no body bytes until it runs. One sequence at a time: the
+    # second request queues behind a long first one.
+    sim = sim_factory("--profile", "tiny", "--max-num-seqs", "1")
+    long_body = {"model": MODEL, "messages": MSGS, "max_tokens": 400, "ignore_eos": True,
+                 "stream": True}
+    running = threading.Event()
+    first = threading.Thread(target=_first_two_arrivals,
+                             args=(sim.url, long_body, {}, running))
+    first.start()
+    assert running.wait(30), "the first request never started streaming"
+    seen: dict = {}
+    _first_two_arrivals(sim.url, {**long_body, "max_tokens": 4}, seen)
+    first.join(timeout=60)
+    queued = seen["content"] - seen["sent"]
+    assert queued > 0.1, f"the second request did not queue ({queued:.3f} s): test is moot"
+    assert seen["role"] - seen["sent"] > 0.8 * queued, (
+        f"role chunk after {seen['role'] - seen['sent']:.3f} s, content after {queued:.3f} s")
