@@ -50,6 +50,36 @@ def _locust(*args: str, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def _start_master(
+    host: str, scenario_text: str, run_dir: Path, tmp_path: Path
+) -> tuple[subprocess.Popen[bytes], str, Path, tuple[str, ...]]:
+    """A master with its web UI on free ports (no --enable-rebalancing: the plugin's default).
+
+    Returns the process, the UI's URL, its log, and the arguments a worker needs.
+    """
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(scenario_text)
+    web, bind = free_port(), free_port()
+    log = tmp_path / "master.log"
+    for i in range(2):
+        (tmp_path / f"w{i}").mkdir()
+    master = _locust(
+        "--master", "--web-host", "127.0.0.1", "--web-port", str(web),
+        "--master-bind-host", "127.0.0.1", "--master-bind-port", str(bind),
+        "--host", host, "--scenario", str(scenario), "--run-dir", str(run_dir),
+        cwd=tmp_path, log=log,
+    )
+    worker_args = ("--worker", "--master-host", "127.0.0.1", "--master-port", str(bind))
+    return master, f"http://127.0.0.1:{web}", log, worker_args
+
+
+def _swarm(ui: str, host: str) -> None:
+    """Press Start as the UI's form does."""
+    form = urllib.parse.urlencode({"host": host}).encode()
+    with urllib.request.urlopen(ui + "/swarm", data=form, timeout=10) as r:
+        assert json.load(r)["success"]
+
+
 def _get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=10) as r:
         return json.load(r)
@@ -70,41 +100,13 @@ def test_tab_json_shows_records_from_both_workers_including_one_that_joined(
     sim_factory, tmp_path: Path
 ) -> None:
     sim = sim_factory("--profile", "tiny")
-    scenario = tmp_path / "s.yaml"
-    scenario.write_text(SCENARIO)
     run_dir = tmp_path / "runs" / "dist"
-    web, bind = free_port(), free_port()
-    ui = f"http://127.0.0.1:{web}"
-    log = tmp_path / "master.log"
-    for i in range(2):
-        (tmp_path / f"w{i}").mkdir()
-    master = _locust(
-        "--master",
-        "--web-host",
-        "127.0.0.1",
-        "--web-port",
-        str(web),
-        "--master-bind-host",
-        "127.0.0.1",
-        "--master-bind-port",
-        str(bind),
-        "--host",
-        sim.url,
-        "--scenario",
-        str(scenario),
-        "--run-dir",
-        str(run_dir),
-        cwd=tmp_path,
-        log=log,
-    )  # no --enable-rebalancing: the plugin's default
-    worker_args = ("--worker", "--master-host", "127.0.0.1", "--master-port", str(bind))
+    master, ui, log, worker_args = _start_master(sim.url, SCENARIO, run_dir, tmp_path)
     procs = [master, _locust(*worker_args, cwd=tmp_path / "w0", log=tmp_path / "w0.log")]
     try:
         wait_http(ui + "/", proc=master)
         _wait(lambda: _get(ui + "/stats/requests")["worker_count"] == 1, "worker 1 connected", log)
-        form = urllib.parse.urlencode({"host": sim.url}).encode()
-        with urllib.request.urlopen(ui + "/swarm", data=form, timeout=10) as r:
-            assert json.load(r)["success"]
+        _swarm(ui, sim.url)
         _wait(lambda: _get(ui + "/specload/live.json")["steps"], "first step", log)
         procs.append(_locust(*worker_args, cwd=tmp_path / "w1", log=tmp_path / "w1.log"))
         _wait(lambda: _get(ui + "/stats/requests")["worker_count"] == 2, "worker 2 connected", log)
@@ -165,43 +167,15 @@ def test_killed_worker_is_lost_in_the_tab_its_users_move_and_the_report_names_th
     """SIGKILL one of two workers mid-run: Locust (rebalancing on by default) gives its users
     to the survivor at once, the tab lists it as lost, and ``specload compare`` names it."""
     sim = sim_factory("--profile", "tiny")
-    scenario = tmp_path / "s.yaml"
-    scenario.write_text(KILL_SCENARIO)
     run_dir = tmp_path / "runs" / "lost"
-    web, bind = free_port(), free_port()
-    ui = f"http://127.0.0.1:{web}"
-    log = tmp_path / "master.log"
-    for i in range(2):
-        (tmp_path / f"w{i}").mkdir()
-    master = _locust(
-        "--master",
-        "--web-host",
-        "127.0.0.1",
-        "--web-port",
-        str(web),
-        "--master-bind-host",
-        "127.0.0.1",
-        "--master-bind-port",
-        str(bind),
-        "--host",
-        sim.url,
-        "--scenario",
-        str(scenario),
-        "--run-dir",
-        str(run_dir),
-        cwd=tmp_path,
-        log=log,
-    )
-    worker_args = ("--worker", "--master-host", "127.0.0.1", "--master-port", str(bind))
+    master, ui, log, worker_args = _start_master(sim.url, KILL_SCENARIO, run_dir, tmp_path)
     workers = [
         _locust(*worker_args, cwd=tmp_path / f"w{i}", log=tmp_path / f"w{i}.log") for i in range(2)
     ]
     try:
         wait_http(ui + "/", proc=master)
         _wait(lambda: _get(ui + "/stats/requests")["worker_count"] == 2, "2 workers", log)
-        form = urllib.parse.urlencode({"host": sim.url}).encode()
-        with urllib.request.urlopen(ui + "/swarm", data=form, timeout=10) as r:
-            assert json.load(r)["success"]
+        _swarm(ui, sim.url)
         _wait(
             lambda: (_get(ui + "/specload/live.json")["run"] or {}).get("current_step") == 1,
             "second step",
