@@ -131,6 +131,16 @@ def test_master_with_two_worker_processes_records_every_request(sim_factory, tmp
     assert any(k != int(k) for k in tpot_keys), tpot_keys
 
 
+def _first_step(run_dir: Path, log: Path, timeout_s: float = 60.0) -> dict:
+    """The first step of a distributed run, once the master has written it."""
+    deadline = time.time() + timeout_s
+    steps = run_dir / "steps.json"
+    while not steps.exists() or not json.loads(steps.read_text()):
+        assert time.time() < deadline, log.read_text()[-3000:]
+        time.sleep(0.1)
+    return json.loads(steps.read_text())[0]
+
+
 @pytest.mark.slow
 def test_killed_worker_is_marked_lost_and_the_other_takes_its_share(sim_factory, tmp_path: Path) -> None:
     sim = _truth_sim(sim_factory)
@@ -140,11 +150,7 @@ def test_killed_worker_is_marked_lost_and_the_other_takes_its_share(sim_factory,
     run_dir = tmp_path / "out" / "mw"
     master, workers = _master_and_workers(sim.url, tmp_path, scenario, run_dir)
     try:
-        deadline = time.time() + 60
-        while not (run_dir / "steps.json").exists() or not json.loads((run_dir / "steps.json").read_text()):
-            assert time.time() < deadline, (tmp_path / "master.log").read_text()[-3000:]
-            time.sleep(0.1)
-        first = json.loads((run_dir / "steps.json").read_text())[0]
+        first = _first_step(run_dir, tmp_path / "master.log")
         time.sleep(max(0.0, first["start"] + 1.5 - time.time()))
         killed_at = time.time()
         os.killpg(workers[0].pid, signal.SIGKILL)
@@ -222,11 +228,7 @@ def test_stopping_the_master_cancels_in_flight_and_keeps_every_record(sim_factor
     run_dir = tmp_path / "out" / "mw"
     master, workers = _master_and_workers(sim.url, tmp_path, scenario, run_dir)
     try:
-        deadline = time.time() + 60
-        while not (run_dir / "steps.json").exists() or not json.loads((run_dir / "steps.json").read_text()):
-            assert time.time() < deadline, (tmp_path / "master.log").read_text()[-3000:]
-            time.sleep(0.1)
-        start = json.loads((run_dir / "steps.json").read_text())[0]["start"]
+        start = _first_step(run_dir, tmp_path / "master.log")["start"]
         time.sleep(max(0.0, start + 4 - time.time()))
         master.send_signal(sig)
         master.wait(timeout=30)
@@ -280,12 +282,10 @@ def test_worker_joining_mid_run_takes_a_share_without_changing_the_rate(sim_fact
     worker_args = ("--worker", "--master-host", "127.0.0.1", "--master-port", str(port))
     workers = [_locust(*worker_args, cwd=tmp_path / "w0", log=tmp_path / "worker0.log")]
     try:
-        deadline = time.time() + 60
-        while not (run_dir / "steps.json").exists() or not json.loads((run_dir / "steps.json").read_text()):
-            assert time.time() < deadline, (tmp_path / "master.log").read_text()[-3000:]
-            time.sleep(0.1)
+        _first_step(run_dir, tmp_path / "master.log")
         time.sleep(1)
         workers.append(_locust(*worker_args, cwd=tmp_path / "w1", log=tmp_path / "worker1.log"))
+        deadline = time.time() + 60
         while "2 workers connected" not in (tmp_path / "master.log").read_text():
             assert time.time() < deadline, (tmp_path / "master.log").read_text()[-3000:]
             time.sleep(0.1)
