@@ -12,12 +12,15 @@ of one load window can be cut out of a run that also imports, tokenizes and repo
 from __future__ import annotations
 
 import bisect
+import subprocess
 import threading
 import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import psutil
 
-__all__ = ["TreeCPU"]
+__all__ = ["TreeCPU", "run_measured"]
 
 
 class TreeCPU:
@@ -77,3 +80,25 @@ class TreeCPU:
     def cpu_between(self, t0: float, t1: float) -> float:
         """CPU seconds the tree used between wall times ``t0`` and ``t1``."""
         return max(0.0, self.total_at(t1) - self.total_at(t0))
+
+
+def run_measured(cmd: Sequence[str], log: Path, timeout_s: float, *,
+                 env: Mapping[str, str] | None = None, cwd: Path | None = None
+                 ) -> tuple[int, TreeCPU]:
+    """Run a client to completion in its own session, sampling its tree's CPU.
+
+    Output goes to ``log``; a client past ``timeout_s`` is killed. Returns the exit code and
+    the sampler (stopped), from which each run cuts its load windows.
+    """
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(list(cmd), cwd=cwd, stdout=fh, stderr=subprocess.STDOUT,
+                                env=None if env is None else dict(env), start_new_session=True)
+        cpu = TreeCPU(proc.pid)
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+        finally:
+            cpu.stop()
+    return rc, cpu

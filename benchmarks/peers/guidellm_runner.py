@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from peers.cpu import TreeCPU
+from peers.cpu import TreeCPU, run_measured
 from peers.truth import ClientRun, Sample
 
 __all__ = ["run_guidellm"]
@@ -46,17 +45,7 @@ def run_guidellm(python: Path, url: str, model: str, tokenizer: Path, dataset: P
     cfg.write_text(json.dumps(scenario, indent=1))
     cmd = [str(python), "-m", "guidellm", "run", "-c", str(cfg), "--disable-console-interactive"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    with open(work / "guidellm.log", "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
-        cpu = TreeCPU(proc.pid)
-        try:
-            rc = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = proc.wait()
-        finally:
-            cpu.stop()
+    rc, cpu = run_measured(cmd, work / "guidellm.log", timeout_s, env=env)
     if rc != 0 or not out.exists():
         tail = (work / "guidellm.log").read_text(errors="replace")[-800:]
         raise RuntimeError(f"guidellm run exited {rc}: {tail}")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import yaml
 from client_fidelity import free_port
 
-from peers.cpu import TreeCPU
+from peers.cpu import TreeCPU, run_measured
 from peers.truth import ClientRun, Sample
 
 __all__ = ["run_specload", "scenario_dict"]
@@ -59,17 +58,7 @@ def run_specload(url: str, scenario: dict[str, Any], work: Path, *, processes: i
         # its forked workers would then join that master. A free port for both sides.
         port = str(free_port())
         env.update(LOCUST_MASTER_BIND_PORT=port, LOCUST_MASTER_PORT=port)
-    with open(work / f"{tag}.log", "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
-        cpu = TreeCPU(proc.pid)
-        try:
-            rc = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = proc.wait()
-        finally:
-            cpu.stop()
+    rc, cpu = run_measured(cmd, work / f"{tag}.log", timeout_s, env=env, cwd=REPO)
     if rc != 0 or not (out / "requests.jsonl").exists():
         tail = (work / f"{tag}.log").read_text(errors="replace")[-600:]
         raise RuntimeError(f"{name} exited {rc}: {tail}")

@@ -19,10 +19,9 @@ token), so the chat backend would report the simulator's TTFT as ~0 and measure 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
-from peers.cpu import TreeCPU
+from peers.cpu import TreeCPU, run_measured
 from peers.truth import ClientRun, Sample
 from specload.vllm_env import server_env, vllm_cli
 
@@ -55,17 +54,7 @@ def run_vllm_bench(python: Path, url: str, model: str, tokenizer: Path, dataset:
                    "--result-filename", f"{tag}.json", "--disable-tqdm")
     result = work / f"{tag}.json"
     result.unlink(missing_ok=True)
-    with open(work / f"{tag}.log", "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=server_env(),
-                                start_new_session=True)
-        cpu = TreeCPU(proc.pid)
-        try:
-            rc = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = proc.wait()
-        finally:
-            cpu.stop()
+    rc, cpu = run_measured(cmd, work / f"{tag}.log", timeout_s, env=server_env())
     if rc != 0 or not result.exists():
         tail = (work / f"{tag}.log").read_text(errors="replace")
         tail = "\n".join(ln for ln in tail.splitlines() if "leaked" not in ln)[-600:]
