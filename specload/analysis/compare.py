@@ -30,6 +30,7 @@ from specload.analysis.quality import (
     scenario_temperature,
 )
 from specload.analysis.ratios import Flag, RatioRow, p95_flags, step_ratios
+from specload.analysis.samples import OutputSample, output_samples
 from specload.analysis.schedule import ScheduleOptions
 from specload.analysis.server import server_steps
 from specload.analysis.stats import Estimate
@@ -96,6 +97,8 @@ class Comparison:
     seed: int
     #: Issue 12: crossovers in running-batch terms, schedule proposals, best-of-both checks.
     schedules: ScheduleAnalysis | None = None
+    #: condition -> side-by-side output samples against the baseline (``--store-text`` runs)
+    samples: dict[str, list[OutputSample]] = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
@@ -388,6 +391,10 @@ def compare_runs(
         seed=seed,
     )
     comparison.schedules = analyse_schedules(comparison, schedule)
+    base_dirs = [r.path for r in groups[base]]
+    for label, rs in groups.items():
+        if label != base and (found := output_samples(base_dirs, [r.path for r in rs])):
+            comparison.samples[label] = found
     return comparison
 
 

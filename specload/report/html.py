@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import html
 
+from specload.analysis.samples import diff_segments
 from specload.report.model import Report
 from specload.report.plots import Plot, render_plots
 from specload.report.schedules import (
@@ -42,7 +43,7 @@ h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:2em;border-b
 table{border-collapse:collapse;margin:.6em 0;font-size:12.5px;font-variant-numeric:tabular-nums}
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
 th:first-child,td:first-child,th:last-child,td:last-child{text-align:left}th{background:#f5f5f5}
-.note{color:#666;font-size:12px}.plots{display:flex;flex-wrap:wrap;gap:12px}
+.note{color:#666;font-size:12px}del{background:#fdd;text-decoration:none}ins{background:#dfd;text-decoration:none}table.samples td{vertical-align:top;max-width:38em;white-space:pre-wrap}.plots{display:flex;flex-wrap:wrap;gap:12px}
 pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap;word-break:break-all}
 figure{margin:0;border:1px solid #eee;padding:4px}figure img{width:560px;height:auto;display:block}
 .meta{color:#666;font-size:12px}.scroll{overflow-x:auto}
@@ -110,6 +111,7 @@ def _sections(report: Report) -> list[str]:
         parts.append("<h2>Attribution</h2>" + _table(att) + summary)
     if c.contract:
         parts.append("<h2>Output contract</h2>" + _table(contract_table(report)))
+    parts += _sample_sections(report)
     parts.append("<h2>Per step</h2>")
     parts += [_table(step_table(report, label)) for label in c.steps]
     srv = server_table(report)
@@ -152,3 +154,42 @@ def render_html(report: Report) -> str:
         + "".join(_sections(report))
         + "</body></html>\n"
     )
+
+
+def _diff_html(a: str, b: str) -> tuple[str, str]:
+    """Both texts as HTML, the words that differ marked (``del`` left, ``ins`` right)."""
+    left, right = [], []
+    for op, x, y in diff_segments(a, b):
+        x, y = html.escape(x), html.escape(y)
+        if op == "equal":
+            left.append(x)
+            right.append(y)
+            continue
+        if x:
+            left.append(f"<del>{x}</del>")
+        if y:
+            right.append(f"<ins>{y}</ins>")
+    return " ".join(left), " ".join(right)
+
+
+def _sample_sections(report: Report) -> list[str]:
+    """Side-by-side outputs for the same prompts (runs made with ``--store-text``)."""
+    c = report.comparison
+    parts: list[str] = []
+    for label, samples in c.samples.items():
+        rows = []
+        for s in samples:
+            left, right = _diff_html(s.baseline_text, s.condition_text)
+            same = "identical" if s.identical else "differs"
+            rows.append(
+                f'<tr class="sample {same}"><td class="prompt">…{html.escape(s.prompt_tail)}'
+                f"</td><td>{left}</td><td>{right}</td><td>{same}</td></tr>"
+            )
+        parts.append(
+            f"<h2>Output samples: {html.escape(c.baseline)} vs {html.escape(label)}</h2>"
+            '<p class="note">The same prompts, side by side, for a human check of meaning; '
+            "words that differ are marked.</p>"
+            f'<table class="samples"><tr><th>prompt (end)</th><th>{html.escape(c.baseline)}'
+            f"</th><th>{html.escape(label)}</th><th></th></tr>" + "".join(rows) + "</table>"
+        )
+    return parts
