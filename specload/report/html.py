@@ -43,7 +43,7 @@ h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:2em;border-b
 table{border-collapse:collapse;margin:.6em 0;font-size:12.5px;font-variant-numeric:tabular-nums}
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
 th:first-child,td:first-child,th:last-child,td:last-child{text-align:left}th{background:#f5f5f5}
-.note{color:#666;font-size:12px}del{background:#fdd;text-decoration:none}ins{background:#dfd;text-decoration:none}table.samples td{vertical-align:top;max-width:38em;white-space:pre-wrap}.plots{display:flex;flex-wrap:wrap;gap:12px}
+.note{color:#666;font-size:12px}del{background:#fdd;text-decoration:none}ins{background:#dfd;text-decoration:none}table.samples td,table.samples th{vertical-align:top;max-width:38em;white-space:pre-wrap;text-align:left}.plots{display:flex;flex-wrap:wrap;gap:12px}
 pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap;word-break:break-all}
 figure{margin:0;border:1px solid #eee;padding:4px}figure img{width:560px;height:auto;display:block}
 .meta{color:#666;font-size:12px}.scroll{overflow-x:auto}
