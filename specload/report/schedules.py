@@ -9,10 +9,9 @@ the "best of both" check per step against min(baseline, static spec) with its pl
 from __future__ import annotations
 
 from specload.analysis.dynamic import ScheduleAnalysis
-from specload.analysis.stats import Estimate
 from specload.analysis.verdict import metric_label
 from specload.report.model import Report
-from specload.report.tables import DASH, Table, fmt_ms
+from specload.report.tables import DASH, Table, fmt_change, fmt_ms
 
 __all__ = [
     "batch_table",
@@ -91,17 +90,6 @@ def best_of_both_verdicts(report: Report) -> list[str]:
     return [b.verdict for b in schedules_of(report).best_of_both if b.verdict]
 
 
-def _ratio(e: Estimate) -> str:
-    if e.value is None:
-        return DASH
-    ci = (
-        f" ({(e.lo - 1) * 100:+.0f}…{(e.hi - 1) * 100:+.0f})"
-        if e.lo is not None and e.hi is not None
-        else ""
-    )
-    return f"{(e.value - 1) * 100:+.1f} %{ci}"
-
-
 def _num(v: float | None) -> str:
     return DASH if v is None else f"{v:.0f}"
 
@@ -117,7 +105,7 @@ def best_of_both_tables(report: Report) -> list[Table]:
                 fmt_ms(r.dynamic.value, 2),
                 fmt_ms(r.best.value, 2),
                 r.best_of or DASH,
-                _ratio(r.ratio),
+                fmt_change(r.ratio),
                 r.verdict,
                 _num(r.running_dynamic),
                 _num(r.drafts_dynamic),

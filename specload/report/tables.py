@@ -19,6 +19,7 @@ __all__ = [
     "attribution_table",
     "contract_table",
     "crossover_table",
+    "fmt_change",
     "fmt_ms",
     "fmt_pct",
     "gate_table",
@@ -50,7 +51,7 @@ def fmt_pct(x: float | None, digits: int = 1) -> str:
     return DASH if x is None else f"{x * 100:.{digits}f}%"
 
 
-def _change(e: Estimate) -> str:
+def fmt_change(e: Estimate) -> str:
     """Ratio → "-21.3 % (-25…-17)" (negative = faster)."""
     if e.value is None:
         return DASH
@@ -138,7 +139,7 @@ def ratio_table(report: Report, label: str) -> Table:
     out = []
     for i, r in enumerate(rows_by_metric[c.metric]):
         cells = [f"{r.target_qps:g}"]
-        cells += [_change(rows_by_metric[m][i].ratio) for m in RATIO_METRICS]
+        cells += [fmt_change(rows_by_metric[m][i].ratio) for m in RATIO_METRICS]
         err = next(s.error_rate for s in c.steps[label] if s.target_qps == r.target_qps)
         cells.append(f"{(err - base[r.target_qps].error_rate) * 100:+.1f} pp")
         cells.append(r.verdict)
@@ -303,10 +304,10 @@ def attribution_table(report: Report) -> Table | None:
                 [
                     f"{s.target_qps:g}",
                     "TTFT (prefill)" if fam == "ttft" else "TPOT (decode)",
-                    _change(r["prefix"]),
-                    _change(r["spec"]),
-                    _change(r["both"]),
-                    _change(s.interaction[fam]),
+                    fmt_change(r["prefix"]),
+                    fmt_change(r["spec"]),
+                    fmt_change(r["both"]),
+                    fmt_change(s.interaction[fam]),
                     "yes" if s.adds_up[fam] else "NO",
                 ]
             )
