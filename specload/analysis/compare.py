@@ -20,6 +20,7 @@ from typing import Any
 from specload.analysis.attribution import Attribution, attribute, role_of
 from specload.analysis.comparable import differences
 from specload.analysis.crossover import Crossover, find_crossover
+from specload.analysis.decode_step import DecodeStep, decode_steps
 from specload.analysis.dynamic import ScheduleAnalysis, analyse_schedules
 from specload.analysis.gates import Gate, GateResult, evaluate_gates
 from specload.analysis.load import RunData, load_runs
@@ -99,6 +100,8 @@ class Comparison:
     schedules: ScheduleAnalysis | None = None
     #: condition -> side-by-side output samples against the baseline (``--store-text`` runs)
     samples: dict[str, list[OutputSample]] = field(default_factory=dict)
+    #: condition -> decode step time and client means per step (``analysis.decode_step``)
+    decode: dict[str, list[DecodeStep]] = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
@@ -391,6 +394,10 @@ def compare_runs(
         seed=seed,
     )
     comparison.schedules = analyse_schedules(comparison, schedule)
+    comparison.decode = {
+        label: decode_steps(rs, {s.target_qps: s.server for s in steps[label]})
+        for label, rs in groups.items()
+    }
     base_dirs = [r.path for r in groups[base]]
     for label, rs in groups.items():
         if label != base and (found := output_samples(base_dirs, [r.path for r in rs])):

@@ -9,6 +9,12 @@ latest scrape not later than ``warmup_end``, else the step's ``start`` scrape) a
 same target QPS (repeats, repeated run dirs) are summed before ratios are taken. Real vLLM
 labels every sample with ``model_name`` (and ``engine``): we sum over those labels.
 
+Latency histograms give two figures per step: percentiles interpolated inside buckets
+(``latency_s``, approximate: vLLM's request buckets start at 0.3 s) and the exact mean over
+the window from the ``_sum``/``_count`` deltas (``mean_s``, with its observation count in
+``mean_n``). The report compares the server's means with the client's means
+(``analysis/decode_step.py``), never a bucket estimate with a client percentile.
+
 A server without ``/metrics`` leaves every field None: empty columns, not errors.
 """
 
@@ -19,7 +25,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from specload.metrics.histogram import bucket_deltas, histogram_quantile, parse_key
+from specload.metrics.histogram import (
+    bucket_deltas,
+    histogram_mean,
+    histogram_quantile,
+    parse_key,
+)
 
 __all__ = ["SERVER_HISTOGRAMS", "ServerStep", "server_steps"]
 
@@ -70,7 +81,12 @@ class ServerStep:
     gpu_memory_mib_max: float | None = None
     prompt_tokens: float | None = None
     generation_tokens: float | None = None
+    #: Bucket-interpolated percentiles per histogram, e.g. ``ttft_p50`` (approximate).
     latency_s: dict[str, float] = field(default_factory=dict)
+    #: Exact means over the window (Δ_sum / Δ_count) per histogram short name, e.g. ``itl``.
+    mean_s: dict[str, float] = field(default_factory=dict)
+    #: Observations behind each mean (Δ_count).
+    mean_n: dict[str, float] = field(default_factory=dict)
 
 
 def _sum_name(values: Mapping[str, float], name: str) -> float | None:
@@ -143,6 +159,8 @@ def _summarise(deltas: dict[str, float], gauges: dict[str, float], scrapes: int)
     accepted = _sum_name(deltas, "vllm:spec_decode_num_accepted_tokens_total")
     pos = _per_position(deltas)
     latency: dict[str, float] = {}
+    means: dict[str, float] = {}
+    mean_n: dict[str, float] = {}
     for short, hist in SERVER_HISTOGRAMS.items():
         buckets = bucket_deltas({}, deltas, hist) or bucket_deltas(
             {}, deltas, _OLD_NAMES.get(hist, hist)
@@ -151,6 +169,9 @@ def _summarise(deltas: dict[str, float], gauges: dict[str, float], scrapes: int)
             v = histogram_quantile(q, buckets)
             if v is not None:
                 latency[f"{short}_{tag}"] = v
+        mean = histogram_mean(deltas, hist) or histogram_mean(deltas, _OLD_NAMES.get(hist, hist))
+        if mean is not None:
+            means[short], mean_n[short] = mean
     accept_len = _ratio(accepted, drafts)
     return ServerStep(
         scrapes=scrapes,
@@ -173,6 +194,8 @@ def _summarise(deltas: dict[str, float], gauges: dict[str, float], scrapes: int)
         prompt_tokens=_sum_name(deltas, "vllm:prompt_tokens_total"),
         generation_tokens=_sum_name(deltas, "vllm:generation_tokens_total"),
         latency_s=latency,
+        mean_s=means,
+        mean_n=mean_n,
     )
 
 

@@ -8,6 +8,10 @@ the first bucket's lower edge is 0 (when its upper edge is positive), and a rank
 in the ``+Inf`` bucket returns the highest finite upper edge. Values are in the histogram's
 unit (seconds for every vLLM latency histogram).
 
+Bucket interpolation is only as fine as the buckets: vLLM's request histograms start at
+0.3 s, so a 150 ms prefill reads as "somewhere in (0, 0.3]". The exact figure a histogram
+does keep is its mean over the window, ``Δ_sum / Δ_count`` (``histogram_mean``).
+
 Keys follow ``metrics.jsonl``: ``name_bucket{le="0.01",model_name="m"}``; labels other than
 ``le`` (``model_name``, ``engine``) are summed over.
 """
@@ -20,6 +24,7 @@ from collections.abc import Mapping, Sequence
 
 __all__ = [
     "bucket_deltas",
+    "histogram_mean",
     "histogram_quantile",
     "parse_key",
 ]
@@ -93,3 +98,23 @@ def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> floa
     if in_bucket <= 0:
         return upper
     return lower + (upper - lower) * (rank - below) / in_bucket
+
+
+def _labelled_sum(values: Mapping[str, float], name: str) -> float | None:
+    """Sum of sample ``name`` over its labels; None when no such sample exists."""
+    found = [v for k, v in values.items() if k == name or k.startswith(name + "{")]
+    return sum(found) if found else None
+
+
+def histogram_mean(deltas: Mapping[str, float], name: str) -> tuple[float, float] | None:
+    """``(mean, count)`` of histogram ``name`` from its ``_sum``/``_count`` deltas.
+
+    ``deltas`` are already differences between two scrapes (or sums of such differences);
+    labels (``model_name``, ``engine``) are summed over. None when the server exposes no
+    ``_sum``/``_count`` for ``name`` or no observation fell in the window.
+    """
+    total = _labelled_sum(deltas, f"{name}_sum")
+    count = _labelled_sum(deltas, f"{name}_count")
+    if total is None or not count or count <= 0 or total < 0:
+        return None
+    return total / count, count

@@ -236,9 +236,18 @@ class _Counters:
         if not junk and ok:
             ttft = np.array([r["ttft_s"] for r in ok]) - 0.002
             tpot = np.array([r["tpot_s"] for r in ok])
+            # vLLM observes one inter-token latency per engine step (= per content chunk gap).
+            gaps = np.array(
+                [
+                    (r["e2e_s"] - r["ttft_s"]) / (r["content_chunks"] - 1)
+                    for r in ok
+                    for _ in range(r["content_chunks"] - 1)
+                ]
+            )
             for key, v in {
                 **_buckets("vllm:time_to_first_token_seconds", TTFT_BUCKETS, ttft, lab),
                 **_buckets("vllm:request_time_per_output_token_seconds", TPOT_BUCKETS, tpot, lab),
+                **_buckets("vllm:inter_token_latency_seconds", TPOT_BUCKETS, gaps, lab),
             }.items():
                 self.add(key, v)
 

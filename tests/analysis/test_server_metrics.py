@@ -128,3 +128,85 @@ def test_requests_and_gpu_memory_add_up_over_engines_but_kv_usage_does_not() -> 
     assert out.running_max == 12.0  # 7 + 5 at t=5 (not 9, the largest single engine)
     assert out.kv_usage_max == pytest.approx(0.6)
     assert out.gpu_memory_mib_max == 3200.0
+
+
+def test_histogram_mean_is_sum_over_count_summed_over_labels() -> None:
+    from specload.metrics.histogram import histogram_mean
+
+    deltas = {
+        'h_sum{engine="0",model_name="m"}': 3.0,
+        'h_sum{engine="1",model_name="m"}': 1.0,
+        'h_count{engine="0",model_name="m"}': 30.0,
+        'h_count{engine="1",model_name="m"}': 10.0,
+        'h_bucket{engine="0",le="0.3",model_name="m"}': 30.0,
+        'hx_sum{model_name="m"}': 99.0,
+    }
+    assert histogram_mean(deltas, "h") == pytest.approx((0.1, 40.0))
+    assert histogram_mean(deltas, "missing") is None
+    assert histogram_mean({"h_sum": 0.0, "h_count": 0.0}, "h") is None  # nothing observed
+
+
+def test_server_means_come_from_sum_and_count_deltas_of_the_measured_window() -> None:
+    """A 150 ms prefill in vLLM's 0.3 s first bucket: the mean says 150, the buckets cannot."""
+    from specload.analysis.server import server_steps
+
+    lab = 'model_name="m"'
+    name = "vllm:request_prefill_time_seconds"
+
+    def values(n: float, total: float) -> dict[str, float]:
+        return {
+            f'{name}_bucket{{le="0.3",{lab}}}': n,
+            f'{name}_bucket{{le="+Inf",{lab}}}': n,
+            f"{name}_sum{{{lab}}}": total,
+            f"{name}_count{{{lab}}}": n,
+        }
+
+    metrics = [
+        {"t": 0.0, "step": 0, "phase": "start", "values": values(0, 0.0)},
+        # warm-up: 10 slow prefills (1 s each) that must not count
+        {"t": 2.0, "step": 0, "phase": "interval", "values": values(10, 10.0)},
+        {"t": 9.0, "step": 0, "phase": "end", "values": values(110, 10.0 + 100 * 0.15)},
+    ]
+    steps = [
+        {"index": 0, "repeat": 0, "target_qps": 4.0, "start": 0.0, "warmup_end": 2.0, "end": 9.0}
+    ]
+    out = server_steps([(metrics, steps)])[4.0]
+    assert out.mean_s["prefill"] == pytest.approx(0.15)
+    assert out.mean_n["prefill"] == 100.0
+    assert out.latency_s["prefill_p50"] == pytest.approx(0.15)  # bucket midpoint: luck, not data
+    assert "queue" not in out.mean_s  # not exposed: absent, not zero
+
+
+def test_client_and_server_means_and_decode_step_time_per_step(tmp_path: Path) -> None:
+    base = write_run(tmp_path / "b", Cond("baseline"), qps=(4, 16), n=400)
+    spec = write_run(
+        tmp_path / "s",
+        Cond("spec", speculative=SPEC, acceptance_rate=0.6),
+        qps=(4, 16),
+        n=400,
+    )
+    cmp = compare_runs([base, spec], bootstrap=50)
+    for label in ("baseline", "spec"):
+        for step, dec in zip(cmp.steps[label], cmp.decode[label], strict=True):
+            assert dec.target_qps == step.target_qps and dec.n == step.n_ok
+            srv = step.server
+            # the synthetic server sees TTFT 2 ms earlier than the client, TPOT the same
+            assert dec.client_mean_s["ttft"] - srv.mean_s["ttft"] == pytest.approx(0.002)
+            assert srv.mean_s["tpot"] == pytest.approx(dec.client_mean_s["tpot"])
+            # one ITL observation per chunk gap: the pooled client mean gap is the server's mean
+            assert dec.server_itl_mean_s == pytest.approx(dec.chunk_gap_mean_s)
+            assert dec.chunk_gap_s == pytest.approx(dec.chunk_gap_mean_s, rel=0.05)
+    base_dec, spec_dec = cmp.decode["baseline"][0], cmp.decode["spec"][0]
+    assert base_dec.tokens_per_chunk == pytest.approx(1.0)
+    assert spec_dec.tokens_per_chunk == pytest.approx(63 / 22)  # 64 tokens in 23 chunks
+    # same TPOT, ~2.9 tokens a step: spec's step is ~2.9× as long
+    assert spec_dec.chunk_gap_s / base_dec.chunk_gap_s == pytest.approx(63 / 22, rel=0.05)
+    # means are exact where buckets are not: server TTFT mean is no bucket edge or midpoint
+    assert cmp.steps["baseline"][0].server.mean_s["ttft"] not in (0.05, 0.0625, 0.075)
+
+
+def test_decode_step_without_server_metrics_still_has_the_client_side(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "b", Cond("baseline"), qps=(2,), metrics=False)
+    dec = compare_runs([run], bootstrap=20).decode["baseline"][0]
+    assert dec.server_itl_mean_s is None and dec.chunk_gap_s is not None
+    assert set(dec.client_mean_s) == {"ttft", "tpot", "e2e"}
