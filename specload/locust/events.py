@@ -1,11 +1,20 @@
-"""The bridge from specload records to Locust's ``request`` event (its live rows), and the
+"""The bridge from specload records to Locust's statistics (its live rows), and the
 sub-millisecond response-time buckets those rows need.
 
 Locust's rows are a live view only: every figure specload reports comes from its own
-full-precision records. Each request becomes up to three rows under the step's name
-(``chat @ 4 qps``): ``TTFT``, ``TPOT`` and ``E2E`` (milliseconds, as Locust expects). A failed
-request is one ``E2E`` failure carrying the error kind as its exception, so Locust's failure
-table counts failed requests, not failed metrics.
+full-precision records. Each request shows in up to three rows under the step's name
+(``chat @ 4 qps``): ``TTFT``, ``TPOT`` and ``E2E`` (milliseconds, as Locust expects).
+
+Only ``E2E`` is a Locust ``request`` event. Locust adds every ``request`` event to its
+Aggregated row, and that row drives the header's RPS and failure ratio, the Charts tab, the
+``--csv`` stats and history and the ``--html`` report; firing three events per request
+tripled them all and mixed TTFT, TPOT and E2E in one response-time chart (Locust has no switch
+for this, locustio/locust#2955). So ``TTFT`` and ``TPOT`` go straight into their own
+``StatsEntry``, leaving ``stats.total`` alone. Workers send every entry to the master in their
+reports (``serialize_stats``) and the master merges them entry by entry, so the rows are the
+same in local, ``--processes`` and master/worker runs. A failed request is one ``E2E``
+failure carrying the error kind as its exception, so Locust counts failed requests, not
+failed metrics.
 """
 
 from __future__ import annotations
@@ -14,7 +23,13 @@ from typing import Any
 
 from specload.records import RequestRecord
 
-__all__ = ["RequestFailed", "bucket_response_time", "fire_request_events", "install_buckets"]
+__all__ = [
+    "RequestFailed",
+    "bucket_response_time",
+    "fire_request_events",
+    "install_buckets",
+    "log_side_row",
+]
 
 
 class RequestFailed(Exception):
@@ -51,16 +66,26 @@ def install_buckets() -> None:
     locust.stats.bucket_response_time = bucket_response_time  # type: ignore[assignment]
 
 
-def fire_request_events(events: Any, name: str, rec: RequestRecord) -> None:
-    """Fire Locust ``request`` events for one record (``events`` = ``environment.events``)."""
-    fire = events.request.fire
+def log_side_row(stats: Any, method: str, name: str, response_time_ms: float,
+                 length: int) -> None:
+    """Log one value into the ``(name, method)`` row without counting it as a request.
+
+    ``RequestStats.log_request`` would also add it to ``stats.total`` (the Aggregated row);
+    the entry alone keeps the row while the totals count each request once (module doc).
+    """
+    stats.get(name, method).log(response_time_ms, length)
+
+
+def fire_request_events(environment: Any, name: str, rec: RequestRecord) -> None:
+    """Show one record in Locust's rows: TTFT/TPOT side rows, one ``E2E`` request event."""
+    fire = environment.events.request.fire
     if rec.ok:
         if rec.ttft_s is not None:
-            fire(request_type="TTFT", name=name, response_time=rec.ttft_s * 1000.0,
-                 response_length=rec.prompt_tokens or 0, exception=None, context={})
+            log_side_row(environment.stats, "TTFT", name, rec.ttft_s * 1000.0,
+                         rec.prompt_tokens or 0)
         if rec.tpot_s is not None:
-            fire(request_type="TPOT", name=name, response_time=rec.tpot_s * 1000.0,
-                 response_length=rec.output_tokens or 0, exception=None, context={})
+            log_side_row(environment.stats, "TPOT", name, rec.tpot_s * 1000.0,
+                         rec.output_tokens or 0)
         fire(request_type="E2E", name=name, response_time=(rec.e2e_s or 0.0) * 1000.0,
              response_length=rec.output_tokens or 0, exception=None, context={})
         return

@@ -41,7 +41,7 @@ class ChatUser(User):
             record = load.execute(arrival)
         finally:
             self._busy = False
-        fire_request_events(self.environment.events, arrival.plan.name, record)
+        fire_request_events(self.environment, arrival.plan.name, record)
 
     def stop(self, force: bool = False) -> Any:
         """A re-dispatch (runner still running) lets a request in flight finish (module doc)."""
