@@ -14,8 +14,8 @@ directory and answers with figures:
   16-token blocks an earlier request already filled (vLLM's automatic prefix caching hashes
   full blocks: an upper bound with an unbounded cache).
 
-Then a plain recommendation (``ngram``, ``prefix_caching`` or ``neither``) with the figures
-and thresholds that justify it. This module reads the sources; the figures and thresholds are
+Then one plain recommendation (``ngram``, ``ngram_maybe``, ``prefix_caching``, both, or
+``neither``) with the figures and thresholds that justify it. This module reads the sources; the figures and thresholds are
 ``repetition.py``; ``cli/inspect.py`` renders the result.
 """
 

@@ -5,11 +5,13 @@ match rates summarised as a ``Distribution``; shared prefixes of token sequences
 prompt's longest prefix shared with another, groups of prompts sharing one, and the share of
 prompt tokens in 16-token blocks an earlier request already filled: vLLM's automatic prefix
 caching hashes full blocks, so this is its hit rate with an unbounded cache); and the plain
-recommendation with the figures and thresholds that justify it.
+recommendation (exactly one, so its parts cannot contradict each other) with the figures and
+thresholds that justify it.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,7 +102,9 @@ class PrefixProfile:
 
 @dataclass(frozen=True, slots=True)
 class Recommendation:
-    """One advice line; ``action``: ``ngram``, ``ngram_maybe``, ``prefix_caching``, ``neither``."""
+    """The advice: ``action`` is ``ngram``, ``ngram_maybe``, ``prefix_caching``,
+    ``ngram_and_prefix_caching``, ``neither`` or ``unknown`` (no figures); ``text`` is the
+    decision first, then each feature's figure against its threshold."""
 
     action: str
     text: str
@@ -162,7 +166,7 @@ def prefix_profile(prompts: Sequence[Sequence[int]], basis: str, top: int = 5) -
     """Shared-prefix figures of token sequences, in the order they were (or will be) sent."""
     total = sum(len(p) for p in prompts)
     ordered = sorted(tuple(p) for p in prompts)
-    adjacent = [_lcp(a, b) for a, b in zip(ordered, ordered[1:])]
+    adjacent = [_lcp(a, b) for a, b in itertools.pairwise(ordered)]
     longest = [
         max(adjacent[i - 1] if i > 0 else 0, adjacent[i] if i < len(adjacent) else 0)
         for i in range(len(ordered))
@@ -213,63 +217,106 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
-def _ngram_advice(lookup: Distribution | None, basis: str) -> Recommendation | None:
+_NGRAM_CONFIG = (
+    '--speculative-config \'{"method": "ngram", "num_speculative_tokens": 3, '
+    '"prompt_lookup_min": 2, "prompt_lookup_max": 5}\''
+)
+
+
+def _ngram_level(lookup: Distribution | None) -> str | None:
+    """``try``, ``maybe`` or ``no`` by the thresholds; ``None`` without a lookup figure."""
     if lookup is None:
         return None
+    if lookup.mean >= NGRAM_TRY:
+        return "try"
+    return "maybe" if lookup.mean >= NGRAM_MAYBE else "no"
+
+
+def _prefix_level(prefix: PrefixProfile | None) -> str | None:
+    """``try`` or ``no`` by the threshold; ``None`` without a reusable-share figure."""
+    if prefix is None or prefix.cacheable_share is None:
+        return None
+    return "try" if prefix.cacheable_share >= PREFIX_TRY else "no"
+
+
+def _ngram_clause(lookup: Distribution | None, basis: str, level: str | None) -> str:
+    """What the lookup figure says about n-gram drafting, with the figure and threshold."""
+    if lookup is None:
+        return "N-gram drafting: not judged (no lookup match rates)."
     figures = (
         f"mean lookup match rate {_pct(lookup.mean)} (median {_pct(lookup.p50)}, "
         f"p90 {_pct(lookup.p90)}, {lookup.n} requests; {basis})"
     )
-    if lookup.mean >= NGRAM_TRY:
-        return Recommendation(
-            "ngram",
-            f"Try n-gram/suffix drafting: {figures} >= {_pct(NGRAM_TRY)}. Start with "
-            '--speculative-config \'{"method": "ngram", "num_speculative_tokens": 3, '
-            '"prompt_lookup_min": 2, "prompt_lookup_max": 5}\' and compare against this baseline.',
+    if level == "try":
+        return (
+            f"N-gram/suffix drafting: {figures} >= {_pct(NGRAM_TRY)}. Start with "
+            f"{_NGRAM_CONFIG} and compare against this baseline."
         )
-    if lookup.mean >= NGRAM_MAYBE:
-        return Recommendation(
-            "ngram_maybe",
+    if level == "maybe":
+        return (
             f"N-gram drafting is marginal: {figures}, between {_pct(NGRAM_MAYBE)} and "
             f"{_pct(NGRAM_TRY)}. Measure it with few drafted tokens (num_speculative_tokens 2); "
-            "expect gains only at low load.",
+            "expect gains only at low load."
         )
-    return None
+    return f"N-gram drafting: unlikely to pay off, {figures} < {_pct(NGRAM_MAYBE)}."
 
 
-def _prefix_advice(prefix: PrefixProfile | None) -> Recommendation | None:
-    if prefix is None or prefix.cacheable_share is None or prefix.cacheable_share < PREFIX_TRY:
-        return None
+def _prefix_clause(prefix: PrefixProfile | None, level: str | None) -> str:
+    """What the reusable-prefix figure says about prefix caching, with figure and threshold."""
+    if prefix is None or prefix.cacheable_share is None:
+        return "Prefix caching: not judged (no prefix figures)."
+    share = f"{_pct(prefix.cacheable_share)} of prompt tokens sit in {BLOCK_TOKENS}-token blocks"
+    if level != "try":
+        return (
+            f"Prefix caching: unlikely to pay off, {share} an earlier request already filled "
+            f"(< {_pct(PREFIX_TRY)})."
+        )
     top = prefix.groups[0] if prefix.groups else None
     group = f"; largest group: {top.requests} requests share {top.tokens} tokens" if top else ""
-    return Recommendation(
-        "prefix_caching",
-        f"Try prefix caching (--enable-prefix-caching; on by default in vLLM V1, check it was not "
-        f"turned off): {_pct(prefix.cacheable_share)} of prompt tokens sit in {BLOCK_TOKENS}-token "
-        f"blocks an earlier request already filled (>= {_pct(PREFIX_TRY)}){group}. It cuts "
-        "prefill, so expect TTFT to drop, not TPOT.",
+    return (
+        f"Prefix caching (--enable-prefix-caching; on by default in vLLM V1, check it was not "
+        f"turned off): {share} an earlier request already filled (>= {_pct(PREFIX_TRY)}){group}. "
+        "It cuts prefill, so expect TTFT to drop, not TPOT."
+    )
+
+
+def _headline(ngram: str | None, prefix: str | None) -> tuple[str, str]:
+    """``(action, first sentence)``: one decision from both levels, never two that clash."""
+    if ngram == "try" and prefix == "try":
+        return "ngram_and_prefix_caching", "Try n-gram drafting and prefix caching, one at a time."
+    if ngram == "try":
+        return "ngram", "Try n-gram/suffix drafting."
+    if prefix == "try":
+        return "prefix_caching", "Try prefix caching."
+    if ngram == "maybe":
+        return "ngram_maybe", "Only n-gram drafting is worth measuring, with low expectations."
+    if ngram is None and prefix is None:
+        return "unknown", (
+            "No figures to judge by: run a baseline with this specload and inspect its run dir."
+        )
+    judged = (
+        "Neither n-gram drafting nor prefix caching is likely to pay off."
+        if ngram and prefix
+        else "No figure here says n-gram drafting or prefix caching would pay off."
+    )
+    return "neither", (
+        f"{judged} If decode latency matters, only a model-based drafter (EAGLE, MTP, draft "
+        "model) is left: it costs GPU memory, so measure it against this baseline."
     )
 
 
 def recommend(
     lookup: Distribution | None, lookup_basis: str, prefix: PrefixProfile | None
 ) -> list[Recommendation]:
-    """The advice for a profile: drafting, prefix caching, both, or neither (with figures)."""
-    out = [r for r in (_ngram_advice(lookup, lookup_basis), _prefix_advice(prefix)) if r]
-    if any(r.action in ("ngram", "prefix_caching") for r in out):
-        return out
-    parts = []
-    if lookup is not None:
-        parts.append(f"mean lookup match rate {_pct(lookup.mean)} < {_pct(NGRAM_TRY)}")
-    if prefix is not None and prefix.cacheable_share is not None:
-        parts.append(f"reusable prefix share {_pct(prefix.cacheable_share)} < {_pct(PREFIX_TRY)}")
-    why = "; ".join(parts) if parts else "no figures available"
-    out.append(
-        Recommendation(
-            "neither",
-            f"Neither n-gram drafting nor prefix caching is likely to pay off ({why}). If decode "
-            "latency matters, only a model-based drafter (EAGLE, MTP, draft model) is left: it "
-            "costs GPU memory, so measure it against this baseline.",
-        )
-    )
-    return out
+    """The one recommendation for a profile (a list of one, the ``--json`` shape).
+
+    Drafting and prefix caching are judged together, so the output never says "measure
+    n-gram drafting" and "neither pays off" at once: the first sentence is the decision, then
+    one sentence per feature with its figure and threshold.
+    """
+    ngram, pre = _ngram_level(lookup), _prefix_level(prefix)
+    action, head = _headline(ngram, pre)
+    clauses = [_ngram_clause(lookup, lookup_basis, ngram), _prefix_clause(prefix, pre)]
+    if pre == "try" and ngram != "try":
+        clauses.reverse()  # the advice first, then why the other one is not
+    return [Recommendation(action, " ".join([head, *clauses]))]

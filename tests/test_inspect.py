@@ -236,6 +236,7 @@ def test_cli_bad_input_exits_2_with_one_line_and_no_traceback(tmp_path: Path) ->
             text=True,
             cwd=REPO,
             timeout=60,
+            check=False,
         )
         assert proc.returncode == 2
         lines = proc.stderr.strip().splitlines()
@@ -270,3 +271,106 @@ def test_a_given_tokenizer_is_used_and_named(
     out = json.loads(capsys.readouterr().out)
     assert out["lookup_method"] == "tokenizer"
     assert out["recommendations"][0]["action"] == "ngram"
+
+
+def partly_copied_set(path: Path, n: int = 20) -> Path:
+    """Replies that copy one 8-word run of the prompt between fresh words: a marginal ~21 %
+    lookup match rate (between NGRAM_MAYBE and NGRAM_TRY), and no shared prefix."""
+    rng = random.Random(4)
+    rows = []
+    for _ in range(n):
+        ctx = words(120, rng)
+        reply = f"{words(10, rng)} {' '.join(ctx.split()[10:18])} {words(10, rng)}"
+        rows.append(
+            {
+                "messages": [
+                    {"role": "user", "content": ctx},
+                    {"role": "assistant", "content": reply},
+                ]
+            }
+        )
+    return write_jsonl(path, rows)
+
+
+#: Phrases that recommend (``for``) or dismiss (``against``) each feature in advice text.
+STANCES = {
+    "ngram": {
+        "for": ("Try n-gram", "N-gram/suffix drafting:", "Measure it", "worth measuring"),
+        "against": ("N-gram drafting: unlikely", "Neither n-gram"),
+    },
+    "prefix": {
+        "for": ("Try prefix caching", "and prefix caching, one", "Prefix caching (--enable"),
+        "against": ("Prefix caching: unlikely", "nor prefix caching is likely"),
+    },
+}
+
+
+def stances(text: str) -> dict[str, set[str]]:
+    return {
+        feature: {side for side, phrases in sides.items() if any(p in text for p in phrases)}
+        for feature, sides in STANCES.items()
+    }
+
+
+def test_marginal_lookup_rate_gives_one_recommendation_that_does_not_contradict_itself(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = partly_copied_set(tmp_path / "partly.jsonl")
+    profile = inspect_path(path)
+    assert profile.lookup is not None and 0.15 <= profile.lookup.mean < 0.30
+    assert actions(profile) == ["ngram_maybe"]
+    assert stances(profile.recommendations[0].text) == {"ngram": {"for"}, "prefix": {"against"}}
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    advice = out[out.index("Recommendation") :]
+    assert advice.count("[") == 1 and "[ngram_maybe]" in advice  # one recommendation line
+    assert "Neither" not in advice
+    assert main(["inspect", str(path), "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["recommendations"]) == 1
+
+
+def _dist(mean: float) -> Any:
+    from specload.repetition import distribution
+
+    return distribution([mean] * 10)
+
+
+def _prefix(share: float) -> Any:
+    from specload.repetition import PrefixGroup, PrefixProfile
+
+    return PrefixProfile("test", 1000, share, None, 10, (PrefixGroup(320, 10),), 0)
+
+
+@pytest.mark.parametrize(
+    ("mean", "share", "action"),
+    [
+        (None, None, "unknown"),
+        (None, 0.0, "neither"),
+        (None, 0.5, "prefix_caching"),
+        (0.05, None, "neither"),
+        (0.05, 0.0, "neither"),
+        (0.05, 0.5, "prefix_caching"),
+        (0.2, None, "ngram_maybe"),
+        (0.2, 0.0, "ngram_maybe"),
+        (0.2, 0.5, "prefix_caching"),
+        (0.5, None, "ngram"),
+        (0.5, 0.0, "ngram"),
+        (0.5, 0.5, "ngram_and_prefix_caching"),
+    ],
+)
+def test_every_figure_combination_gives_one_consistent_recommendation(
+    mean: float | None, share: float | None, action: str
+) -> None:
+    from specload.repetition import recommend
+
+    lookup = None if mean is None else _dist(mean)
+    prefix = None if share is None else _prefix(share)
+    recs = recommend(lookup, "test basis", prefix)
+    assert [r.action for r in recs] == [action]
+    said = stances(recs[0].text)
+    ngram_for = mean is not None and mean >= 0.15
+    prefix_for = share is not None and share >= 0.20
+    assert said["ngram"] == ({"for"} if ngram_for else {"against"} if mean is not None else set())
+    assert said["prefix"] == (
+        {"for"} if prefix_for else {"against"} if share is not None else set()
+    )
