@@ -9,10 +9,16 @@ shared, so the CPU seconds (here and in the workers) are written next to the wal
 an estimate of the wall time on an idle machine (workers' CPU / workers + this process's CPU).
 Records carry ``itl_s: null`` (a scenario with ``record_itl: false``) unless ``--itl K`` adds a
 K-element chunk-gap list to each, which makes the files and the parse proportionally larger.
+``--replicates R`` writes each condition as R run directories (R server starts, the same
+records in all), so every step's percentiles take the two-level bootstrap (run directories, then
+requests within each; ``specload/analysis/stats.py``). Either way the result also times one
+percentile's 1000 bootstrap replicates on a step-sized sample, single-level and two-level.
 
-    .venv/bin/python benchmarks/compare_speed.py [--records 1000000] [--itl 0] [--keep DIR]
+    .venv/bin/python benchmarks/compare_speed.py [--records 1000000] [--itl 0] [--replicates 1]
+        [--keep DIR]
 
-Prints the figures and writes benchmarks/results/compare_speed.json (or compare_speed_itlK.json).
+Prints the figures and writes benchmarks/results/compare_speed.json (or
+compare_speed[_N][_itlK][_replicatesR].json).
 """
 
 from __future__ import annotations
@@ -28,12 +34,15 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from analysis.synth_rundir import SPEC, Cond, linear_gain, write_run
 
 from specload.analysis import compare as compare_mod
+from specload.analysis.stats import bootstrap_quantile, hierarchical_bootstrap_quantile
 from specload.report import write_reports
 
 QPS = (2.0, 4.0, 8.0, 16.0, 32.0)
@@ -46,27 +55,47 @@ def _cpu_s() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
 
 
-def _generate(root: Path, records: int, itl: int) -> list[Path]:
-    per_step = records // (2 * len(QPS))
+def _generate(root: Path, records: int, itl: int, replicates: int) -> list[str | Path]:
+    per_step = records // (2 * len(QPS) * replicates)
     conds = [
         Cond("baseline"),
         Cond("spec", speculative=SPEC, tpot=linear_gain(0.25, 2, 0.1), acceptance_rate=0.6),
     ]
-    paths = []
+    paths: list[str | Path] = []
     for c in conds:
-        path = root / c.label
-        if not (path / "run.json").exists():
-            write_run(
-                path,
-                c,
-                qps=QPS,
-                n=per_step,
-                warm=0,
-                itl=itl > 0,
-                out_tokens=max(2, itl * 2 + 1) if itl else 64,
-            )
-        paths.append(path)
+        for r in range(replicates):
+            path = root / (c.label if replicates == 1 else f"{c.label}-r{r + 1}")
+            if not (path / "run.json").exists():
+                write_run(
+                    path,
+                    c,
+                    qps=QPS,
+                    n=per_step,
+                    warm=0,
+                    seed=r,
+                    itl=itl > 0,
+                    out_tokens=max(2, itl * 2 + 1) if itl else 64,
+                )
+            paths.append(path)
     return paths
+
+
+def _percentile_ms(n: int, replicates: int, b: int = 1000) -> dict[str, float]:
+    """Milliseconds for ``b`` bootstrap replicates of one percentile (p50, p99) of n values."""
+    rng = np.random.default_rng(0)
+    xs = np.sort(rng.lognormal(-4.5, 0.3, n))
+    groups = rng.integers(0, max(replicates, 2), n)
+    out = {}
+    for name, fn in (
+        ("single_level", lambda q: bootstrap_quantile(xs, q, b, rng)),
+        ("two_level", lambda q: hierarchical_bootstrap_quantile(xs, groups, q, b, rng)),
+    ):
+        t = time.perf_counter()
+        for _ in range(5):
+            fn(0.5)
+            fn(0.99)
+        out[name] = round((time.perf_counter() - t) / 10 * 1000, 2)
+    return out
 
 
 def main() -> int:
@@ -76,14 +105,17 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--itl", type=int, default=0, help="chunk gaps per record (0: itl_s null)")
     ap.add_argument(
+        "--replicates", type=int, default=1, help="run directories (server starts) per condition"
+    )
+    ap.add_argument(
         "--keep", type=Path, help="generate into / reuse this folder instead of a temp dir"
     )
     args = ap.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="specload-compare-bench-"))
     t = time.perf_counter()
-    runs = _generate(root, args.records, args.itl)
+    runs = _generate(root, args.records, args.itl, args.replicates)
     gen_s = time.perf_counter() - t
-    size = sum((p / "requests.jsonl").stat().st_size for p in runs)
+    size = sum((Path(p) / "requests.jsonl").stat().st_size for p in runs)
 
     cpu0 = _cpu_s()
     t1 = time.perf_counter()
@@ -100,8 +132,12 @@ def main() -> int:
     write_reports(comparison, root / "report")
     reports_s = time.perf_counter() - t2
     load_avg = os.getloadavg()[0]
+    per_step = args.records // (2 * len(QPS))
+    percentile_ms = _percentile_ms(per_step, args.replicates)
     result = {
         "records": n,
+        "replicates_per_condition": args.replicates,
+        "records_per_step": per_step,
         "requests_jsonl_mb": round(size / 1e6, 1),
         "itl_per_record": args.itl,
         "compare_s": round(compare_s, 2),
@@ -115,6 +151,8 @@ def main() -> int:
         "goal_s": 10.0,
         "meets_goal": compare_s <= 10.0,
         "bootstrap_replicates": comparison.bootstrap,
+        # One percentile's 1000 replicates on records_per_step values (two units for two_level).
+        "percentile_bootstrap_ms": percentile_ms,
         "generate_s": round(gen_s, 1),
         "verdict": comparison.verdict,
         "cpus": os.cpu_count(),
@@ -129,10 +167,15 @@ def main() -> int:
         f"with the machine to itself ≈ {idle_estimate_s:.1f} s (estimate); "
         f"reports (md, json, html with 9 plots) {reports_s:.2f} s"
     )
+    print(
+        f"one percentile, 1000 replicates, {per_step:,} values: single-level "
+        f"{percentile_ms['single_level']} ms, two-level {percentile_ms['two_level']} ms"
+    )
     print(f"verdict: {comparison.verdict}")
     name = "compare_speed"
     name += "" if args.records == 1_000_000 else f"_{args.records}"
     name += "" if args.itl == 0 else f"_itl{args.itl}"
+    name += "" if args.replicates == 1 else f"_replicates{args.replicates}"
     name += ".json"
     out = REPO / "benchmarks" / "results" / name
     out.write_text(json.dumps(result, indent=2) + "\n")

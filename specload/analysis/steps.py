@@ -6,6 +6,14 @@ percentiles (TTFT, TPOT, E2E) use successful requests only; queue delay uses eve
 sent (it is the client's lateness, independent of the server's answer). Achieved QPS and
 output tokens/s divide by the measured window from ``steps.json`` (``end - warmup_end`` per
 step execution), or by the span of send times when ``steps.json`` is missing.
+
+Each run directory of a condition is one *replicate* (one server start). Where a step has
+latency values from two or more run directories, the bootstrap replicates of its percentiles
+are two-level (run directories, then requests within each; ``stats.py`` says why and how), so
+every CI, ratio and crossover downstream includes the variance between server starts; and
+``StepStats.per_run`` keeps each run directory's own figures with within-run CIs, to show
+whether replicates agree. Repeats inside one run directory (re-walks of the ladder on one
+server) are not replicates: they are pooled.
 """
 
 from __future__ import annotations
@@ -19,7 +27,15 @@ from specload.analysis.load import RunData
 from specload.analysis.server import ServerStep
 from specload.analysis.stats import Estimate, estimate, rng_for
 
-__all__ = ["LATENCY_FIELDS", "QUANTILES", "StepStats", "condition_steps", "metric_names"]
+__all__ = [
+    "LATENCY_FIELDS",
+    "PER_RUN_METRICS",
+    "QUANTILES",
+    "RunStep",
+    "StepStats",
+    "condition_steps",
+    "metric_names",
+]
 
 #: Metric family → record field (seconds).
 LATENCY_FIELDS = {
@@ -29,6 +45,8 @@ LATENCY_FIELDS = {
     "queue_delay": "queue_delay_s",
 }
 QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+#: Latency metrics reported per run directory (``StepStats.per_run``).
+PER_RUN_METRICS = tuple(f"{fam}_{tag}" for fam in ("ttft", "tpot", "e2e") for tag in ("p50", "p95"))
 #: A request sent more than this late counts as "late" (the client fell behind), seconds.
 LATE_S = 0.010
 
@@ -36,6 +54,28 @@ LATE_S = 0.010
 def metric_names() -> list[str]:
     """Every latency metric name compare knows, e.g. ``tpot_p50``."""
     return [f"{fam}_{tag}" for fam in LATENCY_FIELDS for tag in QUANTILES]
+
+
+@dataclass(slots=True)
+class RunStep:
+    """One run directory's (one server start's) figures at one step; CIs within that run only."""
+
+    #: The run directory's name, and its path as given to compare.
+    name: str
+    path: str
+    n: int
+    n_ok: int
+    #: ``PER_RUN_METRICS`` (ttft/tpot/e2e p50 and p95), seconds, with a within-run 95 % CI.
+    latency: dict[str, Estimate]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "path": self.path,
+            "n": self.n,
+            "n_ok": self.n_ok,
+            "latency": {k: v.to_dict() for k, v in self.latency.items()},
+        }
 
 
 @dataclass(slots=True)
@@ -64,6 +104,11 @@ class StepStats:
     #: carried one: would n-gram drafting help this traffic?
     lookup_match_rate: float | None = None
     lookup_n: int = 0
+    #: How many run directories (replicates, server starts) have records at this step. Where a
+    #: latency metric has values from two or more, its ``replicates`` (and CI) are two-level.
+    runs: int = 1
+    #: Each run directory's own figures, in the order given, when ``runs >= 2``; else empty.
+    per_run: list[RunStep] = field(default_factory=list)
 
 
 def _windows(run: RunData, measured: np.ndarray) -> dict[float, tuple[float, int]]:
@@ -103,6 +148,8 @@ def _pool(runs: list[RunData]) -> tuple[dict[str, np.ndarray], dict[float, tuple
         parts.append({k: v[measured] for k, v in run.cols.items()})
         # One step execution = (run dir, step index); step indices count repeats.
         parts[-1]["_exec"] = i * 1_000_000 + np.nan_to_num(parts[-1]["step"], nan=-1.0)
+        # One replicate = one run dir (one server start).
+        parts[-1]["_run"] = np.full(int(measured.sum()), i, dtype=np.int64)
         for q, (w, k) in _windows(run, measured).items():
             w0, k0 = windows.get(q, (0.0, 0))
             windows[q] = (w0 + w, k0 + k)
@@ -113,19 +160,63 @@ def _pool(runs: list[RunData]) -> tuple[dict[str, np.ndarray], dict[float, tuple
 def _latency(
     cols: dict[str, np.ndarray], ok: np.ndarray, cond: str, qps: float, b: int, seed: int
 ) -> tuple[dict[str, Estimate], dict[str, np.ndarray]]:
+    """Pooled percentiles; two-level bootstrap where values come from two or more run dirs."""
     est: dict[str, Estimate] = {}
     reps: dict[str, np.ndarray] = {}
     for fam, col in LATENCY_FIELDS.items():
-        x = cols[col] if fam == "queue_delay" else cols[col][ok]
-        x = np.sort(x[~np.isnan(x)])
+        sel = np.ones(ok.shape, dtype=bool) if fam == "queue_delay" else ok
+        x, run = cols[col][sel], cols["_run"][sel]
+        finite = ~np.isnan(x)
+        x, run = x[finite], run[finite]
+        groups: np.ndarray | None = None
+        if np.unique(run).size >= 2:
+            order = np.argsort(x, kind="stable")
+            x, groups = x[order], run[order]
+        else:
+            x = np.sort(x)
         for tag, q in QUANTILES.items():
             name = f"{fam}_{tag}"
-            est[name], reps[name] = estimate(x, q, b, rng_for(cond, qps, name, seed=seed))
+            rng = rng_for(cond, qps, name, seed=seed)
+            est[name], reps[name] = estimate(x, q, b, rng, groups)
     return est, reps
 
 
+def _per_run(
+    cols: dict[str, np.ndarray],
+    cond: str,
+    qps: float,
+    names: list[tuple[str, str]],
+    b: int,
+    seed: int,
+) -> list[RunStep]:
+    """Each run dir's own figures at this step, with within-run CIs (two or more run dirs)."""
+    present = np.unique(cols["_run"])
+    if present.size < 2:
+        return []
+    out = []
+    for i in present.tolist():
+        mine = cols["_run"] == i
+        ok = cols["ok"][mine]
+        name, path = names[i]
+        latency = {}
+        for metric in PER_RUN_METRICS:
+            fam, tag = metric.split("_")
+            x = cols[LATENCY_FIELDS[fam]][mine][ok]
+            x = np.sort(x[~np.isnan(x)])
+            rng = rng_for(cond, qps, metric, "run", i, name, seed=seed)
+            latency[metric], _ = estimate(x, QUANTILES[tag], b, rng)
+        out.append(RunStep(name, path, int(ok.size), int(ok.sum()), latency))
+    return out
+
+
 def _one_step(
-    cond: str, qps: float, cols: dict[str, np.ndarray], window: tuple[float, int], b: int, seed: int
+    cond: str,
+    qps: float,
+    cols: dict[str, np.ndarray],
+    window: tuple[float, int],
+    b: int,
+    seed: int,
+    names: list[tuple[str, str]],
 ) -> StepStats:
     ok = cols["ok"]
     n, n_ok = int(ok.size), int(ok.sum())
@@ -159,6 +250,8 @@ def _one_step(
         execution_p50=_per_execution(cols, ok),
         lookup_match_rate=float(lookup.mean()) if lookup.size else None,
         lookup_n=int(lookup.size),
+        runs=int(np.unique(cols["_run"]).size),
+        per_run=_per_run(cols, cond, qps, names, b, seed),
     )
 
 
@@ -184,8 +277,13 @@ def _per_execution(cols: dict[str, np.ndarray], ok: np.ndarray) -> dict[str, lis
 def condition_steps(
     cond: str, runs: list[RunData], *, b: int = 1000, seed: int = 0
 ) -> list[StepStats]:
-    """Per-step statistics of one condition (its runs pooled), sorted by target QPS."""
+    """Per-step statistics of one condition (its runs pooled), sorted by target QPS.
+
+    Each of ``runs`` is one replicate (server start): steps with latency values from two or
+    more get two-level bootstrap replicates and ``per_run`` figures.
+    """
     cols, windows = _pool(runs)
+    names = [(r.path.name, str(r.path)) for r in runs]
     qps = np.round(cols["target_qps"], 6)
     keys, inverse = np.unique(qps, return_inverse=True)
     order = np.argsort(inverse, kind="stable")
@@ -194,5 +292,6 @@ def condition_steps(
     for i, q in enumerate(keys.tolist()):
         idx = order[bounds[i] : bounds[i + 1]]
         sub = {k: v[idx] for k, v in cols.items()}
-        out.append(_one_step(cond, float(q), sub, windows.get(float(q), (0.0, 0)), b, seed))
+        window = windows.get(float(q), (0.0, 0))
+        out.append(_one_step(cond, float(q), sub, window, b, seed, names))
     return out

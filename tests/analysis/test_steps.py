@@ -1,0 +1,140 @@
+"""condition_steps: run directories are replicates (two-level bootstrap), repeats are pooled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis.synth_rundir import Cond, write_run
+from specload.analysis.load import RunData, load_runs
+from specload.analysis.stats import bootstrap_quantile, estimate, quantile_sorted, rng_for
+from specload.analysis.steps import (
+    LATENCY_FIELDS,
+    PER_RUN_METRICS,
+    QUANTILES,
+    StepStats,
+    condition_steps,
+)
+
+
+def _single_level(runs: list[RunData], qps: float, b: int, seed: int) -> dict[str, np.ndarray]:
+    """What condition_steps computed before replicates: one pooled single-level bootstrap."""
+    out = {}
+    for fam, col in LATENCY_FIELDS.items():
+        parts = []
+        for r in runs:
+            sel = ~r.cols["warmup"] & (np.round(r.cols["target_qps"], 6) == qps)
+            if fam != "queue_delay":
+                sel &= r.cols["ok"]
+            parts.append(r.cols[col][sel])
+        x = np.concatenate(parts)
+        x = np.sort(x[~np.isnan(x)])
+        for tag, q in QUANTILES.items():
+            name = f"{fam}_{tag}"
+            out[name] = bootstrap_quantile(x, q, b, rng_for("baseline", qps, name, seed=seed))
+    return out
+
+
+@pytest.fixture(scope="module")
+def disagreeing(tmp_path_factory: pytest.TempPathFactory) -> list[RunData]:
+    """Two server starts of one condition whose TPOT differs by 30 % (and one extra step)."""
+    d = tmp_path_factory.mktemp("replicates")
+    a = write_run(d / "start1", Cond("baseline"), qps=(2, 4), n=400, seed=1, metrics=False)
+    b = write_run(
+        d / "start2", Cond("baseline", tpot=lambda q: 1.3), qps=(2,), n=400, seed=2, metrics=False
+    )
+    return load_runs([a, b])
+
+
+def _step(steps: list[StepStats], qps: float) -> StepStats:
+    return next(s for s in steps if s.target_qps == qps)
+
+
+def test_replicates_that_disagree_widen_the_ci_far_beyond_pooled_resampling(
+    disagreeing: list[RunData],
+) -> None:
+    s = _step(condition_steps("baseline", disagreeing, b=1000, seed=0), 2.0)
+    assert s.runs == 2 and s.n == 800 and s.executions == 2
+    pooled = np.sort(
+        np.concatenate(
+            [r.cols["tpot_s"][~r.cols["warmup"] & (r.cols["step"] == 0)] for r in disagreeing]
+        )
+    )
+    hier = s.latency["tpot_p50"]
+    assert hier.value == pytest.approx(quantile_sorted(pooled, 0.5), rel=1e-12)
+    naive, _ = estimate(pooled, 0.5, 1000, np.random.default_rng(0))
+    assert hier.lo is not None and hier.hi is not None
+    assert naive.lo is not None and naive.hi is not None
+    assert hier.hi - hier.lo > 4 * (naive.hi - naive.lo)
+    assert s.replicates["tpot_p50"].shape == (1000,)
+    # Each start's own figures, side by side, with within-run CIs that do not overlap.
+    assert [(r.name, r.n, r.n_ok) for r in s.per_run] == [
+        ("start1", 400, 400),
+        ("start2", 400, 400),
+    ]
+    assert all(set(r.latency) == set(PER_RUN_METRICS) for r in s.per_run)
+    one, two = (r.latency["tpot_p50"] for r in s.per_run)
+    assert one.value is not None and one.hi is not None
+    assert two.value is not None and two.lo is not None
+    assert one.hi < two.lo
+    assert two.value / one.value == pytest.approx(1.3, rel=0.05)
+    # The pooled CI reaches out to each start's own median.
+    assert hier.lo < one.value * 1.03 and hier.hi > two.value * 0.97
+    assert s.per_run[0].to_dict()["latency"] == {
+        k: v.to_dict() for k, v in s.per_run[0].latency.items()
+    }
+
+
+def test_a_step_only_one_run_dir_reached_is_the_single_level_bootstrap(
+    disagreeing: list[RunData],
+) -> None:
+    s = _step(condition_steps("baseline", disagreeing, b=300, seed=4), 4.0)
+    assert s.runs == 1 and s.per_run == []
+    old = _single_level(disagreeing, 4.0, 300, 4)
+    for name, reps in old.items():
+        assert np.array_equal(s.replicates[name], reps), name
+
+
+def test_one_run_dir_is_exactly_the_previous_behaviour(tmp_path: Path) -> None:
+    runs = load_runs(
+        [
+            write_run(
+                tmp_path / "r",
+                Cond("baseline", error_rate=0.05),
+                qps=(2, 8),
+                n=300,
+                seed=3,
+                metrics=False,
+            )
+        ]
+    )
+    for s in condition_steps("baseline", runs, b=400, seed=7):
+        assert s.runs == 1 and s.per_run == []
+        old = _single_level(runs, s.target_qps, 400, 7)
+        for name, reps in old.items():
+            assert np.array_equal(s.replicates[name], reps), name
+
+
+def test_repeats_inside_one_run_dir_are_pooled_not_replicates(tmp_path: Path) -> None:
+    # One server, the ladder walked twice: two executions of 2 req/s in one run directory.
+    runs = load_runs(
+        [write_run(tmp_path / "r", Cond("baseline"), qps=(2, 2), n=200, seed=5, metrics=False)]
+    )
+    (s,) = condition_steps("baseline", runs, b=200, seed=0)
+    assert s.executions == 2 and s.runs == 1 and s.per_run == []
+    assert len(s.execution_p50["tpot"]) == 2
+    for name, reps in _single_level(runs, 2.0, 200, 0).items():
+        assert np.array_equal(s.replicates[name], reps), name
+
+
+def test_replicated_steps_are_deterministic_for_a_seed(disagreeing: list[RunData]) -> None:
+    a = _step(condition_steps("baseline", disagreeing, b=300, seed=1), 2.0)
+    b = _step(condition_steps("baseline", disagreeing, b=300, seed=1), 2.0)
+    c = _step(condition_steps("baseline", disagreeing, b=300, seed=2), 2.0)
+    for name in a.replicates:
+        assert np.array_equal(a.replicates[name], b.replicates[name]), name
+    assert a.latency == b.latency and a.per_run == b.per_run
+    assert not np.array_equal(a.replicates["tpot_p50"], c.replicates["tpot_p50"])
+    assert a.latency["tpot_p50"].value == c.latency["tpot_p50"].value
