@@ -4,24 +4,43 @@ A speed difference means something only when the model, the prompts, the samplin
 lengths and the server build are the same; only the server's speculative / prefix-caching
 settings may differ. We compare each run with the first one: the target model, the
 server version (when both report one), and the resolved scenario flattened to dotted key
-paths, the measured median prompt length, ignoring keys that legitimately differ between runs of one comparison (the
-scenario's file path and name, step list, durations, warm-up, repeats, scrape interval).
-Runs sharing a label must also share a declared condition. The differences are returned
-as lines, ``--force`` compares anyway and the report keeps the lines.
+paths, and the measured median prompt length, ignoring keys that legitimately differ between
+runs of one comparison (the scenario's file path and name, step list, durations, warm-up,
+repeats, scrape interval).
+Runs sharing a label must also share a declared condition. ``differences`` returns them as
+lines (each run against the first, full paths: what a forced report keeps);
+``key_differences`` groups them by key with every run's value, and
+``not_comparable_message`` is the error a person reads: one short line per key.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from specload.analysis.load import RunData
 
-__all__ = ["IGNORED_SCENARIO_KEYS", "differences", "flatten"]
+__all__ = [
+    "IGNORED_SCENARIO_KEYS",
+    "KeyDifference",
+    "differences",
+    "flatten",
+    "key_differences",
+    "not_comparable_message",
+]
 
 #: Relative difference of median prompt length (tokens) beyond which runs are not comparable.
 PROMPT_REL_MAX = 0.02
+#: Target keys compared (when both runs report them).
+TARGET_KEYS = ("model", "server_version")
+#: The key under which the median prompt length is compared.
+PROMPT_KEY = "median prompt_tokens"
+#: Limits of one line of ``not_comparable_message``: characters of a value, of a run name,
+#: values and run names shown per key, keys shown, characters of a line.
+VALUE_CHARS, NAME_CHARS, MAX_VALUES, MAX_NAMES, MAX_KEYS, LINE_CHARS = 32, 24, 4, 3, 20, 160
 #: Scenario leaf keys that may differ between comparable runs.
 IGNORED_SCENARIO_KEYS = frozenset(
     {
@@ -67,40 +86,140 @@ def _target(meta: dict[str, Any], key: str) -> Any:
     return target.get(key) if isinstance(target, dict) else None
 
 
-def _pair(ref: RunData, run: RunData) -> list[str]:
-    diffs = []
-    name = f"{run.path} ({run.label}) vs {ref.path} ({ref.label})"
-    for key in ("model", "server_version"):
-        a, b = _target(ref.meta, key), _target(run.meta, key)
-        if a is not None and b is not None and a != b:
-            diffs.append(f"{name}: target.{key} {b!r} != {a!r}")
-    fa, fb = flatten(ref.meta.get("scenario") or {}), flatten(run.meta.get("scenario") or {})
-    for key in sorted(set(fa) | set(fb)):
-        if fa.get(key) != fb.get(key):
-            diffs.append(f"{name}: scenario.{key} {fb.get(key)!r} != {fa.get(key)!r}")
-    pa, pb = _median_prompt(ref), _median_prompt(run)
-    if pa and pb and abs(pb / pa - 1) > PROMPT_REL_MAX:
-        diffs.append(f"{name}: median prompt_tokens {pb:g} != {pa:g}")
-    return diffs
-
-
 def _median_prompt(run: RunData) -> float | None:
     x = run.cols["prompt_tokens"]
     x = x[~np.isnan(x)]
     return float(np.median(x)) if x.size else None
 
 
-def differences(runs: list[RunData]) -> list[str]:
-    """Every difference that makes ``runs`` not comparable; empty when they are."""
-    diffs: list[str] = []
-    for run in runs[1:]:
-        diffs.extend(_pair(runs[0], run))
+def _values(run: RunData) -> dict[str, Any]:
+    """Everything that must match, by key: target, flattened scenario, median prompt length."""
+    out: dict[str, Any] = {f"target.{k}": _target(run.meta, k) for k in TARGET_KEYS}
+    scen = flatten(run.meta.get("scenario") or {})
+    out.update({f"scenario.{k}": v for k, v in scen.items()})
+    out[PROMPT_KEY] = _median_prompt(run)
+    return out
+
+
+def _differs(key: str, a: Any, b: Any) -> bool:
+    """Whether ``b`` (a run) differs from ``a`` (the reference run) in a way that matters."""
+    if key.startswith("target."):  # a server without the endpoint reports None: unknown
+        return a is not None and b is not None and a != b
+    if key == PROMPT_KEY:
+        return bool(a and b and abs(b / a - 1) > PROMPT_REL_MAX)
+    return bool(a != b)
+
+
+def _keys(values: list[dict[str, Any]]) -> list[str]:
+    """Target keys, then scenario keys sorted, then the prompt length: the order shown."""
+    scen = sorted({k for v in values for k in v if k.startswith("scenario.")})
+    return [*(f"target.{k}" for k in TARGET_KEYS), *scen, PROMPT_KEY]
+
+
+def _show(key: str, value: Any) -> str:
+    return f"{value:g}" if key == PROMPT_KEY and value is not None else repr(value)
+
+
+def _pairs(runs: list[RunData]) -> list[str]:
+    """Each run against the first: ``PATH (label) vs PATH (label): key b != a``."""
+    values = [_values(r) for r in runs]
+    keys = _keys(values)
+    diffs = []
+    for run, vals in zip(runs[1:], values[1:], strict=True):
+        name = f"{run.path} ({run.label}) vs {runs[0].path} ({runs[0].label})"
+        for key in keys:
+            a, b = values[0].get(key), vals.get(key)
+            if _differs(key, a, b):
+                diffs.append(f"{name}: {key} {_show(key, b)} != {_show(key, a)}")
+    return diffs
+
+
+def _condition_conflicts(runs: list[RunData]) -> list[tuple[RunData, RunData]]:
+    """``(run, first run of its label)`` where runs sharing a label declare other conditions."""
     by_label: dict[str, RunData] = {}
+    out = []
     for run in runs:
         first = by_label.setdefault(run.label, run)
         if (first.meta.get("condition") or {}) != (run.meta.get("condition") or {}):
-            diffs.append(
-                f"{run.path} and {first.path} share label {run.label!r} but declare different "
-                f"conditions ({run.meta.get('condition')!r} vs {first.meta.get('condition')!r})"
-            )
+            out.append((run, first))
+    return out
+
+
+def differences(runs: list[RunData]) -> list[str]:
+    """Every difference that makes ``runs`` not comparable; empty when they are.
+
+    One line per run and key, with full paths: the record kept in a forced report.
+    ``not_comparable_message`` is the short form, per key, for a person to read.
+    """
+    diffs = _pairs(runs)
+    for run, first in _condition_conflicts(runs):
+        diffs.append(
+            f"{run.path} and {first.path} share label {run.label!r} but declare different "
+            f"conditions ({run.meta.get('condition')!r} vs {first.meta.get('condition')!r})"
+        )
     return diffs
+
+
+@dataclass(frozen=True, slots=True)
+class KeyDifference:
+    """One key that differs: ``values`` holds ``(run name, value)`` for every run involved."""
+
+    key: str
+    values: tuple[tuple[str, Any], ...]
+
+
+def _run_names(runs: list[RunData]) -> list[str]:
+    """The label, or ``label/dir`` where several runs share the label (pooled repeats)."""
+    counts = Counter(r.label for r in runs)
+    return [r.label if counts[r.label] == 1 else f"{r.label}/{r.path.name}" for r in runs]
+
+
+def key_differences(runs: list[RunData]) -> list[KeyDifference]:
+    """The differences of ``differences``, grouped by key, with every run's value."""
+    names = _run_names(runs)
+    values = [_values(r) for r in runs]
+    out = []
+    for key in _keys(values):
+        ref = values[0].get(key)
+        if any(_differs(key, ref, v.get(key)) for v in values[1:]):
+            shown = tuple((n, v.get(key)) for n, v in zip(names, values, strict=True))
+            out.append(KeyDifference(key, shown))
+    for label in dict.fromkeys(run.label for run, _ in _condition_conflicts(runs)):
+        group = [i for i, r in enumerate(runs) if r.label == label]
+        conds = tuple((names[i], runs[i].meta.get("condition")) for i in group)
+        out.append(KeyDifference(f"condition of label {label!r}", conds))
+    return out
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _format_line(diff: KeyDifference) -> str:
+    """``key: value in run, run | value in run``: runs grouped by value, everything clipped."""
+    groups: dict[str, list[str]] = {}
+    for name, value in diff.values:
+        groups.setdefault(_clip(_show(diff.key, value), VALUE_CHARS), []).append(name)
+    parts = []
+    for value, names in list(groups.items())[:MAX_VALUES]:
+        more = f" +{len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else ""
+        shown = ", ".join(_clip(n, NAME_CHARS) for n in names[:MAX_NAMES])
+        parts.append(f"{value} in {shown}{more}")
+    if len(groups) > MAX_VALUES:
+        parts.append(f"+{len(groups) - MAX_VALUES} other values")
+    return _clip(f"  {diff.key}: " + " | ".join(parts), LINE_CHARS)
+
+
+def not_comparable_message(runs: list[RunData]) -> str:
+    """The error for runs that are not comparable: one short line per differing key.
+
+    A folder of runs used to give one line of every pairwise difference with full paths
+    (thousands of characters); a person needs the keys and who has which value.
+    """
+    diffs = key_differences(runs)
+    lines = [_format_line(d) for d in diffs[:MAX_KEYS]]
+    if len(diffs) > MAX_KEYS:
+        lines.append(f"  ... and {len(diffs) - MAX_KEYS} more keys (--force lists them all)")
+    count = f"{len(diffs)} key{'s' if len(diffs) != 1 else ''} differ"
+    head = f"runs are not comparable (use --force to compare anyway); {count}:"
+    return "\n".join([head, *lines])

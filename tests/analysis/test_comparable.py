@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from analysis.synth_rundir import SPEC, Cond, scenario, write_run
+from specload.analysis.comparable import differences, key_differences
 from specload.analysis.compare import compare_runs
+from specload.analysis.load import load_runs
 from specload.errors import ConfigError
 
 
@@ -26,11 +30,14 @@ def test_different_model_version_and_lengths_are_refused_with_the_differences(
     )
     with pytest.raises(ConfigError) as exc:
         compare_runs([base, other])
-    msg = str(exc.value)
-    assert "\n" not in msg and "--force" in msg
-    assert "target.model 'other' != 'm'" in msg
-    assert "target.server_version '0.27.0' != '0.26.0'" in msg
-    assert "scenario.max_tokens 128 != None" in msg
+    lines = str(exc.value).splitlines()
+    assert lines[0].startswith("runs are not comparable") and "--force" in lines[0]
+    assert lines[1:] == [
+        "  target.model: 'm' in baseline | 'other' in spec",
+        "  target.server_version: '0.26.0' in baseline | '0.27.0' in spec",
+        "  scenario.max_tokens: None in baseline | 128 in spec",
+    ]
+    assert "3 keys differ" in lines[0]
 
 
 def test_force_compares_anyway_and_keeps_the_differences(tmp_path: Path) -> None:
@@ -58,8 +65,84 @@ def test_names_paths_and_step_lists_may_differ(tmp_path: Path) -> None:
     assert compare_runs([base, other]).differences == []
 
 
-def test_same_label_with_different_conditions_is_refused(tmp_path: Path) -> None:
+def _folder_of_runs(root: Path) -> list[Path]:
+    """Five runs in one folder: two repeats of the baseline, three conditions, one of which
+    was sized differently and points at a prompt file with a very long path."""
+    long_file = "prompts/" + "very-long-directory-name/" * 12 + "set.jsonl"
+    other = scenario(
+        max_tokens=128,
+        prompts={"kind": "file", "file": long_file, "count": 200, "seed": 7},
+    )
+    return [
+        write_run(root / "base-1", Cond("baseline"), qps=(2,), metrics=False),
+        write_run(root / "base-2", Cond("baseline"), qps=(2,), metrics=False, seed=1),
+        write_run(root / "spec", Cond("spec", speculative=SPEC), qps=(2,), metrics=False),
+        write_run(root / "prefix", Cond("prefix", prefix_caching=True), qps=(2,), metrics=False),
+        write_run(root / "odd", Cond("odd", speculative=SPEC), qps=(2,), metrics=False, sc=other),
+    ]
+
+
+def test_a_folder_of_runs_is_refused_with_one_short_line_per_differing_key(
+    tmp_path: Path,
+) -> None:
+    _folder_of_runs(tmp_path / "runs")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specload",
+            "compare",
+            str(tmp_path / "runs"),
+            "--out",
+            str(tmp_path / "r"),
+            "--no-html",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("specload compare: error: runs are not comparable")
+    assert "--force" in lines[0]
+    keys = [x.split(":")[0].strip() for x in lines[1:]]
+    assert keys == [
+        "scenario.max_tokens",
+        "scenario.prompts.file",
+        "scenario.prompts.input_tokens",
+        "scenario.prompts.kind",
+    ]
+    assert all(len(x) <= 160 for x in lines), max(lines, key=len)
+    file_line = lines[keys.index("scenario.prompts.file") + 1]
+    assert "…" in file_line and "very-long-directory-name/" * 3 not in file_line
+    assert "None in baseline/base-1, baseline/base-2, prefix +1 more | " in file_line
+    assert file_line.endswith(" in odd")
+    assert "128 in odd" in lines[1] and str(tmp_path) not in proc.stderr
+
+
+def test_key_differences_group_the_pairwise_differences_by_key(tmp_path: Path) -> None:
+    runs = load_runs(list(_folder_of_runs(tmp_path / "runs")))
+    by_key = {d.key: dict(d.values) for d in key_differences(runs)}
+    assert by_key["scenario.max_tokens"] == {
+        "baseline/base-1": None,
+        "baseline/base-2": None,
+        "spec": None,
+        "prefix": None,
+        "odd": 128,
+    }
+    pairwise = differences(runs)  # what a forced report keeps: each run against the first
+    assert {line.split(": ")[1].split(" ")[0] for line in pairwise} == set(by_key)
+    assert all(line.startswith(f"{runs[-1].path} (odd) vs ") for line in pairwise)
+
+
+def test_same_label_with_different_conditions_is_refused_in_one_line_naming_both_runs(
+    tmp_path: Path,
+) -> None:
     a = write_run(tmp_path / "a", Cond("x"), qps=(2,), metrics=False)
     b = write_run(tmp_path / "b", Cond("x", speculative=SPEC), qps=(2,), metrics=False)
-    with pytest.raises(ConfigError, match="share label 'x' but declare different conditions"):
+    with pytest.raises(ConfigError) as exc:
         compare_runs([a, b])
+    lines = str(exc.value).splitlines()
+    assert len(lines) == 2 and lines[1].startswith("  condition of label 'x': {")
+    assert lines[1].endswith(" in x/b") and " in x/a | " in lines[1]
