@@ -24,6 +24,7 @@ from specload.report.tables import (
     attribution_table,
     contract_table,
     crossover_table,
+    decode_step_table,
     gate_table,
     lookup_table,
     ratio_table,
@@ -41,27 +42,42 @@ h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:2em;border-b
 .verdict{background:#f3f8f3;border-left:4px solid #2ca02c;padding:.6em 1em;margin:.4em 0;font-size:1.05em}
 .finding{background:#fff8e6;border-left:4px solid #e0a000;padding:.3em 1em;margin:.2em 0}
 table{border-collapse:collapse;margin:.6em 0;font-size:12.5px;font-variant-numeric:tabular-nums}
-th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
+th,td{border:1px solid #ddd;padding:3px 6px;text-align:right;white-space:nowrap}
+th{white-space:normal;vertical-align:bottom;min-width:3em}
+td.long{white-space:normal;overflow-wrap:anywhere;min-width:14em;text-align:left}
 th:first-child,td:first-child,th:last-child,td:last-child{text-align:left}th{background:#f5f5f5}
 .note{color:#666;font-size:12px}del{background:#fdd;text-decoration:none}ins{background:#dfd;text-decoration:none}table.samples td,table.samples th{vertical-align:top;max-width:38em;white-space:pre-wrap;text-align:left}.plots{display:flex;flex-wrap:wrap;gap:12px}
 pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap;word-break:break-all}
 figure{margin:0;border:1px solid #eee;padding:4px}figure img{width:560px;height:auto;display:block}
-.meta{color:#666;font-size:12px}.scroll{overflow-x:auto}
+.meta{color:#666;font-size:12px}.scroll{overflow-x:auto;max-width:100%}
 """
 
 
-def _table(t: Table) -> str:
+#: A cell longer than this wraps (a speculative config, error kinds): tables fit the page.
+_LONG_CELL = 32
+
+
+def _td(cell: str) -> str:
+    cls = ' class="long"' if len(cell) > _LONG_CELL else ""
+    return f"<td{cls}>{html.escape(cell)}</td>"
+
+
+def _table(t: Table, heading: str = "h3") -> str:
+    """A table with its title as an ``h3`` (or ``heading``, e.g. "h2" for a table that is a
+    section of its own, so no section heading repeats the table's title).
+
+    Headers wrap and long cells wrap, so a 20-column table fits a 1200 px column; the
+    ``scroll`` container still scrolls sideways on a narrower screen instead of widening
+    the page."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in t.rows
-    )
+    body = "".join("<tr>" + "".join(_td(c) for c in row) + "</tr>" for row in t.rows)
     note = f'<p class="note">{html.escape(t.note)}</p>' if t.note else ""
     table = (
         f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
         if t.rows
         else "<p><em>no data</em></p>"
     )
-    return f"<h3>{html.escape(t.title)}</h3>{table}{note}"
+    return f"<{heading}>{html.escape(t.title)}</{heading}>{table}{note}"
 
 
 def _figure(p: Plot) -> str:
@@ -108,19 +124,22 @@ def _sections(report: Report) -> list[str]:
     att = attribution_table(report)
     if att and c.attribution is not None:
         summary = "".join(f'<p class="note">{html.escape(s)}</p>' for s in c.attribution.summary)
-        parts.append("<h2>Attribution</h2>" + _table(att) + summary)
+        parts.append(_table(att, "h2") + summary)
     if c.contract:
-        parts.append("<h2>Output contract</h2>" + _table(contract_table(report)))
+        parts.append(_table(contract_table(report), "h2"))
     parts += _sample_sections(report)
     parts.append("<h2>Per step</h2>")
     parts += [_table(step_table(report, label)) for label in c.steps]
     srv = server_table(report)
     if srv:
         parts.append(_table(srv))
+    decode = decode_step_table(report)
+    if decode:
+        parts.append(_table(decode))
     lookup = lookup_table(report)
     if lookup:
         parts.append(_table(lookup))
-    parts.append("<h2>Runs</h2>" + _table(run_table(report)))
+    parts.append(_table(run_table(report), "h2"))
     parts += [f'<p class="note">{html.escape(n)}</p>' for n in c.notes]
     return parts
 

@@ -141,6 +141,7 @@ def report_dict(report: Report) -> dict[str, Any]:
             for i in c.conditions
         ],
         "steps": {label: [_step(s) for s in steps] for label, steps in c.steps.items()},
+        "decode_step": {label: [d.to_dict() for d in steps] for label, steps in c.decode.items()},
         "ratios": {
             label: {
                 m: [

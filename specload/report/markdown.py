@@ -14,6 +14,7 @@ from specload.report.tables import (
     attribution_table,
     contract_table,
     crossover_table,
+    decode_step_table,
     gate_table,
     lookup_table,
     ratio_table,
@@ -95,11 +96,17 @@ def render_markdown(report: Report) -> str:
         out.append(table_markdown(att))
     if c.contract:
         out.append(table_markdown(contract_table(report)))
-    out += ["<details><summary>Per-step figures, client vs server, runs</summary>", ""]
+    out += [
+        "<details><summary>Per-step figures, client vs server, decode step time, runs</summary>",
+        "",
+    ]
     out += [table_markdown(step_table(report, label), 4) for label in c.steps]
     srv = server_table(report)
     if srv:
         out.append(table_markdown(srv, 4))
+    decode = decode_step_table(report)
+    if decode:
+        out.append(table_markdown(decode, 4))
     lookup = lookup_table(report)
     if lookup:
         out.append(table_markdown(lookup, 4))

@@ -173,6 +173,14 @@ def _ratio(report: Report, colors: dict[str, str]) -> Plot | None:
     return Plot("ratio", "Change vs baseline", _svg(fig))
 
 
+def _from_zero(ax: Any, top_at_least: float | None = None) -> None:
+    """y axis from 0 (counts, rates and fractions never go below it; a zoomed axis that
+    starts at 0.444 makes a 1-point wobble look like a cliff), up to ``top_at_least``."""
+    _lo, hi = ax.get_ylim()
+    top = max(hi, top_at_least or 0.0)
+    ax.set_ylim(0.0, top if top > 0 else 1.0)
+
+
 def _simple(
     report: Report,
     key: str,
@@ -181,6 +189,7 @@ def _simple(
     get: Any,
     colors: dict[str, str],
     diagonal: bool = False,
+    top_at_least: float | None = None,
 ) -> Plot | None:
     fig, ax = _fig()
     drawn = False
@@ -202,9 +211,51 @@ def _simple(
         qs = sorted({s.target_qps for steps in report.comparison.steps.values() for s in steps})
         ax.plot(qs, qs, color="#aaaaaa", linestyle=":", label="target")
     _log_qps_axis(ax, report)
+    _from_zero(ax, top_at_least)
     ax.set(ylabel=ylabel, title=title)
     ax.legend(fontsize=7)
     return Plot(key, title, _svg(fig))
+
+
+def _decode_step(report: Report, colors: dict[str, str]) -> Plot | None:
+    """Decode step time per condition: client p50 chunk gap (solid), server ITL mean (dashed)."""
+    fig, ax = _fig()
+    drawn = False
+    for label, steps in report.comparison.decode.items():
+        gaps = [(d.target_qps, d.chunk_gap_s * 1000) for d in steps if d.chunk_gap_s]
+        if not gaps:
+            continue
+        drawn = True
+        tpc = [d.tokens_per_chunk for d in steps if d.tokens_per_chunk]
+        per = f", {sorted(tpc)[len(tpc) // 2]:.2g} tok/chunk" if tpc else ""
+        ax.plot(
+            [g[0] for g in gaps],
+            [g[1] for g in gaps],
+            marker="o",
+            ms=3,
+            color=colors[label],
+            label=f"{label} client chunk gap p50{per}",
+        )
+        itl = [(d.target_qps, d.server_itl_mean_s * 1000) for d in steps if d.server_itl_mean_s]
+        if itl:
+            ax.plot(
+                [g[0] for g in itl],
+                [g[1] for g in itl],
+                "--",
+                marker="s",
+                ms=3,
+                mfc="none",
+                color=colors[label],
+                label=f"{label} server ITL mean",
+            )
+    if not drawn:
+        return None
+    _log_qps_axis(ax, report)
+    _from_zero(ax)
+    title = "Decode step time vs load"
+    ax.set(ylabel="ms per engine step (chunk)", title=title)
+    ax.legend(fontsize=7)
+    return Plot("decode-step", title, _svg(fig))
 
 
 def render_plots(report: Report) -> list[Plot]:
@@ -215,6 +266,7 @@ def render_plots(report: Report) -> list[Plot]:
         _latency(report, "tpot", colors),
         _latency(report, "ttft", colors),
         _latency(report, "e2e", colors),
+        _decode_step(report, colors),
         _simple(
             report,
             "acceptance",
@@ -222,6 +274,7 @@ def render_plots(report: Report) -> list[Plot]:
             "accepted / drafted",
             lambda s: s.server.acceptance_rate if s.server else None,
             colors,
+            top_at_least=1.0,
         ),
         _simple(
             report,
@@ -238,6 +291,7 @@ def render_plots(report: Report) -> list[Plot]:
             "fraction",
             lambda s: s.server.kv_usage_max if s.server else None,
             colors,
+            top_at_least=1.0,
         ),
         _simple(
             report,
@@ -249,7 +303,13 @@ def render_plots(report: Report) -> list[Plot]:
             diagonal=True,
         ),
         _simple(
-            report, "errors", "Error rate vs load", "failed / sent", lambda s: s.error_rate, colors
+            report,
+            "errors",
+            "Error rate vs load",
+            "failed / sent",
+            lambda s: s.error_rate,
+            colors,
+            top_at_least=0.05,
         ),
     ]
     return [p for p in plots if p is not None]

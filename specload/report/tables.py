@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specload.analysis.decode_step import DecodeStep
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
 from specload.analysis.verdict import metric_label
@@ -19,6 +20,7 @@ __all__ = [
     "attribution_table",
     "contract_table",
     "crossover_table",
+    "decode_step_table",
     "fmt_change",
     "fmt_ms",
     "fmt_pct",
@@ -188,59 +190,144 @@ def crossover_table(report: Report) -> Table:
     )
 
 
+def _drop_empty(t: Table, keep: int) -> Table:
+    """``t`` without the columns (after the first ``keep``) that are empty in every row."""
+    idx = [i for i in range(len(t.headers)) if i < keep or any(r[i] != DASH for r in t.rows)]
+    return Table(
+        t.title, [t.headers[i] for i in idx], [[r[i] for i in idx] for r in t.rows], t.note
+    )
+
+
+def _decode_by_qps(report: Report, label: str) -> dict[float, DecodeStep]:
+    return {d.target_qps: d for d in report.comparison.decode.get(label, [])}
+
+
+def _mean_pair(client: float | None, server: float | None, digits: int) -> list[str]:
+    """[client, server, client − server] in ms; all empty when the server lacks the figure."""
+    if server is None:
+        return [DASH, DASH, DASH]
+    diff = fmt_ms(client - server, digits) if client is not None else DASH
+    return [fmt_ms(client, digits), fmt_ms(server, digits), diff]
+
+
 def server_table(report: Report) -> Table | None:
-    """Client vs server latency per step; None when no server histograms were scraped."""
+    """Client vs server latency means per step; None when no server histogram was scraped.
+
+    Server figures are histogram means (Δ_sum / Δ_count over the step's measured window),
+    compared with the client's means over the step's successful requests, never with a
+    percentile. A column the server does not expose is left out.
+    """
     rows = []
+    edge = 0.0  # the longest mean E2E as a share of a step's measured window
     for label, steps in report.comparison.steps.items():
+        decode = _decode_by_qps(report, label)
         for s in steps:
-            srv = s.server.latency_s if s.server else {}
+            srv = s.server.mean_s if s.server else {}
             if not srv:
                 continue
-            ttft_c, e2e_c = s.latency["ttft_p50"].value, s.latency["e2e_p50"].value
-            diff = [
-                fmt_ms(c - srv[k]) if c is not None and k in srv else DASH
-                for c, k in ((ttft_c, "ttft_p50"), (e2e_c, "e2e_p50"))
-            ]
+            d = decode.get(s.target_qps)
+            cli = d.client_mean_s if d else {}
+            if s.executions and s.window_s > 0 and "e2e" in cli:
+                edge = max(edge, cli["e2e"] / (s.window_s / s.executions))
+            ttft, tpot, e2e = (
+                _mean_pair(cli.get(k), srv.get(k), digits)
+                for k, digits in (("ttft", 1), ("tpot", 2), ("e2e", 0))
+            )
             rows.append(
                 [
                     label,
                     f"{s.target_qps:g}",
-                    fmt_ms(ttft_c),
-                    fmt_ms(srv.get("ttft_p50")),
-                    diff[0],
-                    fmt_ms(srv.get("queue_p50")),
-                    fmt_ms(srv.get("prefill_p50")),
-                    fmt_ms(srv.get("decode_p50"), 0),
-                    fmt_ms(s.latency["tpot_p50"].value, 2),
-                    fmt_ms(srv.get("tpot_p50", srv.get("itl_p50")), 2),
-                    fmt_ms(e2e_c, 0),
-                    fmt_ms(srv.get("e2e_p50"), 0),
-                    diff[1],
+                    *ttft,
+                    fmt_ms(srv.get("queue")),
+                    fmt_ms(srv.get("prefill")),
+                    fmt_ms(srv.get("decode"), 0),
+                    *tpot[:2],
+                    *e2e,
                 ]
             )
     if not rows:
         return None
-    return Table(
-        "Client vs server (p50, ms; server from /metrics histogram buckets)",
+    table = Table(
+        "Client vs server: means per step (ms)",
         [
             "condition",
             "QPS",
             "TTFT client",
             "TTFT server",
-            "client − server",
-            "queue",
-            "prefill",
-            "decode",
+            "TTFT client − server",
+            "queue server",
+            "prefill server",
+            "decode server",
             "TPOT client",
             "TPOT server",
             "E2E client",
             "E2E server",
-            "client − server",
+            "E2E client − server",
         ],
         rows,
-        note="client − server = the wire plus the client's share; server percentiles are interpolated "
-        "within histogram buckets (Prometheus histogram_quantile), so they are approximate.",
+        note="Means, not percentiles: the server's from its /metrics histograms (Δ_sum / Δ_count "
+        "over the step's measured window, exact), the client's over the step's successful "
+        "requests. client − server = the wire plus the client's share. Columns the server "
+        "does not expose are left out."
+        + (
+            f" Requests here last up to {edge:.0%} of a step's measured window: the server's "
+            "means cover the requests that finished in the window, the client's those sent in "
+            "it, so E2E and decode means also differ by the requests in flight at its edges."
+            if edge > 0.1
+            else ""
+        ),
     )
+    return _drop_empty(table, 2)
+
+
+def decode_step_table(report: Report) -> Table | None:
+    """Decode step time per condition and step (issue 16); None when nothing streamed."""
+    c = report.comparison
+    base = _decode_by_qps(report, c.baseline)
+    rows = []
+    for label, steps in c.decode.items():
+        for d in steps:
+            b = base.get(d.target_qps)
+            vs = (
+                f"{(d.chunk_gap_s / b.chunk_gap_s - 1) * 100:+.0f} %"
+                if label != c.baseline and d.chunk_gap_s and b is not None and b.chunk_gap_s
+                else DASH
+            )
+            rows.append(
+                [
+                    label,
+                    f"{d.target_qps:g}",
+                    str(d.n),
+                    fmt_ms(d.chunk_gap_s, 2),
+                    fmt_ms(d.chunk_gap_mean_s, 2),
+                    fmt_ms(d.server_itl_mean_s, 2),
+                    _num(d.tokens_per_chunk, ".2f"),
+                    vs,
+                ]
+            )
+    if not any(r[3] != DASH for r in rows):
+        return None
+    table = Table(
+        "Decode step time (ms)",
+        [
+            "condition",
+            "QPS",
+            "requests",
+            "chunk gap p50",
+            "chunk gap mean",
+            "server ITL mean",
+            "tok/chunk",
+            f"step vs {c.baseline}",
+        ],
+        rows,
+        note="One streamed chunk per engine step: chunk gap = (E2E − TTFT) / (chunks − 1) per "
+        "request, its median over the step's successful requests (p50) and pooled over every "
+        "gap (mean, comparable with the server's inter-token-latency mean, which vLLM observes "
+        "once per step per request). tok/chunk = (output tokens − 1) / (chunks − 1), median: "
+        "a speculative step is longer because it carries that many tokens; "
+        f"step vs {c.baseline} compares p50 chunk gaps at the same load.",
+    )
+    return _drop_empty(table, 2)
 
 
 def lookup_overall(steps: list[StepStats]) -> float | None:

@@ -13,6 +13,7 @@ from specload.report.schedules import batch_table, best_of_both_tables
 from specload.report.tables import (
     Table,
     crossover_table,
+    decode_step_table,
     gate_table,
     lookup_lines,
     ratio_table,
@@ -116,6 +117,9 @@ def render_terminal(report: Report, file: IO[str] | None = None, width: int | No
     tables += best_of_both_tables(report)
     tables += [ratio_table(report, label) for label in c.ratios]
     tables += [_narrow(step_table(report, label), _STEP_COLUMNS) for label in c.steps]
+    decode = decode_step_table(report)
+    if decode:
+        tables.append(decode)
     for t in tables:
         console.print(_rich(t))
     for line in lookup_lines(report):
