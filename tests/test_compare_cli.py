@@ -73,8 +73,11 @@ def test_gate_beyond_the_limit_exits_1_and_names_the_step(
             "--quiet",
             "--max-regression",
             "tpot_p50=0.5",
+            "--min-gain",
+            "0.01",
         ]
     )
+    # +2.7 % at 32 req/s with a tight CI: it hurts by the report's rule (--min-gain 1 %)
     assert rc == 1
     err = capsys.readouterr().err
     assert "gate failed: spec-ngram-k4: tpot_p50 +" in err and "at 32 req/s" in err
@@ -153,11 +156,9 @@ def test_incomparable_runs_are_refused_with_their_differences_unless_forced(tmp_
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.count("\n") == 1
-    assert (
-        "not comparable (use --force" in proc.stderr
-        and "scenario.prompts.input_tokens 1024 != 256" in proc.stderr
-    )
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2 and "not comparable (use --force" in lines[0]
+    assert lines[1] == "  scenario.prompts.input_tokens: 256 in baseline | 1024 in spec"
     forced = subprocess.run(
         [*cmd, "--force", "--quiet"], capture_output=True, text=True, timeout=120, check=False
     )

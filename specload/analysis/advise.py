@@ -1,16 +1,22 @@
 """What to do next: recommendations drawn from a compare result, each with its figures.
 
-The compare report ends with these lines. They follow the measurement protocol
-(``../shared/PROTOCOL.md``): keep speculation on up to the load where it stops helping (and
-say what that means at the user's operating point); fewer drafted tokens when acceptance falls
-off after some position; off when acceptance is low or it never helps; watch p95 where p50
-improves and p95 worsens; and, with prefix-only / spec-only / both runs, which feature explains
-the TTFT change (prefill) and which the TPOT change (decode).
+The compare report ends with these lines. They follow the measurement protocol: keep
+speculation on up to the load where it stops helping (and say what that means at the user's
+operating point); turn a feature on only above the load where it starts helping; fewer
+drafted tokens when acceptance falls off after some position; off when acceptance is low or
+it never helps; watch p95 where p50 helps and p95 hurts; no decision while server starts
+disagree; and, with prefix-only / spec-only / both runs, which feature explains the TTFT
+change (prefill) and which the TPOT change (decode).
+
+Nothing here re-judges a step: each step arrives with its effect by the one rule of
+``analysis.effect`` and each condition with its crossover status (``analysis.crossover``),
+so the advice says what the verdict and the tables say. What a condition *is* comes from its
+features (declared or read from the server, ``analysis.features``): a condition whose
+features are unknown gets advice about the condition (keep it, or keep the baseline), never
+about a feature it may not have.
 
 The input is ``AdviceInput``, a small set of figures, not the compare module's own types, so
-the rules can be tested on constructed figures and the compare code can change freely; the
-compare side adapts its result to it. Ratios are condition / baseline of a latency (below 1 is
-faster); a change counts only beyond ``min_gain`` (default 2 %), so noise gives no advice.
+the rules can be tested on constructed figures; ``report.advice`` adapts a comparison to it.
 """
 
 from __future__ import annotations
@@ -18,11 +24,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from specload.analysis.crossover import ALWAYS, BETWEEN, CROSSES, MIXED, NEVER, STARTS
+from specload.analysis.effect import HELPS, HURTS
+from specload.analysis.verdict import status_words_plain
+from specload.analysis.wording import pct
+
 __all__ = [
     "LOW_ACCEPTANCE",
     "POSITION_MIN",
     "Advice",
     "AdviceInput",
+    "Bound",
     "ConditionFigures",
     "StepFigures",
     "advise",
@@ -39,40 +51,58 @@ class StepFigures:
     """One load step of one condition against the baseline, on the chosen metric.
 
     ``p50_ratio``/``p95_ratio``: condition / baseline of that metric's p50 and p95 at this
-    step; ``*_ci``: their 95 % bootstrap intervals when known.
+    step; ``effect``/``p95_effect``: their classifications (``analysis.effect``).
     """
 
     target_qps: float
     p50_ratio: float | None
     p95_ratio: float | None = None
-    p50_ci: tuple[float, float] | None = None
-    p95_ci: tuple[float, float] | None = None
+    effect: str = "no_change"
+    p95_effect: str = "no_change"
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """A boundary of the helping range in req/s with its CI (None: beyond the range)."""
+
+    qps: float
+    lo: float | None = None
+    hi: float | None = None
+
+    def ci(self) -> str:
+        lo = "?" if self.lo is None else f"{self.lo:.3g}"
+        hi = "?" if self.hi is None else f"{self.hi:.3g}"
+        return f"95 % CI {lo}–{hi}"
 
 
 @dataclass(frozen=True, slots=True)
 class ConditionFigures:
-    """One non-baseline condition: what was on, its steps, acceptance, crossover, memory.
+    """One non-baseline condition: what was on, its steps, acceptance, status, memory.
 
-    ``per_position``: acceptance per draft position, 0-based (Δaccepted at position i /
-    Δdrafts; vLLM's ``spec_decode_num_accepted_tokens_per_pos``). ``crossover_qps``: the load
-    at which it stops helping on the metric (``None``: not found in the tested range), with
-    its CI. ``ttft_ratio``/``tpot_ratio``: p50 condition / baseline at the lowest common load,
-    for attribution. ``gpu_memory_peak_mib``: peak over the run, when sampled.
+    ``speculative`` / ``prefix_caching``: True, False, or None when unknown.
+    ``per_position``: acceptance per draft position, 0-based. ``status``: the crossover status
+    on the metric; ``start``/``stop``: its boundaries; ``replicate_statuses``: the status of
+    each server start analysed alone (empty with one start). ``ttft_ratio``/``tpot_ratio``:
+    p50 condition / baseline at the lowest common load, for attribution.
     """
 
     label: str
-    speculative: bool
+    speculative: bool | None
     prefix_caching: bool | None = None
     method: str | None = None
     num_speculative_tokens: int | None = None
     steps: tuple[StepFigures, ...] = ()
     acceptance_rate: float | None = None
     per_position: tuple[float, ...] = ()
-    crossover_qps: float | None = None
-    crossover_ci: tuple[float | None, float | None] | None = None
+    status: str = NEVER
+    start: Bound | None = None
+    stop: Bound | None = None
+    replicate_statuses: tuple[str, ...] = ()
     ttft_ratio: float | None = None
     tpot_ratio: float | None = None
     gpu_memory_peak_mib: float | None = None
+    #: loads where p50 TTFT helps (a feature that never helps the metric may still pay there)
+    ttft_helps: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,14 +113,15 @@ class AdviceInput:
     conditions: tuple[ConditionFigures, ...]
     metric: str = "p50 TPOT"
     operating_qps: float | None = None
-    min_gain: float = 0.02
+    min_gain: float = 0.05
     baseline_gpu_memory_peak_mib: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Advice:
-    """One recommendation. ``kind``: ``keep``, ``off``, ``lower_k``, ``watch_p95``,
-    ``attribution``, ``memory`` or ``range``; ``figures`` are the numbers it rests on."""
+    """One recommendation. ``kind``: ``keep``, ``starts``, ``off``, ``undecided``,
+    ``lower_k``, ``watch_p95``, ``attribution`` or ``memory``; ``figures`` are the numbers
+    it rests on."""
 
     kind: str
     condition: str | None
@@ -98,109 +129,156 @@ class Advice:
     figures: dict[str, float | None] = field(default_factory=dict)
 
 
-def _pct(ratio: float) -> str:
-    """A ratio as a signed change: 0.8 -> '-20%'."""
-    return f"{(ratio - 1) * 100:+.0f}%"
-
-
-def _qps(x: float | None) -> str:
-    return "?" if x is None else f"{x:g}"
-
-
-def _feature(c: ConditionFigures) -> str:
+def _feature(c: ConditionFigures) -> str | None:
+    """What the condition turns on, or None when that is unknown or nothing is on."""
     if c.speculative and c.prefix_caching:
         return "speculative decoding with prefix caching"
-    return "speculative decoding" if c.speculative else "prefix caching"
+    if c.speculative:
+        return "speculative decoding"
+    if c.speculative is False and c.prefix_caching:
+        return "prefix caching"
+    return None
 
 
-def _helps(s: StepFigures, min_gain: float) -> bool:
-    if s.p50_ratio is None:
-        return False
-    if s.p50_ci is not None:
-        return s.p50_ci[1] < 1.0 and s.p50_ratio <= 1 - min_gain
-    return s.p50_ratio <= 1 - min_gain
+def _tested(c: ConditionFigures) -> tuple[float, float]:
+    qs = [s.target_qps for s in c.steps if s.p50_ratio is not None]
+    return (min(qs), max(qs)) if qs else (math.nan, math.nan)
 
 
-def _off_rules(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
-    """Turn it off: acceptance too low, or no step where it helped."""
-    out: list[Advice] = []
-    if c.speculative and c.acceptance_rate is not None and c.acceptance_rate < LOW_ACCEPTANCE:
-        out.append(
+def _where_hurts(c: ConditionFigures) -> str:
+    hurt = [s.target_qps for s in c.steps if s.effect == HURTS]
+    return f"; it hurt at {', '.join(f'{q:g}' for q in hurt)} req/s" if hurt else ""
+
+
+def _undecided(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
+    if c.replicate_statuses and any(s != c.status for s in c.replicate_statuses):
+        n = len(c.replicate_statuses)
+        seen = sorted(set(c.replicate_statuses), key=c.replicate_statuses.index)
+        parts = ", ".join(
+            f"{status_words_plain(s)} in {c.replicate_statuses.count(s)} of {n}" for s in seen
+        )
+        return [
             Advice(
-                "off",
+                "undecided",
                 c.label,
-                f"{c.label}: turn speculation off (or change drafter): only "
-                f"{c.acceptance_rate:.0%} of drafted tokens were accepted "
-                f"(< {LOW_ACCEPTANCE:.0%}), so drafting and verification both cost and little "
-                "is saved.",
-                {"acceptance_rate": c.acceptance_rate},
+                f"{c.label}: no decision yet: server starts disagree on {inp.metric} ({parts} "
+                "starts). Run more replicates (specload sweep --replicates 3) before acting.",
+                {"starts": float(n)},
             )
-        )
-    measured = [s for s in c.steps if s.p50_ratio is not None]
-    if measured and not any(_helps(s, inp.min_gain) for s in measured):
-        best = min(measured, key=lambda s: s.p50_ratio or math.inf)
-        assert best.p50_ratio is not None
-        out.append(
+        ]
+    if c.status == MIXED:
+        on = ", ".join(f"{s.target_qps:g}" for s in c.steps if s.effect == HELPS)
+        return [
             Advice(
-                "off",
+                "undecided",
                 c.label,
-                f"{c.label}: {_feature(c)} never helped {inp.metric} by {inp.min_gain:.0%} or more "
-                f"at any tested load (best {_pct(best.p50_ratio)} at {_qps(best.target_qps)} QPS): "
-                f"turn it off and keep the baseline ({inp.baseline}).",
-                {"best_ratio": best.p50_ratio, "best_qps": best.target_qps},
+                f"{c.label}: it helps {inp.metric} at {on} req/s only, with loads in between "
+                "where it does not: no consistent range. Lengthen the steps or add replicates "
+                "before acting.",
             )
+        ]
+    return []
+
+
+def _never(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
+    lo, hi = _tested(c)
+    feature = _feature(c)
+    act = (
+        f"turn {feature} off and keep the baseline ({inp.baseline})"
+        if feature
+        else f"keep the baseline ({inp.baseline})"
+    )
+    if c.ttft_helps and "TTFT" not in inp.metric:
+        where = ", ".join(f"{q:g}" for q in c.ttft_helps)
+        act = f"it lowered TTFT at {where} req/s, so keep it only if TTFT matters more; else {act}"
+    return [
+        Advice(
+            "off",
+            c.label,
+            f"{c.label}: {feature or 'it'} never helped {inp.metric} at a tested load "
+            f"({lo:g}–{hi:g} req/s){_where_hurts(c)}: {act}.",
+            {"max_tested_qps": hi},
         )
-    return out
+    ]
 
 
-def _operating_clause(c: ConditionFigures, op: float | None, top: float) -> str:
-    lo, hi = c.crossover_ci or (None, None)
-    x = c.crossover_qps
-    if op is None:
-        return " No operating point was given (--operating-qps): read the crossover against yours."
-    if x is None:
-        if op > top:
-            return f" Your operating point, {op:g} QPS, is above the tested range: measure there."
-        return f" At your operating point, {op:g} QPS, keep it on."
-    if op < (lo if lo is not None else x):
-        return f" Your operating point, {op:g} QPS, is below the crossover: keep it on."
-    if op > (hi if hi is not None else x):
-        return (
-            f" Your operating point, {op:g} QPS, is above the crossover: there it is slower; "
-            "turn it off or switch it by load."
-        )
-    return f" Your operating point, {op:g} QPS, lies within the crossover's CI: too close to call."
-
-
-def _keep_rule(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
-    """Keep it on up to the crossover, read against the operating point."""
-    helping = [s for s in c.steps if _helps(s, inp.min_gain)]
-    if not helping:
+def _low_acceptance(c: ConditionFigures) -> list[Advice]:
+    if not c.speculative or c.acceptance_rate is None or c.acceptance_rate >= LOW_ACCEPTANCE:
         return []
-    top = max(s.target_qps for s in c.steps)
-    figures: dict[str, float | None] = {
-        "crossover_qps": c.crossover_qps,
-        "operating_qps": inp.operating_qps,
-        "max_tested_qps": top,
-    }
-    if c.crossover_qps is None:
-        measured = [s for s in c.steps if s.p50_ratio is not None]
-        where = (
-            f"at every tested load up to {top:g} QPS"
-            if len(helping) == len(measured)
-            else "at " + ", ".join(f"{s.target_qps:g}" for s in helping) + " QPS only"
+    return [
+        Advice(
+            "off",
+            c.label,
+            f"{c.label}: turn speculation off (or change drafter): only "
+            f"{pct(c.acceptance_rate)} % of drafted tokens were accepted (< "
+            f"{pct(LOW_ACCEPTANCE)} %), so drafting and verification both cost and little is "
+            "saved.",
+            {"acceptance_rate": c.acceptance_rate},
         )
-        head = f"{c.label}: {_feature(c)} helped {inp.metric} {where}; no crossover found."
-    else:
-        lo, hi = c.crossover_ci or (None, None)
-        ci = f" (95% CI {_qps(lo)}-{_qps(hi)})" if c.crossover_ci else ""
+    ]
+
+
+def _where_op(op: float, b: Bound) -> int:
+    """-1 below the boundary's CI, +1 above it, 0 within (too close to call)."""
+    lo = b.lo if b.lo is not None else b.qps
+    hi = b.hi if b.hi is not None else b.qps
+    return -1 if op < lo else 1 if op > hi else 0
+
+
+def _operating_clause(c: ConditionFigures, op: float | None) -> str:
+    if op is None:
+        return " No operating point was given (--operating-qps): read the range against yours."
+    hi = _tested(c)[1]
+    if op > hi and c.status in (ALWAYS, STARTS):
+        return f" Your operating point, {op:g} req/s, is above the tested range: measure there."
+    sides = []
+    if c.start is not None:
+        sides.append(("start", _where_op(op, c.start)))
+    if c.stop is not None:
+        sides.append(("stop", _where_op(op, c.stop)))
+    if any(where == 0 for _, where in sides):
+        return (
+            f" Your operating point, {op:g} req/s, lies within a boundary's CI: too close to call."
+        )
+    inside = all((where > 0) if side == "start" else (where < 0) for side, where in sides)
+    if inside:
+        return f" At your operating point, {op:g} req/s, it helps: keep it on there."
+    return f" At your operating point, {op:g} req/s, it does not help: leave it off there."
+
+
+def _keep(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
+    """Where it helps, from the status: always, up to, from, between."""
+    feature = _feature(c) or c.label
+    hi = _tested(c)[1]
+    figures: dict[str, float | None] = {"operating_qps": inp.operating_qps, "max_tested_qps": hi}
+    if c.status == ALWAYS:
+        head = f"{c.label}: keep {feature} on: it helped {inp.metric} at every tested load up to {hi:g} req/s."
+        kind = "keep"
+    elif c.status == CROSSES and c.stop is not None:
         head = (
-            f"{c.label}: keep {_feature(c)} on up to about {c.crossover_qps:.3g} QPS{ci}; above "
-            f"that it no longer helps {inp.metric}."
+            f"{c.label}: keep {feature} on up to ≈ {c.stop.qps:.3g} req/s ({c.stop.ci()}); "
+            f"above that it no longer helps {inp.metric}."
         )
-        figures.update({"crossover_ci_low": lo, "crossover_ci_high": hi})
-    text = head + _operating_clause(c, inp.operating_qps, top)
-    return [Advice("keep", c.label, text, figures)]
+        figures.update(stop_qps=c.stop.qps, stop_ci_low=c.stop.lo, stop_ci_high=c.stop.hi)
+        kind = "keep"
+    elif c.status == STARTS and c.start is not None:
+        head = (
+            f"{c.label}: {feature} helps {inp.metric} only from ≈ {c.start.qps:.3g} req/s "
+            f"({c.start.ci()}) up to at least {hi:g} req/s, the highest tested load; below "
+            "that it makes no significant difference."
+        )
+        figures.update(start_qps=c.start.qps, start_ci_low=c.start.lo, start_ci_high=c.start.hi)
+        kind = "starts"
+    elif c.status == BETWEEN and c.start is not None and c.stop is not None:
+        head = (
+            f"{c.label}: {feature} helps {inp.metric} only between ≈ {c.start.qps:.3g} "
+            f"({c.start.ci()}) and ≈ {c.stop.qps:.3g} req/s ({c.stop.ci()})."
+        )
+        figures.update(start_qps=c.start.qps, stop_qps=c.stop.qps)
+        kind = "keep"
+    else:
+        return []
+    return [Advice(kind, c.label, head + _operating_clause(c, inp.operating_qps), figures)]
 
 
 def _lower_k_rule(c: ConditionFigures) -> list[Advice]:
@@ -213,33 +291,34 @@ def _lower_k_rule(c: ConditionFigures) -> list[Advice]:
         keep += 1
     if keep == 0 or keep >= k:
         return []
-    rates = ", ".join(f"{r:.0%}" for r in c.per_position)
+    rates = ", ".join(f"{pct(r)} %" for r in c.per_position)
     return [
         Advice(
             "lower_k",
             c.label,
             f"{c.label}: lower num_speculative_tokens from {k} to {keep}: acceptance by draft "
-            f"position is {rates}; after position {keep - 1} it falls below {POSITION_MIN:.0%}, so "
-            "later drafts are mostly verified for nothing (and shrink the KV budget).",
+            f"position is {rates}; after position {keep - 1} it falls below "
+            f"{pct(POSITION_MIN)} %, so later drafts are mostly verified for nothing (and "
+            "shrink the KV budget).",
             {"num_speculative_tokens": float(k), "suggested": float(keep)},
         )
     ]
 
 
 def _p95_rule(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
-    """p50 improves while p95 worsens: some requests wait on the drafting path."""
+    """p50 helps while p95 hurts: some requests wait on the drafting path."""
     out = []
     for s in c.steps:
-        if s.p95_ratio is None or not _helps(s, inp.min_gain) or s.p95_ratio <= 1 + inp.min_gain:
+        if s.effect != HELPS or s.p95_effect != HURTS:
             continue
-        assert s.p50_ratio is not None
+        assert s.p50_ratio is not None and s.p95_ratio is not None
         out.append(
             Advice(
                 "watch_p95",
                 c.label,
-                f"{c.label} at {s.target_qps:g} QPS: p50 improves {_pct(s.p50_ratio)} but p95 "
-                f"worsens {_pct(s.p95_ratio)}; some requests wait on the drafting path. Adopt it "
-                "only where p95 is stable.",
+                f"{c.label} at {s.target_qps:g} req/s: p50 is {pct(1 - s.p50_ratio)} % lower "
+                f"but p95 is {pct(s.p95_ratio - 1)} % higher; some requests wait on the "
+                "drafting path. Adopt it only where p95 is stable.",
                 {"target_qps": s.target_qps, "p50_ratio": s.p50_ratio, "p95_ratio": s.p95_ratio},
             )
         )
@@ -263,9 +342,13 @@ def _memory_rule(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
 
 def _role(inp: AdviceInput, spec: bool, prefix: bool) -> ConditionFigures | None:
     for c in inp.conditions:
-        if c.speculative == spec and bool(c.prefix_caching) == prefix:
+        if c.speculative is spec and c.prefix_caching is prefix:
             return c
     return None
+
+
+def _signed(ratio: float) -> str:
+    return f"{pct(1 - ratio)} % {'lower' if ratio < 1 else 'higher'}"
 
 
 def _explain(family: str, phase: str, roles: dict[str, ConditionFigures], g: float) -> str | None:
@@ -275,12 +358,13 @@ def _explain(family: str, phase: str, roles: dict[str, ConditionFigures], g: flo
         return None
     both, pre, spec = r["both"], r["prefix"], r["spec"]
     effect = {"prefix caching": abs(math.log(pre)), "speculative decoding": abs(math.log(spec))}
-    if abs(math.log(both)) < math.log1p(g) and max(effect.values()) < math.log1p(g):
-        return f"{family} ({phase}) did not change beyond {g:.0%} in any condition."
+    floor = math.log1p(max(g, 0.02))
+    if abs(math.log(both)) < floor and max(effect.values()) < floor:
+        return f"{family} ({phase}) did not change by {pct(max(g, 0.02))} % in any condition."
     lead = max(effect, key=lambda k: effect[k])
     return (
-        f"{family} ({phase}) change with both on ({_pct(both)}) is explained by {lead}: "
-        f"prefix caching alone {_pct(pre)}, speculative decoding alone {_pct(spec)}."
+        f"{family} ({phase}) with both on ({_signed(both)}) is explained by {lead}: prefix "
+        f"caching alone {_signed(pre)}, speculative decoding alone {_signed(spec)}."
     )
 
 
@@ -308,8 +392,14 @@ def advise(inp: AdviceInput) -> list[Advice]:
     """All recommendations for a compare result, per condition, then the attribution."""
     out: list[Advice] = []
     for c in inp.conditions:
-        out.extend(_off_rules(c, inp))
-        out.extend(_keep_rule(c, inp))  # empty when no step helped
+        undecided = _undecided(c, inp)
+        out.extend(_low_acceptance(c))
+        if undecided:
+            out.extend(undecided)
+        elif c.status == NEVER:
+            out.extend(_never(c, inp))
+        else:
+            out.extend(_keep(c, inp))
         out.extend(_lower_k_rule(c))
         out.extend(_p95_rule(c, inp))
         out.extend(_memory_rule(c, inp))

@@ -5,35 +5,22 @@ prefix caching only, speculative decoding only, both — each feature's effect p
 ratio to the baseline on p50 TTFT and p50 TPOT, and the combination *adds up* when the
 "both" ratio is the product of the two single-feature ratios. The interaction
 ``both / (prefix * spec)`` is 1 when the effects are independent; it adds up when its 95 %
-bootstrap CI contains 1 or it lies within ``min_gain`` of 1. Roles come from each run's
-declared ``condition`` in ``run.json``, not from its label.
+bootstrap CI contains 1 or it lies within ``min_gain`` of 1. Roles come from what each run's
+server had on (``analysis.features``: declared, or read from its /metrics), never from its
+label.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from specload.analysis.stats import Estimate, percentile_ci
 
-__all__ = ["Attribution", "AttributionStep", "attribute", "role_of"]
+__all__ = ["Attribution", "AttributionStep", "attribute"]
 
 FAMILIES = {"ttft": "ttft_p50", "tpot": "tpot_p50"}
-
-
-def role_of(condition: dict[str, Any] | None) -> str:
-    """``baseline`` / ``prefix`` / ``spec`` / ``both`` from a run.json ``condition``."""
-    condition = condition or {}
-    spec = bool(condition.get("speculative"))
-    prefix = bool(condition.get("prefix_caching"))
-    return {
-        (False, False): "baseline",
-        (False, True): "prefix",
-        (True, False): "spec",
-        (True, True): "both",
-    }[(spec, prefix)]
 
 
 @dataclass(slots=True)

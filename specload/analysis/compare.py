@@ -1,13 +1,17 @@
 """``compare_runs``: run directories in, one ``Comparison`` (plain dataclasses) out.
 
-Lines runs up by condition (run.json ``label``; several run dirs with one label are repeats
-and are pooled) and by step (target QPS), then computes per-step statistics, ratios to the
-baseline with bootstrap CIs, crossovers, p50/p95 flags, the four-way attribution, the output
-contract, comparability and CI gates. Nothing here formats output: ``specload.report`` turns
-a ``Comparison`` into a ``Report`` and renders it.
+Lines runs up by condition (run.json ``label``; several run dirs with one label are
+replicates: separate server starts, pooled with a hierarchical bootstrap) and by step (target
+QPS), then computes per-step statistics, ratios to the baseline with bootstrap CIs, one
+classification per (condition, metric, step) by the rule of ``analysis.effect`` from which
+everything else derives (crossovers, verdicts, p50/p95 flags, gates, advice), the four-way
+attribution, the output contract, what the replicates disagree on, comparability and CI
+gates. Nothing here formats output: ``specload.report`` turns a ``Comparison`` into a
+``Report`` and renders it.
 
-The baseline is ``baseline=`` when given, else the first run whose condition has no
-speculative config and no prefix caching, else the first run's label.
+The baseline is ``baseline=`` when given, else the first run whose server had neither
+speculation nor prefix caching (declared or read from its /metrics), else the first run's
+label.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specload.analysis.attribution import Attribution, attribute, role_of
-from specload.analysis.comparable import differences
+from specload.analysis.attribution import Attribution, attribute
+from specload.analysis.comparable import differences, not_comparable_message
+from specload.analysis.completeness import error_budget, incomplete_steps
 from specload.analysis.crossover import Crossover, find_crossover
 from specload.analysis.decode_step import DecodeStep, decode_steps
 from specload.analysis.dynamic import ScheduleAnalysis, analyse_schedules
+from specload.analysis.features import Features, features_of, role_of
 from specload.analysis.gates import Gate, GateResult, evaluate_gates
 from specload.analysis.load import RunData, load_runs
 from specload.analysis.quality import (
@@ -31,6 +37,13 @@ from specload.analysis.quality import (
     scenario_temperature,
 )
 from specload.analysis.ratios import Flag, RatioRow, p95_flags, step_ratios
+from specload.analysis.replicates import (
+    Disagreement,
+    PerStart,
+    disagreements,
+    per_start_statuses,
+    per_start_steps,
+)
 from specload.analysis.samples import OutputSample, output_samples
 from specload.analysis.schedule import ScheduleOptions
 from specload.analysis.server import server_steps
@@ -63,6 +76,7 @@ class ConditionInfo:
 
     label: str
     role: str
+    #: the speculative config when known (on/off/unknown: ``features.spec_on``)
     speculative: dict[str, Any] | None
     prefix_caching: bool | None
     runs: list[str]
@@ -71,6 +85,16 @@ class ConditionInfo:
     #: run.json ``lost_workers`` of every run, each with ``run`` (dir name) and the ``step``
     #: index / ``target_qps`` of the step it was noticed in (None outside the steps).
     lost_workers: list[dict[str, Any]] = field(default_factory=list)
+    #: what the server had on and where that is known from (``analysis.features``)
+    features: Features = field(default_factory=lambda: Features(None, None))
+
+    #: run.json ``status`` of each run
+    statuses: list[str] = field(default_factory=list)
+
+    @property
+    def starts(self) -> int:
+        """Replicates: server starts (run dirs) pooled into this condition."""
+        return len(self.runs)
 
 
 @dataclass(slots=True)
@@ -102,6 +126,17 @@ class Comparison:
     samples: dict[str, list[OutputSample]] = field(default_factory=dict)
     #: condition -> decode step time and client means per step (``analysis.decode_step``)
     decode: dict[str, list[DecodeStep]] = field(default_factory=dict)
+    #: condition -> target QPS left out of every conclusion -> why (``analysis.completeness``)
+    incomplete: dict[str, dict[float, str]] = field(default_factory=dict)
+    #: steps where a condition's server starts disagree beyond their within-start CIs
+    disagreements: list[Disagreement] = field(default_factory=list)
+    #: the error budget the incomplete steps were judged by
+    max_error_rate: float = 0.05
+
+    def single_start(self, label: str) -> bool:
+        """True when the CIs of ``label`` vs the baseline cover one server start only."""
+        starts = {i.label: i.starts for i in self.conditions}
+        return min(starts.get(label, 1), starts.get(self.baseline, 1)) < 2
 
     @property
     def verdict(self) -> str:
@@ -138,17 +173,17 @@ def load_conditions(run_dirs: list[str | Path]) -> tuple[dict[str, list[RunData]
     return groups, runs
 
 
-def _pick_baseline(groups: dict[str, list[RunData]], baseline: str | None) -> str:
+def _pick_baseline(infos: dict[str, ConditionInfo], baseline: str | None) -> str:
     if baseline is not None:
-        if baseline not in groups:
+        if baseline not in infos:
             raise ConfigError(
-                f"--baseline {baseline!r}: no run has that label (labels: {', '.join(groups)})"
+                f"--baseline {baseline!r}: no run has that label (labels: {', '.join(infos)})"
             )
         return baseline
-    for label, runs in groups.items():
-        if role_of(runs[0].meta.get("condition")) == "baseline":
+    for label, info in infos.items():
+        if info.role == "baseline":
             return label
-    return next(iter(groups))
+    return next(iter(infos))
 
 
 def _lost(run: RunData, lost: dict[str, Any]) -> dict[str, Any]:
@@ -171,17 +206,29 @@ def _lost(run: RunData, lost: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _features(runs: list[RunData]) -> Features:
+    """The condition's features from its first run; other runs that differ are noted."""
+    feats = [features_of(r.meta, r.metrics) for r in runs]
+    f = feats[0]
+    for r, g in zip(runs[1:], feats[1:]):
+        if (g.spec_on, g.prefix_caching) != (f.spec_on, f.prefix_caching):
+            f.conflicts.append(f"{r.path.name} ran with other features than {runs[0].path.name}")
+    return f
+
+
 def _info(label: str, runs: list[RunData]) -> ConditionInfo:
-    cond = runs[0].meta.get("condition") or {}
+    f = _features(runs)
     return ConditionInfo(
         label=label,
-        role=role_of(cond),
-        speculative=cond.get("speculative"),
-        prefix_caching=cond.get("prefix_caching"),
+        role=role_of(f),
+        speculative=f.spec_config() or None,
+        prefix_caching=f.prefix_caching,
         runs=[str(r.path) for r in runs],
         meta=runs[0].meta,
-        warnings=[w for r in runs for w in r.warnings],
+        warnings=[w for r in runs for w in r.warnings] + [f"{label}: {c}" for c in f.conflicts],
         lost_workers=[_lost(r, x) for r in runs for x in r.meta.get("lost_workers") or []],
+        features=f,
+        statuses=[str(r.meta.get("status")) for r in runs],
     )
 
 
@@ -203,6 +250,7 @@ def _crossovers(
             base,
             [r.target_qps for r in rows[m]],
             [r.ratio for r in rows[m]],
+            [r.effect for r in rows[m]],
             reps[m],
             min_gain,
         )
@@ -216,24 +264,31 @@ def _notes(groups: dict[str, list[RunData]], steps: dict[str, list[StepStats]]) 
     for label, runs in groups.items():
         if len(runs) > 1:
             notes.append(
-                f"{label}: {len(runs)} run directories are repeats of one condition; pooled"
+                f"{label}: {len(runs)} run directories are replicates (server starts) of one "
+                "condition; pooled, with CIs that include the variance between starts"
             )
         reps = [s.executions for s in steps[label] if s.executions > len(runs)]
         if reps:
-            notes.append(f"{label}: up to {max(reps)} executions per step (repeats) pooled")
+            notes.append(
+                f"{label}: up to {max(reps)} executions per step (repeats within a server "
+                "start) pooled"
+            )
     return notes
 
 
-def _client_warnings(steps: dict[str, list[StepStats]]) -> list[str]:
+def _client_warnings(
+    steps: dict[str, list[StepStats]], starts: dict[str, list[PerStart]]
+) -> list[str]:
     out = []
     for label, rows in steps.items():
         for s in rows:
-            spread = s.execution_p50.get("tpot")
+            # across server starts, ``disagreements`` judges (with CIs); here repeats in one
+            spread = s.execution_p50.get("tpot") if not starts.get(label) else None
             if spread and min(spread) > 0 and max(spread) / min(spread) - 1 > REPEAT_SPREAD:
                 out.append(
-                    f"{label} at {s.target_qps:g} req/s: repeats disagree, p50 TPOT "
+                    f"{label} at {s.target_qps:g} req/s: executions differ, p50 TPOT "
                     f"{min(spread) * 1000:.2f}–{max(spread) * 1000:.2f} ms across {len(spread)} "
-                    "executions (pooled; check for drift between runs)"
+                    "step executions (pooled; check for drift)"
                 )
             if s.n_ok < MIN_TAIL_N:
                 out.append(
@@ -283,36 +338,64 @@ class _Against:
     reps: dict[str, dict[str, Any]] = field(default_factory=dict)
     crossovers: list[Crossover] = field(default_factory=list)
     flags: list[Flag] = field(default_factory=list)
+    #: condition -> target QPS left out -> why (either side incomplete)
+    incomplete: dict[str, dict[float, str]] = field(default_factory=dict)
 
 
-def _against(
-    steps: dict[str, list[StepStats]], base: str, metric: str, min_gain: float
-) -> _Against:
+@dataclass(slots=True)
+class _Inputs:
+    """What ``_against`` reads: the pooled steps, each condition's incomplete steps, and each
+    condition's server starts analysed alone (empty with one start)."""
+
+    steps: dict[str, list[StepStats]]
+    incomplete: dict[str, dict[float, str]]
+    starts: dict[str, list[PerStart]]
+
+
+def _against(inp: _Inputs, base: str, metric: str, min_gain: float) -> _Against:
     out = _Against()
     metrics = list(dict.fromkeys([metric, *CROSSOVER_METRICS]))
-    for label, cond_steps in steps.items():
+    for label, cond_steps in inp.steps.items():
         if label == base:
             continue
-        rows, out.reps[label] = step_ratios(cond_steps, steps[base], min_gain)
+        left_out = {**inp.incomplete.get(base, {}), **inp.incomplete.get(label, {})}
+        out.incomplete[label] = dict(sorted(left_out.items()))
+        rows, out.reps[label] = step_ratios(
+            cond_steps, inp.steps[base], min_gain, frozenset(left_out)
+        )
         out.ratios[label] = rows
-        out.crossovers += _crossovers(label, base, rows, out.reps[label], metrics, min_gain)
-        out.flags += p95_flags(rows, min_gain)
+        crossovers = _crossovers(label, base, rows, out.reps[label], metrics, min_gain)
+        if inp.starts.get(label) or inp.starts.get(base):
+            for x in crossovers:
+                x.replicate_statuses = per_start_statuses(
+                    inp.starts.get(label) or [PerStart(label, cond_steps)],
+                    inp.starts.get(base, []),
+                    inp.steps[base],
+                    x.metric,
+                    min_gain,
+                    frozenset(left_out),
+                )
+        out.crossovers += crossovers
+        out.flags += p95_flags(rows)
     return out
 
 
 def _verdicts(
-    vs: _Against,
-    steps: dict[str, list[StepStats]],
-    base: str,
-    metric: str,
-    min_gain: float,
-    contract: list[ContractCheck],
+    vs: _Against, comparison: Comparison, contract: list[ContractCheck]
 ) -> dict[str, str]:
+    c = comparison
     verdicts = {}
     for label in vs.ratios:
-        x = next((c for c in vs.crossovers if c.condition == label and c.metric == metric), None)
-        issues = next(c.issues for c in contract if c.condition == label)
-        verdicts[label] = sentence(x, vs.ratios[label], steps[label], steps[base], min_gain, issues)
+        issues = next(chk.issues for chk in contract if chk.condition == label)
+        verdicts[label] = sentence(
+            c.crossover(label, c.metric),
+            vs.ratios[label],
+            c.steps[label],
+            c.steps[c.baseline],
+            issues,
+            excluded=vs.incomplete.get(label),
+            single_start=c.single_start(label),
+        )
     return verdicts
 
 
@@ -322,14 +405,13 @@ def _gates(
     steps: dict[str, list[StepStats]],
     base: str,
     operating_qps: float | None,
+    min_gain: float,
 ) -> GateResult | None:
     if not gates:
         return None
-    flat = {
-        c: {m: {r.target_qps: r.ratio for r in rows} for m, rows in ms.items()}
-        for c, ms in vs.ratios.items()
-    }
-    return evaluate_gates(gates, steps[base], {c: steps[c] for c in vs.ratios}, flat, operating_qps)
+    return evaluate_gates(
+        gates, steps[base], {c: steps[c] for c in vs.ratios}, vs.ratios, operating_qps, min_gain
+    )
 
 
 def compare_runs(
@@ -344,24 +426,34 @@ def compare_runs(
     bootstrap: int = 1000,
     seed: int = 0,
     schedule: ScheduleOptions | None = None,
+    max_error_rate: float | None = None,
 ) -> Comparison:
     """Compare run directories; ConfigError (exit 2) on bad input or incomparable runs.
 
     ``metric`` drives the verdict (crossovers are computed for it and ``CROSSOVER_METRICS``);
-    a step helps when the metric is at least ``min_gain`` (fraction) lower than the
-    baseline's; ``gates`` apply to steps up to ``operating_qps`` req/s (all when None);
-    ``schedule`` tunes the batch-size schedule proposal (``analysis.schedule``).
+    every step is classified by ``analysis.effect`` with ``min_gain``; ``gates`` apply to
+    steps up to ``operating_qps`` req/s (all when None); ``schedule`` tunes the batch-size
+    schedule proposal (``analysis.schedule``); ``max_error_rate`` overrides the error budget
+    the runs recorded (steps over it are left out of every conclusion).
     """
     _check_options(metric, min_gain, bootstrap)
     groups, runs = load_conditions(run_dirs)
     diffs = differences(runs)
     if diffs and not force:
-        raise ConfigError(
-            "runs are not comparable (use --force to compare anyway): " + "; ".join(diffs)
-        )
-    base = _pick_baseline(groups, baseline)
+        raise ConfigError(not_comparable_message(runs))
+    infos = {label: _info(label, rs) for label, rs in groups.items()}
+    base = _pick_baseline(infos, baseline)
     steps = _all_steps(groups, bootstrap, seed)
-    vs = _against(steps, base, metric, min_gain)
+    budget = error_budget(runs, max_error_rate)
+    inputs = _Inputs(
+        steps=steps,
+        incomplete={
+            label: incomplete_steps(steps[label], infos[label].lost_workers, budget)
+            for label in groups
+        },
+        starts={label: per_start_steps(label, rs, bootstrap, seed) for label, rs in groups.items()},
+    )
+    vs = _against(inputs, base, metric, min_gain)
     temperature = scenario_temperature(groups[base][0].meta.get("scenario"))
     base_side = contract_side(groups[base])
     contract = [
@@ -374,25 +466,29 @@ def compare_runs(
         metric=metric,
         min_gain=min_gain,
         operating_qps=operating_qps,
-        conditions=[_info(label, rs) for label, rs in groups.items()],
+        conditions=list(infos.values()),
         steps=steps,
         ratios=vs.ratios,
         crossovers=vs.crossovers,
         flags=vs.flags,
-        attribution=_attribution(groups, base, vs.ratios, vs.reps, min_gain),
+        attribution=_attribution(infos, base, vs.ratios, vs.reps, min_gain),
         contract=contract,
         differences=diffs,
         forced=bool(diffs),
         warnings=[
             *(w for rs in groups.values() for r in rs for w in r.warnings),
-            *_client_warnings(steps),
+            *_client_warnings(steps, inputs.starts),
         ],
         notes=_notes(groups, steps),
-        verdicts=_verdicts(vs, steps, base, metric, min_gain, contract),
-        gates=_gates(gates, vs, steps, base, operating_qps),
+        verdicts={},
+        gates=_gates(gates, vs, steps, base, operating_qps, min_gain),
         bootstrap=bootstrap,
         seed=seed,
+        incomplete=vs.incomplete,
+        disagreements=[d for label, st in inputs.starts.items() for d in disagreements(label, st)],
+        max_error_rate=budget,
     )
+    comparison.verdicts = _verdicts(vs, comparison, contract)
     comparison.schedules = analyse_schedules(comparison, schedule)
     comparison.decode = {
         label: decode_steps(rs, {s.target_qps: s.server for s in steps[label]})
@@ -406,7 +502,7 @@ def compare_runs(
 
 
 def _attribution(
-    groups: dict[str, list[RunData]],
+    infos: dict[str, ConditionInfo],
     base: str,
     ratios: dict[str, dict[str, list[RatioRow]]],
     reps: dict[str, dict[str, Any]],
@@ -414,20 +510,16 @@ def _attribution(
 ) -> Attribution | None:
     """Attribution over the four roles, when the runs cover them (see ``attribution``)."""
     labels: dict[str, str] = {"baseline": base}
-    roles = {label: role_of(rs[0].meta.get("condition")) for label, rs in groups.items()}
-    for label, role in roles.items():
+    for label, info in infos.items():
         # a batch-size schedule is not "the" spec-only condition (issue 12)
-        dynamic = is_dynamic((groups[label][0].meta.get("condition") or {}).get("speculative"))
-        if label != base and role != "baseline" and not dynamic:
-            labels.setdefault(role, label)
+        dynamic = is_dynamic(info.features.spec_config() or None)
+        if label != base and info.role not in ("baseline", "unknown") and not dynamic:
+            labels.setdefault(info.role, label)
     both = labels.get("both")
     if both is not None:  # prefer the spec-only run with the same speculative config
-        spec_cfg = (groups[both][0].meta.get("condition") or {}).get("speculative")
-        for label, role in roles.items():
-            if (
-                role == "spec"
-                and (groups[label][0].meta.get("condition") or {}).get("speculative") == spec_cfg
-            ):
+        spec_cfg = infos[both].speculative
+        for label, info in infos.items():
+            if info.role == "spec" and info.speculative == spec_cfg:
                 labels["spec"] = label
                 break
     lookup: dict[str, dict[str, dict[float, tuple[Estimate, Any]]]] = {

@@ -1,179 +1,262 @@
-"""The crossover: the lowest load at which a condition stops beating the baseline, with a CI.
+"""Where a condition starts and stops helping, with a CI for each boundary.
 
-Per aligned step the *gain* on a latency metric is ``1 - condition / baseline`` (0.2 = 20 %
-faster). A step *helps* when the gain is at least ``min_gain``. The crossover is the first
-step that does not help right after one that does, interpolated linearly in gain against
-log(QPS) between the two (load steps are usually geometric, and latency curves are smoother
-in log-QPS). Statuses: ``always_helps`` (every tested step helps), ``never_helps`` (none
-does), ``crosses``. A condition that does not help at the lowest step but does higher up is
-reported as crossing at the lowest step, with a note: it stops helping at or below there.
+The input is one classification per step (``analysis.effect``: helps / hurts / no significant
+change / incomplete) plus the point gains ``1 - condition / baseline`` and their bootstrap
+replicates. Incomplete steps are left out first (``excluded``). The pattern of helping steps
+over increasing load gives the status:
 
-The CI applies the same rule to every bootstrap replicate of the per-step ratios. A
-replicate that always helps crosses "above the tested range" and one that never helps
-"below it"; a CI bound that lands there is None (JSON null) and ``ci_beyond`` says on which
-side ("above" / "below"): the data cannot bound it inside the tested range.
+- ``always_helps``: every step helps.
+- ``never_helps``: no step helps (it may hurt, or change nothing significant).
+- ``crosses``: helps from the lowest step up to some step, not above: *stops helping* at the
+  boundary (speculative decoding on a memory-bound server).
+- ``starts_helping``: does not help at the lowest step(s), helps from some step up to the
+  highest tested load (prefix caching, whose saved prefill matters more as load grows).
+- ``helps_between``: helps in one band of steps with steps that do not help on both sides.
+- ``mixed``: helping steps with non-helping steps between them: no boundary is claimed.
+
+A boundary lies between two adjacent steps, one helping and one not; it is interpolated
+linearly in gain against log(QPS) where the gain crosses ``min_gain`` (clipped to that pair
+of steps: load steps are usually geometric, and latency curves are smoother in log-QPS).
+Its CI applies the same boundary search to every bootstrap replicate of the gains (a
+replicate step "helps" when its gain is at least ``min_gain``): a replicate that helps at
+every step puts the stop above the tested range, one that never helps puts it below; a CI
+bound that lands outside is None (JSON null) and ``ci_beyond`` says on which side.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from specload.analysis.effect import HELPS, INCOMPLETE, NA
 from specload.analysis.stats import Estimate
 
-__all__ = ["Crossover", "classify", "classify_significant", "crossover_points", "find_crossover"]
+__all__ = [
+    "ALWAYS",
+    "BETWEEN",
+    "CROSSES",
+    "MIXED",
+    "NEVER",
+    "STARTS",
+    "STATUSES",
+    "Boundary",
+    "Crossover",
+    "find_crossover",
+    "fmt_qps",
+    "pattern_status",
+]
 
 ALWAYS, NEVER, CROSSES = "always_helps", "never_helps", "crosses"
+STARTS, BETWEEN, MIXED = "starts_helping", "helps_between", "mixed"
+STATUSES = (ALWAYS, NEVER, CROSSES, STARTS, BETWEEN, MIXED)
+
+
+def fmt_qps(v: float) -> str:
+    """A load as people read it: 17.6, 4, 0.85 (three significant digits, no trailing zeros)."""
+    return f"{v:.3g}"
+
+
+@dataclass(slots=True)
+class Boundary:
+    """One boundary (start or stop of helping) in req/s, with its 95 % bootstrap CI."""
+
+    qps: float
+    ci: tuple[float | None, float | None] = (None, None)
+    ci_beyond: tuple[str, str] = ("", "")
+
+    def ci_text(self, tested_range: tuple[float, float]) -> str:
+        """ "16.5–21", "<2–4.7", ">32–>32": a None bound shown as beyond the tested range,
+        both bounds rounded like the boundary itself."""
+        parts = []
+        for v, side in zip(self.ci, self.ci_beyond):
+            if v is not None:
+                parts.append(fmt_qps(v))
+            elif side == "above":
+                parts.append(f">{tested_range[1]:g}")
+            elif side == "below":
+                parts.append(f"<{tested_range[0]:g}")
+            else:
+                parts.append("?")
+        return "–".join(parts)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"qps": self.qps, "ci": list(self.ci), "ci_beyond": list(self.ci_beyond)}
 
 
 @dataclass(slots=True)
 class Crossover:
-    """Where ``condition`` stops beating ``baseline`` on ``metric``; QPS in requests/s."""
+    """How ``condition`` compares with ``baseline`` on ``metric`` over the tested loads."""
 
     metric: str
     condition: str
     baseline: str
     status: str
-    qps: float | None
-    ci: tuple[float | None, float | None]
     tested_range: tuple[float, float]
-    last_helping_qps: float | None
-    first_gain: Estimate
-    agreement: float
+    #: target QPS of the steps used (incomplete ones left out) and their effects
+    steps: list[float]
+    effects: list[str]
+    #: where helping stops (``crosses``, ``helps_between``) and starts (``starts_helping``,
+    #: ``helps_between``)
+    stop: Boundary | None = None
+    start: Boundary | None = None
+    #: gain (1 - ratio) at the lowest used step, and the largest gain among helping steps
+    first_gain: Estimate = field(default_factory=lambda: Estimate(None))
+    peak_gain: Estimate = field(default_factory=lambda: Estimate(None))
+    peak_qps: float | None = None
+    #: share of bootstrap replicates whose pattern has the same status
+    agreement: float = 0.0
+    #: steps left out because their data is incomplete (error budget, lost worker)
+    excluded: list[float] = field(default_factory=list)
+    #: statuses of each replicate (server start) analysed alone; empty with one replicate
+    replicate_statuses: list[str] = field(default_factory=list)
     note: str = ""
-    ci_beyond: tuple[str, str] = ("", "")
+
+    @property
+    def helping(self) -> list[float]:
+        return [q for q, e in zip(self.steps, self.effects) if e == HELPS]
+
+    @property
+    def last_helping_qps(self) -> float | None:
+        return self.helping[-1] if self.helping else None
+
+    @property
+    def first_helping_qps(self) -> float | None:
+        return self.helping[0] if self.helping else None
+
+    @property
+    def replicates_agree(self) -> bool:
+        """False when server starts analysed alone do not all show this status."""
+        return all(s == self.status for s in self.replicate_statuses)
+
+    @property
+    def decided(self) -> bool:
+        """A boundary (or always/never) that every replicate shows: safe to act on."""
+        return self.replicates_agree and self.status != MIXED
+
+    # Back-compatible views of the stop boundary (``qps`` / ``ci`` were the crossover).
+    @property
+    def qps(self) -> float | None:
+        return self.stop.qps if self.stop is not None and self.status == CROSSES else None
+
+    @property
+    def ci(self) -> tuple[float | None, float | None]:
+        b = self.stop if self.status in (CROSSES, BETWEEN) else self.start
+        return b.ci if b is not None else (None, None)
+
+    @property
+    def ci_beyond(self) -> tuple[str, str]:
+        b = self.stop if self.status in (CROSSES, BETWEEN) else self.start
+        return b.ci_beyond if b is not None else ("", "")
 
     def ci_text(self) -> str:
-        """ "16–21", "<2–4.7", ">32–>32": a None bound shown as beyond the tested range."""
-        parts = []
-        for v, side in zip(self.ci, self.ci_beyond):
-            if v is not None:
-                parts.append(f"{v:.3g}")
-            else:
-                parts.append(
-                    f">{self.tested_range[1]:g}"
-                    if side == "above"
-                    else f"<{self.tested_range[0]:g}"
-                )
-        return "–".join(parts)
+        b = self.stop if self.status in (CROSSES, BETWEEN) else self.start
+        return b.ci_text(self.tested_range) if b is not None else ""
 
     def to_dict(self) -> dict[str, object]:
         return {
             "metric": self.metric,
             "condition": self.condition,
             "baseline": self.baseline,
+            "status": self.status,
             "qps": self.qps,
             "ci": list(self.ci),
-            "status": self.status,
-            "tested_range": list(self.tested_range),
-            "last_helping_qps": self.last_helping_qps,
-            "first_gain": self.first_gain.to_dict(),
-            "agreement": self.agreement,
-            "note": self.note,
             "ci_beyond": list(self.ci_beyond),
+            "stops_at": self.stop.to_dict() if self.stop is not None else None,
+            "starts_at": self.start.to_dict() if self.start is not None else None,
+            "tested_range": list(self.tested_range),
+            "steps": [{"target_qps": q, "effect": e} for q, e in zip(self.steps, self.effects)],
+            "excluded_qps": self.excluded,
+            "last_helping_qps": self.last_helping_qps,
+            "first_helping_qps": self.first_helping_qps,
+            "first_gain": self.first_gain.to_dict(),
+            "peak_gain": self.peak_gain.to_dict(),
+            "peak_qps": self.peak_qps,
+            "agreement": self.agreement,
+            "replicate_statuses": self.replicate_statuses,
+            "replicates_agree": self.replicates_agree,
+            "decided": self.decided,
+            "note": self.note,
         }
 
 
-def classify(ratio: float | None, min_gain: float) -> str:
-    """``better`` / ``worse`` / ``same`` for a condition/baseline ratio of a latency metric."""
-    if ratio is None:
-        return "n/a"
-    if 1.0 - ratio >= min_gain:
-        return "better"
-    if ratio - 1.0 >= min_gain:
-        return "worse"
-    return "same"
+def pattern_status(helps: list[bool]) -> str:
+    """The status of a pattern of helping steps, in increasing load."""
+    if not any(helps):
+        return NEVER
+    if all(helps):
+        return ALWAYS
+    first = helps.index(True)
+    last = len(helps) - 1 - helps[::-1].index(True)
+    if not all(helps[first : last + 1]):
+        return MIXED
+    if first == 0:
+        return CROSSES
+    return STARTS if last == len(helps) - 1 else BETWEEN
 
 
-#: Smallest change the verdict's side clauses and the p50/p95 flags mention (fraction).
-SIDE_MIN = 0.03
+def _interp(log_q: np.ndarray, gains: np.ndarray, i: int, level: float) -> float:
+    """QPS between steps i and i+1 where the gain crosses ``level`` (clipped to the pair)."""
+    g0, g1 = gains[i], gains[i + 1]
+    t = 0.5 if g0 == g1 else (g0 - level) / (g0 - g1)
+    t = min(max(t, 0.0), 1.0)
+    return math.exp(log_q[i] + t * (log_q[i + 1] - log_q[i]))
 
 
-def classify_significant(ratio: Estimate, min_gain: float) -> str:
-    """Like ``classify``, but only when the 95 % CI excludes 1 and the change is at least
-    ``SIDE_MIN``: noise is "same".
+def _boundaries(
+    log_q: np.ndarray, gains: np.ndarray, helps: np.ndarray, level: float
+) -> tuple[float, float]:
+    """(start, stop) of the first helping band of one pattern; ±inf beyond the range.
 
-    Used for the verdict's side clauses and the p50/p95 flags, which must not fire on noise
-    (with ``--min-gain 0`` every wobble would otherwise be "better" or "worse").
+    Never helps: start +inf, stop -inf (both beyond the range on the side that says so).
     """
-    verdict = classify(ratio.value, max(min_gain, SIDE_MIN))
-    if verdict == "better" and (ratio.hi is None or ratio.hi >= 1.0):
-        return "same"
-    if verdict == "worse" and (ratio.lo is None or ratio.lo <= 1.0):
-        return "same"
-    return verdict
-
-
-def crossover_points(log_qps: np.ndarray, gains: np.ndarray, min_gain: float) -> np.ndarray:
-    """Crossover QPS for each row of ``gains`` (shape (R, S)); +inf always, -inf never helps."""
-    helps = gains >= min_gain
-    nan_rows = np.isnan(gains).any(axis=1)
-    out = np.full(gains.shape[0], np.nan)
-    all_help = helps.all(axis=1)
-    none_help = ~helps.any(axis=1)
-    out[all_help] = np.inf
-    out[none_help] = -np.inf
-    if gains.shape[1] >= 2:
-        trans = helps[:, :-1] & ~helps[:, 1:]
-        has = trans.any(axis=1) & ~all_help & ~none_help
-        i = np.argmax(trans, axis=1)  # index of the last helping step before the drop
-        rows = np.nonzero(has)[0]
-        g0, g1 = gains[rows, i[rows]], gains[rows, i[rows] + 1]
-        t = (g0 - min_gain) / np.where(g0 == g1, 1.0, g0 - g1)
-        x = log_qps[i[rows]] + np.clip(t, 0.0, 1.0) * (log_qps[i[rows] + 1] - log_qps[i[rows]])
-        out[rows] = np.exp(x)
-        rest = ~has & ~all_help & ~none_help
-        out[rest] = math.exp(log_qps[0])
-    out[nan_rows] = np.nan
-    return out
-
-
-def _beyond(v: float) -> str:
-    return "" if np.isfinite(v) else "above" if v > 0 else "below"
+    idx = np.flatnonzero(helps)
+    if idx.size == 0:
+        return math.inf, -math.inf
+    first = int(idx[0])
+    start = -math.inf if first == 0 else _interp(log_q, gains, first - 1, level)
+    after = np.flatnonzero(~helps[first:])
+    if after.size == 0:
+        return start, math.inf
+    stop_i = first + int(after[0])
+    return start, _interp(log_q, gains, stop_i - 1, level)
 
 
 def _ci(points: np.ndarray) -> tuple[tuple[float | None, float | None], tuple[str, str]]:
-    """Percentile CI of replicate crossovers; infinite bounds become None plus their side."""
+    """Percentile CI of replicate boundaries; infinite bounds become None plus their side."""
     pts = np.sort(points[~np.isnan(points)])
     if pts.size == 0:
         return (None, None), ("", "")
     lo = pts[math.floor(0.025 * (pts.size - 1))]
     hi = pts[math.ceil(0.975 * (pts.size - 1))]
+
+    def side(v: float) -> str:
+        return "" if np.isfinite(v) else "above" if v > 0 else "below"
+
     return (
         (float(lo) if np.isfinite(lo) else None, float(hi) if np.isfinite(hi) else None),
-        (_beyond(lo), _beyond(hi)),
+        (side(lo), side(hi)),
     )
 
 
-def _status(point: float) -> str:
-    return ALWAYS if point == np.inf else NEVER if point == -np.inf else CROSSES
-
-
-def _last_help_and_note(
-    status: str, point: float, q: np.ndarray, gains: np.ndarray, min_gain: float
-) -> tuple[float | None, str]:
-    """The last helping step before the crossover, and a note on irregular patterns."""
-    helps = gains >= min_gain
-    if status == ALWAYS:
-        return float(q[-1]), ""
-    if status != CROSSES:
-        return None, ""
-    before = q[(q <= point) & helps]
-    last_help = float(before[-1]) if before.size else None
-    if not helps[0]:
-        listed = ", ".join(f"{v:g}" for v in q[helps])
-        return (
-            last_help,
-            f"does not help at the lowest step ({q[0]:g} req/s) but helps at {listed} req/s",
-        )
-    again = q[(q > point) & helps]
-    if again.size:
-        return last_help, "helps again at a higher step: " + ", ".join(
-            f"{v:g}" for v in again
-        ) + " req/s"
-    return last_help, ""
+def _replicate_boundaries(
+    log_q: np.ndarray, reps: np.ndarray, min_gain: float
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Start and stop boundary and status of every bootstrap replicate (rows of ``reps``)."""
+    gains = 1.0 - reps
+    starts = np.full(gains.shape[0], np.nan)
+    stops = np.full(gains.shape[0], np.nan)
+    statuses: list[str] = []
+    for r in range(gains.shape[0]):
+        row = gains[r]
+        if np.isnan(row).any():
+            statuses.append("")
+            continue
+        helps = row >= min_gain
+        starts[r], stops[r] = _boundaries(log_q, row, helps, min_gain)
+        statuses.append(pattern_status(helps.tolist()))
+    return starts, stops, statuses
 
 
 def _gain(ratio: Estimate) -> Estimate:
@@ -185,32 +268,62 @@ def _gain(ratio: Estimate) -> Estimate:
     )
 
 
+def _note(status: str, q: np.ndarray, helps: list[bool]) -> str:
+    if status != MIXED:
+        return ""
+    on = ", ".join(f"{v:g}" for v, h in zip(q, helps) if h)
+    off = ", ".join(f"{v:g}" for v, h in zip(q, helps) if not h)
+    return f"helps at {on} req/s but not at {off} req/s: no single boundary"
+
+
 def find_crossover(
     metric: str,
     condition: str,
     baseline: str,
     qps: list[float],
     ratios: list[Estimate],
+    effects: list[str],
     reps: np.ndarray,
     min_gain: float,
 ) -> Crossover | None:
-    """Crossover of one condition on one metric; ``reps`` has shape (B, steps). None: no data."""
-    keep = [i for i, r in enumerate(ratios) if r.value is not None]
+    """Status and boundaries of one condition on one metric; ``reps`` has shape (B, steps).
+
+    ``effects`` are the steps' classifications (``analysis.effect``); steps without data or
+    incomplete are left out. None when no step is left.
+    """
+    keep = [
+        i
+        for i, (r, e) in enumerate(zip(ratios, effects))
+        if r.value is not None and e not in (NA, INCOMPLETE)
+    ]
+    excluded = [qps[i] for i, e in enumerate(effects) if e == INCOMPLETE]
     if not keep:
         return None
     q = np.asarray([qps[i] for i in keep], dtype=np.float64)
+    used = [effects[i] for i in keep]
+    helps = [e == HELPS for e in used]
     gains = 1.0 - np.asarray([ratios[i].value for i in keep], dtype=np.float64)
     log_q = np.log(q)
-    point = float(crossover_points(log_q, gains[None, :], min_gain)[0])
-    rep_pts = crossover_points(log_q, 1.0 - reps[:, keep], min_gain)
-    status = _status(point)
-    last_help, note = _last_help_and_note(status, point, q, gains, min_gain)
-    finite = rep_pts[~np.isnan(rep_pts)]
-    agreement = float(np.mean([_status(p) == status for p in finite])) if finite.size else 0.0
-    ci, beyond = _ci(rep_pts)
-    return Crossover(
+    status = pattern_status(helps)
+    starts, stops, rep_status = _replicate_boundaries(log_q, reps[:, keep], min_gain)
+    valid = [s for s in rep_status if s]
+    x = Crossover(
         metric=metric, condition=condition, baseline=baseline, status=status,
-        qps=point if status == CROSSES else None, ci=ci, ci_beyond=beyond,
-        tested_range=(float(q[0]), float(q[-1])), last_helping_qps=last_help,
-        first_gain=_gain(ratios[keep[0]]), agreement=agreement, note=note,
+        tested_range=(float(q[0]), float(q[-1])), steps=q.tolist(), effects=used,
+        first_gain=_gain(ratios[keep[0]]), excluded=excluded,
+        agreement=float(np.mean([s == status for s in valid])) if valid else 0.0,
+        note=_note(status, q, helps),
     )  # fmt: skip
+    if status in (CROSSES, STARTS, BETWEEN):
+        start, stop = _boundaries(log_q, gains, np.asarray(helps), min_gain)
+        if status in (STARTS, BETWEEN):
+            ci, beyond = _ci(starts)
+            x.start = Boundary(start, ci, beyond)
+        if status in (CROSSES, BETWEEN):
+            ci, beyond = _ci(stops)
+            x.stop = Boundary(stop, ci, beyond)
+    helping = [i for i, h in zip(keep, helps) if h]
+    if helping:
+        best = max(helping, key=lambda i: 1.0 - (ratios[i].value or 1.0))
+        x.peak_gain, x.peak_qps = _gain(ratios[best]), float(qps[best])
+    return x

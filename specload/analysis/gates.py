@@ -1,16 +1,21 @@
 """CI gates: fail a pipeline when a condition regresses against the baseline where it matters.
 
-``--max-regression tpot_p95=10`` fails (exit 1) when any condition's p95 TPOT is more than
-10 % above the baseline's at any aligned step up to ``--operating-qps`` (every step when no
-operating point is given). Latency metrics compare point estimates of the ratio (the CI is
-reported next to it); ``error_rate`` compares percentage points.
+``--max-regression tpot_p95=10`` fails (exit 1) when any condition's p95 TPOT *hurts* at a
+step up to ``--operating-qps`` (every step when no operating point is given) by more than
+10 %: the one rule of ``analysis.effect`` (the change is at least ``--min-gain`` and its 95 %
+CI lies above 0), with the gate's own limit on top. A gate never fails where the report says
+"no significant change", and never passes silently: a gate that would check no step (no
+tested step at or below the operating point, or a metric no run measured) is bad input,
+exit 2. ``error_rate`` compares percentage points, at every step including incomplete ones
+(those are exactly what it is for).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specload.analysis.stats import Estimate
+from specload.analysis.effect import HURTS, INCOMPLETE
+from specload.analysis.ratios import RatioRow
 from specload.analysis.steps import StepStats, metric_names
 from specload.errors import ConfigError
 
@@ -54,7 +59,11 @@ class GateFailure:
 class GateResult:
     gates: list[Gate]
     operating_qps: float | None
+    min_gain: float = 0.0
     failures: list[GateFailure] = field(default_factory=list)
+    #: (condition, step, gate) checks made; steps left out because their data is incomplete
+    checked: int = 0
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -84,33 +93,90 @@ def _pct(r: float | None) -> float | None:
     return None if r is None else (r - 1.0) * 100.0
 
 
+def _in_scope(qps: float, operating_qps: float | None) -> bool:
+    return operating_qps is None or qps <= operating_qps * (1 + 1e-9)
+
+
+def _check_scope(
+    gates: list[Gate],
+    others: dict[str, list[StepStats]],
+    ratios: dict[str, dict[str, list[RatioRow]]],
+    operating_qps: float | None,
+) -> None:
+    """A gate that would check nothing is bad input: say which, exit 2."""
+    tested = sorted({s.target_qps for steps in others.values() for s in steps})
+    if not tested:
+        raise ConfigError("--max-regression: no condition besides the baseline to check")
+    if not any(_in_scope(q, operating_qps) for q in tested):
+        raise ConfigError(
+            f"--operating-qps {operating_qps:g}: no tested step at or below it (tested: "
+            f"{', '.join(f'{q:g}' for q in tested)} req/s); the gate would check nothing"
+        )
+    for g in gates:
+        if g.metric == "error_rate":
+            continue
+        measured = [
+            r
+            for ms in ratios.values()
+            for r in ms.get(g.metric, [])
+            if r.ratio.value is not None and _in_scope(r.target_qps, operating_qps)
+        ]
+        if not measured:
+            raise ConfigError(
+                f"--max-regression {g.metric}: no run measured {g.metric} at a step in scope; "
+                "the gate would check nothing"
+            )
+
+
 def evaluate_gates(
     gates: list[Gate],
     baseline: list[StepStats],
     others: dict[str, list[StepStats]],
-    ratios: dict[str, dict[str, dict[float, Estimate]]],
+    ratios: dict[str, dict[str, list[RatioRow]]],
     operating_qps: float | None,
+    min_gain: float,
 ) -> GateResult:
-    """Check every gate for every non-baseline condition at steps up to ``operating_qps``."""
-    result = GateResult(gates=gates, operating_qps=operating_qps)
+    """Check every gate for every non-baseline condition at steps up to ``operating_qps``.
+
+    Raises ConfigError (exit 2) when a gate would check nothing.
+    """
+    _check_scope(gates, others, ratios, operating_qps)
+    result = GateResult(gates=gates, operating_qps=operating_qps, min_gain=min_gain)
     base_err = {s.target_qps: s.error_rate for s in baseline}
     for cond, steps in others.items():
+        rows = {m: {r.target_qps: r for r in rs} for m, rs in ratios.get(cond, {}).items()}
         for s in steps:
-            if operating_qps is not None and s.target_qps > operating_qps * (1 + 1e-9):
+            if not _in_scope(s.target_qps, operating_qps):
                 continue
             for g in gates:
                 if g.metric == "error_rate":
                     if s.target_qps not in base_err:
                         continue
-                    ci: tuple[float | None, float | None] = (None, None)
                     change = (s.error_rate - base_err[s.target_qps]) * 100
-                else:
-                    est = ratios.get(cond, {}).get(g.metric, {}).get(s.target_qps)
-                    if est is None or est.value is None:
-                        continue
-                    change, ci = (est.value - 1) * 100, (_pct(est.lo), _pct(est.hi))
-                if change > g.max_pct:
+                    result.checked += 1
+                    if change > g.max_pct:
+                        result.failures.append(
+                            GateFailure(cond, g.metric, s.target_qps, change, g.max_pct)
+                        )
+                    continue
+                row = rows.get(g.metric, {}).get(s.target_qps)
+                if row is None or row.ratio.value is None:
+                    continue
+                if row.effect == INCOMPLETE:
+                    result.skipped.append(f"{cond} at {s.target_qps:g} req/s (incomplete)")
+                    continue
+                result.checked += 1
+                est = row.ratio
+                change = (row.ratio.value - 1) * 100
+                if row.effect == HURTS and change > g.max_pct:
+                    ci = (_pct(est.lo), _pct(est.hi))
                     result.failures.append(
                         GateFailure(cond, g.metric, s.target_qps, change, g.max_pct, ci)
                     )
+    if not result.checked:
+        raise ConfigError(
+            "--max-regression: every step in scope is incomplete ("
+            + "; ".join(result.skipped)
+            + "); the gate would check nothing"
+        )
     return result

@@ -1,12 +1,10 @@
 """Condition / baseline ratios per aligned step, and the "p50 better but p95 worse" flags.
 
 A ratio below 1 means the condition is faster on that latency metric. Each ratio carries the
-95 % CI of the replicate-wise ratio of the two bootstrap distributions (independent samples),
-and a verdict (``better`` / ``same`` / ``worse`` by at least ``min_gain``, the crossover's rule)
-plus the same verdict only where a stricter 99 % interval excludes 1 and the change is at
-least 3 % (``significant``). When p50 is
-significantly better and p95 significantly worse at the same step, some requests wait on the
-drafting path: that is flagged, never averaged away.
+95 % CI of the replicate-wise ratio of the two bootstrap distributions (independent samples;
+with replicates, each side's distribution includes the variance between server starts) and
+its ``effect`` by the one rule of ``analysis.effect``. When p50 helps and p95 hurts at the
+same step, some requests wait on the drafting path: that is flagged, never averaged away.
 """
 
 from __future__ import annotations
@@ -15,9 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specload.analysis.crossover import classify, classify_significant
+from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, classify
 from specload.analysis.stats import Estimate, ratio_estimate
 from specload.analysis.steps import LATENCY_FIELDS, StepStats, metric_names
+from specload.analysis.wording import change_words
 
 __all__ = ["Flag", "RatioRow", "p95_flags", "step_ratios"]
 
@@ -30,9 +29,8 @@ class RatioRow:
     metric: str
     target_qps: float
     ratio: Estimate
-    verdict: str
-    #: ``verdict`` when the CI excludes 1, else "same" (for flags and the verdict's clauses).
-    significant: str = "same"
+    #: ``helps`` / ``hurts`` / ``no_change`` / ``n/a`` / ``incomplete`` (``analysis.effect``)
+    effect: str
 
 
 @dataclass(slots=True)
@@ -47,32 +45,24 @@ class Flag:
 
     def message(self) -> str:
         name = self.family.upper() if self.family != "queue_delay" else "queue delay"
-        p50 = (1 - self.p50.value) * 100 if self.p50.value is not None else 0.0
-        p95 = (self.p95.value - 1) * 100 if self.p95.value is not None else 0.0
         return (
-            f"{self.condition} at {self.target_qps:g} req/s: p50 {name} {p50:.0f} % lower but "
-            f"p95 {name} {p95:.0f} % higher (some requests wait on the drafting path)"
+            f"{self.condition} at {self.target_qps:g} req/s: p50 {name} "
+            f"{change_words(self.p50)} but p95 {name} {change_words(self.p95)} "
+            "(some requests wait on the drafting path)"
         )
 
 
-#: Two-sided level of the interval behind ``significant``: stricter than the reported 95 %
-#: because a verdict scans every step of every metric (a Bonferroni-style guard for ~5 steps).
-STRICT_LEVEL = 0.99
-
-
-def _strict(est: Estimate, reps: np.ndarray) -> Estimate:
-    finite = reps[~np.isnan(reps)]
-    if est.value is None or finite.size == 0:
-        return est
-    tail = (1 - STRICT_LEVEL) / 2 * 100
-    lo, hi = np.percentile(finite, [tail, 100 - tail])
-    return Estimate(est.value, float(lo), float(hi))
-
-
 def step_ratios(
-    cond: list[StepStats], base: list[StepStats], min_gain: float
+    cond: list[StepStats],
+    base: list[StepStats],
+    min_gain: float,
+    incomplete: frozenset[float] = frozenset(),
 ) -> tuple[dict[str, list[RatioRow]], dict[str, np.ndarray]]:
-    """Rows per metric over the steps both conditions ran, and replicates shaped (B, steps)."""
+    """Rows per metric over the steps both conditions ran, and replicates shaped (B, steps).
+
+    Steps in ``incomplete`` (target QPS where either side's data is incomplete) keep their
+    figures but their effect is ``incomplete``: no conclusion rests on them.
+    """
     by_q = {s.target_qps: s for s in base}
     aligned = [(s, by_q[s.target_qps]) for s in cond if s.target_qps in by_q]
     rows: dict[str, list[RatioRow]] = {}
@@ -83,28 +73,20 @@ def step_ratios(
             est, r = ratio_estimate(
                 s.latency[metric], s.replicates[metric], b.latency[metric], b.replicates[metric]
             )
-            rows[metric].append(
-                RatioRow(
-                    s.condition,
-                    metric,
-                    s.target_qps,
-                    est,
-                    classify(est.value, min_gain),
-                    classify_significant(_strict(est, r), min_gain),
-                )
-            )
+            effect = INCOMPLETE if s.target_qps in incomplete else classify(est, min_gain)
+            rows[metric].append(RatioRow(s.condition, metric, s.target_qps, est, effect))
             cols.append(r)
         reps[metric] = np.stack(cols, axis=1) if cols else np.empty((0, 0))
     return rows, reps
 
 
-def p95_flags(rows: dict[str, list[RatioRow]], min_gain: float) -> list[Flag]:
-    """Steps where p50 is better by ``min_gain`` and p95 worse by ``min_gain``."""
+def p95_flags(rows: dict[str, list[RatioRow]]) -> list[Flag]:
+    """Steps where p50 helps and p95 hurts (the one rule, both ways)."""
     flags = []
     for fam in LATENCY_FIELDS:
         if fam == "queue_delay":
             continue
         for r50, r95 in zip(rows.get(f"{fam}_p50", []), rows.get(f"{fam}_p95", [])):
-            if r50.significant == "better" and r95.significant == "worse":
+            if r50.effect == HELPS and r95.effect == HURTS:
                 flags.append(Flag(r50.condition, fam, r50.target_qps, r50.ratio, r95.ratio))
     return flags

@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from specload.analysis.advise import POSITION_MIN
-from specload.analysis.crossover import CROSSES, NEVER, Crossover
+from specload.analysis.crossover import BETWEEN, MIXED, NEVER, STARTS, Crossover
+from specload.analysis.effect import HURTS
 from specload.analysis.vllm_schedule import SCHEDULE_KEY, check_schedule, is_dynamic
 
 if TYPE_CHECKING:
@@ -203,14 +204,17 @@ def load_points(steps: list[StepStats], rows: list[RatioRow]) -> tuple[list[Load
 
 
 def _batch(condition: str, x: Crossover, points: list[LoadPoint], source: str) -> BatchCrossover:
-    ci = tuple(running_at(points, v) for v in x.ci)
+    """Where it stops helping, also as a running batch (no stop: nothing to place)."""
+    stop = x.stop
+    qps_ci = stop.ci if stop is not None else (None, None)
+    ci = tuple(running_at(points, v) for v in qps_ci)
     return BatchCrossover(
         condition=condition,
         metric=x.metric,
         status=x.status,
-        qps=x.qps,
-        qps_ci=x.ci,
-        running=running_at(points, x.qps) if x.status == CROSSES else None,
+        qps=stop.qps if stop is not None else None,
+        qps_ci=qps_ci,
+        running=running_at(points, stop.qps) if stop is not None else None,
         running_ci=(ci[0], ci[1]),
         source=source,
     )
@@ -273,8 +277,24 @@ def _merge(ranges: list[list[int]]) -> list[list[int]]:
 
 
 def _irregular(x: Crossover) -> bool:
-    """Crossing "at the lowest step" because it did not help there (helps only higher up)."""
-    return x.status == CROSSES and x.last_helping_qps is None
+    """A helping range a k-by-batch schedule cannot express: scattered loads, a load below the
+    range where speculation *hurts* (not merely changes nothing), or server starts that
+    disagree."""
+    if x.status == MIXED or not x.replicates_agree:
+        return True
+    first = x.first_helping_qps
+    return any(e == HURTS for q, e in zip(x.steps, x.effects) if first is not None and q < first)
+
+
+def _below_note(x: Crossover) -> str:
+    """A range that starts above the lowest load: said, since k stays on down there."""
+    if x.status not in (STARTS, BETWEEN):
+        return ""
+    return (
+        f"does not help at the lowest step ({x.tested_range[0]:g} req/s) but helps at "
+        f"{', '.join(f'{q:g}' for q in x.helping)} req/s; no significant change below, so k "
+        "is kept there"
+    )
 
 
 def _off(max_num_seqs: int, why: str) -> tuple[list[list[int]], list[str]]:
@@ -295,18 +315,22 @@ def derive_schedule(
         ranges, notes = _off(top, "speculation never helped at a tested load")
         return ranges, [], notes
     if _irregular(x):
-        ranges, notes = _off(
-            top,
-            f"speculation did not help at the lowest load ({x.tested_range[0]:g} req/s) ({x.note})",
+        why = (
+            "the server starts disagree on where speculation helps"
+            if not x.replicates_agree
+            else f"speculation helps at {', '.join(f'{q:g}' for q in x.helping)} req/s only, "
+            "and not (or it hurts) at loads below or between"
         )
+        ranges, notes = _off(top, why)
         return ranges, [], notes
-    up_to = x.qps if x.status == CROSSES and x.qps is not None else x.tested_range[1]
+    stop = x.stop.qps if x.stop is not None else None
+    up_to = stop if stop is not None else x.tested_range[1]
     acceptance = _acceptance(points, up_to)
     k_low = _kept(acceptance, k_max, opts.min_acceptance)
     k_thin = min(k_low, _kept(acceptance, k_max, opts.thin_acceptance))
-    notes = [x.note] if x.note else []
-    if x.status == CROSSES:
-        run = running_at(points, x.qps)
+    notes = [n for n in (x.note, _below_note(x)) if n]
+    if stop is not None:
+        run = running_at(points, stop)
         if run is None:
             raise ValueError("no running-batch figures at the crossover load")
         end = min(top, max(1, math.floor(run + 1e-9)))

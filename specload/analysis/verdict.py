@@ -1,17 +1,27 @@
-"""The answer in one sentence per condition, drawn only from the computed figures.
+"""The answer in one sentence per condition, drawn only from the step classifications.
 
-Example: "spec-ngram-k4 lowers p50 TPOT 21 % (CI 17–25 %) up to 16 req/s and stops helping at
-≈ 18 req/s (CI 16–21); p95 TPOT is worse from 20 req/s; TTFT is worse at every step".
-The gain quoted is the one at the lowest tested step; CIs are 95 % bootstrap intervals.
+Examples: "spec lowers p50 TPOT by 16 % (CI 12–18 %) at 4 req/s, helps up to 16 req/s and
+stops helping at ≈ 17.6 req/s (CI 17.1–18.2); p95 TPOT is worse from 20 req/s; TTFT is worse
+at every tested load"; "prefix starts helping p50 TPOT at ≈ 6.3 req/s (CI 4.9–7.6) and helps
+from 8 req/s up to the highest tested load, 24 req/s (at most 36 % lower, CI 31–40 %)".
+Every clause uses the one rule of ``analysis.effect`` on the displayed 95 % CIs, so the
+sentence says what the tables show. When server starts (replicates) analysed alone disagree
+on the pattern, the sentence says so and claims no boundary.
 """
 
 from __future__ import annotations
 
-from specload.analysis.crossover import ALWAYS, CROSSES, NEVER, Crossover
+from specload.analysis.crossover import ALWAYS, BETWEEN, CROSSES, MIXED, NEVER, STARTS, Crossover
+from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, NA
 from specload.analysis.ratios import RatioRow
+from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
+from specload.analysis.wording import pct
 
-__all__ = ["metric_label", "sentence", "where_verdict"]
+__all__ = ["SINGLE_START_CAVEAT", "metric_label", "sentence", "status_words", "where_effect"]
+
+#: Said wherever a CI covers one server start only (issue 16).
+SINGLE_START_CAVEAT = "within one server start; run --replicates 2+ for a decision"
 
 
 def metric_label(metric: str) -> str:
@@ -21,63 +31,131 @@ def metric_label(metric: str) -> str:
     return f"{tag} {name}"
 
 
-def _q(v: float | None) -> str:
-    return "?" if v is None else f"{v:.3g}"
+def _loads(qs: list[float]) -> str:
+    return ", ".join(f"{q:g}" for q in qs) + " req/s"
 
 
-def where_verdict(rows: list[RatioRow], verdict: str) -> str | None:
-    """ "at every step" / "from 20 req/s" / "at 4, 8 req/s" where the change is ``verdict``
-    (by ``min_gain`` and outside its CI); None if nowhere."""
-    hits = [r.significant == verdict for r in rows]
-    if not rows or not any(hits):
+def where_effect(rows: list[RatioRow], effect: str) -> str | None:
+    """ "at every tested load" / "from 20 req/s" / "at 4, 8 req/s" where the step's effect is
+    ``effect``; None if nowhere. Incomplete steps and steps without data are left out."""
+    used = [r for r in rows if r.effect not in (INCOMPLETE, NA)]
+    hits = [r.effect == effect for r in used]
+    if not used or not any(hits):
         return None
     if all(hits):
-        return "at every step"
+        return "at every tested load"
     first = hits.index(True)
     if all(hits[first:]):
-        return f"from {rows[first].target_qps:g} req/s"
-    return "at " + ", ".join(f"{r.target_qps:g}" for r, h in zip(rows, hits) if h) + " req/s"
+        return f"from {used[first].target_qps:g} req/s"
+    return "at " + _loads([r.target_qps for r, h in zip(used, hits) if h])
 
 
-def _headline(x: Crossover, min_gain: float) -> str:
-    label = metric_label(x.metric)
-    g = x.first_gain
-    gain = ""
-    if g.value is not None:
-        ci = ""
-        if g.lo is not None and g.hi is not None:
-            unsure = ", not significant" if g.lo <= 0 else ""
-            ci = f" (CI {g.lo * 100:.0f}–{g.hi * 100:.0f} %{unsure})"
-        gain = f"{g.value * 100:.0f} %{ci}"
+def _gain_text(g: Estimate) -> str:
+    """A significant gain: "16 % (CI 12–18 %)"."""
+    if g.value is None:
+        return "?"
+    ci = f" (CI {pct(g.lo)}–{pct(g.hi)} %)" if g.lo is not None and g.hi is not None else ""
+    return f"{pct(g.value)} %{ci}"
+
+
+def status_words(x: Crossover) -> str:
+    """The status as a phrase: "stops helping at ≈ 17.6 req/s", "never helps"."""
+    if x.status == CROSSES and x.stop is not None:
+        return f"stops helping at ≈ {x.stop.qps:.3g} req/s"
+    if x.status == STARTS and x.start is not None:
+        return f"starts helping at ≈ {x.start.qps:.3g} req/s"
+    if x.status == BETWEEN and x.start is not None and x.stop is not None:
+        return f"helps between ≈ {x.start.qps:.3g} and ≈ {x.stop.qps:.3g} req/s"
+    return {
+        ALWAYS: "helps at every tested load",
+        NEVER: "never helps",
+        MIXED: "helps at some loads only",
+    }.get(x.status, x.status)
+
+
+def _headline(x: Crossover, rows: list[RatioRow]) -> str:
+    c, label, lo, hi = x.condition, metric_label(x.metric), *x.tested_range
+    tested = f"{lo:g}–{hi:g} req/s"
     if x.status == NEVER:
-        return (
-            f"{x.condition} does not lower {label} by {min_gain * 100:g} % at any tested load "
-            f"({x.tested_range[0]:g}–{x.tested_range[1]:g} req/s)"
-        )
+        worse = where_effect(rows, HURTS)
+        if worse:
+            return f"{c} never helps {label} at the tested loads ({tested}): it is worse {worse}"
+        return f"{c} makes no significant difference to {label} at any tested load ({tested})"
     if x.status == ALWAYS:
+        at_peak = ""
+        if x.peak_qps is not None and x.peak_qps != lo:
+            at_peak = f", {_gain_text(x.peak_gain)} at {x.peak_qps:g} req/s"
         return (
-            f"{x.condition} lowers {label} {gain} at {x.tested_range[0]:g} req/s and still "
-            f"helps at {x.tested_range[1]:g} req/s, the highest tested load"
+            f"{c} lowers {label} at every tested load ({tested}): by "
+            f"{_gain_text(x.first_gain)} at {lo:g} req/s{at_peak}"
         )
-    up_to = f" up to {x.last_helping_qps:g} req/s" if x.last_helping_qps is not None else ""
+    if x.status == CROSSES and x.stop is not None:
+        return (
+            f"{c} lowers {label} by {_gain_text(x.first_gain)} at {lo:g} req/s, helps up to "
+            f"{x.last_helping_qps:g} req/s and stops helping at ≈ {x.stop.qps:.3g} req/s "
+            f"(CI {x.stop.ci_text(x.tested_range)})"
+        )
+    if x.status == STARTS and x.start is not None:
+        return (
+            f"{c} starts helping {label} at ≈ {x.start.qps:.3g} req/s "
+            f"(CI {x.start.ci_text(x.tested_range)}) and helps from {x.first_helping_qps:g} "
+            f"req/s up to the highest tested load, {hi:g} req/s (at most "
+            f"{_gain_text(x.peak_gain)} lower, at {x.peak_qps:g} req/s)"
+        )
+    if x.status == BETWEEN and x.start is not None and x.stop is not None:
+        return (
+            f"{c} helps {label} only from {x.first_helping_qps:g} to {x.last_helping_qps:g} "
+            f"req/s: starts at ≈ {x.start.qps:.3g} req/s (CI {x.start.ci_text(x.tested_range)})"
+            f" and stops at ≈ {x.stop.qps:.3g} req/s (CI {x.stop.ci_text(x.tested_range)}); at "
+            f"most {_gain_text(x.peak_gain)} lower, at {x.peak_qps:g} req/s"
+        )
     return (
-        f"{x.condition} lowers {label} {gain}{up_to} and stops helping at ≈ {_q(x.qps)} req/s "
-        f"(CI {x.ci_text()})"
+        f"{c} helps {label} at {_loads(x.helping)} but not in between: no single boundary "
+        "(lengthen the steps or add replicates)"
     )
 
 
-def _family_clauses(metric: str, rows: dict[str, list[RatioRow]]) -> list[str]:
+def _disagreement(x: Crossover) -> str:
+    """Server starts analysed alone show different patterns: no boundary is claimed."""
+    n = len(x.replicate_statuses)
+    counts: dict[str, int] = {}
+    for s in x.replicate_statuses:
+        counts[s] = counts.get(s, 0) + 1
+    parts = [f"{status_words_plain(s)} in {k} of {n}" for s, k in counts.items()]
+    return (
+        f"{x.condition}: server starts disagree on {metric_label(x.metric)} "
+        f"({'; '.join(parts)} starts analysed alone): no decision, run more replicates"
+    )
+
+
+def status_words_plain(status: str) -> str:
+    """A status without figures: "stops helping", "starts helping"."""
+    return {
+        CROSSES: "stops helping",
+        STARTS: "starts helping",
+        BETWEEN: "helps in a band",
+        ALWAYS: "always helps",
+        NEVER: "never helps",
+        MIXED: "helps at some loads",
+    }.get(status, status)
+
+
+def _family_clauses(metric: str, rows: dict[str, list[RatioRow]], status: str) -> list[str]:
     fam, _, tag = metric.rpartition("_")
     other = f"{fam}_{'p95' if tag != 'p95' else 'p50'}"
     out = []
-    where = where_verdict(rows.get(other, []), "worse")
+    if status != NEVER:  # the headline of never_helps already says where it is worse
+        where = where_effect(rows.get(metric, []), HURTS)
+        if where:
+            out.append(f"{metric_label(metric)} is worse {where}")
+    where = where_effect(rows.get(other, []), HURTS)
     if where:
         out.append(f"{metric_label(other)} is worse {where}")
     if fam != "ttft":
-        for verdict in ("worse", "better"):
-            where = where_verdict(rows.get("ttft_p50", []), verdict)
+        for effect, word in ((HURTS, "worse"), (HELPS, "better")):
+            where = where_effect(rows.get("ttft_p50", []), effect)
             if where:
-                out.append(f"TTFT is {verdict} {where}")
+                out.append(f"TTFT is {word} {where}")
     return out
 
 
@@ -95,19 +173,34 @@ def sentence(
     rows: dict[str, list[RatioRow]],
     cond: list[StepStats],
     base: list[StepStats],
-    min_gain: float,
     contract_issues: list[str],
+    *,
+    excluded: dict[float, str] | None = None,
+    single_start: bool = False,
 ) -> str:
-    """One sentence for one condition against the baseline."""
+    """One sentence for one condition against the baseline.
+
+    ``excluded``: target QPS left out, with why; ``single_start``: the CIs cover one server
+    start only (no replicates), said at the end.
+    """
     if x is None:
         name = cond[0].condition if cond else "?"
+        if excluded:
+            return (
+                f"{name}: no complete step to compare (left out {_loads(sorted(excluded))}: "
+                f"{'; '.join(sorted(set(excluded.values())))})"
+            )
         return f"{name}: no step in common with the baseline, nothing to compare"
-    parts = [_headline(x, min_gain), *_family_clauses(x.metric, rows)]
+    head = _disagreement(x) if not x.replicates_agree else _headline(x, rows.get(x.metric, []))
+    parts = [head, *_family_clauses(x.metric, rows, x.status)]
     err = _error_clause(cond, base)
     if err:
         parts.append(err)
+    if excluded:
+        parts.append(
+            f"left out {_loads(sorted(excluded))} ({'; '.join(sorted(set(excluded.values())))})"
+        )
     if contract_issues:
         parts.append("its outputs break the baseline's contract (" + contract_issues[0] + ")")
-    if x.status == CROSSES and x.note:
-        parts.append(x.note)
-    return "; ".join(parts)
+    text = "; ".join(parts)
+    return f"{text} (95 % CIs {SINGLE_START_CAVEAT})" if single_start else text

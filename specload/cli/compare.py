@@ -1,8 +1,9 @@
 """``specload compare RUN_DIR... --out REPORT_DIR``: the crossover, its CI, and the reports.
 
-Exit codes: 0 ok; 1 a ``--max-regression`` gate failed (at a step up to ``--operating-qps``);
-2 bad input (a missing, empty or foreign run dir, a bad option, or runs that are not
-comparable without ``--force``), always as one line on stderr.
+Exit codes: 0 ok; 1 a ``--max-regression`` gate failed (at a step up to ``--operating-qps``),
+or a condition has no complete step to compare; 2 bad input (a missing, empty or foreign run
+dir, a bad option, runs that are not comparable without ``--force``, or a gate that would
+check nothing), always as one line on stderr.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ def add_parser(subparsers: Any) -> None:
         "compare",
         help="compare run directories: where speculative decoding stops helping, with CIs",
         description=(
-            "Line runs up by condition (run.json label; same-label dirs are pooled repeats) and by "
-            "step (target QPS); per-step p50/p95/p99 with bootstrap 95%% CIs; the crossover where "
-            "each condition stops beating the baseline; attribution; output contract. Writes "
-            "report.md, report.json and report.html to --out and prints a summary. Exit 0 ok, "
-            "1 gate failed, 2 bad input."
+            "Line runs up by condition (run.json label; same-label dirs are replicates: server "
+            "starts, pooled with a hierarchical bootstrap) and by step (target QPS); per-step "
+            "p50/p95/p99 with bootstrap 95%% CIs; one rule classifies every step as helps / hurts "
+            "/ no significant change (at least --min-gain, CI clear of 0), and the verdict, the "
+            "boundaries where each condition starts and stops helping, the advice and the gates "
+            "all follow it; attribution; output contract. Writes report.md, report.json and "
+            "report.html to --out and prints a summary. Exit 0 ok, 1 gate failed or nothing "
+            "comparable, 2 bad input."
         ),
     )
     p.add_argument(
@@ -54,7 +58,16 @@ def add_parser(subparsers: Any) -> None:
         type=float,
         default=0.05,
         metavar="FRACTION",
-        help="a step helps when the metric is at least this much lower (default: %(default)s)",
+        help="a step helps when the metric is at least this much lower and the 95%% CI of the "
+        "change lies below 0; hurts, mirrored (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="steps whose error rate passes this are left out of every conclusion (default: "
+        "the budget the runs recorded, else 0.05)",
     )
     p.add_argument(
         "--operating-qps",
@@ -67,8 +80,9 @@ def add_parser(subparsers: Any) -> None:
         action="append",
         default=[],
         metavar="METRIC=PCT",
-        help="fail (exit 1) when a condition is worse than the baseline by more than PCT "
-        "percent (percentage points for error_rate); repeatable",
+        help="fail (exit 1) when a condition hurts METRIC (the report's rule: significantly "
+        "worse) by more than PCT percent at a step up to --operating-qps (percentage points "
+        "for error_rate); a gate that would check no step is an error (exit 2); repeatable",
     )
     p.add_argument(
         "--force", action="store_true", help="compare runs even when they are not comparable"
@@ -109,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--bootstrap {args.bootstrap}: expected at least 100 replicates")
     if args.operating_qps is not None and args.operating_qps <= 0:
         raise ConfigError(f"--operating-qps {args.operating_qps}: expected a load > 0 (req/s)")
+    if args.max_error_rate is not None and not 0 <= args.max_error_rate <= 1:
+        raise ConfigError(f"--max-error-rate {args.max_error_rate}: expected a fraction in [0, 1]")
     if args.max_num_seqs < 1:
         raise ConfigError(f"--max-num-seqs {args.max_num_seqs}: expected at least 1 request")
     gates = [parse_gate(spec) for spec in args.max_regression]
@@ -124,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         bootstrap=args.bootstrap,
         seed=args.seed,
         schedule=ScheduleOptions(max_num_seqs=args.max_num_seqs),
+        max_error_rate=args.max_error_rate,
     )
     report = build_report(comparison)
     paths = write_report_files(report, args.out, html=not args.no_html)
@@ -136,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
         failures = comparison.gates.failures if comparison.gates else []
         for f in failures:
             print(f"gate failed: {f.message()}", file=sys.stderr)
+        for label in comparison.ratios:
+            if comparison.crossover(label, comparison.metric) is None:
+                print(f"nothing to compare: {comparison.verdicts[label]}", file=sys.stderr)
     return report.exit_code
 
 

@@ -8,18 +8,22 @@ place that knows both shapes.
 
 from __future__ import annotations
 
-from specload.analysis.advise import Advice, AdviceInput, ConditionFigures, StepFigures, advise
+from specload.analysis.advise import (
+    Advice,
+    AdviceInput,
+    Bound,
+    ConditionFigures,
+    StepFigures,
+    advise,
+)
 from specload.analysis.compare import Comparison, ConditionInfo
+from specload.analysis.crossover import NEVER, Boundary
+from specload.analysis.effect import HELPS
 from specload.analysis.ratios import RatioRow
-from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
 from specload.analysis.verdict import metric_label
 
 __all__ = ["advice_for", "advice_input"]
-
-
-def _ci(e: Estimate) -> tuple[float, float] | None:
-    return (e.lo, e.hi) if e.lo is not None and e.hi is not None else None
 
 
 def _acceptance(steps: list[StepStats]) -> tuple[float | None, tuple[float, ...]]:
@@ -43,33 +47,38 @@ def _acceptance(steps: list[StepStats]) -> tuple[float | None, tuple[float, ...]
     return (accepted / drafted if drafted else None), per_pos
 
 
+def _bound(b: Boundary | None) -> Bound | None:
+    return None if b is None else Bound(b.qps, b.ci[0], b.ci[1])
+
+
 def _figures(c: Comparison, info: ConditionInfo) -> ConditionFigures:
     rows: dict[str, list[RatioRow]] = c.ratios[info.label]
     fam = c.metric.rpartition("_")[0]
     steps = tuple(
-        StepFigures(
-            r50.target_qps, r50.ratio.value, r95.ratio.value, _ci(r50.ratio), _ci(r95.ratio)
-        )
+        StepFigures(r50.target_qps, r50.ratio.value, r95.ratio.value, r50.effect, r95.effect)
         for r50, r95 in zip(rows[f"{fam}_p50"], rows[f"{fam}_p95"], strict=True)
     )
     x = c.crossover(info.label, c.metric)
-    spec = info.speculative if isinstance(info.speculative, dict) else {}
+    spec = info.features.spec_config()
     rate, per_pos = _acceptance(c.steps[info.label])
     k = spec.get("num_speculative_tokens")
     return ConditionFigures(
         label=info.label,
-        speculative=bool(info.speculative),
+        speculative=info.features.spec_on,
         prefix_caching=info.prefix_caching,
         method=spec.get("method"),
         num_speculative_tokens=int(k) if isinstance(k, (int, float)) else None,
         steps=steps,
         acceptance_rate=rate,
         per_position=per_pos,
-        crossover_qps=x.qps if x is not None else None,
-        crossover_ci=x.ci if x is not None else None,
+        status=x.status if x is not None else NEVER,
+        start=_bound(x.start) if x is not None else None,
+        stop=_bound(x.stop) if x is not None else None,
+        replicate_statuses=tuple(x.replicate_statuses) if x is not None else (),
         ttft_ratio=rows["ttft_p50"][0].ratio.value if rows["ttft_p50"] else None,
         tpot_ratio=rows["tpot_p50"][0].ratio.value if rows["tpot_p50"] else None,
         gpu_memory_peak_mib=_gpu_peak(c.steps[info.label]),
+        ttft_helps=tuple(r.target_qps for r in rows["ttft_p50"] if r.effect == HELPS),
     )
 
 

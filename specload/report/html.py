@@ -28,6 +28,7 @@ from specload.report.tables import (
     gate_table,
     lookup_table,
     ratio_table,
+    rule_note,
     run_table,
     server_table,
     step_table,
@@ -49,6 +50,8 @@ th:first-child,td:first-child,th:last-child,td:last-child{text-align:left}th{bac
 .note{color:#666;font-size:12px}del{background:#fdd;text-decoration:none}ins{background:#dfd;text-decoration:none}table.samples td,table.samples th{vertical-align:top;max-width:38em;white-space:pre-wrap;text-align:left}.plots{display:flex;flex-wrap:wrap;gap:12px}
 pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap;word-break:break-all}
 figure{margin:0;border:1px solid #eee;padding:4px}figure img{width:560px;height:auto;display:block}
+td.helps,span.helps{background:#e3f4e3}td.hurts,span.hurts{background:#fbe3e3}td.incomplete{color:#999;background:#f4f4f4}
+.rule{background:#f6f6fb;border-left:4px solid #8888cc;padding:.3em 1em;margin:.4em 0;font-size:12.5px}
 .meta{color:#666;font-size:12px}.scroll{overflow-x:auto;max-width:100%}
 """
 
@@ -57,9 +60,15 @@ figure{margin:0;border:1px solid #eee;padding:4px}figure img{width:560px;height:
 _LONG_CELL = 32
 
 
-def _td(cell: str) -> str:
-    cls = ' class="long"' if len(cell) > _LONG_CELL else ""
+def _td(cell: str, effect: str = "") -> str:
+    classes = " ".join(c for c in ("long" if len(cell) > _LONG_CELL else "", effect) if c)
+    cls = f' class="{classes}"' if classes else ""
     return f"<td{cls}>{html.escape(cell)}</td>"
+
+
+def _effects(t: Table, i: int) -> list[str]:
+    """Row ``i``'s cell effects (colour classes), or none."""
+    return t.effects[i] if i < len(t.effects) else [""] * len(t.rows[i])
 
 
 def _table(t: Table, heading: str = "h3") -> str:
@@ -70,7 +79,10 @@ def _table(t: Table, heading: str = "h3") -> str:
     ``scroll`` container still scrolls sideways on a narrower screen instead of widening
     the page."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
-    body = "".join("<tr>" + "".join(_td(c) for c in row) + "</tr>" for row in t.rows)
+    body = "".join(
+        "<tr>" + "".join(_td(c, e) for c, e in zip(row, _effects(t, i))) + "</tr>"
+        for i, row in enumerate(t.rows)
+    )
     note = f'<p class="note">{html.escape(t.note)}</p>' if t.note else ""
     table = (
         f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
@@ -161,15 +173,19 @@ def render_html(report: Report) -> str:
             + "</ul>"
         )
     meta = (
-        f"Baseline <b>{html.escape(c.baseline)}</b> · a step helps when the condition is at least "
-        f"{c.min_gain:.0%} faster · 95 % bootstrap CIs ({c.bootstrap} replicates) · warm-up excluded · "
-        f"specload {html.escape(report.specload_version)} · {html.escape(report.generated_at)}"
+        f"Baseline <b>{html.escape(c.baseline)}</b> · 95 % bootstrap CIs ({c.bootstrap} "
+        f"replicates) · warm-up excluded · specload {html.escape(report.specload_version)} · "
+        f"{html.escape(report.generated_at)}"
+    )
+    rule = (
+        f'<p class="rule">{html.escape(rule_note(report))} Cells: <span class="helps">helps'
+        '</span>, <span class="hurts">hurts</span>, no colour: no significant change.</p>'
     )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(report.title)}</title><style>{_CSS}</style></head><body>"
-        f'<h1>{html.escape(report.title)}</h1><p class="meta">{meta}</p>{verdicts}{findings}'
+        f'<h1>{html.escape(report.title)}</h1><p class="meta">{meta}</p>{verdicts}{rule}{findings}'
         + "".join(_sections(report))
         + "</body></html>\n"
     )

@@ -1,9 +1,11 @@
 """``report.json``: every figure of the comparison, machine-readable, in SI units (seconds).
 
 ``crossover`` is keyed by condition, then metric, each entry holding ``metric, condition,
-baseline, qps, ci: [lo, hi], status (crosses|always_helps|never_helps), tested_range`` (a CI
-bound is null where the data cannot bound it inside the tested range). Bootstrap replicates
-are not written. ``schedules`` (issue 12; docs/dynamic-schedules.md): ``batch_crossovers``,
+baseline, status`` (``always_helps|never_helps|crosses|starts_helping|helps_between|mixed``),
+``stops_at`` / ``starts_at`` (``{qps, ci: [lo, hi], ci_beyond}``; a CI bound is null where the
+data cannot bound it inside the tested range), ``steps`` (each step's ``effect``),
+``replicate_statuses`` and ``decided`` (docs/report.md). ``rule`` states the one
+classification rule every part uses. Bootstrap replicates are not written. ``schedules`` (issue 12; docs/dynamic-schedules.md): ``batch_crossovers``,
 ``proposals`` (each with the ``speculative_config`` to paste) and ``best_of_both``.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from specload.analysis.effect import rule_text
 from specload.analysis.quality import ContractSide
 from specload.analysis.steps import StepStats
 from specload.report.model import Report
@@ -102,6 +105,8 @@ def _gates(report: Report) -> dict[str, Any] | None:
         return None
     return {
         "passed": g.passed,
+        "checked": g.checked,
+        "skipped": g.skipped,
         "operating_qps": g.operating_qps,
         "gates": [asdict(x) for x in g.gates],
         "failures": [{**asdict(f), "message": f.message()} for f in g.failures],
@@ -130,8 +135,12 @@ def report_dict(report: Report) -> dict[str, Any]:
                 "label": i.label,
                 "role": i.role,
                 "speculative": i.speculative,
+                "speculation_on": i.features.spec_on,
                 "prefix_caching": i.prefix_caching,
+                "features_source": i.features.source,
                 "runs": i.runs,
+                "server_starts": i.starts,
+                "ci_scope": "within_start" if c.single_start(i.label) else "between_starts",
                 "target": i.meta.get("target"),
                 "status": i.meta.get("status"),
                 "scenario": i.meta.get("scenario"),
@@ -145,13 +154,30 @@ def report_dict(report: Report) -> dict[str, Any]:
         "ratios": {
             label: {
                 m: [
-                    {"target_qps": r.target_qps, **r.ratio.to_dict(), "verdict": r.verdict}
+                    {"target_qps": r.target_qps, **r.ratio.to_dict(), "effect": r.effect}
                     for r in rows
                 ]
                 for m, rows in ms.items()
             }
             for label, ms in c.ratios.items()
         },
+        "rule": rule_text("the latency", c.min_gain),
+        "max_error_rate": c.max_error_rate,
+        "incomplete": {
+            label: [{"target_qps": q, "reason": why} for q, why in steps.items()]
+            for label, steps in c.incomplete.items()
+            if steps
+        },
+        "replicates_disagree": [
+            {
+                "condition": d.condition,
+                "metric": d.metric,
+                "target_qps": d.target_qps,
+                "per_start": [{"run": run, **e.to_dict()} for run, e in d.figures],
+                "message": d.message(),
+            }
+            for d in c.disagreements
+        ],
         "crossover": crossover,
         "flags": [
             {

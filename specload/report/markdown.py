@@ -18,6 +18,7 @@ from specload.report.tables import (
     gate_table,
     lookup_table,
     ratio_table,
+    rule_note,
     run_table,
     server_table,
     step_table,
@@ -30,6 +31,14 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+_MARK = {"helps": "▼ ", "hurts": "▲ "}
+
+
+def _marked(text: str, effect: str) -> str:
+    """A classified cell: ▼ helps, ▲ hurts (Markdown has no colour)."""
+    return _MARK.get(effect, "") + _cell(text) if text else _cell(text)
+
+
 def table_markdown(t: Table, level: int = 3) -> str:
     """One table as a GitHub-flavoured Markdown section."""
     lines = [f"{'#' * level} {t.title}", ""]
@@ -37,7 +46,9 @@ def table_markdown(t: Table, level: int = 3) -> str:
         return "\n".join([*lines, "_no data_", ""])
     lines.append("| " + " | ".join(_cell(h) for h in t.headers) + " |")
     lines.append("|" + "|".join("---" for _ in t.headers) + "|")
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in t.rows]
+    for i, row in enumerate(t.rows):
+        effects = t.effects[i] if i < len(t.effects) else [""] * len(row)
+        lines.append("| " + " | ".join(_marked(c, e) for c, e in zip(row, effects)) + " |")
     if t.note:
         lines += ["", f"_{t.note}_"]
     return "\n".join([*lines, ""])
@@ -68,9 +79,8 @@ def render_markdown(report: Report) -> str:
     out += [
         "",
         (
-            f"Baseline `{c.baseline}`; a step helps when the condition is at least "
-            f"{c.min_gain:.0%} faster; 95 % bootstrap CIs ({c.bootstrap} replicates); "
-            "warm-up excluded."
+            f"Baseline `{c.baseline}`; {rule_note(report)} ▼ marks a step that helps, ▲ one "
+            f"that hurts. 95 % bootstrap CIs ({c.bootstrap} replicates); warm-up excluded."
         ),
         "",
     ]

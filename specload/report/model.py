@@ -64,12 +64,25 @@ def _lengths(sc: dict[str, Any]) -> str:
     return " / ".join(parts)
 
 
+_SOURCE = {"declared": "declared", "server": "from /metrics"}
+
+
+def _feature_cell(value: Any, source: str) -> str:
+    """ "on (declared)", "off (from /metrics)", "unknown"."""
+    if value is None:
+        return "unknown"
+    shown = json.dumps(value, sort_keys=True) if isinstance(value, dict) else (
+        "on" if value else "off")  # fmt: skip
+    return f"{shown} ({_SOURCE.get(source, source)})"
+
+
 def _row(info: Any) -> RunRow:
     meta = info.meta
     target = meta.get("target") or {}
     sc = meta.get("scenario") or {}
-    spec = json.dumps(info.speculative, sort_keys=True) if info.speculative else "off"
-    statuses = sorted({str(m) for m in [meta.get("status")]})
+    f = info.features
+    spec = _feature_cell(f.speculative, f.source.get("speculative", ""))
+    statuses = sorted({str(m) for m in info.statuses})
     workers = meta.get("workers") or []
     conc = (
         f"max {_s(sc.get('max_concurrency'))}, {len(workers)} worker(s)"
@@ -83,11 +96,7 @@ def _row(info: Any) -> RunRow:
         server_version=_s(target.get("server_version")),
         model=_s(target.get("model") or sc.get("model")),
         speculative=spec,
-        prefix_caching="on"
-        if info.prefix_caching
-        else "off"
-        if info.prefix_caching is False
-        else "—",
+        prefix_caching=_feature_cell(f.prefix_caching, f.source.get("prefix_caching", "")),
         lengths=_lengths(sc),
         concurrency=conc,
         status=", ".join(statuses),
@@ -117,7 +126,17 @@ def _lost_finding(label: str, w: dict[str, Any]) -> str:
 
 
 def _findings(c: Comparison) -> list[str]:
-    out = [f.message() for f in c.flags]
+    """What deserves a second look, most decision-relevant first: server starts that
+    disagree, steps left out, then flags, contract issues and warnings."""
+    out = [d.message() for d in c.disagreements]
+    out += [
+        f"{label}: {q:g} req/s left out of every conclusion ({why})"
+        for label, steps in c.incomplete.items()
+        for q, why in steps.items()
+    ]
+    if c.gates is not None and c.gates.skipped:
+        out.append("gates skipped incomplete steps: " + "; ".join(c.gates.skipped))
+    out += [f.message() for f in c.flags]
     out += [
         f"{chk.condition}: output contract: {issue}" for chk in c.contract for issue in chk.issues
     ]
@@ -143,5 +162,15 @@ def build_report(comparison: Comparison, *, title: str | None = None) -> Report:
         runs=[_row(i) for i in c.conditions],
         findings=_findings(c),
         advice=advice_for(c),
-        exit_code=1 if c.gates is not None and not c.gates.passed else 0,
+        exit_code=_exit_code(c),
     )
+
+
+def _exit_code(c: Comparison) -> int:
+    """1 when a gate failed or a condition has no complete step to compare (a comparison
+    that measured nothing useful never exits 0); else 0."""
+    if c.gates is not None and not c.gates.passed:
+        return 1
+    if any(c.crossover(label, c.metric) is None for label in c.ratios):
+        return 1
+    return 0

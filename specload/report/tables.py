@@ -7,12 +7,15 @@ baseline as signed percentages with their 95 % CI, rates as percentages.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from specload.analysis.crossover import Boundary, Crossover
 from specload.analysis.decode_step import DecodeStep
+from specload.analysis.effect import effect_text, rule_text
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
-from specload.analysis.verdict import metric_label
+from specload.analysis.verdict import SINGLE_START_CAVEAT, metric_label
+from specload.analysis.wording import signed_change
 from specload.report.model import Report
 
 __all__ = [
@@ -39,10 +42,14 @@ DASH = "—"
 
 @dataclass(slots=True)
 class Table:
+    """Rows of display strings. ``effects``, when given, holds each cell's classification
+    (``analysis.effect``: helps / hurts / no_change / incomplete, or "") for colouring."""
+
     title: str
     headers: list[str]
     rows: list[list[str]]
     note: str = ""
+    effects: list[list[str]] = field(default_factory=list)
 
 
 def fmt_ms(seconds: float | None, digits: int = 1) -> str:
@@ -54,15 +61,25 @@ def fmt_pct(x: float | None, digits: int = 1) -> str:
 
 
 def fmt_change(e: Estimate) -> str:
-    """Ratio → "-21.3 % (-25…-17)" (negative = faster)."""
-    if e.value is None:
-        return DASH
-    ci = (
-        f" ({(e.lo - 1) * 100:+.0f}…{(e.hi - 1) * 100:+.0f})"
-        if e.lo is not None and e.hi is not None
-        else ""
+    """Ratio → "-21.3 % (-25.0…-17.1)" (negative = faster; the CI rounded like the change)."""
+    return signed_change(e)
+
+
+def ci_scope(report: Report, label: str) -> str:
+    """What a condition's CIs cover: one server start, or the variance between starts."""
+    c = report.comparison
+    if c.single_start(label):
+        return f"95 % CIs {SINGLE_START_CAVEAT}."
+    starts = {i.label: i.starts for i in c.conditions}
+    return (
+        f"95 % CIs include the variance between server starts ({starts[label]} of {label}, "
+        f"{starts[c.baseline]} of {c.baseline})."
     )
-    return f"{(e.value - 1) * 100:+.1f} %{ci}"
+
+
+def rule_note(report: Report) -> str:
+    """The one rule, as every table that classifies steps states it."""
+    return rule_text("the latency", report.comparison.min_gain)
 
 
 def _num(v: float | None, fmt: str = ".3g") -> str:
@@ -134,59 +151,88 @@ RATIO_METRICS = ("tpot_p50", "tpot_p95", "ttft_p50", "e2e_p50", "e2e_p95")
 
 
 def ratio_table(report: Report, label: str) -> Table:
-    """Change vs the baseline per step (negative = faster), with 95 % CIs."""
+    """Change vs the baseline per step (negative = faster), with 95 % CIs; each cell carries
+    its effect (the one rule), and the last column the verdict metric's."""
     c = report.comparison
     rows_by_metric = c.ratios[label]
     base = {s.target_qps: s for s in c.steps[c.baseline]}
-    out = []
+    out, effects = [], []
     for i, r in enumerate(rows_by_metric[c.metric]):
         cells = [f"{r.target_qps:g}"]
         cells += [fmt_change(rows_by_metric[m][i].ratio) for m in RATIO_METRICS]
         err = next(s.error_rate for s in c.steps[label] if s.target_qps == r.target_qps)
         cells.append(f"{(err - base[r.target_qps].error_rate) * 100:+.1f} pp")
-        cells.append(r.verdict)
+        cells.append(effect_text(r.effect))
         out.append(cells)
+        effects.append(["", *(rows_by_metric[m][i].effect for m in RATIO_METRICS), "", r.effect])
+    left_out = c.incomplete.get(label) or {}
+    note = rule_note(report) + " " + ci_scope(report, label)
+    if left_out:
+        note += " Left out (incomplete): " + "; ".join(
+            f"{q:g} req/s: {why}" for q, why in left_out.items()
+        )
     return Table(
         f"{label} vs {c.baseline}: change per step (95 % CI)",
-        [
-            "QPS",
-            *(metric_label(m) for m in RATIO_METRICS),
-            "errors",
-            f"verdict ({metric_label(c.metric)})",
-        ],
+        ["QPS", *(metric_label(m) for m in RATIO_METRICS), "errors", metric_label(c.metric)],
         out,
-        note=f"A step helps when {metric_label(c.metric)} is at least {c.min_gain:.0%} lower.",
+        note=note,
+        effects=effects,
     )
 
 
+def _boundary_cell(b: Boundary | None, x: Crossover) -> str:
+    return DASH if b is None else f"{b.qps:.3g} ({b.ci_text(x.tested_range)})"
+
+
+def _starts_cell(x: Crossover) -> str:
+    n = len(x.replicate_statuses)
+    if not n:
+        return "1 (single)"
+    agree = sum(s == x.status for s in x.replicate_statuses)
+    return f"{n}: all agree" if agree == n else f"{n}: {n - agree} disagree"
+
+
 def crossover_table(report: Report) -> Table:
+    """Per condition and metric: the status and the boundaries of the helping range."""
     rows = []
     for x in report.comparison.crossovers:
+        status = x.status.replace("_", " ")
+        if not x.replicates_agree:
+            status += " (starts disagree: undecided)"
         rows.append(
             [
                 x.condition,
                 metric_label(x.metric),
-                x.status.replace("_", " "),
-                DASH if x.qps is None else f"{x.qps:.3g}",
-                x.ci_text(),
+                status,
+                _boundary_cell(x.start, x),
+                _boundary_cell(x.stop, x),
                 f"{x.tested_range[0]:g}–{x.tested_range[1]:g}",
+                ", ".join(f"{q:g}" for q in x.helping) or DASH,
+                ", ".join(f"{q:g}" for q in x.excluded) or DASH,
+                _starts_cell(x),
                 f"{x.agreement:.0%}",
                 x.note or "",
             ]
         )
     return Table(
-        "Crossover: where each condition stops helping",
+        "Where each condition helps: status and boundaries (req/s, 95 % CI)",
         [
             "condition",
             "metric",
             "status",
-            "crossover req/s",
-            "95 % CI",
-            "tested req/s",
+            "starts helping",
+            "stops helping",
+            "tested",
+            "helps at",
+            "left out",
+            "server starts",
             "bootstrap agreement",
             "note",
         ],
         rows,
+        note=rule_note(report)
+        + " A boundary lies between a helping and a non-helping step, interpolated in log load; "
+        "'>24' means beyond the highest tested step. Statuses: docs/report.md.",
     )
 
 

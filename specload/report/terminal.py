@@ -17,6 +17,7 @@ from specload.report.tables import (
     gate_table,
     lookup_lines,
     ratio_table,
+    rule_note,
     step_table,
 )
 
@@ -40,7 +41,11 @@ _STEP_COLUMNS = (
 def _narrow(t: Table, keep: tuple[str, ...]) -> Table:
     idx = [t.headers.index(h) for h in keep if h in t.headers]
     return Table(
-        t.title, [t.headers[i] for i in idx], [[r[i] for i in idx] for r in t.rows], t.note
+        t.title,
+        [t.headers[i] for i in idx],
+        [[r[i] for i in idx] for r in t.rows],
+        t.note,
+        [[e[i] for i in idx] for e in t.effects],
     )
 
 
@@ -56,9 +61,14 @@ def _rich(t: Table) -> object:
     )
     for i, h in enumerate(t.headers):
         rt.add_column(Text(h), justify="right" if i else "left", overflow="fold")
-    for row in t.rows:
-        rt.add_row(*(Text(cell) for cell in row))
+    for i, row in enumerate(t.rows):
+        effects = t.effects[i] if i < len(t.effects) else [""] * len(row)
+        rt.add_row(*(Text(cell, style=_STYLE.get(e, "")) for cell, e in zip(row, effects)))
     return rt
+
+
+#: Cell colours by effect (the one rule): the same cells the HTML report colours.
+_STYLE = {"helps": "green", "hurts": "red", "incomplete": "dim"}
 
 
 def _best_of_both(console: Any, report: Report) -> None:
@@ -94,6 +104,8 @@ def render_terminal(report: Report, file: IO[str] | None = None, width: int | No
     console.print(f"[bold]{escape(report.title)}[/bold]")
     for sentence in c.verdicts.values() or ["only one condition: nothing to compare"]:
         console.print(f"[bold green]▶[/bold green] {escape(sentence)}", markup=True, soft_wrap=True)
+    if c.ratios:
+        console.print(f"[dim]{escape(rule_note(report))}[/dim]", soft_wrap=True)
     _best_of_both(console, report)
     for finding in report.findings[:10]:
         console.print(f"[yellow]![/yellow] {escape(finding)}", markup=True, soft_wrap=True)
@@ -108,7 +120,16 @@ def render_terminal(report: Report, file: IO[str] | None = None, width: int | No
         tables.append(
             _narrow(
                 crossover_table(report),
-                ("condition", "metric", "status", "crossover req/s", "95 % CI", "tested req/s"),
+                (
+                    "condition",
+                    "metric",
+                    "status",
+                    "starts helping",
+                    "stops helping",
+                    "tested",
+                    "left out",
+                    "server starts",
+                ),
             )
         )
     batch = batch_table(report)

@@ -59,6 +59,8 @@ class Cond:
     prefix_hit_rate: float | None = None
     json_valid_share: float | None = None
     extra_meta: dict[str, Any] = field(default_factory=dict)
+    #: run.json declares both features (as a sweep does); False: an undeclared ``--url`` run
+    declared: bool = True
 
 
 def base_tpot(q: float) -> float:
@@ -318,7 +320,7 @@ def write_run(
         "schema_version": 1,
         "run_id": path.name,
         "label": cond.label,
-        "condition": {"speculative": cond.speculative, "prefix_caching": cond.prefix_caching},
+        "condition": _condition(cond),
         "target": {
             "url": "http://127.0.0.1:8000",
             "model": model,
@@ -348,6 +350,17 @@ def write_run(
     if metrics:
         (path / "metrics.jsonl").write_bytes(b"".join(orjson.dumps(s) + b"\n" for s in scrapes))
     return path
+
+
+def _condition(cond: Cond) -> dict[str, Any]:
+    """run.json ``condition``: declared like a sweep's, or nothing declared."""
+    if not cond.declared:
+        return {"speculative": None, "prefix_caching": None}
+    return {
+        "speculative": cond.speculative,
+        "prefix_caching": bool(cond.prefix_caching),
+        "source": {"speculative": "declared", "prefix_caching": "declared"},
+    }
 
 
 SPEC = {

@@ -1,10 +1,16 @@
-"""Recommendation rules on constructed compare figures: each rule fires when, and only when, due."""
+"""Recommendation rules on constructed compare figures: each rule fires when, and only when, due.
+
+Steps arrive with their effect (the one rule) and conditions with their status, so these tests
+check that the advice says what the verdict says, and that it never names a feature the
+condition is not known to have.
+"""
 
 from __future__ import annotations
 
 from specload.analysis.advise import (
     Advice,
     AdviceInput,
+    Bound,
     ConditionFigures,
     StepFigures,
     advise,
@@ -12,11 +18,16 @@ from specload.analysis.advise import (
 
 
 def steps(
-    *pairs: tuple[float, float], p95: dict[float, float] | None = None
+    *pairs: tuple[float, float], p95: dict[float, float] | None = None, min_gain: float = 0.05
 ) -> tuple[StepFigures, ...]:
-    """Steps from (qps, p50 ratio); p95 ratio equal to p50 unless given."""
+    """Steps from (qps, p50 ratio), effects by the threshold alone (as if every CI were tight);
+    p95 ratio equal to p50 unless given."""
     p95 = p95 or {}
-    return tuple(StepFigures(q, r, p95.get(q, r)) for q, r in pairs)
+
+    def eff(r: float) -> str:
+        return "helps" if r <= 1 - min_gain else "hurts" if r >= 1 + min_gain else "no_change"
+
+    return tuple(StepFigures(q, r, p95.get(q, r), eff(r), eff(p95.get(q, r))) for q, r in pairs)
 
 
 def spec(label: str = "spec-k4", **kw: object) -> ConditionFigures:
@@ -32,6 +43,15 @@ def spec(label: str = "spec-k4", **kw: object) -> ConditionFigures:
     return ConditionFigures(**base)  # type: ignore[arg-type]
 
 
+def crossing(**kw: object) -> ConditionFigures:
+    return spec(
+        steps=steps((1, 0.7), (4, 0.8), (16, 1.1)),
+        status="crosses",
+        stop=Bound(9.5, 7.0, 12.0),
+        **kw,
+    )
+
+
 def kinds(advice: list[Advice]) -> list[str]:
     return [a.kind for a in advice]
 
@@ -42,92 +62,121 @@ def only(advice: list[Advice], kind: str) -> Advice:
     return found[0]
 
 
-def test_keep_on_up_to_the_crossover_below_the_operating_point() -> None:
-    c = spec(
-        steps=steps((1, 0.7), (4, 0.8), (16, 1.1)), crossover_qps=9.5, crossover_ci=(7.0, 12.0)
-    )
-    out = advise(AdviceInput(baseline="baseline", conditions=(c,), operating_qps=4.0))
+def test_keep_on_up_to_where_it_stops_helping_below_the_operating_point() -> None:
+    out = advise(AdviceInput(baseline="baseline", conditions=(crossing(),), operating_qps=4.0))
     keep = only(out, "keep")
-    assert "up to about 9.5 QPS" in keep.text and "95% CI 7-12" in keep.text
-    assert "4 QPS, is below the crossover: keep it on" in keep.text
-    assert keep.figures["crossover_qps"] == 9.5
+    assert "keep speculative decoding on up to ≈ 9.5 req/s (95 % CI 7–12)" in keep.text
+    assert "At your operating point, 4 req/s, it helps: keep it on there." in keep.text
+    assert keep.figures["stop_qps"] == 9.5
     assert "off" not in kinds(out)
 
 
-def test_operating_point_above_the_crossover_says_turn_it_off_there() -> None:
-    c = spec(
-        steps=steps((1, 0.7), (4, 0.8), (16, 1.1)), crossover_qps=9.5, crossover_ci=(7.0, 12.0)
-    )
-    keep = only(advise(AdviceInput("baseline", (c,), operating_qps=16.0)), "keep")
-    assert "16 QPS, is above the crossover" in keep.text
+def test_operating_point_above_the_stop_says_leave_it_off_there() -> None:
+    keep = only(advise(AdviceInput("baseline", (crossing(),), operating_qps=16.0)), "keep")
+    assert "16 req/s, it does not help: leave it off there" in keep.text
 
 
 def test_operating_point_inside_the_ci_is_too_close_to_call() -> None:
-    c = spec(steps=steps((1, 0.7), (16, 1.1)), crossover_qps=9.5, crossover_ci=(7.0, 12.0))
-    keep = only(advise(AdviceInput("baseline", (c,), operating_qps=10.0)), "keep")
+    keep = only(advise(AdviceInput("baseline", (crossing(),), operating_qps=10.0)), "keep")
     assert "too close to call" in keep.text
 
 
 def test_missing_operating_point_is_said() -> None:
-    c = spec(steps=steps((1, 0.7), (16, 1.1)), crossover_qps=9.5)
-    keep = only(advise(AdviceInput("baseline", (c,))), "keep")
+    keep = only(advise(AdviceInput("baseline", (crossing(),))), "keep")
     assert "No operating point was given" in keep.text
 
 
-def test_helping_at_every_step_reports_no_crossover_in_range() -> None:
-    c = spec(steps=steps((1, 0.7), (2, 0.75), (4, 0.8)))
+def test_helping_at_every_step_says_so_and_asks_to_measure_above() -> None:
+    c = spec(steps=steps((1, 0.7), (2, 0.75), (4, 0.8)), status="always_helps")
     keep = only(advise(AdviceInput("baseline", (c,), operating_qps=8.0)), "keep")
-    assert "every tested load up to 4 QPS" in keep.text
+    assert "every tested load up to 4 req/s" in keep.text
     assert "above the tested range" in keep.text
 
 
-def test_never_helping_says_turn_it_off_and_not_keep() -> None:
-    c = spec(steps=steps((1, 0.99), (4, 1.05), (16, 1.3)))
+def test_starting_to_help_says_from_where_and_not_keep_up_to() -> None:
+    c = spec(
+        "prefix",
+        speculative=False,
+        prefix_caching=True,
+        steps=steps((2, 1.0), (8, 0.9), (24, 0.64)),
+        status="starts_helping",
+        start=Bound(5.1, 3.9, 6.8),
+    )
+    out = advise(AdviceInput("baseline", (c,), operating_qps=16.0))
+    starts = only(out, "starts")
+    assert "prefix caching helps p50 TPOT only from ≈ 5.1 req/s (95 % CI 3.9–6.8)" in starts.text
+    assert "16 req/s, it helps: keep it on there" in starts.text
+    assert "off" not in kinds(out) and "stops" not in starts.text
+
+
+def test_never_helping_says_turn_it_off_and_names_where_it_hurt() -> None:
+    c = spec(steps=steps((1, 0.99), (4, 1.05), (16, 1.3)), status="never_helps")
     out = advise(AdviceInput("baseline", (c,)))
     off = only(out, "off")
-    assert "never helped" in off.text and "best -1% at 1 QPS" in off.text
+    assert "speculative decoding never helped p50 TPOT at a tested load (1–16 req/s)" in off.text
+    assert "it hurt at 4, 16 req/s" in off.text and "turn speculative decoding off" in off.text
     assert "keep" not in kinds(out)
 
 
-def test_improvement_inside_the_noise_band_does_not_count_as_help() -> None:
-    # -1.5 % is within min_gain (2 %); a ratio whose CI crosses 1 does not count either.
-    noisy = StepFigures(2, 0.9, 0.9, p50_ci=(0.8, 1.02))
-    c = spec(steps=(StepFigures(1, 0.985, 0.985), noisy))
-    assert kinds(advise(AdviceInput("baseline", (c,)))).count("off") == 1
+def test_unknown_features_get_advice_about_the_condition_not_a_feature() -> None:
+    """A ``candidate-build`` with nothing declared was once told 'prefix caching never helped'."""
+    c = ConditionFigures(
+        "candidate-build",
+        None,
+        None,
+        steps=steps((1, 1.0), (4, 1.02)),
+        status="never_helps",
+    )
+    off = only(advise(AdviceInput("baseline", (c,))), "off")
+    assert "prefix caching" not in off.text and "speculative" not in off.text
+    assert "keep the baseline (baseline)" in off.text
+
+
+def test_server_starts_that_disagree_get_no_decision() -> None:
+    c = crossing(replicate_statuses=("crosses", "never_helps"))
+    out = advise(AdviceInput("baseline", (c,), operating_qps=4.0))
+    undecided = only(out, "undecided")
+    assert "server starts disagree" in undecided.text and "1 of 2" in undecided.text
+    assert "keep" not in kinds(out) and "off" not in kinds(out)
 
 
 def test_low_acceptance_says_turn_it_off() -> None:
-    c = spec(acceptance_rate=0.12, per_position=(0.2, 0.1, 0.05, 0.01), steps=steps((1, 0.97)))
-    out = advise(AdviceInput("baseline", (c,)))
-    texts = [a.text for a in out if a.kind == "off"]
-    assert any("only 12% of drafted tokens were accepted" in t for t in texts)
+    c = spec(
+        acceptance_rate=0.12,
+        per_position=(0.2, 0.1, 0.05, 0.01),
+        steps=steps((1, 0.97)),
+        status="never_helps",
+    )
+    texts = [a.text for a in advise(AdviceInput("baseline", (c,))) if a.kind == "off"]
+    assert any("only 12 % of drafted tokens were accepted" in t for t in texts)
 
 
 def test_good_acceptance_gives_no_low_acceptance_advice() -> None:
-    c = spec(acceptance_rate=0.65, steps=steps((1, 0.7)))
+    c = spec(acceptance_rate=0.65, steps=steps((1, 0.7)), status="always_helps")
     assert "off" not in kinds(advise(AdviceInput("baseline", (c,))))
 
 
 def test_acceptance_falling_off_after_position_one_suggests_k_two() -> None:
-    c = spec(per_position=(0.8, 0.45, 0.12, 0.05), steps=steps((1, 0.8)))
+    c = spec(per_position=(0.8, 0.45, 0.12, 0.05), steps=steps((1, 0.8)), status="always_helps")
     lower = only(advise(AdviceInput("baseline", (c,))), "lower_k")
     assert "from 4 to 2" in lower.text and "after position 1" in lower.text
+    assert "80 %, 45 %, 12 %, 5 %" in lower.text
     assert lower.figures["suggested"] == 2.0
 
 
 def test_steady_acceptance_keeps_k() -> None:
-    c = spec(per_position=(0.9, 0.8, 0.7, 0.6), steps=steps((1, 0.8)))
+    c = spec(per_position=(0.9, 0.8, 0.7, 0.6), steps=steps((1, 0.8)), status="always_helps")
     assert "lower_k" not in kinds(advise(AdviceInput("baseline", (c,))))
 
 
-def test_p50_better_and_p95_worse_is_flagged_at_that_step_only() -> None:
-    c = spec(steps=steps((1, 0.8), (4, 0.85), p95={1: 0.9, 4: 1.2}), crossover_qps=None)
+def test_p50_helping_and_p95_hurting_is_flagged_at_that_step_only() -> None:
+    c = spec(steps=steps((1, 0.8), (4, 0.85), p95={1: 0.9, 4: 1.2}), status="always_helps")
     watch = only(advise(AdviceInput("baseline", (c,))), "watch_p95")
-    assert "at 4 QPS" in watch.text and "-15%" in watch.text and "+20%" in watch.text
+    assert "at 4 req/s: p50 is 15 % lower but p95 is 20 % higher" in watch.text
 
 
 def test_gpu_memory_cost_is_reported_when_both_sides_were_sampled() -> None:
-    c = spec(steps=steps((1, 0.8)), gpu_memory_peak_mib=131_000.0)
+    c = spec(steps=steps((1, 0.8)), gpu_memory_peak_mib=131_000.0, status="always_helps")
     out = advise(AdviceInput("baseline", (c,), baseline_gpu_memory_peak_mib=120_000.0))
     assert "+11,000 MiB" in only(out, "memory").text
     assert "memory" not in kinds(advise(AdviceInput("baseline", (c,))))
@@ -164,7 +213,8 @@ def test_attribution_follows_the_figures_not_the_usual_story() -> None:
     )
     lines = [a.text for a in advise(inp) if a.kind == "attribution"]
     assert (
-        "TTFT (prefill) change with both on (+38%) is explained by speculative decoding" in lines[0]
+        "TTFT (prefill) with both on (38 % higher) is explained by speculative decoding"
+        in (lines[0])
     )
     assert "did not change" in lines[1]
 

@@ -11,6 +11,7 @@ from analysis.synth_rundir import SPEC, Cond, write_run
 from specload.analysis.compare import compare_runs
 from specload.analysis.gates import parse_gate
 from specload.errors import ConfigError
+from specload.report.model import build_report
 
 
 def test_baseline_is_the_plain_condition_even_when_listed_second(tmp_path: Path) -> None:
@@ -22,25 +23,31 @@ def test_baseline_is_the_plain_condition_even_when_listed_second(tmp_path: Path)
         compare_runs([spec, base], baseline="nope")
 
 
-def test_same_label_run_dirs_are_pooled_as_repeats(tmp_path: Path) -> None:
+def test_same_label_run_dirs_are_pooled_as_replicates(tmp_path: Path) -> None:
     a = write_run(tmp_path / "a", Cond("baseline"), qps=(2, 4), n=100, seed=1, metrics=False)
     b = write_run(tmp_path / "b", Cond("baseline"), qps=(2, 4), n=100, seed=2, metrics=False)
     cmp = compare_runs([a, b])
     step = cmp.steps["baseline"][0]
     assert step.n == 200 and step.executions == 2
     assert step.achieved_qps == pytest.approx(2.0, rel=0.05)
-    assert any("2 run directories are repeats" in n for n in cmp.notes)
+    assert any("2 run directories are replicates (server starts)" in n for n in cmp.notes)
     assert len(step.execution_p50["tpot"]) == 2
-    assert not any("repeats disagree" in w for w in cmp.warnings)
+    assert cmp.disagreements == []
 
 
-def test_repeats_that_disagree_are_called_out(tmp_path: Path) -> None:
+def test_replicates_that_disagree_are_called_out_first(tmp_path: Path) -> None:
     a = write_run(tmp_path / "a", Cond("baseline"), qps=(2,), n=200, seed=1, metrics=False)
     b = write_run(
         tmp_path / "b", Cond("baseline", tpot=lambda q: 1.2), qps=(2,), n=200, seed=2, metrics=False
     )
     cmp = compare_runs([a, b])
-    assert any("baseline at 2 req/s: repeats disagree, p50 TPOT" in w for w in cmp.warnings)
+    [d] = [d for d in cmp.disagreements if d.metric == "tpot_p50"]
+    assert d.condition == "baseline" and d.target_qps == 2 and [r for r, _ in d.figures] == [
+        "a",
+        "b",
+    ]
+    assert d.message().startswith("replicates disagree: baseline at 2 req/s, p50 TPOT ")
+    assert build_report(cmp).findings[0] == d.message()
 
 
 def test_per_step_figures_error_kinds_and_throughput(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 from analysis.synth_rundir import SPEC, Cond, linear_gain, true_crossover, write_run
 from specload.analysis.compare import compare_runs
 from specload.analysis.crossover import find_crossover
+from specload.analysis.effect import classify
 from specload.analysis.schedule import LoadPoint, ScheduleOptions, derive_schedule, running_at
 from specload.analysis.stats import Estimate
 from specload.analysis.vllm_schedule import SCHEDULE_KEY, check_schedule, k_for_batch
@@ -36,7 +37,10 @@ def _points(gains, running, per_position=RATES, drafts=1000.0):
 def _crossover(gains, min_gain=0.05):
     ratios = [Estimate(1.0 - g, 1.0 - g - 0.01, 1.0 - g + 0.01) for g in gains]
     reps = np.tile(np.asarray([1.0 - g for g in gains]), (50, 1))
-    return find_crossover("tpot_p50", "spec", "baseline", list(QPS), ratios, reps, min_gain)
+    effects = [classify(r, min_gain) for r in ratios]
+    return find_crossover(
+        "tpot_p50", "spec", "baseline", list(QPS), ratios, effects, reps, min_gain
+    )
 
 
 # -- vLLM's rules ---------------------------------------------------------------------------
@@ -135,7 +139,7 @@ def test_always_helps_has_no_upper_zero_range() -> None:
     "gains",
     [
         [-0.1, -0.1, -0.2, -0.3, -0.5],  # never helps
-        [0.0, 0.0, 0.2, 0.2, 0.2],  # helps only above the lowest loads: no schedule fits
+        [-0.2, -0.2, 0.2, 0.2, 0.2],  # hurts at the lowest loads, helps above: no schedule fits
     ],
 )
 def test_never_helps_is_k_zero_everywhere_with_a_note_to_turn_it_off(gains) -> None:
@@ -143,6 +147,16 @@ def test_never_helps_is_k_zero_everywhere_with_a_note_to_turn_it_off(gains) -> N
     ranges, _, notes = derive_schedule(_points(gains, [1, 2, 4, 8, 24]), x, 4, ScheduleOptions())
     assert ranges == [[1, 1024, 0]]
     assert any("turn speculation off" in n for n in notes)
+    assert check_schedule(_cfg(ranges)).ok
+
+
+def test_starting_to_help_above_loads_where_it_changes_nothing_keeps_k_everywhere() -> None:
+    gains = [0.0, 0.0, 0.2, 0.2, 0.2]  # no significant change at 1-2 req/s, helps from 4 up
+    x = _crossover(gains)
+    assert x.status == "starts_helping"
+    ranges, _, notes = derive_schedule(_points(gains, [1, 2, 4, 8, 24]), x, 4, ScheduleOptions())
+    assert ranges == [[1, 1024, 3]]  # position 4 (15 %) dropped; never k = 0
+    assert any("no significant change below" in n for n in notes)
     assert check_schedule(_cfg(ranges)).ok
 
 

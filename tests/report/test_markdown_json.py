@@ -20,7 +20,7 @@ def test_markdown_leads_with_the_verdict_and_fits_a_job_summary(
     paths = write_reports(four_way, tmp_path, html=False)
     md = paths["md"].read_text()
     first_bullets = [ln for ln in md.splitlines() if ln.startswith("- **")]
-    assert first_bullets[0].startswith("- **prefix does not lower p50 TPOT")
+    assert first_bullets[0].startswith("- **prefix makes no significant difference to p50 TPOT")
     assert any(
         "spec-ngram-k4 lowers p50 TPOT" in b and "stops helping at ≈" in b for b in first_bullets
     )
@@ -30,7 +30,7 @@ def test_markdown_leads_with_the_verdict_and_fits_a_job_summary(
     assert "### Client vs server" in md and "client − server" in md
     assert (
         "**Recommendations:**" in md
-        and "- spec-ngram-k4: keep speculative decoding on up to about" in md
+        and "- spec-ngram-k4: keep speculative decoding on up to ≈" in md
     )
     assert "<details>" in md and md.rstrip().endswith("_")
 
@@ -43,8 +43,17 @@ def test_json_has_crossover_per_condition_and_metric_and_per_step_server_figures
     for per_metric in data["crossover"].values():
         assert set(per_metric) == {"tpot_p50", "tpot_p95", "e2e_p50", "e2e_p95", "ttft_p50"}
         for x in per_metric.values():
-            assert x["status"] in ("crosses", "always_helps", "never_helps")
+            assert x["status"] in (
+                "crosses",
+                "always_helps",
+                "never_helps",
+                "starts_helping",
+                "helps_between",
+                "mixed",
+            )
             assert len(x["ci"]) == 2 and x["tested_range"] == [2.0, 32.0]
+            assert all(s["effect"] in ("helps", "hurts", "no_change") for s in x["steps"])
+    assert data["rule"].startswith("A step helps when the latency is at least 5 % lower")
     assert data["crossover"]["prefix"]["ttft_p50"]["status"] == "always_helps"
     step = data["steps"]["both"][-1]
     assert step["server"]["acceptance_rate"] == pytest.approx(0.6)
@@ -68,7 +77,8 @@ def test_terminal_summary_prints_verdict_and_crossover_table(four_way: Compariso
     render_terminal(build_report(four_way), file=buf, width=140)
     text = buf.getvalue()
     assert "▶ spec-ngram-k4 lowers p50 TPOT" in text
-    assert "Crossover: where each condition stops helping" in text and "always helps" in text
+    assert "Where each condition helps: status and boundaries" in text and "always helps" in text
+    assert "A step helps when the latency is at least 5 % lower" in text
 
 
 def test_single_condition_and_disjoint_steps_still_give_all_reports(tmp_path: Path) -> None:

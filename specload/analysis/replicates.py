@@ -1,0 +1,156 @@
+"""Replicates: each run directory of a condition is one server start, one sample of the config.
+
+The same vLLM config on two hosts, or two fresh starts on one host, gave p50 TPOT 30 % apart
+(one start had a ~15 s window where the speculative step ran 50 % slower). Pooled figures
+with a hierarchical bootstrap (``analysis.stats``) put that variance into the CIs; this
+module says what pooling hides:
+
+- **Disagreement per step**: two starts of one condition whose within-start 95 % CIs do not
+  overlap at a step disagree beyond sampling noise. The report says so first, with the
+  per-start figures side by side.
+- **Per-start patterns**: each start of a condition analysed alone against the baseline (its
+  interleaved partner start when both have the same number, else the pooled baseline). When
+  the starts do not all show the pooled pattern (one stops helping at 18 req/s, the other
+  never helps), the verdict claims no boundary.
+
+Starts are ordered by ``run.json`` ``replicate`` (written by ``specload sweep
+--replicates``), else by start time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specload.analysis.crossover import find_crossover
+from specload.analysis.load import RunData
+from specload.analysis.ratios import step_ratios
+from specload.analysis.stats import Estimate
+from specload.analysis.steps import StepStats, condition_steps
+from specload.analysis.verdict import metric_label
+
+__all__ = [
+    "DISAGREE_METRICS",
+    "Disagreement",
+    "PerStart",
+    "disagreements",
+    "order_starts",
+    "per_start_statuses",
+    "per_start_steps",
+]
+
+#: Metrics checked for disagreement between starts (the verdict's and TTFT's p50).
+DISAGREE_METRICS = ("tpot_p50", "ttft_p50")
+
+
+@dataclass(slots=True)
+class PerStart:
+    """One server start (run dir) of a condition analysed alone."""
+
+    run: str
+    steps: list[StepStats]
+
+
+@dataclass(slots=True)
+class Disagreement:
+    """Starts of ``condition`` whose within-start CIs at one step do not overlap."""
+
+    condition: str
+    metric: str
+    target_qps: float
+    figures: list[tuple[str, Estimate]]
+
+    def message(self) -> str:
+        def one(run: str, e: Estimate) -> str:
+            ci = (
+                f" (CI {e.lo * 1000:.3g}–{e.hi * 1000:.3g})"
+                if e.lo is not None and e.hi is not None
+                else ""
+            )
+            return f"{(e.value or 0.0) * 1000:.3g} ms{ci} in {run}"
+
+        return (
+            f"replicates disagree: {self.condition} at {self.target_qps:g} req/s, "
+            f"{metric_label(self.metric)} "
+            + " vs ".join(one(r, e) for r, e in self.figures)
+            + ": server starts differ beyond their sampling noise"
+        )
+
+
+def order_starts(runs: list[RunData]) -> list[RunData]:
+    """Runs in replicate order (``run.json`` ``replicate``, else start time, else name)."""
+
+    def key(r: RunData) -> tuple[float, float, str]:
+        rep = r.meta.get("replicate")
+        started = r.meta.get("started_at")
+        return (
+            float(rep) if isinstance(rep, (int, float)) else float("inf"),
+            float(started) if isinstance(started, (int, float)) else float("inf"),
+            r.path.name,
+        )
+
+    return sorted(runs, key=key)
+
+
+def per_start_steps(label: str, runs: list[RunData], bootstrap: int, seed: int) -> list[PerStart]:
+    """Each start's own step statistics (within-start bootstrap); empty with one start."""
+    if len(runs) < 2:
+        return []
+    return [
+        PerStart(r.path.name, condition_steps(label, [r], b=bootstrap, seed=seed))
+        for r in order_starts(runs)
+    ]
+
+
+def _overlap(ests: list[Estimate]) -> bool:
+    los = [e.lo for e in ests if e.lo is not None]
+    his = [e.hi for e in ests if e.hi is not None]
+    return not los or not his or max(los) <= min(his)
+
+
+def disagreements(label: str, starts: list[PerStart]) -> list[Disagreement]:
+    """Steps where this condition's starts disagree beyond their within-start CIs."""
+    out: list[Disagreement] = []
+    if len(starts) < 2:
+        return out
+    qps = sorted({s.target_qps for p in starts for s in p.steps})
+    for metric in DISAGREE_METRICS:
+        for q in qps:
+            figs = [
+                (p.run, s.latency[metric])
+                for p in starts
+                for s in p.steps
+                if s.target_qps == q and s.latency[metric].value is not None
+            ]
+            if len(figs) >= 2 and not _overlap([e for _, e in figs]):
+                out.append(Disagreement(label, metric, q, figs))
+    return out
+
+
+def per_start_statuses(
+    cond: list[PerStart],
+    base: list[PerStart],
+    base_pooled: list[StepStats],
+    metric: str,
+    min_gain: float,
+    incomplete: frozenset[float],
+) -> list[str]:
+    """The pattern status of each start of a condition against its partner baseline start
+    (same position when both have as many starts), else against the pooled baseline."""
+    paired = len(base) == len(cond)
+    out = []
+    for i, start in enumerate(cond):
+        against = base[i].steps if paired else base_pooled
+        rows, reps = step_ratios(start.steps, against, min_gain, incomplete)
+        r = rows.get(metric, [])
+        x = find_crossover(
+            metric,
+            start.run,
+            "",
+            [row.target_qps for row in r],
+            [row.ratio for row in r],
+            [row.effect for row in r],
+            reps[metric],
+            min_gain,
+        )
+        out.append(x.status if x is not None else "")
+    return [s for s in out if s]

@@ -1,0 +1,54 @@
+"""How figures read: changes as "16 % lower", CIs rounded like their point estimates.
+
+The verdict, the recommendations, the gates, the flags and the tables all quote changes
+against the baseline. Written once here so that they read alike and never say "improves
+−4 %" or "worsens +0 %", and a CI is never printed with more digits than its estimate
+("16.7022–17.7541").
+"""
+
+from __future__ import annotations
+
+from specload.analysis.stats import Estimate
+
+__all__ = ["change_words", "digits_for", "pct", "signed_change"]
+
+
+def digits_for(fraction: float) -> int:
+    """Decimals for a percentage: none from 1 % up, one below (0.4 %), as people round."""
+    return 0 if abs(fraction) >= 0.0095 else 1
+
+
+def pct(fraction: float, digits: int | None = None) -> str:
+    """``0.156`` → ``"16"`` (magnitude, no sign, no unit)."""
+    d = digits_for(fraction) if digits is None else digits
+    return f"{abs(fraction) * 100:.{d}f}"
+
+
+def change_words(ratio: Estimate, *, ci: bool = True) -> str:
+    """A condition / baseline ratio in words: "16 % lower (CI 12–18 %)", "6 % higher (CI
+    2–10 %)", "7 % lower (CI from 10 % lower to 7 % higher)", "no different (CI ±2 %)".
+    """
+    v = ratio.value
+    if v is None:
+        return "not measured"
+    d = digits_for(1.0 - v)
+    word = "lower" if v < 1.0 else "higher"
+    head = f"{pct(1.0 - v, d)} % {word}" if round(abs(1.0 - v) * 100, d) else "no different"
+    if not ci or ratio.lo is None or ratio.hi is None:
+        return head
+    lo, hi = ratio.lo, ratio.hi  # ratios: lo is the most favourable end
+    if hi < 1.0:  # lower throughout: as gains, smallest to largest
+        return f"{head} (CI {pct(1.0 - hi, d)}–{pct(1.0 - lo, d)} %)"
+    if lo > 1.0:
+        return f"{head} (CI {pct(lo - 1.0, d)}–{pct(hi - 1.0, d)} %)"
+    return f"{head} (CI from {pct(1.0 - lo, d)} % lower to {pct(hi - 1.0, d)} % higher)"
+
+
+def signed_change(ratio: Estimate, digits: int = 1) -> str:
+    """A ratio as a signed change for tables: "-15.6 % (-18.3…-12.0)"; "—" without data."""
+    if ratio.value is None:
+        return "—"
+    point = f"{(ratio.value - 1) * 100:+.{digits}f} %"
+    if ratio.lo is None or ratio.hi is None:
+        return point
+    return f"{point} ({(ratio.lo - 1) * 100:+.{digits}f}…{(ratio.hi - 1) * 100:+.{digits}f})"
