@@ -35,6 +35,7 @@ __all__ = [
     "ConditionResult",
     "SweepPlan",
     "compare_sweep",
+    "degraded_lines",
     "parse_condition",
     "patch_run_json",
     "run_sweep",
@@ -59,6 +60,7 @@ class SweepPlan:
     store_text: bool = False
     processes: int | None = None
     run_args: Sequence[str] = ()
+    skip_preflight: bool = False  # else each server is checked (specload.preflight) once healthy
 
 
 @dataclass
@@ -167,6 +169,7 @@ def _run_condition(sweep: _Sweep, cond: Condition) -> ConditionResult:
         target.start()
         took_s = time.monotonic() - started
         sweep.say(f"[sweep] server healthy at {target.url} after {took_s:.1f} s")
+        _preflight(plan, target, run_dir)  # before the reset: it leaves nothing cached then
         if not reset_prefix_cache(target.url):
             sweep.say("[sweep] server has no /reset_prefix_cache; prefix cache not reset")
         code = _drive_run(plan, cond, target, run_dir)
@@ -188,6 +191,26 @@ def _run_condition(sweep: _Sweep, cond: Condition) -> ConditionResult:
     return ConditionResult(
         cond, run_dir, status, code, target.command_line, interrupted, server_exit
     )
+
+
+def _preflight(plan: SweepPlan, target: Target, run_dir: Path) -> None:
+    """The target serves the scenario's model and streams with usage, or ``PreflightError``
+    (exit 2) before any load; an empty run dir made for this condition is removed again."""
+    if plan.skip_preflight:
+        return
+    from specload.preflight import preflight
+    from specload.scenario import load_scenario
+
+    try:
+        preflight(
+            target.url,
+            model=load_scenario(plan.scenario).model,
+            api_key=os.environ.get("OPENAI_API_KEY") or None,
+        )
+    except Exception:
+        if run_dir.is_dir() and not any(run_dir.iterdir()):
+            run_dir.rmdir()
+        raise
 
 
 def _check_server_alive(sweep: _Sweep, target: Target) -> int | None:
@@ -239,6 +262,7 @@ def _run_command(plan: SweepPlan, cond: Condition, target: Target, run_dir: Path
         cond.name,
         "--out",
         str(run_dir),
+        "--skip-preflight",  # the sweep checked this server itself, before the cache reset
     ]
     if cond.speculative is not None:
         cmd += ["--speculative-config", json.dumps(cond.speculative, separators=(",", ":"))]
@@ -362,6 +386,23 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def degraded_lines(results: Sequence[ConditionResult]) -> list[str]:
+    """One line per ``degraded`` run with its reasons from run.json (for the sweep's end)."""
+    lines = []
+    for r in results:
+        if r.status != "degraded":
+            continue
+        try:
+            reasons = json.loads((r.run_dir / "run.json").read_text()).get("degraded") or []
+        except (OSError, json.JSONDecodeError, AttributeError):
+            reasons = []
+        lines.append(
+            f"{r.condition.name} degraded ({r.run_dir}): "
+            + ("; ".join(map(str, reasons)) or "see its run.json")
+        )
+    return lines
 
 
 def sweep_run_dirs(out: Path) -> list[Path]:

@@ -1,8 +1,10 @@
 """``specload run``: one headless run (one server condition, one scenario) through real Locust.
 
 Bad input fails here, in a second, before Locust starts: the scenario is validated, the host
-must carry a scheme, the output directory must be writable and not hold a run already
-(one line, exit 2). The run itself is ``locust -f <packaged locustfile> --headless`` in a
+must carry a scheme, the output directory must be writable and not hold a run already, and
+the target must pass the pre-flight (``specload.preflight``: reachable, the scenario's model
+served, one streamed completion with usage; ``--skip-preflight`` to go without). Each is one
+line, exit 2, and leaves no run directory behind. The run itself is ``locust -f <packaged locustfile> --headless`` in a
 child process: that keeps ``--processes N`` exactly Locust's own (it forks workers), and
 it keeps Locust's gevent monkey-patching out of this process. The child gets its own process
 group; a Ctrl-C here is forwarded once as SIGINT to the Locust master (which has its
@@ -10,7 +12,8 @@ workers cancel and report), so the run ends ``interrupted`` with its records on 
 Ctrl-C escalates to SIGTERM, a third to SIGKILL, to the whole group).
 
 Locust's own log goes to ``OUT/locust.log``; the terminal shows specload's progress line per
-step. Exit code: 0 completed, 130 interrupted, 1 failed, 2 bad input. The API key reaches the
+step. Exit code: 0 completed, 1 degraded (over ``--max-error-rate`` or a worker lost; the
+reasons are the last line) or failed, 130 interrupted, 2 bad input. The API key reaches the
 child through its environment, never its command line (visible in ``ps``), and is never
 written.
 """
@@ -56,14 +59,54 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--gpu-metrics-url", default="",
                    help="GPU memory: a DCGM exporter /metrics URL, or 'nvml' (default: NVML "
                         "when the server is on this host, else not sampled)")
+    p.add_argument("--max-error-rate", type=float, default=0.05, metavar="FRACTION",
+                   help="error budget (default 0.05): a run whose error rate in any step or "
+                        "overall exceeds it, or that loses a worker, ends 'degraded', exit 1")
+    p.add_argument("--skip-preflight", action="store_true",
+                   help="do not check the target (reachable, model served, one streamed "
+                        "completion with usage) before the run")
     p.set_defaults(func=run)
 
 
 def _validate(args: argparse.Namespace) -> Path:
-    """Everything checkable before traffic; raises ConfigError (exit 2)."""
-    from specload.errors import ConfigError
-    from specload.recorder.rundir import check_out_dir
+    """Everything checkable before traffic; raises ConfigError or PreflightError (exit 2).
+
+    The pre-flight talks to the server, so it comes after the local checks; the output
+    directory it needed to prove writable is removed again when the pre-flight fails.
+    """
+    from specload.locust.live import max_error_rate
+    from specload.recorder.rundir import check_out_dir, remove_new_dirs
     from specload.scenario import load_scenario
+
+    scenario = _validate_args(args, load_scenario)
+    max_error_rate(args.max_error_rate)
+    created = _first_missing(Path(args.out))
+    out = check_out_dir(args.out)
+    if not args.skip_preflight:
+        from specload.preflight import preflight
+
+        try:
+            preflight(args.host, model=scenario.model,
+                      api_key=args.api_key or os.environ.get("OPENAI_API_KEY") or None)
+        except BaseException:
+            remove_new_dirs(out, created)
+            raise
+    return out
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost directory of ``path`` that does not exist yet (what a mkdir creates)."""
+    missing = None
+    for p in (path, *path.parents):
+        if p.exists():
+            break
+        missing = p
+    return missing
+
+
+def _validate_args(args: argparse.Namespace, load_scenario: Any) -> Any:
+    """The checks that need no server and no disk: arguments and the scenario."""
+    from specload.errors import ConfigError
 
     if not args.host.startswith(("http://", "https://")):
         raise ConfigError(f"{args.host!r} has no scheme (expected http://... or https://...)",
@@ -81,8 +124,7 @@ def _validate(args: argparse.Namespace) -> Path:
         from specload.metrics.gpu import DcgmSource
 
         DcgmSource(args.gpu_metrics_url)  # ConfigError for anything but an http(s) URL
-    load_scenario(args.scenario)
-    return check_out_dir(args.out)
+    return load_scenario(args.scenario)
 
 
 def locust_command(args: argparse.Namespace, out: Path) -> list[str]:
@@ -93,7 +135,9 @@ def locust_command(args: argparse.Namespace, out: Path) -> list[str]:
     cmd = [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
            "--host", args.host.rstrip("/"), "--scenario", str(Path(args.scenario).resolve()),
            "--label", args.label, "--run-dir", str(out.resolve()), "--only-summary",
-           "--exit-code-on-error", "0", "--loglevel", "INFO"]
+           "--exit-code-on-error", "0", "--loglevel", "INFO",
+           "--max-error-rate", repr(float(args.max_error_rate)),
+           "--skip-preflight"]  # done here already, before the run directory was kept
     if args.processes:
         # A port of its own on loopback: Locust's fixed default (5557) made two runs with
         # --processes on one host collide (the second never started), and "*" listened on
@@ -192,14 +236,24 @@ def run(args: argparse.Namespace) -> int:
     if status == "interrupted" or forward.interrupted:
         print(f"specload run: interrupted; partial run in {out}", file=sys.stderr)
         return 130
+    if status == "degraded":
+        reasons = "; ".join(_meta(out).get("degraded") or []) or "see run.json"
+        print(f"specload run: run degraded (every record kept in {out}): {reasons}",
+              file=sys.stderr)
+        return 1
     print(f"specload run: run {status}; see {out / 'run.json'} notes and {out / 'locust.log'}",
           file=sys.stderr)
     return 1
 
 
-def _status(out: Path) -> str | None:
+def _meta(out: Path) -> dict[str, Any]:
     try:
         meta = json.loads((out / "run.json").read_text())
     except (OSError, ValueError):
-        return None
-    return str(meta.get("status")) if isinstance(meta, dict) else None
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _status(out: Path) -> str | None:
+    status = _meta(out).get("status")
+    return None if status is None else str(status)

@@ -67,6 +67,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         metavar="N",
         help="Locust worker processes per run (as locust --processes)",
     )
+    p.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=0.05,
+        metavar="FRACTION",
+        help="error budget per run (default 0.05): a run over it in any step or overall, or "
+        "that loses a worker, is 'degraded'; the sweep goes on, compares, and exits 1",
+    )
+    p.add_argument(
+        "--skip-preflight",
+        action="store_true",
+        help="do not check each server (reachable, model served, one streamed completion) "
+        "before its run",
+    )
     p.add_argument("--no-compare", action="store_true", help="skip the comparison at the end")
     p.set_defaults(func=run)
 
@@ -87,6 +101,13 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     if args.url is not None and not args.url.startswith(("http://", "https://")):
         raise ConfigError(f"{args.url!r} has no scheme (expected http://... or https://...)",
                           path="--url")
+    if args.url is not None and not args.skip_preflight:
+        from specload.preflight import check_host_path
+
+        check_host_path(args.url)
+    from specload.locust.live import max_error_rate
+
+    rate = max_error_rate(args.max_error_rate)
     _validate_scenario(args.scenario)
     _validate_out(args.out)
     return SweepPlan(
@@ -99,6 +120,8 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         health_timeout_s=args.health_timeout,
         store_text=args.store_text,
         processes=args.processes,
+        run_args=("--max-error-rate", repr(rate)),
+        skip_preflight=args.skip_preflight,
     )
 
 
@@ -140,9 +163,19 @@ def run(args: argparse.Namespace) -> int:
     _print_results(results)
     failed = [r for r in results if r.status != "completed" or r.server_exit is not None]
     if args.no_compare:
+        _print_degraded(results)
         return 1 if failed else 0
     code = compare_sweep(plan.out, [r.run_dir for r in results])
+    _print_degraded(results)
     return 1 if failed else code
+
+
+def _print_degraded(results: list) -> None:  # type: ignore[type-arg]
+    """Degraded runs last on the terminal: their numbers are in the report, but incomplete."""
+    from specload.sweep import degraded_lines
+
+    for line in degraded_lines(results):
+        print(f"specload sweep: {line}", file=sys.stderr)
 
 
 def _print_results(results: list) -> None:  # type: ignore[type-arg]

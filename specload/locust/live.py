@@ -1,10 +1,12 @@
 """Live per-step figures on the master, from the full-precision records as they arrive.
 
-Feeds the progress line of ``specload run`` and the web UI's specload tab (``snapshot()``
-is its JSON). Only measured (non-warm-up) successful requests enter the percentiles; errors
-are counted for every request of the step. Achieved QPS uses the workers' own count of
-requests sent inside the step's measured window, so it is right at the step's end, before
-in-flight requests have returned their records.
+Feeds the progress line of ``specload run``, the web UI's specload tab (``snapshot()`` is its
+JSON) and the run's error budget (``budget_reasons``). Only measured (non-warm-up) successful
+requests enter the percentiles; errors are counted for every request of the step, and
+separately for the measured window. Achieved QPS uses the workers' own count of requests
+sent inside the step's measured window, so it is right at the step's end, before in-flight
+requests have returned their records; the progress line sets that count beside the measured
+requests that have finished, so "errors 0/110 finished (168 sent)" compares like with like.
 """
 
 from __future__ import annotations
@@ -14,7 +16,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LiveStats", "StepTally", "percentile"]
+from specload.errors import ConfigError
+
+__all__ = ["DEFAULT_MAX_ERROR_RATE", "LiveStats", "StepTally", "budget_reasons",
+           "max_error_rate", "percentile"]
+
+#: ``--max-error-rate`` unless given: more than 1 request in 20 failing is not a measurement.
+DEFAULT_MAX_ERROR_RATE = 0.05
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -40,6 +48,7 @@ class StepTally:
     records: int = 0
     measured: int = 0
     errors: int = 0
+    measured_errors: int = 0
     ttft_s: list[float] = field(default_factory=list)
     tpot_s: list[float] = field(default_factory=list)
     e2e_s: list[float] = field(default_factory=list)
@@ -54,6 +63,7 @@ class StepTally:
             return
         self.measured += 1
         if not r.get("ok"):
+            self.measured_errors += 1
             return
         for key, dest in (("ttft_s", self.ttft_s), ("tpot_s", self.tpot_s), ("e2e_s", self.e2e_s)):
             v = r.get(key)
@@ -62,6 +72,11 @@ class StepTally:
         chunks, tokens = r.get("content_chunks"), r.get("output_tokens")
         if chunks and tokens:
             self.tokens_per_chunk.append(tokens / chunks)
+
+    @property
+    def sent(self) -> int:
+        """Measured-window requests sent so far, over all workers."""
+        return sum(self.sent_in_window.values())
 
     @property
     def achieved_qps(self) -> float | None:
@@ -109,7 +124,11 @@ class LiveStats:
                 tally.sent_in_window[worker] = n
 
     def progress_line(self, index: int, total_steps: int) -> str:
-        """One line for the terminal: step, target/achieved QPS, live p50 TPOT, errors."""
+        """One line for the terminal: step, target/achieved QPS, live p50 TPOT, errors.
+
+        All figures are the measured window's (after warm-up): errors over the requests that
+        have finished, then how many were sent (the rest are still in flight).
+        """
         t = self.steps[index]
         achieved = t.achieved_qps
         tpot = percentile(t.tpot_s, 50)
@@ -117,7 +136,7 @@ class LiveStats:
             f"step {index + 1}/{total_steps} (repeat {t.repeat}): target {t.target_qps:g} qps, "
             f"achieved {'-' if achieved is None else f'{achieved:.2f}'} qps, "
             f"p50 TPOT {'-' if tpot is None else f'{tpot * 1000:.2f}'} ms, "
-            f"errors {t.errors}/{t.records}"
+            f"errors {t.measured_errors}/{t.measured} finished ({t.sent} sent)"
         )
 
     def snapshot(self) -> dict[str, Any]:
@@ -129,3 +148,56 @@ class LiveStats:
                 for i, t in sorted(self.steps.items())
             ],
         }
+
+
+def _pct(fraction: float) -> str:
+    return f"{fraction * 100:.3g} %"
+
+
+def _step_at(tallies: list[StepTally], t: float) -> str:
+    """Where in the schedule time ``t`` fell: "at 8 req/s", or before/after the steps."""
+    for tally in tallies:
+        if tally.start <= t < tally.end:
+            return f"at {tally.target_qps:g} req/s"
+    if tallies and t < tallies[0].start:
+        return "before the first step"
+    return "after the last step"
+
+
+def budget_reasons(steps: dict[int, StepTally], lost_workers: list[dict[str, Any]],
+                   max_error_rate: float) -> list[str]:
+    """Why a run that went to its end is ``degraded``: one sentence per step whose error
+    rate (errors / records, warm-up included) exceeds ``max_error_rate``, one for the whole
+    run, one per lost worker. Empty when the run kept its budget."""
+    tallies = [steps[i] for i in sorted(steps)]
+    budget = f"exceed --max-error-rate {_pct(max_error_rate)}"
+    per_qps: dict[float, int] = defaultdict(int)
+    for t in tallies:
+        per_qps[t.target_qps] += 1
+    out: list[str] = []
+    total, errors = sum(t.records for t in tallies), sum(t.errors for t in tallies)
+    if total and errors / total > max_error_rate:
+        out.append(f"errors {errors}/{total} ({_pct(errors / total)}) over the whole run {budget}")
+    for t in tallies:
+        if t.records and t.errors / t.records > max_error_rate:
+            where = f"at {t.target_qps:g} req/s"
+            if per_qps[t.target_qps] > 1:
+                where += f" (step {t.index + 1}, repeat {t.repeat})"
+            out.append(f"errors {t.errors}/{t.records} ({_pct(t.errors / t.records)}) "
+                       f"{where} {budget}")
+    for lost in lost_workers:
+        out.append(f"worker {lost.get('worker')} lost {_step_at(tallies, float(lost['at']))}")
+    return out
+
+
+def max_error_rate(value: Any) -> float:
+    """``--max-error-rate`` checked: a fraction from 0 to 1 (``ConfigError`` otherwise)."""
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{value!r} is not a number (expected a fraction, e.g. 0.05)",
+                          path="--max-error-rate") from None
+    if not 0.0 <= rate <= 1.0:
+        raise ConfigError(f"{value!r} is not a fraction from 0 to 1 (e.g. 0.05 for 5 %)",
+                          path="--max-error-rate")
+    return rate

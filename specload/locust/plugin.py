@@ -6,6 +6,11 @@ parser (so they show in ``--help`` and the web UI and travel to workers), puts t
 sub-millisecond response-time buckets in place, and on ``init`` gives the process its roles:
 a ``LoadProcess`` where users run (local runner, workers) and a ``MasterSide`` where the
 schedule and the run directory live (local runner, master). Nothing happens at import time.
+
+Before any load the master checks the target (``specload.preflight``: reachable, the model
+served, one streamed completion with usage): headless at start-up, where a failure is one
+line and exit code 2; in the web UI when Start is pressed, where a failure is logged and no
+run starts. ``--skip-preflight`` turns the check off. Either way no run directory is made.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 
 from specload.errors import ConfigError, SpecloadError
 from specload.locust.events import install_buckets
+from specload.locust.live import DEFAULT_MAX_ERROR_RATE, max_error_rate
 from specload.locust.load import LoadProcess
 from specload.locust.messages import (
     Drain,
@@ -81,6 +87,13 @@ def add_options(parser: Any) -> None:
     g.add_argument("--gpu-metrics-url", type=str, default="",
                    help="GPU memory source: a DCGM exporter /metrics URL, or 'nvml' (default: "
                         "NVML when the server is on this host, else not sampled)")
+    g.add_argument("--max-error-rate", type=float, default=DEFAULT_MAX_ERROR_RATE,
+                   help="error budget: a run whose error rate in any step or overall exceeds "
+                        "this fraction, or that loses a worker, ends 'degraded' (headless: "
+                        "exit code 1)")
+    g.add_argument("--skip-preflight", action="store_true", default=False,
+                   help="do not check the target (reachable, model served, one streamed "
+                        "completion) before the run")
 
 
 def _api_key(environment: Any) -> str | None:
@@ -131,13 +144,25 @@ class MasterSide:
             speculative=_speculative(o.speculative_config),
             prefix_caching={"on": True, "off": False}.get(o.prefix_caching),
             server_cmd=o.server_cmd or None, headless=bool(o.headless),
-            gpu_metrics_url=getattr(o, "gpu_metrics_url", "") or None)
+            gpu_metrics_url=getattr(o, "gpu_metrics_url", "") or None,
+            max_error_rate=max_error_rate(getattr(o, "max_error_rate", DEFAULT_MAX_ERROR_RATE)))
         return opts, scenario
+
+    def preflight(self, opts: RunOptions, scenario: Any) -> None:
+        """Check the target before any load, unless ``--skip-preflight``; raises
+        ``SpecloadError`` (exit 2) naming what is wrong."""
+        if getattr(self.environment.parsed_options, "skip_preflight", False):
+            return
+        from specload.preflight import preflight
+
+        preflight(opts.host, model=scenario.model, api_key=_api_key(self.environment))
 
     def begin(self) -> RunSession | None:
         """Start a run; on bad input log one line, set exit code 2 and return None."""
         try:
             opts, scenario = self.resolve()
+            if not opts.headless:  # headless: checked at start-up (_validate_early)
+                self.preflight(opts, scenario)
             session = RunSession(self.environment.runner, scenario, opts, _api_key(self.environment))
         except SpecloadError as exc:
             log.error("specload: %s", exc)
@@ -255,12 +280,15 @@ def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_kw: An
 
 
 def _validate_early(environment: Any, master: MasterSide) -> None:
-    """Headless, or a scenario given: fail before any traffic with one line and exit 2."""
+    """Headless, or a scenario given: fail before any traffic with one line and exit 2.
+    Headless, the target is checked here too (the web UI checks it when Start is pressed)."""
     o = environment.parsed_options
     if o is None or not (o.headless or getattr(o, "scenario", "")):
         return
     try:
-        master.resolve()
+        opts, scenario = master.resolve()
+        if o.headless:
+            master.preflight(opts, scenario)
     except SpecloadError as exc:
         print(f"specload: error: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(exc.exit_code) from None

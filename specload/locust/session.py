@@ -7,7 +7,10 @@ latency never shifts a boundary. At each boundary ``/metrics`` is scraped once (
 one step is the start of the next), run.json is rewritten, and a progress line is printed
 once the step's records have had a moment to arrive. After the last step, ``Drain`` asks each
 load process to finish and report its counts; the master checks that every request sent has
-a record and writes the counts to run.json. Only this object writes the run directory.
+a record and writes the counts to run.json. A run that went to its end but failed more
+requests than ``--max-error-rate`` allows, in any step or overall, or lost a worker, ends
+``degraded`` with the reasons in run.json (headless: exit code 1); its records are all kept.
+Only this object writes the run directory.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from typing import Any
 
 import gevent
 
-from specload.locust.live import LiveStats
+from specload import host as hostinfo
+from specload.locust.live import LiveStats, budget_reasons
 from specload.locust.messages import (
     Drain,
     FinalCounts,
@@ -71,6 +75,7 @@ class RunOptions:
     server_cmd: str | None = None
     headless: bool = True
     gpu_metrics_url: str | None = None  # DCGM exporter URL, "nvml", or None (metrics/gpu.py)
+    max_error_rate: float = 0.05  # errors / records in any step or overall; above: degraded
 
 
 def new_run_id(label: str) -> str:
@@ -133,7 +138,9 @@ class RunSession:
             condition={"speculative": self.opts.speculative, "prefix_caching": self.opts.prefix_caching},
             target={"url": self.opts.host, "model": self.model,
                     "server_version": info.get("server_version"), "models": info.get("models")},
-            scenario=sc, started_at=time.time(), server_cmd=self.opts.server_cmd, notes=notes)
+            scenario=sc, started_at=time.time(), server_cmd=self.opts.server_cmd, notes=notes,
+            max_error_rate=self.opts.max_error_rate,
+            host=hostinfo.fingerprint(self.opts.host, self.opts.gpu_metrics_url))
 
     # --- lifecycle ----------------------------------------------------------------------
     def _run_start(self) -> dict[str, Any]:
@@ -309,10 +316,15 @@ class RunSession:
         if index in self._printed or index not in self.live.steps:
             return
         self._printed.add(index)
-        line = self.live.progress_line(index, len(self.scenario.schedule()))
-        log.info("specload: %s", line)
+        self._say(self.live.progress_line(index, len(self.scenario.schedule())))
+
+    def _say(self, line: str) -> None:
+        """Once on the terminal: printed headless (``specload run`` shows ``[specload]``
+        lines), else logged. Both at once showed every line twice under ``locust --headless``."""
         if self.opts.headless:
             print(f"[specload] {line}", flush=True)
+        else:
+            log.info("specload: %s", line)
 
     # --- workers ------------------------------------------------------------------------
     def _check_workers(self) -> None:
@@ -401,19 +413,36 @@ class RunSession:
             if g is not gevent.getcurrent():
                 g.kill(block=False)
         self._final_counts()
-        if status != "completed":  # the run ended early: the steps end where it ended
+        status = self._judge(status)
+        if status not in ("completed", "degraded"):  # ended early: the steps end where it ended
             now = time.time()
             self.writer.steps = [x for x in self.writer.steps if x["start"] < now]
             if self.current is not None:
                 self.writer.end_step(self.current.index, min(now, self.current.end))
+        hostinfo.finish(self.writer.meta.host)
         self.writer.close(status, time.time())
         for step in self.announced:  # the last step's line (its delayed greenlet may not run)
             if step.start < time.time():
                 self._progress(step.index)
-        log.info("specload: run %s %s: %s", self.run_id, status, self.writer.path)
+        recorded = self.writer.meta.counts["recorded"]
+        self._say(f"run {status}: {recorded} records in {self.writer.path}")
+        for why in self.writer.meta.degraded:
+            log.warning("specload: run degraded: %s", why)
+
+    def _judge(self, status: str) -> str:
+        """A run that went to its end over its error budget, or short of a worker, is
+        ``degraded`` (records kept, reasons in run.json); headless Locust then exits 1."""
+        meta = self.writer.meta
+        if status != "completed":
+            return status
+        meta.degraded = budget_reasons(self.live.steps, meta.lost_workers,
+                                       self.opts.max_error_rate)
+        if not meta.degraded:
+            return status
         if self.opts.headless:
-            recorded = self.writer.meta.counts["recorded"]
-            print(f"[specload] run {status}: {recorded} records in {self.writer.path}", flush=True)
+            self.runner.environment.process_exit_code = 1
+        self.status = "degraded"
+        return "degraded"
 
     def _final_counts(self) -> None:
         """counts and lost workers into run.json; a note for every sent/recorded mismatch."""

@@ -32,10 +32,13 @@ __all__ = [
     "RunWriter",
     "check_out_dir",
     "read_run",
+    "remove_new_dirs",
 ]
 
 RUN_SCHEMA_VERSION = 1
-RUN_STATUSES = ("running", "completed", "interrupted", "failed")
+#: ``degraded``: the run went to its end, but too many requests failed (``--max-error-rate``)
+#: or a worker was lost; every record is kept and ``degraded`` in run.json says why.
+RUN_STATUSES = ("running", "completed", "degraded", "interrupted", "failed")
 
 
 def _versions() -> dict[str, str | None]:
@@ -78,6 +81,12 @@ class RunMeta:
     token_count_source: str | None = None
     lookup_method: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: The error budget this run was held to (fraction of requests; ``--max-error-rate``).
+    max_error_rate: float | None = None
+    #: Why the run is ``degraded`` (one sentence each); empty otherwise.
+    degraded: list[str] = field(default_factory=list)
+    #: Where the numbers came from (``specload.host.fingerprint``); None in older runs.
+    host: dict[str, Any] | None = None
     schema_version: int = RUN_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -113,6 +122,23 @@ def check_out_dir(path: str | Path) -> Path:
     except OSError as exc:
         raise ConfigError(f"not a writable directory ({exc.strerror or exc})", file=str(p)) from None
     return p
+
+
+def remove_new_dirs(path: Path, created: Path | None) -> None:
+    """Undo ``check_out_dir``'s mkdir after a failed pre-flight: remove ``path`` and its
+    parents up to ``created`` (the outermost one that did not exist), each only if empty,
+    so a run that never started leaves no directory behind."""
+    if created is None:
+        return
+    p = path
+    while True:
+        try:
+            p.rmdir()
+        except OSError:
+            return
+        if p == created or p.parent == p:
+            return
+        p = p.parent
 
 
 class RunWriter:
@@ -236,7 +262,9 @@ def read_run(path: str | Path) -> RunData:
         warnings.append(f"{p}: steps.json missing")
     metrics = list(iter_jsonl(p / "metrics.jsonl", warnings))
     status = meta.get("status")
-    if status != "completed":
+    if status == "degraded":
+        warnings.extend(f"{p}: run degraded: {why}" for why in meta.get("degraded") or [])
+    if status != "completed" and not (status == "degraded" and meta.get("degraded")):
         warnings.append(f"{p}: run status is {status!r}, not 'completed'")
     for lost in meta.get("lost_workers") or []:
         warnings.append(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from specload.cli.main import main
+from specload.preflight import PREFLIGHT_ID_PREFIX
 from specload.recorder import read_run
 from tests.conftest import REPO
 
@@ -180,8 +181,10 @@ class RawProc:
                 if x.startswith(tag + " ")]
 
     def expected(self) -> dict[str, str]:
-        """``{X-Request-Id: expected outcome}`` for every chat request it received."""
-        return {rid: expect for rid, expect in self.lines("REQ")}
+        """``{X-Request-Id: expected outcome}`` for every chat request of the run it received
+        (the pre-flight's request, before the run, left out)."""
+        return {rid: expect for rid, expect in self.lines("REQ")
+                if not rid.startswith(PREFLIGHT_ID_PREFIX)}
 
     def auth_digests(self) -> set[str]:
         """sha256[:16] of each Authorization header it received."""

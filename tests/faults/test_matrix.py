@@ -2,8 +2,10 @@
 
 Each row: the run finishes (or stops cleanly on a signal), every request sent has exactly
 one record with the right ``error.kind`` (held against what the server says it did, where
-it can say), records already on disk survive, run.json says how the run ended, and
-``specload compare`` shows the error rate and kinds per step. Rows the simulator can play
+it can say), records already on disk survive, run.json says how the run ended (``degraded``,
+exit 1, when more than 5 % of requests failed or a worker was lost), and ``specload
+compare`` shows the error rate and kinds per step. Rows whose server fails on purpose run
+with ``--skip-preflight``: the pre-flight would rightly refuse it before any load. Rows the simulator can play
 use its fault switches; the rest use ``tests/faults/rawserver.py``.
 
 Existing tests that prove narrower versions of some rows (kept, not repeated here): the
@@ -52,11 +54,18 @@ def run_row(row: Row, host: str, tmp: Path, scenario: Path, *extra: str) -> Path
 def test_connection_refused(tmp_path: Path, matrix_row: Row) -> None:
     row = matrix_row
     row.fault, row.injected = "connection refused", "--host on a port nobody listens on"
-    run_dir = run_row(row, f"http://127.0.0.1:{free_port()}", tmp_path, write_scenario(tmp_path))
-    assert row.exit_code == 0
-    check_records(row, run_dir, status="completed", allowed={"connect"}, server_ids=set())
+    host = f"http://127.0.0.1:{free_port()}"
+    refused = run_specload("run", "--host", host, "--scenario", str(write_scenario(tmp_path)),
+                           "--label", "fault", "--out", "out", cwd=tmp_path)
+    assert refused.returncode == 2 and "Connection refused" in refused.stderr
+    assert not (tmp_path / "out").exists()  # the pre-flight stopped it before any run dir
+    run_dir = run_row(row, host, tmp_path, write_scenario(tmp_path), "--skip-preflight")
+    assert row.exit_code == 1  # every request failed: degraded
+    check_records(row, run_dir, status="degraded", allowed={"connect"}, server_ids=set())
     check_report(row, run_dir, tmp_path / "report")
     assert set(row.report_error_rates.values()) == {1.0}
+    row.note = ("without --skip-preflight: refused by the pre-flight in under a second, exit 2, "
+                "no run dir")
 
 
 SIM_ROWS = [
@@ -83,11 +92,14 @@ def test_simulator_fault(sim_factory, tmp_path: Path, matrix_row: Row, fault: st
     row = matrix_row
     row.fault, row.injected = fault, injected
     sim = sim_factory("--profile", "tiny", "--ground-truth", *flags)
-    run_dir = run_row(row, sim.url, tmp_path, write_scenario(tmp_path, timeout=timeout))
-    assert row.exit_code == 0  # a failing server is a result, not a crash
+    run_dir = run_row(row, sim.url, tmp_path, write_scenario(tmp_path, timeout=timeout),
+                      "--skip-preflight")
+    # a failing server is a result, not a crash: every record kept, the run degraded
+    assert row.exit_code == (1 if kind else 0)
     truth = ground_truth(sim.url)
     allowed = {"ok", kind} if kind else {"ok"}
-    records = check_records(row, run_dir, status="completed", allowed=allowed,
+    status = "degraded" if kind else "completed"
+    records = check_records(row, run_dir, status=status, allowed=allowed,
                             server_ids=set(truth) if fault != "HTTP 5xx" else None)
     if kind:
         assert row.kinds.get(kind), f"the fault never fired: {row.kinds}"
@@ -116,10 +128,13 @@ def test_raw_server_fault(raw_factory, tmp_path: Path, matrix_row: Row, fault: s
     row = matrix_row
     row.fault, row.injected = fault, injected
     raw = raw_factory(mode, *args)
-    run_dir = run_row(row, raw.url, tmp_path, write_scenario(tmp_path))
-    assert row.exit_code == 0
+    failing = mode != "large"  # the rest fail on purpose: no pre-flight for them
+    run_dir = run_row(row, raw.url, tmp_path, write_scenario(tmp_path),
+                      *(["--skip-preflight"] if failing else []))
+    assert row.exit_code == (1 if failing else 0)
     expected = raw.expected()
-    records = check_records(row, run_dir, status="completed", allowed=set(expected.values()),
+    records = check_records(row, run_dir, status="degraded" if failing else "completed",
+                            allowed=set(expected.values()),
                             server_ids=set(expected), expected=expected)
     if mode == "large":
         assert {r["output_chars"] for r in records} == {(1 << 20) + 1}
@@ -151,8 +166,10 @@ def test_server_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> 
         if proc.poll() is None:
             proc.kill()
     row.exit_code = proc.returncode
-    assert proc.returncode == 0 and "Traceback" not in err.decode(), err.decode()[-2000:]
-    records = check_records(row, run_dir, status="completed",
+    # a target down mid-run: every later request is an error, so never exit 0
+    assert proc.returncode == 1 and "Traceback" not in err.decode(), err.decode()[-2000:]
+    assert "run degraded" in err.decode().strip().splitlines()[-1]
+    records = check_records(row, run_dir, status="degraded",
                             allowed={"ok", "stream_broken", "connect"}, server_ids=set(truth))
     survived(before, run_dir)
     assert row.kinds.get("ok") and row.kinds.get("connect"), row.kinds
@@ -196,11 +213,12 @@ def test_worker_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> 
         if proc.poll() is None:
             proc.kill()
     row.exit_code = proc.returncode
-    assert proc.returncode == 0, err.decode()[-2000:]
+    assert proc.returncode == 1, err.decode()[-2000:]  # a lost worker: degraded
     survived(before, run_dir)
     run = read_run(run_dir)
     meta = run.meta
-    assert meta["status"] == "completed" and len(meta["lost_workers"]) == 1, meta["notes"]
+    assert meta["status"] == "degraded" and len(meta["lost_workers"]) == 1, meta["notes"]
+    assert f"worker {meta['lost_workers'][0]['worker']} lost at" in meta["degraded"][-1]
     assert any("lost" in w for w in run.warnings)
     lost = meta["lost_workers"][0]
     records = list(run.record_dicts())

@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from specload.preflight import PREFLIGHT_ID_PREFIX
 from specload.recorder import read_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,8 +50,11 @@ def specload(*args: str, cwd: Path, timeout: float = 120) -> subprocess.Complete
 
 
 def ground_truth(url: str) -> dict[str, dict[str, Any]]:
+    """The requests the server saw, without the pre-flight's own (``specload.preflight``):
+    that one is the check before the run, not part of it."""
     with urllib.request.urlopen(url + "/debug/requests", timeout=10) as r:
-        return {g["request_id"]: g for g in json.load(r)}
+        return {g["request_id"]: g for g in json.load(r)
+                if not g["request_id"].startswith(PREFLIGHT_ID_PREFIX)}
 
 
 def check_records_match_truth(run_dir: Path, truth: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
