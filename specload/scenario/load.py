@@ -30,7 +30,7 @@ __all__ = ["apply_overrides", "load_scenario", "parse_scenario"]
 
 _TOP_KEYS = {
     "name", "description", "model", "temperature", "max_tokens", "min_tokens", "ignore_eos",
-    "stop", "extra_body", "arrival", "steps", "step_duration_s", "warmup_s", "repeats",
+    "stop", "extra_body", "arrival", "steps", "step_duration_s", "warmup_s", "repeats", "replicates",
     "max_concurrency", "metrics_interval_s", "request_timeout_s", "seed", "client",
     "record_itl", "stream", "prompts", "contract", "source",
 }
@@ -222,6 +222,7 @@ def _load_shape(r: _Reader, d: dict[str, Any], kw: dict[str, Any]) -> None:
                                      lo=0.0, lo_open=True)
     kw["warmup_s"] = r.number(d.get("warmup_s", 10.0), "warmup_s", lo=0.0)
     kw["repeats"] = r.integer(d.get("repeats", 1), "repeats", lo=1)
+    kw["replicates"] = r.integer(d.get("replicates", 1), "replicates", lo=1)
     kw["max_concurrency"] = r.integer(d.get("max_concurrency", 256), "max_concurrency", lo=1)
     kw["metrics_interval_s"] = r.number(d.get("metrics_interval_s", 5.0), "metrics_interval_s",
                                         lo=0.0, lo_open=True)

@@ -113,6 +113,9 @@ class Scenario:
     step_duration_s: float = 60.0
     warmup_s: float = 10.0
     repeats: int = 1
+    #: server starts per condition for ``specload sweep`` (each its own run dir, interleaved
+    #: across conditions); unlike ``repeats``, which re-walk the ladder on one server start
+    replicates: int = 1
     max_concurrency: int = 256
     metrics_interval_s: float = 5.0
     request_timeout_s: float = 120.0
