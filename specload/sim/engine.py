@@ -6,7 +6,9 @@ batch has room (``max_num_seqs``) and the KV cache has blocks; a running request
 grow preempts the newest one (recompute). ``plan(now)`` fixes the batch and its duration from
 the cost model; ``complete(plan, end)`` applies its outcome at the step's end and pushes each
 request's new tokens to its sink. The engine has no clock of its own: the real-time loop
-(``loop.py``) and the virtual-time driver (``virtual.py``) call those two methods.
+(``loop.py``) and the virtual-time driver (``virtual.py``) call those two methods. The host
+(``host.py``: ``--spec-overhead-scale``, ``--start-jitter``) scales speculation's launch-bound
+cost by its factor at ``now - t0``, seconds since the server start.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from specload.sim.costmodel import BatchShape, step_time
+from specload.sim.host import HostDraw
 from specload.sim.kvcache import KVCache
 from specload.sim.metrics import SimMetrics
 from specload.sim.profiles import Profile
@@ -36,6 +39,7 @@ class EngineConfig:
     max_model_len: int | None = None
     num_gpu_blocks: int | None = None
     seed: int = 0
+    host: HostDraw = field(default_factory=HostDraw)
 
 
 @dataclass(slots=True)
@@ -60,6 +64,9 @@ class Engine:
         blocks = cfg.num_gpu_blocks or tokens // p.block_size
         self.kv = KVCache(blocks, p.block_size)
         self.rng = random.Random(cfg.seed)
+        self.host = cfg.host
+        #: Engine-clock time of the server start (the host's slow window counts from it).
+        self.t0 = 0.0
         self.running: list[Request] = []
         self.waiting: deque[Request] = deque()
         self.steps = 0
@@ -107,7 +114,8 @@ class Engine:
             i += 1
         if not preempted:
             budget = self._admit(plan, budget, now)
-        plan.duration = step_time(self.prof, self._shape(plan))
+        scale = self.host.spec_scale(now - self.t0) if spec is not None else 1.0
+        plan.duration = step_time(self.prof, self._shape(plan), scale)
         self._gauges()
         return plan
 

@@ -37,6 +37,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ground-truth", action="store_true",
                    help="keep per-request chunk write times at /debug/requests")
     p.add_argument("--ground-truth-max", type=int, default=10_000)
+    h = p.add_argument_group(
+        "host speed for speculation (docs/simulator.md, 'Hosts and server starts')")
+    h.add_argument("--spec-overhead-scale", type=float, default=1.0, metavar="S",
+                   help="scale speculation's CPU-launch-bound costs (draft passes' launch "
+                   "overheads, proposer and rejection-sampler fixed costs) as a slower (S > 1) "
+                   "or faster host would; baseline steps are unchanged. 1 (default) = the "
+                   "profile's calibration host; 1.68 reproduces the measured slow H200 host "
+                   "(host A: spec step 15-30%% slower, spec never helps)")
+    h.add_argument("--start-jitter", nargs="?", const="calibrated", default=None,
+                   metavar="SIGMA|calibrated",
+                   help="let this server start draw its own host: a factor on speculation's "
+                   "launch-bound costs, lognormal with median 1 and SIGMA the sd of its log, "
+                   "and, with the profile's slow_window_prob (0.3), one slow window (15 s, "
+                   "those costs x2.4) starting in the first 120 s. Without a value, or "
+                   "'calibrated': the profile's calibrated sigma (0.3; from four H200 hosts). "
+                   "Default: off (every start is the same host, deterministic). The draw is "
+                   "logged at startup and served at GET /debug/host")
+    h.add_argument("--start-seed", type=int, default=0, metavar="N",
+                   help="seed of the --start-jitter draws only (text and acceptance keep "
+                   "--seed): one seed is one reproducible host, so replicate N of a sweep can "
+                   "pass --start-seed N (default 0)")
     g = p.add_argument_group("faults (also settable at runtime: POST /debug/faults)")
     g.add_argument("--fault-error-rate", type=float, default=0.0)
     g.add_argument("--fault-error-status", type=int, default=500)

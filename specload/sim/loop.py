@@ -33,6 +33,7 @@ class EngineLoop:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        self.engine.t0 = asyncio.get_running_loop().time()  # the host's clock starts here
         self._task = asyncio.get_running_loop().create_task(self.run())
 
     async def stop(self) -> None:

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from specload.sim.faults import Faults
 from specload.sim.flags import DEFAULT_MODEL, add_arguments
+from specload.sim.host import JitterParams, draw_host, parse_jitter
 from specload.sim.profiles import Profile, load_profile
 from specload.sim.server import SimSettings, build_app
 from specload.sim.spec import parse_spec_config
@@ -44,8 +45,10 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
         faults.validate()
     except ValueError as exc:
         raise ValueError(f"fault flags: {exc}") from None
+    jitter = parse_jitter(a.start_jitter, JitterParams.from_profile(profile))
+    host = draw_host(a.spec_overhead_scale, jitter, a.start_seed)
     return SimSettings(
-        profile=profile, served_model_names=names, spec=spec,
+        host=host, profile=profile, served_model_names=names, spec=spec,
         prefix_caching=a.enable_prefix_caching, max_num_seqs=a.max_num_seqs,
         max_model_len=a.max_model_len, num_gpu_blocks=a.num_gpu_blocks_override, seed=a.seed,
         ground_truth=a.ground_truth, ground_truth_max=a.ground_truth_max, faults=faults,
@@ -93,6 +96,8 @@ def serve(settings: SimSettings, host: str, port: int) -> None:
         print(f"specload sim: http://{host}:{port} profile={settings.profile.name} "
               f"model={settings.served_model_names[0]} speculative={spec} "
               f"prefix_caching={settings.prefix_caching}", flush=True)
+        if not settings.host.is_identity or settings.host.jitter is not None:
+            print(f"specload sim: host {settings.host.describe()}", flush=True)
         # Fewer collections: the step loop allocates many short-lived objects; frozen startup
         # objects are never scanned again.
         gc.collect()

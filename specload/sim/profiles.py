@@ -58,6 +58,16 @@ class Profile:
     ngram_step_overhead_s: float = 0.1e-3
     dynamic_step_overhead_s: float = 0.0
     dynamic_per_seq_overhead_s: float = 0.0
+    # What ``--start-jitter calibrated`` draws per server start (``host.py``): the host factor
+    # on speculation's launch-bound costs, lognormal with median 1 and this sigma of its log;
+    # with ``slow_window_prob``, one window of ``slow_window_s`` starting in the first
+    # ``slow_window_latest_s`` seconds, inside which that cost is x ``slow_window_factor``.
+    # Calibrated on four H200 hosts by benchmarks/sim_hosts.py (docs/simulator.md).
+    start_jitter_sigma: float = 0.3
+    slow_window_prob: float = 0.3
+    slow_window_s: float = 15.0
+    slow_window_factor: float = 2.4
+    slow_window_latest_s: float = 120.0
 
     def with_overrides(self, **kw: Any) -> Profile:
         """A copy with some fields replaced (calibration, tests)."""

@@ -2,9 +2,10 @@
 
 Routes mirror vLLM's server: ``/v1/chat/completions`` and ``/v1/completions`` (streamed and
 not), ``/v1/models``, ``/version``, ``/health``, ``/metrics``, ``/tokenize``,
-``/reset_prefix_cache``, plus the simulator's own ``/debug/requests[/{id}]`` (ground truth) and
-``/debug/faults`` (GET/POST). Handlers validate, build an engine ``Request`` with a sink, hand
-it to the engine loop and wait for its last token.
+``/reset_prefix_cache``, plus the simulator's own ``/debug/requests[/{id}]`` (ground truth),
+``/debug/faults`` (GET/POST) and ``/debug/host`` (this start's host speed, ``host.py``).
+Handlers validate, build an engine ``Request`` with a sink, hand it to the engine loop and
+wait for its last token.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from aiohttp import web
 from specload.sim.engine import Engine, EngineConfig
 from specload.sim.faults import Faults
 from specload.sim.groundtruth import GroundTruth
+from specload.sim.host import HostDraw
 from specload.sim.kvcache import block_hashes
 from specload.sim.loop import EngineLoop
 from specload.sim.metrics import SimMetrics
@@ -62,6 +64,7 @@ class SimSettings:
     ground_truth: bool = False
     ground_truth_max: int = 10_000
     faults: Faults = field(default_factory=Faults)
+    host: HostDraw = field(default_factory=HostDraw)
 
 
 class SimState:
@@ -72,7 +75,7 @@ class SimState:
         self.metrics = SimMetrics(s.served_model_names[0], s.spec.max_k if s.spec else 0)
         self.engine = Engine(
             EngineConfig(s.profile, s.spec, s.prefix_caching, s.max_num_seqs, s.max_model_len,
-                         s.num_gpu_blocks, s.seed),
+                         s.num_gpu_blocks, s.seed, host=s.host),
             self.metrics,
         )
         self.loop = EngineLoop(self.engine)
@@ -80,6 +83,7 @@ class SimState:
         self.faults = s.faults
         self.rng = random.Random(s.seed ^ 0x5EED)
         self.created = int(time.time())
+        self.started_at = time.time()  # reset when the engine loop starts (the host's t = 0)
 
 
 def _json(obj: Any, status: int = 200) -> web.Response:
@@ -312,6 +316,22 @@ async def debug_request(request: web.Request) -> web.Response:
     return _json(rec.to_dict())
 
 
+async def debug_host(request: web.Request) -> web.Response:
+    """This start's host (``--spec-overhead-scale``, ``--start-jitter``): what was drawn."""
+    st: SimState = request.app["sim"]
+    host = st.engine.host
+    out = host.to_dict()
+    now_s = asyncio.get_running_loop().time() - st.engine.t0
+    w = out["slow_window"]
+    if w is not None:
+        w["start_at"] = st.started_at + w["start_s"]
+        w["end_at"] = st.started_at + w["end_s"]
+    out.update(speculative=st.settings.spec is not None, started_at=st.started_at,
+               uptime_s=now_s, current_scale=host.spec_scale(now_s),
+               in_slow_window=w is not None and w["start_s"] <= now_s < w["end_s"])
+    return _json(out)
+
+
 async def get_faults(request: web.Request) -> web.Response:
     return _json(request.app["sim"].faults.to_dict())
 
@@ -335,6 +355,7 @@ def build_app(settings: SimSettings) -> web.Application:
     app["sim"] = state
 
     async def on_startup(app: web.Application) -> None:
+        state.started_at = time.time()
         state.loop.start()
 
     async def on_cleanup(app: web.Application) -> None:
@@ -354,5 +375,6 @@ def build_app(settings: SimSettings) -> web.Application:
     r.add_get("/debug/requests", debug_requests)
     r.add_get("/debug/requests/{request_id}", debug_request)
     r.add_get("/debug/faults", get_faults)
+    r.add_get("/debug/host", debug_host)
     r.add_post("/debug/faults", post_faults)
     return app

@@ -24,6 +24,9 @@ from tests.sim.helpers import MODEL, stream_raw
         (["--speculative-config", ('{"method":"ngram","num_speculative_tokens":2,'
                                    '"num_speculative_tokens_per_batch_size":[[2,4,1]]}')],
          "must start at 1"),
+        (["--spec-overhead-scale", "0"], "--spec-overhead-scale"),
+        (["--start-jitter", "abc"], "--start-jitter"),
+        (["--start-jitter", "--profile-set", "slow_window_prob=2"], "slow_window_prob"),
     ],
 )
 def test_bad_flag_exits_2_with_one_line(args, needle) -> None:

@@ -8,7 +8,6 @@ import time
 import urllib.request
 
 import httpx
-
 import openai
 import pytest
 
