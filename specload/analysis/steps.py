@@ -25,7 +25,7 @@ import numpy as np
 
 from specload.analysis.load import RunData
 from specload.analysis.server import ServerStep
-from specload.analysis.stats import Estimate, estimate, rng_for
+from specload.analysis.stats import Estimate, Units, estimate, rng_for
 
 __all__ = [
     "LATENCY_FIELDS",
@@ -168,10 +168,10 @@ def _latency(
         x, run = cols[col][sel], cols["_run"][sel]
         finite = ~np.isnan(x)
         x, run = x[finite], run[finite]
-        groups: np.ndarray | None = None
-        if np.unique(run).size >= 2:
+        groups: Units | None = None
+        if run.size and run.min() != run.max():  # values from two or more run dirs
             order = np.argsort(x, kind="stable")
-            x, groups = x[order], run[order]
+            x, groups = x[order], Units.of(run[order])
         else:
             x = np.sort(x)
         for tag, q in QUANTILES.items():

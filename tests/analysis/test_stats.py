@@ -11,6 +11,7 @@ import pytest
 
 from specload.analysis.stats import (
     Estimate,
+    Units,
     bootstrap_quantile,
     estimate,
     hierarchical_bootstrap_quantile,
@@ -195,6 +196,11 @@ def test_hierarchical_bootstrap_is_deterministic_for_a_seed_and_covers_q_0_and_1
     a = hierarchical_bootstrap_quantile(xs, groups, 0.5, 1000, np.random.default_rng(13))
     b = hierarchical_bootstrap_quantile(xs, groups, 0.5, 1000, np.random.default_rng(13))
     assert np.array_equal(a, b)
+    # Units named in the same order any way, or prepared once: the same draws.
+    names = np.array(["start-a", "start-b"])[groups]
+    for same in (names, Units.of(groups), Units.of(groups + 7)):
+        c = hierarchical_bootstrap_quantile(xs, same, 0.5, 1000, np.random.default_rng(13))
+        assert np.array_equal(a, c)
     assert np.isnan(
         hierarchical_bootstrap_quantile(np.array([]), np.array([]), 0.5, 3, np.random.default_rng())
     ).all()
