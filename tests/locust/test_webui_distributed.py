@@ -192,9 +192,9 @@ def test_killed_worker_is_lost_in_the_tab_its_users_move_and_the_report_names_th
             log,
             timeout_s=15,
         )
-        live = _wait(
-            lambda: (v := _get(ui + "/specload/live.json"))["run"]["status"] == "completed" and v,
-            "run completed",
+        live = _wait(  # a lost worker: the run ends degraded (records kept)
+            lambda: (v := _get(ui + "/specload/live.json"))["run"]["status"] == "degraded" and v,
+            "run degraded",
             log,
         )
         rows = {x["key"]: x["data"] for x in _get(ui + "/stats/requests")["extended_stats"]}
@@ -203,6 +203,9 @@ def test_killed_worker_is_lost_in_the_tab_its_users_move_and_the_report_names_th
             stop_process(p)
 
     lost = live["run"]["lost_workers"]
+    meta = read_run(run_dir).meta
+    assert meta["status"] == "degraded"
+    assert meta["degraded"] == [f"worker {lost[0]['worker']} lost at 4 req/s"]
     assert len(lost) == 1 and lost[0]["worker"] != survivor[0]["id"], (lost, survivor)
     assert live["run"]["workers"][lost[0]["worker"]]["state"] == "lost"
     shown = {r["name"]: r["value"] for r in rows["specload-run"]}
