@@ -10,9 +10,9 @@ step execution), or by the span of send times when ``steps.json`` is missing.
 Each run directory of a condition is one *replicate* (one server start). Where a step has
 latency values from two or more run directories, the bootstrap replicates of its percentiles
 are two-level (run directories, then requests within each; ``stats.py`` says why and how), so
-every CI, ratio and crossover downstream includes the variance between server starts; and
-``StepStats.per_run`` keeps each run directory's own figures with within-run CIs, to show
-whether replicates agree. Repeats inside one run directory (re-walks of the ladder on one
+every CI, ratio and crossover downstream includes the variance between server starts (each
+start's own figures, to show whether they agree, come from ``analysis.replicates``, which
+runs this module on each run directory alone). Repeats inside one run directory (re-walks of the ladder on one
 server) are not replicates: they are pooled.
 """
 
@@ -29,9 +29,7 @@ from specload.analysis.stats import Estimate, Units, estimate, rng_for
 
 __all__ = [
     "LATENCY_FIELDS",
-    "PER_RUN_METRICS",
     "QUANTILES",
-    "RunStep",
     "StepStats",
     "condition_steps",
     "metric_names",
@@ -45,8 +43,6 @@ LATENCY_FIELDS = {
     "queue_delay": "queue_delay_s",
 }
 QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
-#: Latency metrics reported per run directory (``StepStats.per_run``).
-PER_RUN_METRICS = tuple(f"{fam}_{tag}" for fam in ("ttft", "tpot", "e2e") for tag in ("p50", "p95"))
 #: A request sent more than this late counts as "late" (the client fell behind), seconds.
 LATE_S = 0.010
 
@@ -54,28 +50,6 @@ LATE_S = 0.010
 def metric_names() -> list[str]:
     """Every latency metric name compare knows, e.g. ``tpot_p50``."""
     return [f"{fam}_{tag}" for fam in LATENCY_FIELDS for tag in QUANTILES]
-
-
-@dataclass(slots=True)
-class RunStep:
-    """One run directory's (one server start's) figures at one step; CIs within that run only."""
-
-    #: The run directory's name, and its path as given to compare.
-    name: str
-    path: str
-    n: int
-    n_ok: int
-    #: ``PER_RUN_METRICS`` (ttft/tpot/e2e p50 and p95), seconds, with a within-run 95 % CI.
-    latency: dict[str, Estimate]
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "path": self.path,
-            "n": self.n,
-            "n_ok": self.n_ok,
-            "latency": {k: v.to_dict() for k, v in self.latency.items()},
-        }
 
 
 @dataclass(slots=True)
@@ -107,8 +81,6 @@ class StepStats:
     #: How many run directories (replicates, server starts) have records at this step. Where a
     #: latency metric has values from two or more, its ``replicates`` (and CI) are two-level.
     runs: int = 1
-    #: Each run directory's own figures, in the order given, when ``runs >= 2``; else empty.
-    per_run: list[RunStep] = field(default_factory=list)
 
 
 def _windows(run: RunData, measured: np.ndarray) -> dict[float, tuple[float, int]]:
@@ -181,34 +153,6 @@ def _latency(
     return est, reps
 
 
-def _per_run(
-    cols: dict[str, np.ndarray],
-    cond: str,
-    qps: float,
-    names: list[tuple[str, str]],
-    b: int,
-    seed: int,
-) -> list[RunStep]:
-    """Each run dir's own figures at this step, with within-run CIs (two or more run dirs)."""
-    present = np.unique(cols["_run"])
-    if present.size < 2:
-        return []
-    out = []
-    for i in present.tolist():
-        mine = cols["_run"] == i
-        ok = cols["ok"][mine]
-        name, path = names[i]
-        latency = {}
-        for metric in PER_RUN_METRICS:
-            fam, tag = metric.split("_")
-            x = cols[LATENCY_FIELDS[fam]][mine][ok]
-            x = np.sort(x[~np.isnan(x)])
-            rng = rng_for(cond, qps, metric, "run", i, name, seed=seed)
-            latency[metric], _ = estimate(x, QUANTILES[tag], b, rng)
-        out.append(RunStep(name, path, int(ok.size), int(ok.sum()), latency))
-    return out
-
-
 def _one_step(
     cond: str,
     qps: float,
@@ -216,7 +160,6 @@ def _one_step(
     window: tuple[float, int],
     b: int,
     seed: int,
-    names: list[tuple[str, str]],
 ) -> StepStats:
     ok = cols["ok"]
     n, n_ok = int(ok.size), int(ok.sum())
@@ -251,7 +194,6 @@ def _one_step(
         lookup_match_rate=float(lookup.mean()) if lookup.size else None,
         lookup_n=int(lookup.size),
         runs=int(np.unique(cols["_run"]).size),
-        per_run=_per_run(cols, cond, qps, names, b, seed),
     )
 
 
@@ -280,10 +222,9 @@ def condition_steps(
     """Per-step statistics of one condition (its runs pooled), sorted by target QPS.
 
     Each of ``runs`` is one replicate (server start): steps with latency values from two or
-    more get two-level bootstrap replicates and ``per_run`` figures.
+    more get two-level bootstrap replicates.
     """
     cols, windows = _pool(runs)
-    names = [(r.path.name, str(r.path)) for r in runs]
     qps = np.round(cols["target_qps"], 6)
     keys, inverse = np.unique(qps, return_inverse=True)
     order = np.argsort(inverse, kind="stable")
@@ -293,5 +234,5 @@ def condition_steps(
         idx = order[bounds[i] : bounds[i + 1]]
         sub = {k: v[idx] for k, v in cols.items()}
         window = windows.get(float(q), (0.0, 0))
-        out.append(_one_step(cond, float(q), sub, window, b, seed, names))
+        out.append(_one_step(cond, float(q), sub, window, b, seed))
     return out

@@ -12,7 +12,6 @@ from specload.analysis.load import RunData, load_runs
 from specload.analysis.stats import bootstrap_quantile, estimate, quantile_sorted, rng_for
 from specload.analysis.steps import (
     LATENCY_FIELDS,
-    PER_RUN_METRICS,
     QUANTILES,
     StepStats,
     condition_steps,
@@ -69,29 +68,24 @@ def test_replicates_that_disagree_widen_the_ci_far_beyond_pooled_resampling(
     assert naive.lo is not None and naive.hi is not None
     assert hier.hi - hier.lo > 4 * (naive.hi - naive.lo)
     assert s.replicates["tpot_p50"].shape == (1000,)
-    # Each start's own figures, side by side, with within-run CIs that do not overlap.
-    assert [(r.name, r.n, r.n_ok) for r in s.per_run] == [
-        ("start1", 400, 400),
-        ("start2", 400, 400),
-    ]
-    assert all(set(r.latency) == set(PER_RUN_METRICS) for r in s.per_run)
-    one, two = (r.latency["tpot_p50"] for r in s.per_run)
+    # Each start alone (analysis.replicates): within-start CIs that do not overlap, and the
+    # pooled CI reaches out to each start's own median.
+    one, two = (
+        _step(condition_steps("baseline", [r], b=1000, seed=0), 2.0).latency["tpot_p50"]
+        for r in disagreeing
+    )
     assert one.value is not None and one.hi is not None
     assert two.value is not None and two.lo is not None
     assert one.hi < two.lo
     assert two.value / one.value == pytest.approx(1.3, rel=0.05)
-    # The pooled CI reaches out to each start's own median.
     assert hier.lo < one.value * 1.03 and hier.hi > two.value * 0.97
-    assert s.per_run[0].to_dict()["latency"] == {
-        k: v.to_dict() for k, v in s.per_run[0].latency.items()
-    }
 
 
 def test_a_step_only_one_run_dir_reached_is_the_single_level_bootstrap(
     disagreeing: list[RunData],
 ) -> None:
     s = _step(condition_steps("baseline", disagreeing, b=300, seed=4), 4.0)
-    assert s.runs == 1 and s.per_run == []
+    assert s.runs == 1
     old = _single_level(disagreeing, 4.0, 300, 4)
     for name, reps in old.items():
         assert np.array_equal(s.replicates[name], reps), name
@@ -111,7 +105,7 @@ def test_one_run_dir_is_exactly_the_previous_behaviour(tmp_path: Path) -> None:
         ]
     )
     for s in condition_steps("baseline", runs, b=400, seed=7):
-        assert s.runs == 1 and s.per_run == []
+        assert s.runs == 1
         old = _single_level(runs, s.target_qps, 400, 7)
         for name, reps in old.items():
             assert np.array_equal(s.replicates[name], reps), name
@@ -123,7 +117,7 @@ def test_repeats_inside_one_run_dir_are_pooled_not_replicates(tmp_path: Path) ->
         [write_run(tmp_path / "r", Cond("baseline"), qps=(2, 2), n=200, seed=5, metrics=False)]
     )
     (s,) = condition_steps("baseline", runs, b=200, seed=0)
-    assert s.executions == 2 and s.runs == 1 and s.per_run == []
+    assert s.executions == 2 and s.runs == 1
     assert len(s.execution_p50["tpot"]) == 2
     for name, reps in _single_level(runs, 2.0, 200, 0).items():
         assert np.array_equal(s.replicates[name], reps), name
@@ -135,6 +129,6 @@ def test_replicated_steps_are_deterministic_for_a_seed(disagreeing: list[RunData
     c = _step(condition_steps("baseline", disagreeing, b=300, seed=2), 2.0)
     for name in a.replicates:
         assert np.array_equal(a.replicates[name], b.replicates[name]), name
-    assert a.latency == b.latency and a.per_run == b.per_run
+    assert a.latency == b.latency
     assert not np.array_equal(a.replicates["tpot_p50"], c.replicates["tpot_p50"])
     assert a.latency["tpot_p50"].value == c.latency["tpot_p50"].value
