@@ -54,8 +54,13 @@ class Histogram:
 class SimMetrics:
     """All counters, gauges and histograms the simulator exposes."""
 
-    def __init__(self, model_name: str, max_k: int = 0) -> None:
+    def __init__(
+        self, model_name: str, max_k: int = 0, cache_config: dict[str, str] | None = None
+    ) -> None:
         self.model_name = model_name
+        #: labels of ``vllm:cache_config_info`` (vLLM exposes its cache config this way,
+        #: ``enable_prefix_caching`` among them, so a client can read what the server runs)
+        self.cache_config = dict(cache_config or {})
         self.prompt_tokens = 0
         self.generation_tokens = 0
         self.num_drafts = 0
@@ -105,6 +110,12 @@ class SimMetrics:
             fam.add_metric(values, v)
             return fam
 
+        if self.cache_config:
+            names = sorted(self.cache_config)
+            info = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine "
+                                     "CacheConfig", labels=[*names, "engine"])
+            info.add_metric([*(self.cache_config[k] for k in names), "0"], 1.0)
+            yield info
         yield gauge("vllm:num_requests_running", "Requests in model execution batches.",
                     self.running)
         yield gauge("vllm:num_requests_waiting", "Requests waiting to be processed.",

@@ -72,7 +72,15 @@ class SimState:
 
     def __init__(self, s: SimSettings) -> None:
         self.settings = s
-        self.metrics = SimMetrics(s.served_model_names[0], s.spec.max_k if s.spec else 0)
+        self.metrics = SimMetrics(
+            s.served_model_names[0],
+            s.spec.max_k if s.spec else 0,
+            cache_config={
+                "block_size": str(s.profile.block_size),
+                "cache_dtype": "auto",
+                "enable_prefix_caching": str(bool(s.prefix_caching)),
+            },
+        )
         self.engine = Engine(
             EngineConfig(s.profile, s.spec, s.prefix_caching, s.max_num_seqs, s.max_model_len,
                          s.num_gpu_blocks, s.seed, host=s.host),
