@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from specload.client.sse import SSEDecoder
 from specload.errors import ConfigError, TargetError
 
 __all__ = [
@@ -223,6 +222,8 @@ class _Seen:
 
 
 def _read_stream(resp: Any, url: str, clock: _Clock) -> _Seen:
+    from specload.client.sse import SSEDecoder  # here: the client package imports gevent
+
     decoder, seen = SSEDecoder(), _Seen()
     while True:
         _read_timeout(resp, clock.left(url))

@@ -169,13 +169,17 @@ def _run_condition(sweep: _Sweep, cond: Condition) -> ConditionResult:
         target.start()
         took_s = time.monotonic() - started
         sweep.say(f"[sweep] server healthy at {target.url} after {took_s:.1f} s")
-        _preflight(plan, target, run_dir)  # before the reset: it leaves nothing cached then
+        _preflight(plan, target)  # before the reset: it leaves nothing cached then
         if not reset_prefix_cache(target.url):
             sweep.say("[sweep] server has no /reset_prefix_cache; prefix cache not reset")
         code = _drive_run(plan, cond, target, run_dir)
         server_exit = _check_server_alive(sweep, target)
     except KeyboardInterrupt:
         interrupted = True
+    except TargetError:  # unreachable or failed its pre-flight: leave no empty run dir
+        if run_dir.is_dir() and not any(run_dir.iterdir()):
+            run_dir.rmdir()
+        raise
     finally:
         with _shielded() as late_signal:
             target.stop()
@@ -193,24 +197,19 @@ def _run_condition(sweep: _Sweep, cond: Condition) -> ConditionResult:
     )
 
 
-def _preflight(plan: SweepPlan, target: Target, run_dir: Path) -> None:
+def _preflight(plan: SweepPlan, target: Target) -> None:
     """The target serves the scenario's model and streams with usage, or ``PreflightError``
-    (exit 2) before any load; an empty run dir made for this condition is removed again."""
+    (exit 2) before any load."""
     if plan.skip_preflight:
         return
     from specload.preflight import preflight
     from specload.scenario import load_scenario
 
-    try:
-        preflight(
-            target.url,
-            model=load_scenario(plan.scenario).model,
-            api_key=os.environ.get("OPENAI_API_KEY") or None,
-        )
-    except Exception:
-        if run_dir.is_dir() and not any(run_dir.iterdir()):
-            run_dir.rmdir()
-        raise
+    preflight(
+        target.url,
+        model=load_scenario(plan.scenario).model,
+        api_key=os.environ.get("OPENAI_API_KEY") or None,
+    )
 
 
 def _check_server_alive(sweep: _Sweep, target: Target) -> int | None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from specload.errors import ConfigError, TargetError
+from specload.preflight import PreflightError
 
 __all__ = [
     "PORT_PLACEHOLDER",
@@ -124,11 +125,12 @@ class ExternalTarget:
         return None
 
     def start(self) -> None:
-        """Check only that the server is there, so a typo fails before any load."""
+        """Check only that the server is there, so a typo fails before any load (exit 2, as
+        the pre-flight's refused port: nothing ran)."""
         try:
             _request(self.url + "/health")
         except OSError as exc:
-            raise TargetError(f"{self.url}: cannot connect ({exc})") from exc
+            raise PreflightError(f"{self.url}: cannot connect ({exc})") from exc
 
     def stop(self) -> None:
         return None

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -205,3 +208,36 @@ def _wait_for_text(log: Path, text: str, proc: subprocess.Popen[bytes],
     while text not in log.read_text(errors="replace"):
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
         time.sleep(0.1)
+
+
+# --- sweep ---------------------------------------------------------------------------------
+def _sweep(tmp: Path, *args: str, model: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "specload", "sweep", *args, "--scenario",
+         str(_scenario(tmp, model)), "--out", str(tmp / "sw")],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_sweep_url_at_a_closed_port_or_with_v1_exits_2_and_leaves_no_run_dir(
+        tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    for bad, says in ((url, "cannot connect"), (url + "/v1", "drop /v1")):
+        res = _sweep(tmp_path, "--url", bad, "--label", "x")
+        assert res.returncode == 2 and says in res.stderr, res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+        assert not (tmp_path / "sw" / "x").exists()
+
+
+def test_sweep_checks_each_server_once_healthy_and_stops_it_on_failure(tmp_path: Path) -> None:
+    sim = f"{shlex.quote(sys.executable)} -m specload sim --host 127.0.0.1 --port {{port}} " \
+          "--profile tiny"
+    res = _sweep(tmp_path, "--server-cmd", sim, "--condition", "a=", "--condition", "b=",
+                 model="not-served")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "'not-served' is not served" in res.stderr and "specload-sim" in res.stderr
+    log = (tmp_path / "sw" / "a" / "server.log").read_text()
+    pgid = int(re.search(r"server pid (\d+)", log)[1])
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)  # the server was stopped
+    assert not (tmp_path / "sw" / "a" / "run.json").exists()
+    assert not (tmp_path / "sw" / "b").exists()  # nothing after a failed pre-flight
