@@ -393,6 +393,7 @@ def _verdicts(
             c.steps[label],
             c.steps[c.baseline],
             issues,
+            metric=c.metric,
             excluded=vs.incomplete.get(label),
             single_start=c.single_start(label),
         )

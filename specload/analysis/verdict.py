@@ -168,6 +168,26 @@ def _error_clause(cond: list[StepStats], base: list[StepStats]) -> str | None:
     return f"errors rise to {top.error_rate:.1%} at {top.target_qps:g} req/s"
 
 
+def _nothing_to_compare(
+    cond: list[StepStats], rows: list[RatioRow], metric: str, excluded: dict[float, str] | None
+) -> str:
+    """Why there is no answer: no common step, every common step incomplete, or the metric
+    not measured at any of them (e.g. TPOT of a server that sends each answer in one chunk)."""
+    name = cond[0].condition if cond else "?"
+    if not rows:
+        return f"{name}: no step in common with the baseline, nothing to compare"
+    if excluded and all(r.target_qps in excluded for r in rows):
+        return (
+            f"{name}: no complete step to compare (left out {_loads(sorted(excluded))}: "
+            f"{'; '.join(sorted(set(excluded.values())))})"
+        )
+    return (
+        f"{name}: {metric_label(metric)} was not measured on both sides at any common step "
+        f"({_loads([r.target_qps for r in rows])}); nothing to compare on it (choose another "
+        "--metric, e.g. ttft_p50 or e2e_p50)"
+    )
+
+
 def sentence(
     x: Crossover | None,
     rows: dict[str, list[RatioRow]],
@@ -175,6 +195,7 @@ def sentence(
     base: list[StepStats],
     contract_issues: list[str],
     *,
+    metric: str = "tpot_p50",
     excluded: dict[float, str] | None = None,
     single_start: bool = False,
 ) -> str:
@@ -184,13 +205,7 @@ def sentence(
     start only (no replicates), said at the end.
     """
     if x is None:
-        name = cond[0].condition if cond else "?"
-        if excluded:
-            return (
-                f"{name}: no complete step to compare (left out {_loads(sorted(excluded))}: "
-                f"{'; '.join(sorted(set(excluded.values())))})"
-            )
-        return f"{name}: no step in common with the baseline, nothing to compare"
+        return _nothing_to_compare(cond, rows.get(metric, []), metric, excluded)
     head = _disagreement(x) if not x.replicates_agree else _headline(x, rows.get(x.metric, []))
     parts = [head, *_family_clauses(x.metric, rows, x.status)]
     err = _error_clause(cond, base)
