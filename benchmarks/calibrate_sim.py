@@ -1,7 +1,8 @@
 """Calibrate the simulator's H200 profile against measured vLLM 0.26 figures, in virtual time.
 
-Runs the simulator's engine model (no sockets: ``specload.sim.virtual``) with the measured
-setup - 512 input / 256 output tokens, ignore_eos, Poisson arrivals, vLLM bench's
+Runs the simulator's engine model (no sockets: ``specload.sim.virtual``) with the setup
+measured in ``benchmarks/calibration/h200-vllm0.26-llama8b-draft1b.json`` - 512 input / 256
+output tokens, ignore_eos, Poisson arrivals, vLLM bench's
 ``num_prompts = min(max(32, 20 * rate), 800)`` - for baseline, static draft-model speculation
 (k=4, acceptance [0.8, 0.55, 0.3, 0.15]) and the dynamic schedule [[1,48,4],[49,1024,0]], and
 writes the simulated figures beside the measured ones:
@@ -32,7 +33,8 @@ from specload.sim.spec import parse_spec_config
 from specload.sim.virtual import run_poisson
 
 ROOT = Path(__file__).resolve().parent.parent
-MEASURED = Path("/work/shared/calibration/h200-vllm0.26-llama8b-draft1b.json")
+#: vLLM 0.26.0 ``bench serve`` on one H200 (see benchmarks/calibration/README.md)
+MEASURED = ROOT / "benchmarks" / "calibration" / "h200-vllm0.26-llama8b-draft1b.json"
 OUT = ROOT / "benchmarks" / "results"
 SPEC = {"method": "draft_model", "model": "draft-1b", "num_speculative_tokens": 4,
         "rejection_sample_method": "synthetic",
@@ -207,7 +209,7 @@ def report(sim_rows: list[dict]) -> tuple[str, dict, bool]:
                    (f"simulated {x_sim and round(x_sim, 1)} req/s, measured "
                     f"{x_meas and round(x_meas, 1)} req/s")))
     lines = ["# Simulator calibration: H200, vLLM 0.26, Llama-8B (+1B draft)", "",
-             (f"Measured: `{MEASURED}`. Simulated: `benchmarks/calibrate_sim.py` in virtual "
+             (f"Measured: `{MEASURED.relative_to(ROOT)}`. Simulated: `benchmarks/calibrate_sim.py` in virtual "
               "time (same lengths, rates, request counts; Poisson arrivals)."), "", "## Checks", ""]
     lines += [f"- {'PASS' if ok else 'FAIL'}: {name} ({detail})" for name, ok, detail in checks]
     lines += ["", "## p50 / p95 TPOT, p50 TTFT and ITL (ms): measured vs simulated", "",
@@ -227,7 +229,7 @@ def report(sim_rows: list[dict]) -> tuple[str, dict, bool]:
             f"{s['max_concurrent']} |")
     ok = all(c[1] for c in checks)
     lines += _dynamic_section(sim_rows)
-    data = {"measured_source": str(MEASURED), "checks": [
+    data = {"measured_source": str(MEASURED.relative_to(ROOT)), "checks": [
         {"name": n, "pass": p, "detail": d} for n, p, d in checks],
         "crossover_rps": {"measured": x_meas, "simulated": x_sim},
         "measured": measured_rows(), "simulated": sim_rows}

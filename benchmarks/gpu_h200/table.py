@@ -2,8 +2,8 @@
 
 Reads the two run dirs that ``benchmarks/gpu_h200/run_condition.sh`` brought back from the GPU
 host (baseline and spec; a run dir or its ``.tar.gz``) and the calibration that vLLM's
-``bench serve`` measured on the same kit and host type
-(``../shared/calibration/h200-vllm0.26-llama8b-draft1b.json``), and writes, per condition and
+``bench serve`` measured with the same server setup on the same host type
+(``benchmarks/calibration/h200-vllm0.26-llama8b-draft1b.json``), and writes, per condition and
 rate: specload's p50/p95 TTFT and TPOT, vLLM's client's, and their ratio; then the spec /
 baseline p50 TPOT ratio per rate for both clients and both crossovers.
 

@@ -1,13 +1,15 @@
 """The h200-llama8b profile still meets its calibration criteria (virtual time, no sockets).
 
-Measured p50 TPOT (ms) from vLLM 0.26 on one H200 (shared/calibration, 512 in / 256 out,
-Poisson arrivals), copied here so the test runs on a fresh clone.
+Measured p50 TPOT (ms) from vLLM 0.26 on one H200 (512 in / 256 out, Poisson arrivals), read
+from the repo's copy of the calibration, benchmarks/calibration/h200-vllm0.26-llama8b-draft1b.json.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +17,11 @@ from specload.sim import load_profile, parse_spec_config
 from specload.sim.engine import EngineConfig
 from specload.sim.virtual import run_poisson
 
-BASELINE = {1: 5.934, 4: 7.006, 8: 7.417, 16: 9.81, 20: 10.904, 24: 14.284, 28: 16.383}
+CALIBRATION = (Path(__file__).resolve().parents[2] / "benchmarks" / "calibration"
+               / "h200-vllm0.26-llama8b-draft1b.json")
+BASELINE = {int(r["rate_rps"]): r["tpot_p50_ms"]
+            for r in json.loads(CALIBRATION.read_text())["rows"]
+            if r["condition"] == "baseline" and 1 <= r["rate_rps"] <= 28}
 SPEC = {"method": "draft_model", "num_speculative_tokens": 4,
         "synthetic_acceptance_rates": [0.8, 0.55, 0.3, 0.15]}
 
