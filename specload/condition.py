@@ -1,10 +1,13 @@
 """One server condition of a sweep: ``NAME=FLAGS`` and what those flags declare.
 
 A condition is the extra server flags that make it (``spec=--speculative-config {...}``),
-split as a shell would. What the flags declare, the speculative config (JSON, as vLLM takes
-it) and whether prefix caching is on, goes into ``run.json`` so compare can tell baseline,
-spec-only, prefix-only and both apart. A malformed condition is a ``ConfigError`` that names
-it, raised before any server starts (a vLLM start can take minutes).
+split as a shell would. What the flags (and the server command they are appended to) say
+explicitly, the speculative config (JSON, as vLLM takes it) and whether prefix caching is on,
+goes into ``run.json`` (``condition``, with ``condition.source`` saying which fields are
+declared) so compare can tell baseline, spec-only, prefix-only and both apart. What no flag
+says is left unknown, never assumed (a wrapper script may turn speculation on; vLLM V1 turns
+prefix caching on by default): compare reads it from the server's own /metrics. A malformed condition is a ``ConfigError`` that names it,
+raised before any server starts (a vLLM start can take minutes).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 from specload.errors import ConfigError
 
-__all__ = ["Condition", "parse_condition"]
+__all__ = ["Condition", "declared_condition", "declared_speculative", "parse_condition"]
 
 _SPEC_FLAGS = ("--speculative-config", "--speculative_config")
 _SPEC_UNQUOTED = re.compile(r"(?:^|\s)--speculative[-_]config(?:=|\s+)\{")
@@ -37,16 +40,27 @@ class Condition:
     flags: tuple[str, ...] = ()
     speculative: dict[str, Any] | None = None
     prefix_caching: bool | None = None
+    #: which of ``speculative`` / ``prefix_caching`` are declared (else: unknown)
+    declared: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
-        return {"speculative": self.speculative, "prefix_caching": self.prefix_caching}
+        """run.json ``condition``: values plus ``source`` ("declared" / "unknown")."""
+        return declared_condition(
+            self.speculative,
+            "speculative" in self.declared,
+            self.prefix_caching if "prefix_caching" in self.declared else None,
+        )
 
 
-def parse_condition(text: str, default_prefix_caching: bool | None = None) -> Condition:
+def parse_condition(
+    text: str, default_prefix_caching: bool | None = None, template: str | None = None
+) -> Condition:
     """``NAME=FLAGS`` (flags split like a shell would) into a ``Condition``.
 
     ``baseline=`` is a condition with no extra flags. The speculative config must be JSON,
-    as vLLM requires; a typo is reported here, before any server starts.
+    as vLLM requires; a typo is reported here, before any server starts. ``template``: the
+    server command the flags are appended to (a managed sweep), read too, so that the
+    condition declares what the server really runs; None for a server someone else manages.
     """
     where = f"--condition {text!r}"
     name, sep, flag_text = text.partition("=")
@@ -58,7 +72,22 @@ def parse_condition(text: str, default_prefix_caching: bool | None = None) -> Co
     if not all(c.isalnum() or c in "-_." for c in name):
         raise ConfigError("NAME may hold only letters, digits, '-', '_' and '.'", path=where)
     flags = _split_flags(flag_text, where)
-    prefix = default_prefix_caching
+    base = _template_flags(template) if template is not None else ()
+    spec_text, prefix = _scan((*base, *flags))
+    if prefix is None:
+        prefix = default_prefix_caching
+    spec = _parse_spec_json(spec_text, where) if spec_text is not None else None
+    declared = tuple(
+        f for f, v in (("speculative", spec), ("prefix_caching", prefix)) if v is not None
+    )
+    return Condition(
+        name=name, flags=flags, speculative=spec, prefix_caching=prefix, declared=declared
+    )
+
+
+def _scan(flags: tuple[str, ...]) -> tuple[str | None, bool | None]:
+    """The last ``--speculative-config`` value and prefix-caching flag in ``flags``."""
+    prefix: bool | None = None
     spec_text: str | None = None
     for i, flag in enumerate(flags):
         key, eq, value = flag.partition("=")
@@ -68,8 +97,15 @@ def parse_condition(text: str, default_prefix_caching: bool | None = None) -> Co
             prefix = True
         elif flag in _PREFIX_OFF:
             prefix = False
-    spec = _parse_spec_json(spec_text, where) if spec_text is not None else None
-    return Condition(name=name, flags=flags, speculative=spec, prefix_caching=prefix)
+    return spec_text, prefix
+
+
+def _template_flags(template: str) -> tuple[str, ...]:
+    """The server command's own words, as far as a shell split can tell (else none)."""
+    try:
+        return _split_flags(template, "--server-cmd")
+    except ConfigError:
+        return ()
 
 
 def _split_flags(text: str, where: str) -> tuple[str, ...]:
@@ -129,3 +165,42 @@ def _parse_spec_json(text: str, where: str) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise ConfigError("--speculative-config must be a JSON object", path=where)
     return spec
+
+
+#: ``--speculative-config`` values that declare "no speculation" (``specload run``, Locust).
+SPEC_OFF = ("off", "none")
+
+
+def declared_speculative(text: str) -> tuple[dict[str, Any] | None, bool]:
+    """A ``--speculative-config`` value given to ``specload run`` / the Locust plugin: the
+    config and whether anything was declared. "" declares nothing; ``off`` declares no
+    speculation; a JSON object declares that config. Anything else is a ``ConfigError``."""
+    text = text.strip()
+    if not text:
+        return None, False
+    if text.lower() in SPEC_OFF:
+        return None, True
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(
+            f"not valid JSON ({exc}); expected the server's JSON object, or 'off'",
+            path="--speculative-config",
+        ) from None
+    if not isinstance(value, dict):
+        raise ConfigError("must be a JSON object, or 'off'", path="--speculative-config")
+    return value, True
+
+
+def declared_condition(
+    speculative: dict[str, Any] | None, spec_declared: bool, prefix_caching: bool | None
+) -> dict[str, Any]:
+    """run.json ``condition`` for a run told what its server runs (or not)."""
+    return {
+        "speculative": speculative,
+        "prefix_caching": prefix_caching,
+        "source": {
+            "speculative": "declared" if spec_declared else "unknown",
+            "prefix_caching": "declared" if prefix_caching is not None else "unknown",
+        },
+    }

@@ -1,7 +1,9 @@
 """The measurement protocol as one command: one run per server condition, then compare.
 
-For each condition (a name and the extra server flags that make it), the sweep starts a fresh
-server (``target.ManagedServer``), resets its prefix cache, drives one headless run through
+For each condition (a name and the extra server flags that make it) and each replicate (a
+fresh server start; ``--replicates N`` runs them interleaved: baseline, spec, baseline, spec,
+...), the sweep starts a fresh server (``target.ManagedServer``; ``{replicate}`` in the
+command becomes the replicate number), resets its prefix cache, drives one headless run through
 ``specload run`` in a child process, stops the server, and stamps the run's ``run.json``
 with the exact server command line and the condition as declared (speculative config JSON,
 prefix caching). The run is a child process, not a function call, because Locust needs
@@ -25,6 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from specload.condition import Condition, parse_condition
 from specload.errors import ConfigError, TargetError
@@ -36,9 +39,12 @@ __all__ = [
     "SweepPlan",
     "compare_sweep",
     "degraded_lines",
+    "next_url_replicate",
     "parse_condition",
     "patch_run_json",
+    "replicate_dir",
     "run_sweep",
+    "sweep_order",
     "sweep_run_dirs",
 ]
 
@@ -61,6 +67,8 @@ class SweepPlan:
     processes: int | None = None
     run_args: Sequence[str] = ()
     skip_preflight: bool = False  # else each server is checked (specload.preflight) once healthy
+    #: fresh server starts per condition, interleaved across conditions (``sweep_order``)
+    replicates: int = 1
 
 
 @dataclass
@@ -74,6 +82,7 @@ class ConditionResult:
     server_cmd: str | None = None
     interrupted: bool = False
     server_exit: int | None = None  # the server's exit code when it died during the run
+    replicate: int = 1
 
 
 @dataclass
@@ -83,8 +92,39 @@ class _Sweep:
     results: list[ConditionResult] = field(default_factory=list)
 
 
+def sweep_order(conditions: Sequence[Condition], replicates: int) -> list[tuple[Condition, int]]:
+    """(condition, replicate) in run order: replicates interleaved, never one condition's
+    starts all first (baseline, spec, baseline, spec, ...), so drift over the sweep and
+    warm-up of the host hit every condition alike."""
+    return [(c, r) for r in range(1, replicates + 1) for c in conditions]
+
+
+def replicate_dir(out: Path, name: str, replicate: int, replicates: int) -> Path:
+    """``OUT/NAME`` for a single start; ``OUT/NAME-rK`` for replicate K of several."""
+    return out / name if replicates == 1 and replicate == 1 else out / f"{name}-r{replicate}"
+
+
+def next_url_replicate(out: Path, name: str) -> int:
+    """A ``--url`` run adds a replicate: one more than the runs of ``name`` already in ``out``."""
+    return 1 + sum(1 for d in sweep_run_dirs(out) if _label(d) == name)
+
+
+def _order(plan: SweepPlan) -> list[tuple[Condition, int]]:
+    if plan.url is not None:
+        cond = plan.conditions[0]
+        first = next_url_replicate(plan.out, cond.name)
+        return [(cond, first + i) for i in range(plan.replicates)]
+    return sweep_order(plan.conditions, plan.replicates)
+
+
+def _run_dir(plan: SweepPlan, cond: Condition, replicate: int) -> Path:
+    if plan.url is not None:  # replicate 1 keeps the plain name, as a single --url run did
+        return replicate_dir(plan.out, cond.name, replicate, 1 if replicate == 1 else 2)
+    return replicate_dir(plan.out, cond.name, replicate, plan.replicates)
+
+
 def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> list[ConditionResult]:
-    """Run every condition in order; returns one result per condition that started.
+    """Run every condition (and replicate) in order; one result per run that started.
 
     Raises ``TargetError`` when a server cannot be started (after stopping it) and
     ``KeyboardInterrupt`` after a Ctrl-C has been cleaned up; the results gathered so far
@@ -92,14 +132,17 @@ def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> list[Condi
     """
     _check_plan(plan)
     sweep = _Sweep(plan, say)
+    order = _order(plan)
     with _sigterm_as_interrupt():
-        for i, cond in enumerate(plan.conditions, 1):
+        for i, (cond, rep) in enumerate(order, 1):
+            of = f", replicate {rep}" + (f"/{plan.replicates}" if plan.url is None else "")
             say(
-                f"[sweep] condition {i}/{len(plan.conditions)}: {cond.name}"
+                f"[sweep] run {i}/{len(order)}: {cond.name}"
+                + (of if plan.replicates > 1 or rep > 1 else "")
                 + (f" ({shlex.join(cond.flags)})" if cond.flags else " (no extra flags)")
             )
             try:
-                result = _run_condition(sweep, cond)
+                result = _run_condition(sweep, cond, rep)
             except TargetError as exc:
                 exc.results = sweep.results  # type: ignore[attr-defined]
                 raise
@@ -128,8 +171,10 @@ def _check_plan(plan: SweepPlan) -> None:
         raise ConfigError(f"condition names must be unique, repeated: {', '.join(dupes)}")
     if not plan.scenario.is_file():
         raise ConfigError("no such file", file=str(plan.scenario), path="--scenario")
-    for name in names:
-        d = plan.out / name
+    if plan.replicates < 1:
+        raise ConfigError(f"{plan.replicates} (expected 1 or more)", path="--replicates")
+    for cond, rep in _order(plan):
+        d = _run_dir(plan, cond, rep)
         if (d / "run.json").exists() or (d / "requests.jsonl").exists():
             raise ConfigError(
                 f"{d} already holds a run (choose another --out or remove it)", path="--out"
@@ -137,7 +182,7 @@ def _check_plan(plan: SweepPlan) -> None:
 
 
 def _make_target(
-    plan: SweepPlan, cond: Condition, run_dir: Path, say: Callable[[str], None]
+    plan: SweepPlan, cond: Condition, run_dir: Path, say: Callable[[str], None], replicate: int
 ) -> Target:
     if plan.url is not None:
         return ExternalTarget(plan.url)
@@ -149,16 +194,17 @@ def _make_target(
         port=plan.port or _free_port(),
         log_path=log_path,
         health_timeout_s=plan.health_timeout_s,
+        replicate=replicate,
         on_waiting=lambda s: say(f"[sweep] waiting for the server: {s:.0f} s (log: {log_path})"),
     )
 
 
-def _run_condition(sweep: _Sweep, cond: Condition) -> ConditionResult:
+def _run_condition(sweep: _Sweep, cond: Condition, replicate: int = 1) -> ConditionResult:
     """Server up, reset, one run, server down; a Ctrl-C anywhere still stops the server."""
     plan = sweep.plan
-    run_dir = plan.out / cond.name
+    run_dir = _run_dir(plan, cond, replicate)
     run_dir.mkdir(parents=True, exist_ok=True)
-    target = _make_target(plan, cond, run_dir, sweep.say)
+    target = _make_target(plan, cond, run_dir, sweep.say, replicate)
     started = time.monotonic()
     interrupted = False
     code: int | None = None
@@ -189,11 +235,13 @@ def _run_condition(sweep: _Sweep, cond: Condition) -> ConditionResult:
                 if server_exit is None
                 else [f"the server exited with code {server_exit} during the run (see server.log)"]
             )
-            status = patch_run_json(run_dir, cond, target.command_line, interrupted, code, notes)
+            status = patch_run_json(
+                run_dir, cond, target.command_line, interrupted, code, notes, replicate
+            )
     if interrupted:
         sweep.say(f"[sweep] interrupted: {cond.name} marked {status}; server stopped")
     return ConditionResult(
-        cond, run_dir, status, code, target.command_line, interrupted, server_exit
+        cond, run_dir, status, code, target.command_line, interrupted, server_exit, replicate
     )
 
 
@@ -333,8 +381,10 @@ def patch_run_json(
     interrupted: bool,
     returncode: int | None,
     notes: Sequence[str] = (),
+    replicate: int | None = None,
 ) -> str:
-    """Stamp ``server_cmd`` and ``condition`` into run.json; fix a status left ``running``.
+    """Stamp ``server_cmd``, ``condition`` and ``replicate`` (which server start of its
+    condition this run is) into run.json; fix a status left ``running``.
 
     Returns the run's final status. A run that never wrote run.json (its server failed to
     start, or it was interrupted before its first step) is reported as ``failed`` or
@@ -346,7 +396,9 @@ def patch_run_json(
     except (OSError, json.JSONDecodeError):
         return "interrupted" if interrupted else "failed"
     meta["server_cmd"] = server_cmd
-    meta["condition"] = cond.as_json()
+    meta["condition"] = _merged_condition(cond.as_json(), meta.get("condition"))
+    if replicate is not None:
+        meta["replicate"] = replicate
     if meta.get("status") in (None, "running"):
         meta["status"] = "interrupted" if interrupted else "failed"
         meta.setdefault("ended_at", time.time())
@@ -359,6 +411,20 @@ def patch_run_json(
     tmp.write_text(json.dumps(meta, indent=2) + "\n")
     os.replace(tmp, path)
     return str(meta["status"])
+
+
+def _merged_condition(ours: dict[str, Any], theirs: Any) -> dict[str, Any]:
+    """The sweep's declaration, completed by what the run itself declared (``--url`` mode:
+    ``--speculative-config`` / ``--prefix-caching`` went to the run)."""
+    if not isinstance(theirs, dict):
+        return ours
+    src = dict(ours["source"])
+    raw = theirs.get("source")
+    their_src: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    for f in ("speculative", "prefix_caching"):
+        if src.get(f) != "declared" and their_src.get(f) == "declared":
+            ours[f], src[f] = theirs.get(f), "declared"
+    return {**ours, "source": src}
 
 
 @contextmanager

@@ -31,6 +31,7 @@ from specload.preflight import PreflightError
 
 __all__ = [
     "PORT_PLACEHOLDER",
+    "REPLICATE_PLACEHOLDER",
     "ExternalTarget",
     "ManagedServer",
     "Target",
@@ -41,6 +42,8 @@ __all__ = [
 
 #: What the user writes in ``--server-cmd`` where the port goes.
 PORT_PLACEHOLDER = "{port}"
+#: ... and where the replicate number (1, 2, ...) goes, e.g. a per-start seed.
+REPLICATE_PLACEHOLDER = "{replicate}"
 
 #: How often /health is polled while a server starts (seconds).
 _POLL_S = 0.2
@@ -60,15 +63,18 @@ class Target(Protocol):
     def stop(self) -> None: ...
 
 
-def build_server_cmd(template: str, extra_flags: Sequence[str], port: int) -> str:
+def build_server_cmd(
+    template: str, extra_flags: Sequence[str], port: int, replicate: int = 1
+) -> str:
     """The exact shell command line for one condition: template + quoted extra flags.
 
-    ``{port}`` is replaced by plain text substitution (not ``str.format``), because server
-    commands carry JSON with braces, e.g. ``--speculative-config '{"method": "ngram"}'``.
+    ``{port}`` and ``{replicate}`` are replaced by plain text substitution (not
+    ``str.format``), because server commands carry JSON with braces, e.g.
+    ``--speculative-config '{"method": "ngram"}'``.
     """
     flags = shlex.join(list(extra_flags))
     line = f"{template} {flags}" if flags else template
-    return line.replace(PORT_PLACEHOLDER, str(port))
+    return line.replace(PORT_PLACEHOLDER, str(port)).replace(REPLICATE_PLACEHOLDER, str(replicate))
 
 
 def log_tail(path: Path, lines: int = 20, max_chars: int = 4000) -> str:
@@ -153,6 +159,8 @@ class ManagedServer:
     health_timeout_s: float = 600.0
     stop_timeout_s: float = 20.0
     env: dict[str, str] | None = None
+    #: which server start of its condition this is (``{replicate}`` in the template)
+    replicate: int = 1
     #: Called with the seconds waited so far, every ``waiting_note_every_s`` while the server
     #: starts (a vLLM start takes minutes; silence looks like a hang).
     on_waiting: Callable[[float], None] | None = None
@@ -174,7 +182,7 @@ class ManagedServer:
 
     @property
     def command_line(self) -> str:
-        return build_server_cmd(self.template, self.extra_flags, self.port)
+        return build_server_cmd(self.template, self.extra_flags, self.port, self.replicate)
 
     @property
     def pid(self) -> int | None:

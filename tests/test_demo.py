@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specload.cli.demo import SPEC_CONFIGS, demo_conditions
+from specload.cli.demo import DEMO_REPLICATES, SPEC_CONFIGS, demo_conditions
 from specload.scenario import load_scenario
 from tests.conftest import REPO
 
@@ -25,12 +25,15 @@ DEMO_YAML = REPO / "scenarios" / "demo.yaml"
 def test_demo_conditions_isolate_each_feature() -> None:
     conds = {c.name: c.as_json() for c in demo_conditions("h200-llama8b")}
     spec = SPEC_CONFIGS["h200-llama8b"]
-    assert conds == {
-        "baseline": {"speculative": None, "prefix_caching": False},
-        "spec": {"speculative": spec, "prefix_caching": False},
-        "prefix": {"speculative": None, "prefix_caching": True},
-        "both": {"speculative": spec, "prefix_caching": True},
+    assert {k: (v["speculative"], v["prefix_caching"]) for k, v in conds.items()} == {
+        "baseline": (None, False),
+        "spec": (spec, False),
+        "prefix": (None, True),
+        "both": (spec, True),
     }
+    # speculation is declared where a flag turns it on; without one the server's /metrics say
+    assert [v["source"]["speculative"] for v in conds.values()] == [
+        "unknown", "declared", "unknown", "declared"]  # fmt: skip
     # The calibration table's spec rows: draft model, k=4, mean acceptance length 2.8.
     assert spec["method"] == "draft_model" and spec["num_speculative_tokens"] == 4
     assert 1 + sum(spec["synthetic_acceptance_rates"]) == pytest.approx(2.8)
@@ -40,8 +43,8 @@ def test_demo_scenario_brackets_the_calibrated_crossover_and_fits_the_budget() -
     scenario = load_scenario(DEMO_YAML)
     assert min(scenario.steps) < 16 and max(scenario.steps) >= 24
     assert sum(16 <= q <= 24 for q in scenario.steps) >= 2
-    # Four conditions of planned load leave room for starts and drains in 5 minutes.
-    assert 4 * scenario.total_duration_s <= 200
+    # Four conditions x two starts of planned load leave room for starts and drains.
+    assert 4 * DEMO_REPLICATES * scenario.total_duration_s <= 200
     # The calibration's request shape: it sets how many requests are in flight at a rate.
     assert (scenario.max_tokens, scenario.min_tokens, scenario.ignore_eos) == (256, 256, True)
     assert scenario.prompts.input_tokens == 512
@@ -50,7 +53,7 @@ def test_demo_scenario_brackets_the_calibrated_crossover_and_fits_the_budget() -
 @pytest.mark.slow
 def test_short_demo_prints_verdict_and_finds_the_crossover_in_range(tmp_path: Path) -> None:
     raw = yaml.safe_load(DEMO_YAML.read_text())
-    raw.update(steps=[8, 16, 28], warmup_s=1.5, step_duration_s=4)
+    raw.update(steps=[8, 16, 28], warmup_s=1, step_duration_s=3)
     short = tmp_path / "demo-short.yaml"
     short.write_text(yaml.safe_dump(raw))
     out = tmp_path / "demo"
@@ -59,20 +62,34 @@ def test_short_demo_prints_verdict_and_finds_the_crossover_in_range(tmp_path: Pa
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=400,
         check=False,
     )
     print(res.stdout[-4000:])
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     html = out / "report" / "report.html"
     assert html.is_file() and str(html) in res.stdout
-    for name in ("baseline", "spec", "prefix", "both"):
-        assert json.loads((out / name / "run.json").read_text())["status"] == "completed"
+    metas = {
+        (name, r): json.loads((out / f"{name}-r{r}" / "run.json").read_text())
+        for name in ("baseline", "spec", "prefix", "both")
+        for r in (1, 2)
+    }
+    assert all(m["status"] == "completed" for m in metas.values())
+    # two fresh starts per condition, interleaved: every condition's first before any second
+    assert max(metas[n, 1]["started_at"] for n in ("baseline", "spec", "prefix", "both")) < min(
+        metas[n, 2]["started_at"] for n in ("baseline", "spec", "prefix", "both")
+    )
     report = json.loads((out / "report" / "report.json").read_text())
+    assert {c["label"]: c["server_starts"] for c in report["conditions"]} == {
+        "baseline": 2, "spec": 2, "prefix": 2, "both": 2}  # fmt: skip
+    assert {c["ci_scope"] for c in report["conditions"]} == {"between_starts"}
     headline = report["headline"]
     assert f"Verdict: {headline}" in res.stdout
     assert headline.startswith("spec ") and "p50 TPOT" in headline
     cross = report["crossover"]["spec"]["tpot_p50"]
-    assert cross["status"] == "crosses", cross
     assert cross["tested_range"] == [8, 28]
-    assert 8 < cross["qps"] < 28, cross
+    if cross["decided"]:
+        assert cross["status"] == "crosses", cross
+        assert 8 < cross["stops_at"]["qps"] < 28, cross
+    else:  # the starts disagree: the verdict says so and claims no boundary
+        assert "server starts disagree" in headline and "stops helping at ≈" not in headline

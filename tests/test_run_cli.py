@@ -90,7 +90,9 @@ def test_declarations_and_key_handling(sim, tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     meta = json.loads((tmp_path / "o" / "run.json").read_text())
     assert meta["condition"] == {"speculative": {"method": "ngram", "num_speculative_tokens": 4},
-                                 "prefix_caching": False}
+                                 "prefix_caching": False,
+                                 "source": {"speculative": "declared",
+                                            "prefix_caching": "declared"}}
     assert meta["server_cmd"] == "vllm serve m --speculative-config '{...}'"
     assert meta["status"] == "completed" and meta["counts"]["recorded"] > 0
     for f in (tmp_path / "o").iterdir():
@@ -132,3 +134,21 @@ def test_store_text_writes_prompt_and_output_text(sim, tmp_path: Path) -> None:
     first = json.loads((tmp_path / "o" / "requests.jsonl").read_text().splitlines()[0])
     assert first["prompt_text"] and first["output_text"]
     assert len(first["output_text"]) == first["output_chars"]
+
+
+def test_speculation_declared_off_and_undeclared_are_told_apart(sim, tmp_path: Path) -> None:
+    """``--speculative-config off`` declares no speculation; nothing given is "unknown", for
+    compare to read from the server's /metrics (never guessed from the label)."""
+    scenario = str(_scenario(tmp_path, duration=1))
+    off = _run("--host", sim.url, "--scenario", scenario, "--label", "candidate-build", "--out",
+               "off", "--speculative-config", "off", cwd=tmp_path)
+    plain = _run("--host", sim.url, "--scenario", scenario, "--label", "candidate-build", "--out",
+                 "plain", cwd=tmp_path)
+    assert off.returncode == 0 and plain.returncode == 0, off.stderr + plain.stderr
+    source = {d: json.loads((tmp_path / d / "run.json").read_text())["condition"]["source"]
+              for d in ("off", "plain")}
+    assert source == {"off": {"speculative": "declared", "prefix_caching": "unknown"},
+                      "plain": {"speculative": "unknown", "prefix_caching": "unknown"}}
+    bad = _run("--host", sim.url, "--scenario", scenario, "--label", "x", "--out", "bad",
+               "--speculative-config", "maybe", cwd=tmp_path)
+    assert bad.returncode == 2 and "--speculative-config" in bad.stderr and "'off'" in bad.stderr

@@ -87,6 +87,7 @@ def test_condition_flags_declare_speculative_json_and_prefix_caching() -> None:
     assert spec.as_json() == {
         "speculative": {"method": "ngram", "num_speculative_tokens": 4},
         "prefix_caching": None,
+        "source": {"speculative": "declared", "prefix_caching": "unknown"},
     }
     # Unquoted JSON is kept verbatim (a shell split would strip its double quotes).
     unquoted = parse_condition(
@@ -97,12 +98,17 @@ def test_condition_flags_declare_speculative_json_and_prefix_caching() -> None:
         '{"method": "ngram"}',
         "--enable-prefix-caching",
     )
-    assert unquoted.as_json() == {"speculative": {"method": "ngram"}, "prefix_caching": True}
+    assert unquoted.as_json()["speculative"] == {"method": "ngram"}
+    assert unquoted.as_json()["prefix_caching"] is True
     assert parse_condition("baseline=", default_prefix_caching=False).as_json() == {
         "speculative": None,
         "prefix_caching": False,
+        "source": {"speculative": "unknown", "prefix_caching": "declared"},
     }
     assert parse_condition("off=--no-enable-prefix-caching").prefix_caching is False
+    # flags in the server command count too; what nothing says stays unknown
+    templated = parse_condition("a=", template="vllm serve m --port {port} --enable-prefix-caching")
+    assert templated.as_json()["source"] == {"speculative": "unknown", "prefix_caching": "declared"}
 
 
 @pytest.mark.parametrize(
@@ -172,6 +178,10 @@ def test_sweep_runs_each_condition_on_its_own_server_and_stamps_run_json(tmp_pat
         assert meta["condition"] == {
             "speculative": None,
             "prefix_caching": True if prefix_flag else None,
+            "source": {
+                "speculative": "unknown",
+                "prefix_caching": "declared" if prefix_flag else "unknown",
+            },
         }
         cmd = shlex.split(meta["server_cmd"])
         assert cmd[:3] == [sys.executable, "-m", "specload"] and "--port" in cmd
@@ -359,3 +369,79 @@ def test_sigint_while_waiting_for_health_stops_the_starting_server(tmp_path: Pat
             proc.kill()
     assert proc.returncode == 130
     assert not _group_alive(_server_pgid(out_dir / "baseline"))
+
+
+def test_replicates_are_interleaved_across_conditions() -> None:
+    from specload.sweep import sweep_order
+
+    a, b = parse_condition("baseline="), parse_condition("spec=--x")
+    order = [(c.name, r) for c, r in sweep_order([a, b], 3)]
+    assert order == [
+        ("baseline", 1), ("spec", 1), ("baseline", 2), ("spec", 2), ("baseline", 3), ("spec", 3)
+    ]  # fmt: skip
+
+
+def test_replicates_run_interleaved_each_on_a_fresh_server_and_compare_pools_them(
+    tmp_path: Path,
+) -> None:
+    out_dir = tmp_path / "sweep"
+    res = _sweep(
+        "--server-cmd",
+        SIM_CMD + " --start-seed {replicate}",
+        "--condition",
+        "baseline=",
+        "--condition",
+        "prefix=--enable-prefix-caching",
+        "--replicates",
+        "2",
+        "--scenario",
+        str(_scenario(tmp_path, "[4]", 1.0)),
+        "--out",
+        str(out_dir),
+        timeout_s=240,
+    )
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    names = ["baseline-r1", "prefix-r1", "baseline-r2", "prefix-r2"]
+    metas = [json.loads((out_dir / n / "run.json").read_text()) for n in names]
+    assert [m["label"] for m in metas] == ["baseline", "prefix", "baseline", "prefix"]
+    assert [m["replicate"] for m in metas] == [1, 1, 2, 2]
+    started = [m["started_at"] for m in metas]
+    assert started == sorted(started), "baseline, prefix, baseline, prefix: interleaved"
+    seeds = [shlex.split(m["server_cmd"]) for m in metas]
+    assert [c[c.index("--start-seed") + 1] for c in seeds] == ["1", "1", "2", "2"]
+    pgids = [_server_pgid(out_dir / n) for n in names]
+    assert len(set(pgids)) == 4 and not any(_group_alive(g) for g in pgids)
+    report = json.loads((out_dir / "report" / "report.json").read_text())
+    starts = {c["label"]: c["server_starts"] for c in report["conditions"]}
+    assert starts == {"baseline": 2, "prefix": 2}
+    assert {c["ci_scope"] for c in report["conditions"]} == {"between_starts"}
+
+
+def test_url_runs_into_the_same_out_add_replicates(sim, tmp_path: Path) -> None:
+    out_dir = tmp_path / "sweep"
+    scenario = str(_scenario(tmp_path, "[4]", 1.0))
+    for _ in range(2):
+        res = _sweep(
+            "--url",
+            sim.url,
+            "--label",
+            "baseline",
+            "--speculative-config",
+            "off",
+            "--prefix-caching",
+            "off",
+            "--scenario",
+            scenario,
+            "--out",
+            str(out_dir),
+            "--no-compare",
+        )
+        assert res.returncode == 0, res.stdout + res.stderr
+    first = json.loads((out_dir / "baseline" / "run.json").read_text())
+    second = json.loads((out_dir / "baseline-r2" / "run.json").read_text())
+    assert (first["replicate"], second["replicate"]) == (1, 2)
+    assert second["condition"] == {
+        "speculative": None,
+        "prefix_caching": False,
+        "source": {"speculative": "declared", "prefix_caching": "declared"},
+    }

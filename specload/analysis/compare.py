@@ -52,6 +52,7 @@ from specload.analysis.steps import StepStats, condition_steps, metric_names
 from specload.analysis.verdict import sentence
 from specload.analysis.vllm_schedule import is_dynamic
 from specload.errors import ConfigError
+from specload.host import host_differences
 
 __all__ = [
     "CROSSOVER_METRICS",
@@ -132,6 +133,8 @@ class Comparison:
     disagreements: list[Disagreement] = field(default_factory=list)
     #: the error budget the incomplete steps were judged by
     max_error_rate: float = 0.05
+    #: fields in which the runs' hosts differ (run.json ``host``; ``specload.host``)
+    host_differences: list[str] = field(default_factory=list)
 
     def single_start(self, label: str) -> bool:
         """True when the CIs of ``label`` vs the baseline cover one server start only."""
@@ -488,6 +491,9 @@ def compare_runs(
         incomplete=vs.incomplete,
         disagreements=[d for label, st in inputs.starts.items() for d in disagreements(label, st)],
         max_error_rate=budget,
+        host_differences=host_differences(
+            [r.meta for r in runs], [f"{r.label}/{r.path.name}" for r in runs]
+        ),
     )
     comparison.verdicts = _verdicts(vs, comparison, contract)
     comparison.schedules = analyse_schedules(comparison, schedule)

@@ -14,11 +14,9 @@ from typing import Any
 from specload.analysis.load import RunData
 from specload.analysis.steps import StepStats
 from specload.analysis.wording import pct
+from specload.budget import DEFAULT_MAX_ERROR_RATE
 
-__all__ = ["DEFAULT_MAX_ERROR_RATE", "error_budget", "incomplete_steps"]
-
-#: The error budget when a run does not record one (the run side's default too).
-DEFAULT_MAX_ERROR_RATE = 0.05
+__all__ = ["error_budget", "incomplete_steps"]
 
 
 def error_budget(runs: list[RunData], override: float | None = None) -> float:

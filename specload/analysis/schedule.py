@@ -277,10 +277,9 @@ def _merge(ranges: list[list[int]]) -> list[list[int]]:
 
 
 def _irregular(x: Crossover) -> bool:
-    """A helping range a k-by-batch schedule cannot express: scattered loads, a load below the
-    range where speculation *hurts* (not merely changes nothing), or server starts that
-    disagree."""
-    if x.status == MIXED or not x.replicates_agree:
+    """A helping range a k-by-batch schedule cannot express: scattered loads, or a load below
+    the range where speculation *hurts* (not merely changes nothing)."""
+    if x.status == MIXED:
         return True
     first = x.first_helping_qps
     return any(e == HURTS for q, e in zip(x.steps, x.effects) if first is not None and q < first)
@@ -316,9 +315,7 @@ def derive_schedule(
         return ranges, [], notes
     if _irregular(x):
         why = (
-            "the server starts disagree on where speculation helps"
-            if not x.replicates_agree
-            else f"speculation helps at {', '.join(f'{q:g}' for q in x.helping)} req/s only, "
+            f"speculation helps at {', '.join(f'{q:g}' for q in x.helping)} req/s only, "
             "and not (or it hurts) at loads below or between"
         )
         ranges, notes = _off(top, why)
@@ -394,6 +391,12 @@ def _proposal(
     )  # fmt: skip
     if not isinstance(k_max, int) or isinstance(k_max, bool) or k_max < 1:
         prop.errors.append("the config has no num_speculative_tokens >= 1 to schedule")
+        return prop
+    if x is not None and not x.replicates_agree:
+        prop.errors.append(
+            "the server starts disagree on where speculation helps; run more replicates "
+            "before scheduling it"
+        )
         return prop
     try:
         prop.ranges, prop.acceptance, prop.notes = derive_schedule(points, x, k_max, opts)

@@ -123,8 +123,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--bootstrap {args.bootstrap}: expected at least 100 replicates")
     if args.operating_qps is not None and args.operating_qps <= 0:
         raise ConfigError(f"--operating-qps {args.operating_qps}: expected a load > 0 (req/s)")
-    if args.max_error_rate is not None and not 0 <= args.max_error_rate <= 1:
-        raise ConfigError(f"--max-error-rate {args.max_error_rate}: expected a fraction in [0, 1]")
+    if args.max_error_rate is not None:
+        from specload.budget import max_error_rate
+
+        max_error_rate(args.max_error_rate)
     if args.max_num_seqs < 1:
         raise ConfigError(f"--max-num-seqs {args.max_num_seqs}: expected at least 1 request")
     gates = [parse_gate(spec) for spec in args.max_regression]

@@ -52,7 +52,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--api-key", default=None,
                    help="bearer token (else $OPENAI_API_KEY); never written anywhere")
     p.add_argument("--speculative-config", default="",
-                   help="declare the server's --speculative-config JSON, for run.json")
+                   help="declare the server's --speculative-config JSON, or 'off', for run.json "
+                        "(else compare reads it from the server's /metrics where it can)")
     p.add_argument("--prefix-caching", choices=["on", "off"], default="",
                    help="declare whether the server has prefix caching on, for run.json")
     p.add_argument("--server-cmd", default="", help="the server's command line, for run.json")
@@ -74,7 +75,7 @@ def _validate(args: argparse.Namespace) -> Path:
     The pre-flight talks to the server, so it comes after the local checks; the output
     directory it needed to prove writable is removed again when the pre-flight fails.
     """
-    from specload.locust.live import max_error_rate
+    from specload.budget import max_error_rate
     from specload.recorder.rundir import check_out_dir, remove_new_dirs
     from specload.scenario import load_scenario
 
@@ -106,6 +107,7 @@ def _first_missing(path: Path) -> Path | None:
 
 def _validate_args(args: argparse.Namespace, load_scenario: Any) -> Any:
     """The checks that need no server and no disk: arguments and the scenario."""
+    from specload.condition import declared_speculative
     from specload.errors import ConfigError
 
     if not args.host.startswith(("http://", "https://")):
@@ -113,13 +115,7 @@ def _validate_args(args: argparse.Namespace, load_scenario: Any) -> Any:
                           path="--host")
     if args.processes < 0:
         raise ConfigError(f"{args.processes} is negative (expected 0 or more)", path="--processes")
-    if args.speculative_config:
-        try:
-            spec = json.loads(args.speculative_config)
-        except ValueError as exc:
-            raise ConfigError(f"not valid JSON ({exc})", path="--speculative-config") from None
-        if not isinstance(spec, dict):
-            raise ConfigError("must be a JSON object", path="--speculative-config")
+    declared_speculative(args.speculative_config)  # ConfigError for anything but JSON / off
     if args.gpu_metrics_url and args.gpu_metrics_url != "nvml":
         from specload.metrics.gpu import DcgmSource
 

@@ -7,8 +7,17 @@
       --scenario scenarios/low-to-medium.yaml --out runs/sweep-1
 
 Each condition's run lands in ``OUT/<name>/`` (with the server's log), the comparison in
-``OUT/report/``. ``--url URL --label NAME`` measures a server someone else manages instead
-(one condition per invocation; runs already in ``OUT`` are compared with it).
+``OUT/report/``. One server start is one sample, not a property of the config (the same
+vLLM config on two H200 hosts gave opposite answers): ``--replicates N`` starts each
+condition N times, interleaved (baseline, spec, baseline, spec, ...), into ``OUT/<name>-rK/``,
+and the comparison's CIs then include the variance between starts. ``{replicate}`` in
+``--server-cmd`` becomes the replicate number (e.g. a per-start seed).
+
+``--url URL --label NAME`` measures a server someone else manages instead (one condition per
+invocation; runs already in ``OUT`` are compared with it; running the same label again adds a
+replicate). Say what that server runs with ``--speculative-config JSON|off`` and
+``--prefix-caching on|off``; otherwise compare reads it from the server's /metrics where it
+can, and calls it unknown where it cannot.
 """
 
 from __future__ import annotations
@@ -46,6 +55,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "(repeatable; 'baseline=' for none)",
     )
     p.add_argument("--label", help="with --url: the condition's name (same as --condition NAME=)")
+    p.add_argument(
+        "--speculative-config",
+        default="",
+        metavar="JSON|off",
+        help="with --url: declare the server's --speculative-config, or 'off' (for run.json)",
+    )
+    p.add_argument(
+        "--prefix-caching",
+        choices=["on", "off"],
+        default="",
+        help="with --url: declare whether the server has prefix caching on",
+    )
+    p.add_argument(
+        "--replicates",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fresh server starts per condition, interleaved across conditions (default: the "
+        "scenario's 'replicates', else 1); 2 or more for a decision",
+    )
     p.add_argument("--scenario", required=True, type=Path, help="scenario YAML")
     p.add_argument("--out", required=True, type=Path, help="sweep directory")
     p.add_argument("--port", type=int, help="server port (default: a free port per condition)")
@@ -93,7 +122,14 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         if args.url is None:
             raise ConfigError("--label names the condition of a --url server", path="--label")
         texts.append(f"{args.label}=")
-    conditions = [parse_condition(t) for t in texts]
+    conditions = [parse_condition(t, template=args.server_cmd) for t in texts]
+    if args.url is not None:
+        conditions = [_declared_url_condition(c, args) for c in conditions]
+    elif args.speculative_config or args.prefix_caching:
+        raise ConfigError(
+            "with --server-cmd each --condition's flags declare what its server runs",
+            path="--speculative-config" if args.speculative_config else "--prefix-caching",
+        )
     if args.port is not None and not 0 < args.port < 65536:
         raise ConfigError(f"{args.port} is not a TCP port", path="--port")
     if args.processes is not None and args.processes < 1:
@@ -105,10 +141,13 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         from specload.preflight import check_host_path
 
         check_host_path(args.url)
-    from specload.locust.live import max_error_rate
+    from specload.budget import max_error_rate
 
     rate = max_error_rate(args.max_error_rate)
-    _validate_scenario(args.scenario)
+    scenario = _validate_scenario(args.scenario)
+    replicates = scenario.replicates if args.replicates is None else args.replicates
+    if replicates < 1:
+        raise ConfigError(f"{replicates} (expected 1 or more)", path="--replicates")
     _validate_out(args.out)
     return SweepPlan(
         scenario=args.scenario,
@@ -122,16 +161,33 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         processes=args.processes,
         run_args=("--max-error-rate", repr(rate)),
         skip_preflight=args.skip_preflight,
+        replicates=replicates,
     )
 
 
-def _validate_scenario(path: Path) -> None:
+def _declared_url_condition(cond, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """A --url condition declares only what --speculative-config / --prefix-caching say."""
+    import dataclasses
+
+    from specload.condition import declared_speculative
+
+    spec, spec_declared = declared_speculative(args.speculative_config)
+    if not spec_declared:  # the condition's own flags, if any
+        spec, spec_declared = cond.speculative, "speculative" in cond.declared
+    prefix = {"on": True, "off": False}.get(args.prefix_caching, cond.prefix_caching)
+    declared = tuple(
+        f for f, d in (("speculative", spec_declared), ("prefix_caching", prefix is not None)) if d
+    )
+    return dataclasses.replace(cond, speculative=spec, prefix_caching=prefix, declared=declared)
+
+
+def _validate_scenario(path: Path):  # type: ignore[no-untyped-def]
     """Fail on a bad scenario before any server starts (a vLLM start can take minutes)."""
     if not path.is_file():
         raise ConfigError("no such file", file=str(path), path="--scenario")
     from specload.scenario import load_scenario
 
-    load_scenario(path)
+    return load_scenario(path)
 
 
 def _validate_out(out: Path) -> None:

@@ -16,13 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from specload.errors import ConfigError
+__all__ = ["LiveStats", "StepTally", "budget_reasons", "percentile"]
 
-__all__ = ["DEFAULT_MAX_ERROR_RATE", "LiveStats", "StepTally", "budget_reasons",
-           "max_error_rate", "percentile"]
-
-#: ``--max-error-rate`` unless given: more than 1 request in 20 failing is not a measurement.
-DEFAULT_MAX_ERROR_RATE = 0.05
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -188,16 +183,3 @@ def budget_reasons(steps: dict[int, StepTally], lost_workers: list[dict[str, Any
     for lost in lost_workers:
         out.append(f"worker {lost.get('worker')} lost {_step_at(tallies, float(lost['at']))}")
     return out
-
-
-def max_error_rate(value: Any) -> float:
-    """``--max-error-rate`` checked: a fraction from 0 to 1 (``ConfigError`` otherwise)."""
-    try:
-        rate = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{value!r} is not a number (expected a fraction, e.g. 0.05)",
-                          path="--max-error-rate") from None
-    if not 0.0 <= rate <= 1.0:
-        raise ConfigError(f"{value!r} is not a fraction from 0 to 1 (e.g. 0.05 for 5 %)",
-                          path="--max-error-rate")
-    return rate

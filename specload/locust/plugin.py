@@ -15,7 +15,6 @@ run starts. ``--skip-preflight`` turns the check off. Either way no run director
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -24,9 +23,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from specload.budget import DEFAULT_MAX_ERROR_RATE, max_error_rate
+from specload.condition import declared_speculative
 from specload.errors import ConfigError, SpecloadError
 from specload.locust.events import install_buckets
-from specload.locust.live import DEFAULT_MAX_ERROR_RATE, max_error_rate
 from specload.locust.load import LoadProcess
 from specload.locust.messages import (
     Drain,
@@ -79,7 +79,8 @@ def add_options(parser: Any) -> None:
     g.add_argument("--api-key", type=str, default="", include_in_web_ui=False,
                    help="bearer token for the server (else $OPENAI_API_KEY); never written")
     g.add_argument("--speculative-config", type=str, default="",
-                   help="declare the server's --speculative-config JSON (for run.json)")
+                   help="declare the server's --speculative-config JSON, or 'off' (for run.json; "
+                        "else read from the server's /metrics where it can be)")
     g.add_argument("--prefix-caching", type=str, default="", choices=["", "on", "off"],
                    help="declare whether the server has prefix caching on (for run.json)")
     g.add_argument("--server-cmd", type=str, default="",
@@ -109,18 +110,6 @@ def _check_host(host: str | None) -> str:
     return host.rstrip("/")
 
 
-def _speculative(text: str) -> Any:
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"not valid JSON ({exc})", path="--speculative-config") from None
-    if not isinstance(value, dict):
-        raise ConfigError("must be a JSON object", path="--speculative-config")
-    return value
-
-
 class MasterSide:
     """Validates options and starts one ``RunSession`` per run (the UI can run several)."""
 
@@ -141,7 +130,7 @@ class MasterSide:
             scenario_path=os.path.abspath(o.scenario), label=label,
             run_dir=o.run_dir or os.path.join("runs", label),
             host=_check_host(self.environment.host), store_text=bool(o.store_text),
-            speculative=_speculative(o.speculative_config),
+            speculative=declared_speculative(o.speculative_config),
             prefix_caching={"on": True, "off": False}.get(o.prefix_caching),
             server_cmd=o.server_cmd or None, headless=bool(o.headless),
             gpu_metrics_url=getattr(o, "gpu_metrics_url", "") or None,

@@ -26,6 +26,7 @@ from typing import Any
 import gevent
 
 from specload import host as hostinfo
+from specload.condition import declared_condition
 from specload.locust.live import LiveStats, budget_reasons
 from specload.locust.messages import (
     Drain,
@@ -70,7 +71,8 @@ class RunOptions:
     run_dir: str
     host: str
     store_text: bool = False
-    speculative: Any = None
+    #: ``--speculative-config`` as declared: (config or None, whether declared at all)
+    speculative: tuple[dict[str, Any] | None, bool] = (None, False)
     prefix_caching: bool | None = None
     server_cmd: str | None = None
     headless: bool = True
@@ -135,7 +137,7 @@ class RunSession:
         notes.append(self._gpu_note)
         return RunMeta(
             run_id=self.run_id, label=self.opts.label,
-            condition={"speculative": self.opts.speculative, "prefix_caching": self.opts.prefix_caching},
+            condition=declared_condition(*self.opts.speculative, self.opts.prefix_caching),
             target={"url": self.opts.host, "model": self.model,
                     "server_version": info.get("server_version"), "models": info.get("models")},
             scenario=sc, started_at=time.time(), server_cmd=self.opts.server_cmd, notes=notes,

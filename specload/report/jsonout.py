@@ -192,7 +192,11 @@ def report_dict(report: Report) -> dict[str, Any]:
         ],
         "attribution": _attribution(report),
         "contract": _contract(report),
-        "comparability": {"differences": c.differences, "forced": c.forced},
+        "comparability": {
+            "differences": c.differences,
+            "forced": c.forced,
+            "host_differences": c.host_differences,
+        },
         "gates": _gates(report),
         "findings": report.findings,
         "advice": [

@@ -129,6 +129,7 @@ def _findings(c: Comparison) -> list[str]:
     """What deserves a second look, most decision-relevant first: server starts that
     disagree, steps left out, then flags, contract issues and warnings."""
     out = [d.message() for d in c.disagreements]
+    out += c.host_differences
     out += [
         f"{label}: {q:g} req/s left out of every conclusion ({why})"
         for label, steps in c.incomplete.items()

@@ -9,7 +9,7 @@ the "best of both" check per step against min(baseline, static spec) with its pl
 from __future__ import annotations
 
 from specload.analysis.dynamic import ScheduleAnalysis
-from specload.analysis.verdict import metric_label
+from specload.analysis.verdict import metric_label, status_words_plain
 from specload.report.model import Report
 from specload.report.tables import DASH, Table, fmt_change, fmt_ms
 
@@ -76,9 +76,7 @@ def proposal_lines(report: Report) -> list[tuple[str, str]]:
                 if p.batch.running is not None and p.batch.qps is not None
                 else "crosses"
             ),
-            "always_helps": "helps at every tested load",
-            "never_helps": "never helps",
-        }.get(p.status, p.status)
+        }.get(p.status, status_words_plain(p.status))
         text = f"{p.condition}: {where}; proposed schedule {p.ranges}"
         if p.notes:
             text += " (" + "; ".join(p.notes) + ")"

@@ -42,10 +42,15 @@ def test_replicates_that_disagree_are_called_out_first(tmp_path: Path) -> None:
     )
     cmp = compare_runs([a, b])
     [d] = [d for d in cmp.disagreements if d.metric == "tpot_p50"]
-    assert d.condition == "baseline" and d.target_qps == 2 and [r for r, _ in d.figures] == [
-        "a",
-        "b",
-    ]
+    assert (
+        d.condition == "baseline"
+        and d.target_qps == 2
+        and [r for r, _ in d.figures]
+        == [
+            "a",
+            "b",
+        ]
+    )
     assert d.message().startswith("replicates disagree: baseline at 2 req/s, p50 TPOT ")
     assert build_report(cmp).findings[0] == d.message()
 
@@ -102,3 +107,50 @@ def test_a_folder_of_run_dirs_stands_for_its_runs(tmp_path: Path) -> None:
     assert [c.label for c in cmp.conditions] == ["baseline", "spec"] and cmp.baseline == "baseline"
     with pytest.raises(ConfigError, match="no run.json"):
         compare_runs([tmp_path / "sweep" / "report"])
+
+
+def test_runs_from_different_hosts_are_compared_with_a_warning_naming_the_fields(
+    tmp_path: Path,
+) -> None:
+    def host(name: str, gpu_driver: str) -> dict[str, object]:
+        return {
+            "host": {
+                "hostname": name,
+                "cpu_model": "Xeon",
+                "cpu_count": 16,
+                "kernel": "6.1",
+                "gpu": {"name": "NVIDIA H200", "driver_version": gpu_driver},
+            }
+        }
+
+    base = write_run(
+        tmp_path / "b",
+        Cond("baseline", extra_meta=host("gpu-a", "580.1")),
+        qps=(2,),
+        n=60,
+        metrics=False,
+    )
+    spec = write_run(
+        tmp_path / "s",
+        Cond("spec", speculative=SPEC, extra_meta=host("gpu-b", "580.1")),
+        qps=(2,),
+        n=60,
+        metrics=False,
+    )
+    cmp = compare_runs([base, spec])
+    assert len(cmp.host_differences) == 1
+    assert "hostname" in cmp.host_differences[0] and "gpu-a (baseline/b)" in cmp.host_differences[0]
+    assert cmp.host_differences[0] in build_report(cmp).findings
+    same = compare_runs(
+        [
+            base,
+            write_run(
+                tmp_path / "s2",
+                Cond("spec", speculative=SPEC, extra_meta=host("gpu-a", "580.1")),
+                qps=(2,),
+                n=60,
+                metrics=False,
+            ),
+        ]
+    )
+    assert same.host_differences == []
