@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CALIBRATION = ROOT.parent / "shared" / "calibration" / "h200-vllm0.26-llama8b-draft1b.json"
+DEFAULT_CALIBRATION = ROOT / "benchmarks" / "calibration" / "h200-vllm0.26-llama8b-draft1b.json"
 #: The issue's bar: specload's p50 TPOT within 5 % of vLLM's client's up to this rate.
 TPOT_TOLERANCE = 0.05
 TPOT_CHECK_MAX_RATE = 28.0

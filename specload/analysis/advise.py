@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from specload.analysis.crossover import ALWAYS, BETWEEN, CROSSES, MIXED, NEVER, STARTS
 from specload.analysis.effect import HELPS, HURTS
 from specload.analysis.verdict import status_words_plain
-from specload.analysis.wording import pct
+from specload.analysis.wording import load_with_ci, pct
 
 __all__ = [
     "LOW_ACCEPTANCE",
@@ -70,8 +70,7 @@ class Bound:
     hi: float | None = None
 
     def ci(self) -> str:
-        lo = "?" if self.lo is None else f"{self.lo:.3g}"
-        hi = "?" if self.hi is None else f"{self.hi:.3g}"
+        _, lo, hi = load_with_ci(self.qps, self.lo, self.hi)
         return f"95 % CI {lo}–{hi}"
 
 

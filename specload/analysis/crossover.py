@@ -32,6 +32,7 @@ import numpy as np
 
 from specload.analysis.effect import HELPS, INCOMPLETE, NA
 from specload.analysis.stats import Estimate
+from specload.analysis.wording import load_with_ci
 
 __all__ = [
     "ALWAYS",
@@ -67,12 +68,14 @@ class Boundary:
     ci_beyond: tuple[str, str] = ("", "")
 
     def ci_text(self, tested_range: tuple[float, float]) -> str:
-        """ "16.5–21", "<2–4.7", ">32–>32": a None bound shown as beyond the tested range,
-        both bounds rounded like the boundary itself."""
+        """ "16.5–21.0", "<2–4.7", ">32–>32": a None bound shown as beyond the tested range,
+        both bounds rounded like the boundary itself (``fmt_qps``: 17.6 → 17.1–18.2, not
+        17.1022–18.2341; 8 → 5–13)."""
+        _, lo, hi = load_with_ci(self.qps, *self.ci)
         parts = []
-        for v, side in zip(self.ci, self.ci_beyond):
+        for v, text, side in zip(self.ci, (lo, hi), self.ci_beyond):
             if v is not None:
-                parts.append(fmt_qps(v))
+                parts.append(text)
             elif side == "above":
                 parts.append(f">{tested_range[1]:g}")
             elif side == "below":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from specload.analysis.stats import Estimate
 
-__all__ = ["change_words", "digits_for", "pct", "signed_change"]
+__all__ = ["change_words", "digits_for", "load_with_ci", "pct", "signed_change"]
 
 
 def digits_for(fraction: float) -> int:
@@ -52,3 +52,16 @@ def signed_change(ratio: Estimate, digits: int = 1) -> str:
     if ratio.lo is None or ratio.hi is None:
         return point
     return f"{point} ({(ratio.lo - 1) * 100:+.{digits}f}…{(ratio.hi - 1) * 100:+.{digits}f})"
+
+
+def load_with_ci(point: float, lo: float | None, hi: float | None) -> tuple[str, str, str]:
+    """A load (req/s) and its CI bounds as text, the bounds rounded like the point: three
+    significant digits for the point (17.6, 8, 0.85), as many decimals for the bounds
+    (17.1–18.2, 5–13, 0.61–1.30); "?" for a missing bound."""
+    text = f"{point:.3g}"
+    decimals = len(text.partition(".")[2]) if "e" not in text else 2
+
+    def bound(v: float | None) -> str:
+        return "?" if v is None else f"{v:.{decimals}f}"
+
+    return text, bound(lo), bound(hi)

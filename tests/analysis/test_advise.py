@@ -65,7 +65,7 @@ def only(advice: list[Advice], kind: str) -> Advice:
 def test_keep_on_up_to_where_it_stops_helping_below_the_operating_point() -> None:
     out = advise(AdviceInput(baseline="baseline", conditions=(crossing(),), operating_qps=4.0))
     keep = only(out, "keep")
-    assert "keep speculative decoding on up to ≈ 9.5 req/s (95 % CI 7–12)" in keep.text
+    assert "keep speculative decoding on up to ≈ 9.5 req/s (95 % CI 7.0–12.0)" in keep.text
     assert "At your operating point, 4 req/s, it helps: keep it on there." in keep.text
     assert keep.figures["stop_qps"] == 9.5
     assert "off" not in kinds(out)
