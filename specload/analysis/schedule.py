@@ -277,10 +277,9 @@ def _merge(ranges: list[list[int]]) -> list[list[int]]:
 
 
 def _irregular(x: Crossover) -> bool:
-    """A helping range a k-by-batch schedule cannot express: scattered loads, or a load below
-    the range where speculation *hurts* (not merely changes nothing)."""
-    if x.status == MIXED:
-        return True
+    """A helping range a k-by-batch schedule cannot express: a load below the range where
+    speculation *hurts* (not merely changes nothing). Scattered loads (``mixed``) get no
+    proposal at all (``_proposal``)."""
     first = x.first_helping_qps
     return any(e == HURTS for q, e in zip(x.steps, x.effects) if first is not None and q < first)
 
@@ -396,6 +395,13 @@ def _proposal(
         prop.errors.append(
             "the server starts disagree on where speculation helps; run more replicates "
             "before scheduling it"
+        )
+        return prop
+    if x is not None and x.status == MIXED:
+        prop.errors.append(
+            f"speculation helps at {', '.join(f'{q:g}' for q in x.helping)} req/s only, with "
+            "loads in between where it does not: no consistent range to schedule (lengthen "
+            "the steps or add replicates)"
         )
         return prop
     try:

@@ -274,3 +274,22 @@ def test_best_of_both_without_a_static_condition_says_so(dynamic_runs: Path) -> 
     (check,) = c.schedules.best_of_both
     assert check.status == "n/a" and check.static is None
     assert "no fixed-k speculative condition" in check.verdict
+
+
+def test_scattered_help_or_disagreeing_starts_get_no_schedule_to_paste(tmp_path: Path) -> None:
+    """A schedule needs one range where speculation helps: "mixed" (helps at 2 and 8 req/s,
+    not at 4) gets no proposal and no "turn it off" either; the advice says undecided."""
+    factor = {2: 0.7, 4: 1.15, 8: 0.7, 16: 1.2, 32: 1.2}
+    base = write_run(tmp_path / "b", Cond("baseline"), n=200)
+    spec = write_run(
+        tmp_path / "s",
+        Cond("spec", speculative=SPEC, tpot=lambda q: factor[int(q)], acceptance_rate=0.6),
+        n=200,
+    )
+    c = compare_runs([base, spec], bootstrap=300)
+    assert c.crossover("spec", "tpot_p50").status == "mixed"
+    [prop] = c.schedules.proposals
+    assert prop.ranges == [] and "no consistent range" in prop.errors[0]
+    report = build_report(c)
+    assert [a.kind for a in report.advice if a.condition == "spec"][0] == "undecided"
+    assert not any("turn speculation off" in a.text for a in report.advice)
