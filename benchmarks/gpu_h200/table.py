@@ -1,7 +1,7 @@
 """specload vs vLLM's own benchmark client on the same H200 server: the validation table.
 
-Reads the two run dirs that ``benchmarks/gpu_h200/run_condition.sh`` brought back from the GPU
-host (baseline and spec; a run dir or its ``.tar.gz``) and the calibration that vLLM's
+Reads two run dirs of one server start each (baseline and spec, made with ``specload run
+--scenario scenarios/gpu-h200.yaml`` against vLLM; a run dir or its ``.tar.gz``) and the calibration that vLLM's
 ``bench serve`` measured with the same server setup on the same host type
 (``benchmarks/calibration/h200-vllm0.26-llama8b-draft1b.json``), and writes, per condition and
 rate: specload's p50/p95 TTFT and TPOT, vLLM's client's, and their ratio; then the spec /
