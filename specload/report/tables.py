@@ -173,7 +173,12 @@ def ratio_table(report: Report, label: str) -> Table:
         )
     return Table(
         f"{label} vs {c.baseline}: change per step (95 % CI)",
-        ["QPS", *(metric_label(m) for m in RATIO_METRICS), "errors", metric_label(c.metric)],
+        [
+            "QPS",
+            *(metric_label(m) for m in RATIO_METRICS),
+            "errors",
+            f"effect on {metric_label(c.metric)}",  # not the metric's name again: its verdict
+        ],
         out,
         note=note,
         effects=effects,
