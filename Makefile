@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test env clean bench reliability-table vllm-env peers
+.PHONY: demo test test-fast lint env clean bench reliability-table vllm-env peers screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,19 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# the quick loop while working (under 2 minutes): unit and in-process tests; the end-to-end
+# runs (Locust, sweeps, faults, real vLLM, the browser) are in `make test`
+E2E := tests/faults tests/locust tests/vllm tests/test_sweep.py tests/test_error_budget.py \
+       tests/test_run_cli.py tests/test_privacy.py tests/metrics/test_gpu.py \
+       tests/client/test_client_vs_sim.py tests/test_demo.py
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow and not vllm and not browser" \
+	  $(addprefix --ignore=,$(E2E)) -x $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check specload tests benchmarks scripts
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_capacity.py

@@ -34,25 +34,25 @@ from gevent import monkey
 if "--serve-replay" not in sys.argv:  # the replay server (a child) runs plain asyncio
     monkey.patch_all()  # as under Locust: the SDK's httpx sockets must be cooperative too
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import random  # noqa: E402
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import time  # noqa: E402
-import urllib.request  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import json
+import os
+import platform
+import random
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
 
-import gevent  # noqa: E402
+import gevent
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from specload.client import ChatRequest, make_client  # noqa: E402
-from specload.records import RequestRecord  # noqa: E402
+from specload.client import ChatRequest, make_client
+from specload.records import RequestRecord
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -193,7 +193,7 @@ def pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
     s = sorted(values)
-    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
 
 
 def chunk_times(r: RequestRecord) -> list[float]:
@@ -352,35 +352,35 @@ def _replay_lines(replay: list[dict[str, Any]]) -> list[str]:
 
 
 _NOTES = (
-    "- `µs/chunk` is client-process CPU per content chunk; `capacity` = tokens per "
+    ("- `µs/chunk` is client-process CPU per content chunk; `capacity` = tokens per "
     "client CPU second, the most one process can take on one core (one token per "
-    "chunk without speculation).",
-    "- TTFT error is `client TTFT − (first_token_at − arrived_at)` of the simulator. It "
+    "chunk without speculation)."),
+    ("- TTFT error is `client TTFT − (first_token_at − arrived_at)` of the simulator. It "
     "splits into *send→arrive* (`arrived_at − sent_at`: loopback plus the "
     "simulator's event loop getting to the new request — server-side latency a user "
     "also sees, which the simulator's ground truth leaves out) and *emit→read* "
     "(`client first token − simulator first emission`: with kernel receive stamps, "
     "the loopback delivery plus any delay of the simulator between stamping a chunk "
     "and writing it; with user-space stamps also how late the client's read loop got "
-    "to it).",
-    "- Checked on a 256-stream run (08:33 UTC): every chunk time came from a kernel "
+    "to it)."),
+    ("- Checked on a 256-stream run (08:33 UTC): every chunk time came from a kernel "
     "stamp, and the emit→read outliers come in groups with identical delays across "
     "different streams (e.g. four requests at 57.06 ms): data the simulator had "
     "stamped as written reached the client's socket together, later. That points at "
     "the simulator's side (its stamp is taken in user space around the write), not at "
-    "the client's read loop, whose lag the kernel stamps exclude.",
-    "- The default client stamps chunks with the kernel's receive time "
+    "the client's read loop, whose lag the kernel stamps exclude."),
+    ("- The default client stamps chunks with the kernel's receive time "
     "(`SO_TIMESTAMPNS`), so its own CPU lag stays out of TTFT/TPOT; the SDK mode "
-    "stamps in user space, after pydantic parsing.",
-    "- The default client also keeps gevent from switching greenlets between "
+    "stamps in user space, after pydantic parsing."),
+    ("- The default client also keeps gevent from switching greenlets between "
     "`sent_at` and the send (geventhttpclient's pooled-connection check ends in "
     "`sleep(0)` under monkey-patching: before the fix, 15-40 ms of fake TTFT at 256 "
-    "streams). The SDK's httpx pool is left as it is.",
-    "- A load average above the CPU count means every process here waited for a CPU: "
+    "streams). The SDK's httpx pool is left as it is."),
+    ("- A load average above the CPU count means every process here waited for a CPU: "
     "the tails then measure this machine's scheduler (the simulator's event loop "
-    "most), not the client. The p99 goals need a quiet host to be judged.",
-    "- TPOT error compares the client's (E2E − TTFT)/(n − 1) with the server's "
-    "(last − first emission)/(n − 1).",
+    "most), not the client. The p99 goals need a quiet host to be judged."),
+    ("- TPOT error compares the client's (E2E − TTFT)/(n − 1) with the server's "
+    "(last − first emission)/(n − 1)."),
 )
 
 
@@ -392,15 +392,15 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -
             "| client CPU | server CPU | TTFT err p50 / p99 (ms) | of which send→arrive "
             "| of which emit→read | TPOT err p50 / p99 (%) | n | errors |")
     lines = ["# Client fidelity", "",
-             f"Measured {meta['date']} on {meta['machine']} ({meta['cpus']} CPUs, shared with "
+             (f"Measured {meta['date']} on {meta['machine']} ({meta['cpus']} CPUs, shared with "
              "other work), simulator profile "
              f"`{meta['profile']}`, {meta['max_tokens']} ± 25 % output tokens per request "
              "(closed loop, streams staggered), "
              f"{meta['warmup_s']} s warm-up + {meta['window_s']} s measured per row; load "
              f"average {meta['loadavg_before'][0]} before, {meta['loadavg_after'][0]} after. "
-             "Produced by `benchmarks/client_fidelity.py`.", "",
+             "Produced by `benchmarks/client_fidelity.py`."), "",
              head, "|" + " --- |" * 15]
-    f = lambda v, p=2: "–" if v is None else f"{v:.{p}f}"  # noqa: E731
+    f = lambda v, p=2: "–" if v is None else f"{v:.{p}f}"
     for r in rows:
         lines.append(
             f"| {r.get('server', 'simulator')} | {r['client']} | {r['streams']} | "

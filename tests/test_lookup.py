@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 
@@ -118,7 +119,7 @@ def test_a_match_never_spans_two_messages() -> None:
 def test_any_chunking_of_the_stream_gives_the_one_shot_result(cuts: list[int]) -> None:
     edges = sorted({0, len(CODE), *cuts})
     m = LookupMatcher([CODE])
-    for a, b in zip(edges, edges[1:]):
+    for a, b in itertools.pairwise(edges):
         m.feed(CODE[a:b])
     assert m.finish() == match_rate_of([CODE], CODE)
 
@@ -182,7 +183,7 @@ def vllm_next_token(ctx: list[int], min_n: int, max_n: int) -> int | None:
     p = len(ctx)
     for n in range(min(max_n, p), min_n - 1, -1):
         suffix = ctx[p - n :]
-        for start in range(0, p - n):
+        for start in range(p - n):
             if ctx[start : start + n] == suffix:
                 return ctx[start + n]
     return None

@@ -53,7 +53,7 @@ class RecordBuilder:
     def on_chunk(self, obj: Any, t: float) -> None:
         """Dispatch one parsed ``chat.completion.chunk`` (dict) received at ``t``."""
         if not isinstance(obj, dict):
-            raise ValueError("chunk is not a JSON object")
+            raise ValueError("chunk is not a JSON object")  # noqa: TRY004 - callers catch ValueError
         choices = obj.get("choices")
         if choices:
             choice = choices[0]

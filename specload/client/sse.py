@@ -152,9 +152,8 @@ class SSEDecoder:
         elif name == b"id":
             if b"\0" not in value:
                 self._id = value.decode("utf-8", "replace")
-        elif name == b"retry":
-            if value.isdigit():
-                self._retry = int(value)
+        elif name == b"retry" and value.isdigit():
+            self._retry = int(value)
 
     def _dispatch(self) -> Event | None:
         if not self._data:

@@ -18,6 +18,7 @@ every other process's records, so times from all of them can be subtracted. A
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 
@@ -58,7 +59,7 @@ def tpot_s(ttft: float | None, e2e: float | None, output_tokens: int | None) -> 
 
 def itl_s(chunk_times: list[float]) -> list[float]:
     """Gaps between consecutive content chunks (seconds); one fewer than chunks."""
-    return [b - a for a, b in zip(chunk_times, chunk_times[1:], strict=False)]
+    return [b - a for a, b in itertools.pairwise(chunk_times)]
 
 
 @dataclass(slots=True)

@@ -15,9 +15,9 @@ from specload.recorder.rundir import (
 )
 
 __all__ = [
-    "JsonlWriter",
     "RUN_SCHEMA_VERSION",
     "RUN_STATUSES",
+    "JsonlWriter",
     "RunData",
     "RunMeta",
     "RunWriter",

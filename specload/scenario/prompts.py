@@ -49,19 +49,8 @@ __all__ = [
 
 Tokenize = Callable[[str], int]
 
-_WORDS = (
-    "the of and to in is that for it as was with be by on not he this are or his from at "
-    "which but have an they you were her she there been one all we their has would when "
-    "who will more no if out so said what up its about into than them can only other new "
-    "some could time these two may then do first any my now such like our over man me even "
-    "most made after also did many before must through back years where much your way well "
-    "down should because each just those people how too little state good very make world "
-    "still own see men work long get here between both life being under never day same "
-    "another know while last might us great old year off come since against go came right "
-    "used take three"
-).split()
-_IDENTS = ("value total count index item result data node key name size offset buffer "
-           "items values left right parent child start end step scale limit").split()
+_WORDS = ["the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "they", "you", "were", "her", "she", "there", "been", "one", "all", "we", "their", "has", "would", "when", "who", "will", "more", "no", "if", "out", "so", "said", "what", "up", "its", "about", "into", "than", "them", "can", "only", "other", "new", "some", "could", "time", "these", "two", "may", "then", "do", "first", "any", "my", "now", "such", "like", "our", "over", "man", "me", "even", "most", "made", "after", "also", "did", "many", "before", "must", "through", "back", "years", "where", "much", "your", "way", "well", "down", "should", "because", "each", "just", "those", "people", "how", "too", "little", "state", "good", "very", "make", "world", "still", "own", "see", "men", "work", "long", "get", "here", "between", "both", "life", "being", "under", "never", "day", "same", "another", "know", "while", "last", "might", "us", "great", "old", "year", "off", "come", "since", "against", "go", "came", "right", "used", "take", "three"]
+_IDENTS = ["value", "total", "count", "index", "item", "result", "data", "node", "key", "name", "size", "offset", "buffer", "items", "values", "left", "right", "parent", "child", "start", "end", "step", "scale", "limit"]
 _OPS = ("+", "-", "*")
 _TOKEN_RE = re.compile(r"\s*\w+|\s*[^\w\s]")
 _FIT_ROUNDS = 12

@@ -291,5 +291,5 @@ def test_scattered_help_or_disagreeing_starts_get_no_schedule_to_paste(tmp_path:
     [prop] = c.schedules.proposals
     assert prop.ranges == [] and "no consistent range" in prop.errors[0]
     report = build_report(c)
-    assert [a.kind for a in report.advice if a.condition == "spec"][0] == "undecided"
+    assert next(a.kind for a in report.advice if a.condition == "spec") == "undecided"
     assert not any("turn speculation off" in a.text for a in report.advice)
