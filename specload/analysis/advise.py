@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from specload.analysis.crossover import ALWAYS, BETWEEN, CROSSES, MIXED, NEVER, STARTS
+from specload.analysis.crossover import ALWAYS, BETWEEN, CROSSES, MIXED, NEVER, STARTS, fmt_qps
 from specload.analysis.effect import HELPS, HURTS
 from specload.analysis.verdict import status_words_plain
 from specload.analysis.wording import load_with_ci, pct
@@ -102,6 +102,8 @@ class ConditionFigures:
     gpu_memory_peak_mib: float | None = None
     #: loads where p50 TTFT helps (a feature that never helps the metric may still pay there)
     ttft_helps: tuple[float, ...] = ()
+    #: the load ``ttft_ratio`` / ``tpot_ratio`` were measured at
+    ratio_qps: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,14 +257,14 @@ def _keep(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
         kind = "keep"
     elif c.status == CROSSES and c.stop is not None:
         head = (
-            f"{c.label}: keep {feature} on up to ≈ {c.stop.qps:.3g} req/s ({c.stop.ci()}); "
+            f"{c.label}: keep {feature} on up to ≈ {fmt_qps(c.stop.qps)} req/s ({c.stop.ci()}); "
             f"above that it no longer helps {inp.metric}."
         )
         figures.update(stop_qps=c.stop.qps, stop_ci_low=c.stop.lo, stop_ci_high=c.stop.hi)
         kind = "keep"
     elif c.status == STARTS and c.start is not None:
         head = (
-            f"{c.label}: {feature} helps {inp.metric} only from ≈ {c.start.qps:.3g} req/s "
+            f"{c.label}: {feature} helps {inp.metric} only from ≈ {fmt_qps(c.start.qps)} req/s "
             f"({c.start.ci()}) up to at least {hi:g} req/s, the highest tested load; below "
             "that it makes no significant difference."
         )
@@ -270,8 +272,8 @@ def _keep(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
         kind = "starts"
     elif c.status == BETWEEN and c.start is not None and c.stop is not None:
         head = (
-            f"{c.label}: {feature} helps {inp.metric} only between ≈ {c.start.qps:.3g} "
-            f"({c.start.ci()}) and ≈ {c.stop.qps:.3g} req/s ({c.stop.ci()})."
+            f"{c.label}: {feature} helps {inp.metric} only between ≈ {fmt_qps(c.start.qps)} "
+            f"({c.start.ci()}) and ≈ {fmt_qps(c.stop.qps)} req/s ({c.stop.ci()})."
         )
         figures.update(start_qps=c.start.qps, stop_qps=c.stop.qps)
         kind = "keep"
@@ -356,14 +358,17 @@ def _explain(family: str, phase: str, roles: dict[str, ConditionFigures], g: flo
     if any(v is None for v in r.values()):
         return None
     both, pre, spec = r["both"], r["prefix"], r["spec"]
+    q = roles["both"].ratio_qps
+    at = f" at {q:g} req/s" if q is not None else ""
     effect = {"prefix caching": abs(math.log(pre)), "speculative decoding": abs(math.log(spec))}
     floor = math.log1p(max(g, 0.02))
     if abs(math.log(both)) < floor and max(effect.values()) < floor:
-        return f"{family} ({phase}) did not change by {pct(max(g, 0.02))} % in any condition."
+        return f"{family} ({phase}){at} did not change by {pct(max(g, 0.02))} % in any condition."
     lead = max(effect, key=lambda k: effect[k])
     return (
-        f"{family} ({phase}) with both on ({_signed(both)}) is explained by {lead}: prefix "
-        f"caching alone {_signed(pre)}, speculative decoding alone {_signed(spec)}."
+        f"{family} ({phase}){at}, with both on ({_signed(both)}), is explained by {lead}: "
+        f"prefix caching alone {_signed(pre)}, speculative decoding alone {_signed(spec)} (the "
+        "attribution table has every load)."
     )
 
 

@@ -15,8 +15,10 @@ over increasing load gives the status:
 - ``mixed``: helping steps with non-helping steps between them: no boundary is claimed.
 
 A boundary lies between two adjacent steps, one helping and one not; it is interpolated
-linearly in gain against log(QPS) where the gain crosses ``min_gain`` (clipped to that pair
-of steps: load steps are usually geometric, and latency curves are smoother in log-QPS).
+linearly in gain against log(QPS) where the gain crosses ``min_gain`` (load steps are usually
+geometric, and latency curves are smoother in log-QPS), or, where the point gains do not
+cross it between the pair (a large gain that is not significant), at their geometric
+midpoint.
 Its CI applies the same boundary search to every bootstrap replicate of the gains (a
 replicate step "helps" when its gain is at least ``min_gain``): a replicate that helps at
 every step puts the stop above the tested range, one that never helps puts it below; a CI
@@ -55,8 +57,8 @@ STATUSES = (ALWAYS, NEVER, CROSSES, STARTS, BETWEEN, MIXED)
 
 
 def fmt_qps(v: float) -> str:
-    """A load as people read it: 17.6, 4, 0.85 (three significant digits, no trailing zeros)."""
-    return f"{v:.3g}"
+    """A load as people read it: 17.6, 16.0, 0.85 (``wording.load_decimals``)."""
+    return load_with_ci(v, None, None)[0]
 
 
 @dataclass(slots=True)
@@ -200,10 +202,16 @@ def pattern_status(helps: list[bool]) -> str:
 
 
 def _interp(log_q: np.ndarray, gains: np.ndarray, i: int, level: float) -> float:
-    """QPS between steps i and i+1 where the gain crosses ``level`` (clipped to the pair)."""
+    """QPS between steps i and i+1 where the gain crosses ``level``, in log(QPS).
+
+    When the point gains do not cross ``level`` between the pair (the step that does not
+    help has a large gain that is not significant), the boundary is the geometric midpoint:
+    it lies between the two steps, never on the one that does not help.
+    """
     g0, g1 = gains[i], gains[i + 1]
     t = 0.5 if g0 == g1 else (g0 - level) / (g0 - g1)
-    t = min(max(t, 0.0), 1.0)
+    if not 0.0 < t < 1.0:
+        t = 0.5
     return math.exp(log_q[i] + t * (log_q[i + 1] - log_q[i]))
 
 

@@ -11,7 +11,16 @@ on the pattern, the sentence says so and claims no boundary.
 
 from __future__ import annotations
 
-from specload.analysis.crossover import ALWAYS, BETWEEN, CROSSES, MIXED, NEVER, STARTS, Crossover
+from specload.analysis.crossover import (
+    ALWAYS,
+    BETWEEN,
+    CROSSES,
+    MIXED,
+    NEVER,
+    STARTS,
+    Crossover,
+    fmt_qps,
+)
 from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, NA
 from specload.analysis.ratios import RatioRow
 from specload.analysis.stats import Estimate
@@ -61,11 +70,11 @@ def _gain_text(g: Estimate) -> str:
 def status_words(x: Crossover) -> str:
     """The status as a phrase: "stops helping at ≈ 17.6 req/s", "never helps"."""
     if x.status == CROSSES and x.stop is not None:
-        return f"stops helping at ≈ {x.stop.qps:.3g} req/s"
+        return f"stops helping at ≈ {fmt_qps(x.stop.qps)} req/s"
     if x.status == STARTS and x.start is not None:
-        return f"starts helping at ≈ {x.start.qps:.3g} req/s"
+        return f"starts helping at ≈ {fmt_qps(x.start.qps)} req/s"
     if x.status == BETWEEN and x.start is not None and x.stop is not None:
-        return f"helps between ≈ {x.start.qps:.3g} and ≈ {x.stop.qps:.3g} req/s"
+        return f"helps between ≈ {fmt_qps(x.start.qps)} and ≈ {fmt_qps(x.stop.qps)} req/s"
     return {
         ALWAYS: "helps at every tested load",
         NEVER: "never helps",
@@ -92,12 +101,12 @@ def _headline(x: Crossover, rows: list[RatioRow]) -> str:
     if x.status == CROSSES and x.stop is not None:
         return (
             f"{c} lowers {label} by {_gain_text(x.first_gain)} at {lo:g} req/s, helps up to "
-            f"{x.last_helping_qps:g} req/s and stops helping at ≈ {x.stop.qps:.3g} req/s "
+            f"{x.last_helping_qps:g} req/s and stops helping at ≈ {fmt_qps(x.stop.qps)} req/s "
             f"(CI {x.stop.ci_text(x.tested_range)})"
         )
     if x.status == STARTS and x.start is not None:
         return (
-            f"{c} starts helping {label} at ≈ {x.start.qps:.3g} req/s "
+            f"{c} starts helping {label} at ≈ {fmt_qps(x.start.qps)} req/s "
             f"(CI {x.start.ci_text(x.tested_range)}) and helps from {x.first_helping_qps:g} "
             f"req/s up to the highest tested load, {hi:g} req/s (at most "
             f"{_gain_text(x.peak_gain)} lower, at {x.peak_qps:g} req/s)"
@@ -105,8 +114,8 @@ def _headline(x: Crossover, rows: list[RatioRow]) -> str:
     if x.status == BETWEEN and x.start is not None and x.stop is not None:
         return (
             f"{c} helps {label} only from {x.first_helping_qps:g} to {x.last_helping_qps:g} "
-            f"req/s: starts at ≈ {x.start.qps:.3g} req/s (CI {x.start.ci_text(x.tested_range)})"
-            f" and stops at ≈ {x.stop.qps:.3g} req/s (CI {x.stop.ci_text(x.tested_range)}); at "
+            f"req/s: starts at ≈ {fmt_qps(x.start.qps)} req/s (CI {x.start.ci_text(x.tested_range)})"
+            f" and stops at ≈ {fmt_qps(x.stop.qps)} req/s (CI {x.stop.ci_text(x.tested_range)}); at "
             f"most {_gain_text(x.peak_gain)} lower, at {x.peak_qps:g} req/s"
         )
     return (

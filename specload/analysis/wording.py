@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from specload.analysis.stats import Estimate
 
-__all__ = ["change_words", "digits_for", "load_with_ci", "pct", "signed_change"]
+__all__ = ["change_words", "digits_for", "load_decimals", "load_with_ci", "pct", "signed_change"]
 
 
 def digits_for(fraction: float) -> int:
@@ -54,12 +54,16 @@ def signed_change(ratio: Estimate, digits: int = 1) -> str:
     return f"{point} ({(ratio.lo - 1) * 100:+.{digits}f}…{(ratio.hi - 1) * 100:+.{digits}f})"
 
 
+def load_decimals(point: float) -> int:
+    """Decimals for a load in req/s: one from 1 req/s up (17.6, 8.0), two below (0.85)."""
+    return 1 if abs(point) >= 1 else 2
+
+
 def load_with_ci(point: float, lo: float | None, hi: float | None) -> tuple[str, str, str]:
-    """A load (req/s) and its CI bounds as text, the bounds rounded like the point: three
-    significant digits for the point (17.6, 8, 0.85), as many decimals for the bounds
-    (17.1–18.2, 5–13, 0.61–1.30); "?" for a missing bound."""
-    text = f"{point:.3g}"
-    decimals = len(text.partition(".")[2]) if "e" not in text else 2
+    """A load (req/s) and its CI bounds as text, all rounded alike (``load_decimals``):
+    17.6 (17.1–18.2), 9.5 (8.3–16.0), 0.85 (0.61–1.30); "?" for a missing bound."""
+    decimals = load_decimals(point)
+    text = f"{point:.{decimals}f}"
 
     def bound(v: float | None) -> str:
         return "?" if v is None else f"{v:.{decimals}f}"

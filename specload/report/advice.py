@@ -79,6 +79,7 @@ def _figures(c: Comparison, info: ConditionInfo) -> ConditionFigures:
         tpot_ratio=rows["tpot_p50"][0].ratio.value if rows["tpot_p50"] else None,
         gpu_memory_peak_mib=_gpu_peak(c.steps[info.label]),
         ttft_helps=tuple(r.target_qps for r in rows["ttft_p50"] if r.effect == HELPS),
+        ratio_qps=rows["ttft_p50"][0].target_qps if rows["ttft_p50"] else None,
     )
 
 

@@ -165,13 +165,14 @@ def _ratio(report: Report, colors: dict[str, str]) -> Plot | None:
         err = [[max(b[0] - b[1], 0.0) for b in bands], [max(b[2] - b[0], 0.0) for b in bands]]
         ax.errorbar(q, v, yerr=err, marker="o", ms=3, capsize=3, color=colors[label], label=label)
     ax.axhline(1.0, color="#888888", linewidth=1)
-    ax.axhline(
-        1.0 - c.min_gain,
-        color="#2ca02c",
-        linestyle="--",
-        linewidth=1,
-        label=f"helps below ({c.min_gain:.0%} gain)",
-    )
+    if c.min_gain:  # at 0 it would lie on the 1.0 line
+        ax.axhline(
+            1.0 - c.min_gain,
+            color="#2ca02c",
+            linestyle="--",
+            linewidth=1,
+            label=f"{c.min_gain:.0%} lower (helps below, CI permitting)",
+        )
     _mark_crossover(ax, report, c.metric.rpartition("_")[0], colors)
     _log_qps_axis(ax, report)
     ax.set(

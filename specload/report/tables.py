@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specload.analysis.crossover import Boundary, Crossover
+from specload.analysis.crossover import Boundary, Crossover, fmt_qps
 from specload.analysis.decode_step import DecodeStep
 from specload.analysis.effect import effect_text, rule_text
 from specload.analysis.stats import Estimate
@@ -166,7 +166,7 @@ def ratio_table(report: Report, label: str) -> Table:
         out.append(cells)
         effects.append(["", *(rows_by_metric[m][i].effect for m in RATIO_METRICS), "", r.effect])
     left_out = c.incomplete.get(label) or {}
-    note = rule_note(report) + " " + ci_scope(report, label)
+    note = "Cells by the rule stated at the top. " + ci_scope(report, label)
     if left_out:
         note += " Left out (incomplete): " + "; ".join(
             f"{q:g} req/s: {why}" for q, why in left_out.items()
@@ -186,7 +186,12 @@ def ratio_table(report: Report, label: str) -> Table:
 
 
 def _boundary_cell(b: Boundary | None, x: Crossover) -> str:
-    return DASH if b is None else f"{b.qps:.3g} ({b.ci_text(x.tested_range)})"
+    """The boundary with its CI; none is claimed where the server starts disagree."""
+    if b is None:
+        return DASH
+    if not x.replicates_agree:
+        return "undecided"
+    return f"{fmt_qps(b.qps)} ({b.ci_text(x.tested_range)})"
 
 
 def _starts_cell(x: Crossover) -> str:
@@ -235,9 +240,9 @@ def crossover_table(report: Report) -> Table:
             "note",
         ],
         rows,
-        note=rule_note(report)
-        + " A boundary lies between a helping and a non-helping step, interpolated in log load; "
-        "'>24' means beyond the highest tested step. Statuses: docs/report.md.",
+        note="Steps classified by the rule stated at the top. A boundary lies between a helping "
+        "and a non-helping step, interpolated in log load; '>24' means beyond the highest tested "
+        "step; 'undecided' where the server starts disagree. Statuses: docs/report.md.",
     )
 
 

@@ -213,7 +213,7 @@ def test_attribution_follows_the_figures_not_the_usual_story() -> None:
     )
     lines = [a.text for a in advise(inp) if a.kind == "attribution"]
     assert (
-        "TTFT (prefill) with both on (38 % higher) is explained by speculative decoding"
+        "TTFT (prefill), with both on (38 % higher), is explained by speculative decoding"
         in (lines[0])
     )
     assert "did not change" in lines[1]

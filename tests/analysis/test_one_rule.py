@@ -15,6 +15,7 @@ import pytest
 
 from analysis.synth_rundir import SPEC, Cond, write_run
 from specload.analysis.compare import compare_runs
+from specload.analysis.crossover import fmt_qps
 from specload.analysis.effect import HELPS, HURTS, NO_CHANGE
 from specload.analysis.gates import parse_gate
 from specload.analysis.verdict import where_effect
@@ -65,7 +66,7 @@ def test_verdict_table_json_and_crossover_say_the_same(
     assert f"p50 TPOT is worse {where_effect(rows, HURTS)}" in verdict
     assert where_effect(rows, HURTS) == f"from {hurting[0]:g} req/s"
     # the step that is 2 % slower but not significantly is in no clause
-    assert "8 req/s" not in verdict.replace(f"≈ {x.stop.qps:.3g}", "")
+    assert "8 req/s" not in verdict.replace(f"≈ {fmt_qps(x.stop.qps)}", "")
     # the table's last column and its cell effects
     t = ratio_table(build_report(cmp), "spec")
     assert [r[-1] for r in t.rows] == ["helps", "helps", "no significant change", "hurts", "hurts"]
@@ -82,7 +83,7 @@ def test_advice_follows_the_same_boundary(mixed: tuple[Path, Path]) -> None:
     x = cmp.crossover("spec", "tpot_p50")
     advice = build_report(cmp).advice
     keep = [a for a in advice if a.kind == "keep"]
-    assert len(keep) == 1 and f"up to ≈ {x.stop.qps:.3g} req/s" in keep[0].text
+    assert len(keep) == 1 and f"up to ≈ {fmt_qps(x.stop.qps)} req/s" in keep[0].text
     assert not [a for a in advice if a.kind == "off"]
 
 
