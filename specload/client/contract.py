@@ -1,6 +1,6 @@
 """The output contract of one response, and the privacy-preserving fingerprints of its text.
 
-Judging speculative decoding by string equality is wrong (PROTOCOL 7): what must not change
+Judging speculative decoding by string equality is wrong: what must not change
 is the contract — the JSON parses, required fields are present, tool calls are made, the
 stop point is the same. These checks run per request in the client and land in the record
 (``json_valid``, ``tool_calls``, ``extra["missing_fields"]``), so the analysis never needs
