@@ -229,54 +229,96 @@ def _where_op(op: float, b: Bound) -> int:
 def _operating_clause(c: ConditionFigures, op: float | None) -> str:
     if op is None:
         return " No operating point was given (--operating-qps): read the range against yours."
+    helping = _helping(c)
     hi = _tested(c)[1]
     if op > hi and c.status in (ALWAYS, STARTS):
         return f" Your operating point, {op:g} req/s, is above the tested range: measure there."
-    sides = []
-    if c.start is not None:
-        sides.append(("start", _where_op(op, c.start)))
-    if c.stop is not None:
-        sides.append(("stop", _where_op(op, c.stop)))
-    if any(where == 0 for _, where in sides):
+    # each side: a boundary with its CI, or (none inside the tested range) the helping steps
+    start = (
+        c.start
+        if c.start is not None
+        else (Bound(helping[0], helping[0], helping[0]) if c.status in (STARTS, BETWEEN) else None)
+    )
+    stop = (
+        c.stop
+        if c.stop is not None
+        else (
+            Bound(helping[-1], helping[-1], helping[-1]) if c.status in (CROSSES, BETWEEN) else None
+        )
+    )
+    sides = [("start", _where_op(op, b)) for b in [start] if b is not None]
+    sides += [("stop", _where_op(op, b)) for b in [stop] if b is not None]
+    if any(where == 0 for _, where in sides) and (c.start or c.stop):
         return (
             f" Your operating point, {op:g} req/s, lies within a boundary's CI: too close to call."
         )
-    inside = all((where > 0) if side == "start" else (where < 0) for side, where in sides)
+    inside = all(
+        (where >= 0) if side == "start" else (where <= 0) for side, where in sides
+    )  # fmt: skip
     if inside:
         return f" At your operating point, {op:g} req/s, it helps: keep it on there."
     return f" At your operating point, {op:g} req/s, it does not help: leave it off there."
 
 
+def _helping(c: ConditionFigures) -> list[float]:
+    return [s.target_qps for s in c.steps if s.effect == HELPS]
+
+
 def _keep(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
-    """Where it helps, from the status: always, up to, from, between."""
+    """Where it helps, from the status: always, up to, from, between. A boundary the data
+    place beyond the tested range arrives as None: the advice then names the steps."""
     feature = _feature(c) or c.label
     hi = _tested(c)[1]
+    helping = _helping(c)
     figures: dict[str, float | None] = {"operating_qps": inp.operating_qps, "max_tested_qps": hi}
+    kind = "keep"
     if c.status == ALWAYS:
-        head = f"{c.label}: keep {feature} on: it helped {inp.metric} at every tested load up to {hi:g} req/s."
-        kind = "keep"
+        head = (
+            f"{c.label}: keep {feature} on: it helped {inp.metric} at every tested load up to "
+            f"{hi:g} req/s."
+        )
     elif c.status == CROSSES and c.stop is not None:
         head = (
-            f"{c.label}: keep {feature} on up to ≈ {fmt_qps(c.stop.qps)} req/s ({c.stop.ci()}); "
-            f"above that it no longer helps {inp.metric}."
+            f"{c.label}: keep {feature} on up to ≈ {fmt_qps(c.stop.qps)} req/s "
+            f"({c.stop.ci()}), where its gain on {inp.metric} falls below the minimum; it helps "
+            f"significantly up to {helping[-1]:g} req/s."
         )
         figures.update(stop_qps=c.stop.qps, stop_ci_low=c.stop.lo, stop_ci_high=c.stop.hi)
-        kind = "keep"
-    elif c.status == STARTS and c.start is not None:
+    elif c.status == CROSSES:
         head = (
-            f"{c.label}: {feature} helps {inp.metric} only from ≈ {fmt_qps(c.start.qps)} req/s "
-            f"({c.start.ci()}) up to at least {hi:g} req/s, the highest tested load; below "
-            "that it makes no significant difference."
+            f"{c.label}: keep {feature} on up to {helping[-1]:g} req/s, where it helps "
+            f"{inp.metric} significantly; above that the change is not significant up to "
+            f"{hi:g} req/s (measure longer there)."
         )
-        figures.update(start_qps=c.start.qps, start_ci_low=c.start.lo, start_ci_high=c.start.hi)
+        figures.update(last_helping_qps=helping[-1])
+    elif c.status == STARTS:
+        since = (
+            f"from ≈ {fmt_qps(c.start.qps)} req/s ({c.start.ci()})"
+            if c.start is not None
+            else f"from {helping[0]:g} req/s"
+        )
+        head = (
+            f"{c.label}: {feature} helps {inp.metric} only {since} up to at least {hi:g} req/s, "
+            "the highest tested load; below that it makes no significant difference."
+        )
+        if c.start is not None:
+            figures.update(start_qps=c.start.qps, start_ci_low=c.start.lo, start_ci_high=c.start.hi)
         kind = "starts"
-    elif c.status == BETWEEN and c.start is not None and c.stop is not None:
-        head = (
-            f"{c.label}: {feature} helps {inp.metric} only between ≈ {fmt_qps(c.start.qps)} "
-            f"({c.start.ci()}) and ≈ {fmt_qps(c.stop.qps)} req/s ({c.stop.ci()})."
+    elif c.status == BETWEEN:
+        since = (
+            f"≈ {fmt_qps(c.start.qps)} ({c.start.ci()})"
+            if c.start is not None
+            else f"{helping[0]:g}"
         )
-        figures.update(start_qps=c.start.qps, stop_qps=c.stop.qps)
-        kind = "keep"
+        until = (
+            f"≈ {fmt_qps(c.stop.qps)} req/s ({c.stop.ci()})"
+            if c.stop is not None
+            else f"{helping[-1]:g} req/s"
+        )
+        head = f"{c.label}: {feature} helps {inp.metric} only between {since} and {until}."
+        figures.update(
+            start_qps=c.start.qps if c.start else None, stop_qps=c.stop.qps if c.stop else None
+        )
     else:
         return []
     return [Advice(kind, c.label, head + _operating_clause(c, inp.operating_qps), figures)]

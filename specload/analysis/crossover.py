@@ -14,11 +14,14 @@ over increasing load gives the status:
 - ``helps_between``: helps in one band of steps with steps that do not help on both sides.
 - ``mixed``: helping steps with non-helping steps between them: no boundary is claimed.
 
-A boundary lies between two adjacent steps, one helping and one not; it is interpolated
-linearly in gain against log(QPS) where the gain crosses ``min_gain`` (load steps are usually
-geometric, and latency curves are smoother in log-QPS), or, where the point gains do not
-cross it between the pair (a large gain that is not significant), at their geometric
-midpoint.
+A boundary is where the estimated gain crosses ``min_gain``, interpolated linearly in gain
+against log(QPS) between two adjacent steps (load steps are usually geometric, and latency
+curves are smoother in log-QPS): the stop is the first crossing downwards after the last step
+that helps, the start the last crossing upwards before the first step that helps. A step
+between the two that does not help significantly but whose estimated gain is still above
+``min_gain`` lies before the stop: the boundary's CI (the same search on every bootstrap
+replicate) then reaches back over it. Where the gain never crosses inside the tested range,
+the boundary lies beyond it (``inf``).
 Its CI applies the same boundary search to every bootstrap replicate of the gains (a
 replicate step "helps" when its gain is at least ``min_gain``): a replicate that helps at
 every step puts the stop above the tested range, one that never helps puts it below; a CI
@@ -69,11 +72,22 @@ class Boundary:
     ci: tuple[float | None, float | None] = (None, None)
     ci_beyond: tuple[str, str] = ("", "")
 
+    @property
+    def inside(self) -> bool:
+        """False when the gain never crosses inside the tested range (``qps`` is ±inf)."""
+        return math.isfinite(self.qps)
+
+    def qps_text(self, tested_range: tuple[float, float]) -> str:
+        """ "17.4", or ">24" / "<4" for a boundary beyond the tested range."""
+        if self.inside:
+            return fmt_qps(self.qps)
+        return f">{tested_range[1]:g}" if self.qps > 0 else f"<{tested_range[0]:g}"
+
     def ci_text(self, tested_range: tuple[float, float]) -> str:
         """ "16.5–21.0", "<2–4.7", ">32–>32": a None bound shown as beyond the tested range,
         both bounds rounded like the boundary itself (``fmt_qps``: 17.6 → 17.1–18.2, not
         17.1022–18.2341; 8 → 5–13)."""
-        _, lo, hi = load_with_ci(self.qps, *self.ci)
+        _, lo, hi = load_with_ci(self.qps if self.inside else 1.0, *self.ci)
         parts = []
         for v, text, side in zip(self.ci, (lo, hi), self.ci_beyond):
             if v is not None:
@@ -87,7 +101,14 @@ class Boundary:
         return "–".join(parts)
 
     def to_dict(self) -> dict[str, object]:
-        return {"qps": self.qps, "ci": list(self.ci), "ci_beyond": list(self.ci_beyond)}
+        """JSON: a boundary beyond the tested range is null with ``beyond`` saying the side."""
+        beyond = "" if self.inside else "above" if self.qps > 0 else "below"
+        return {
+            "qps": self.qps if self.inside else None,
+            "beyond": beyond,
+            "ci": list(self.ci),
+            "ci_beyond": list(self.ci_beyond),
+        }
 
 
 @dataclass(slots=True)
@@ -143,7 +164,9 @@ class Crossover:
     # Back-compatible views of the stop boundary (``qps`` / ``ci`` were the crossover).
     @property
     def qps(self) -> float | None:
-        return self.stop.qps if self.stop is not None and self.status == CROSSES else None
+        """Where it stops helping (``crosses``), when that lies inside the tested range."""
+        s = self.stop
+        return s.qps if s is not None and s.inside and self.status == CROSSES else None
 
     @property
     def ci(self) -> tuple[float | None, float | None]:
@@ -202,17 +225,27 @@ def pattern_status(helps: list[bool]) -> str:
 
 
 def _interp(log_q: np.ndarray, gains: np.ndarray, i: int, level: float) -> float:
-    """QPS between steps i and i+1 where the gain crosses ``level``, in log(QPS).
-
-    When the point gains do not cross ``level`` between the pair (the step that does not
-    help has a large gain that is not significant), the boundary is the geometric midpoint:
-    it lies between the two steps, never on the one that does not help.
-    """
+    """QPS between steps i and i+1 where the gain crosses ``level``, in log(QPS)."""
     g0, g1 = gains[i], gains[i + 1]
     t = 0.5 if g0 == g1 else (g0 - level) / (g0 - g1)
-    if not 0.0 < t < 1.0:
-        t = 0.5
+    t = min(max(t, 0.0), 1.0)
     return math.exp(log_q[i] + t * (log_q[i + 1] - log_q[i]))
+
+
+def _stop_after(log_q: np.ndarray, gains: np.ndarray, last: int, level: float) -> float:
+    """The first downward crossing of ``level`` after step ``last``; +inf if none."""
+    for k in range(last + 1, gains.size):
+        if gains[k] < level:
+            return _interp(log_q, gains, k - 1, level)
+    return math.inf
+
+
+def _start_before(log_q: np.ndarray, gains: np.ndarray, first: int, level: float) -> float:
+    """The last upward crossing of ``level`` before step ``first``; -inf if none."""
+    for k in range(first - 1, -1, -1):
+        if gains[k] < level:
+            return _interp(log_q, gains, k, level)
+    return -math.inf
 
 
 def _boundaries(
@@ -326,13 +359,13 @@ def find_crossover(
         note=_note(status, q, helps),
     )  # fmt: skip
     if status in (CROSSES, STARTS, BETWEEN):
-        start, stop = _boundaries(log_q, gains, np.asarray(helps), min_gain)
+        first, last = helps.index(True), len(helps) - 1 - helps[::-1].index(True)
         if status in (STARTS, BETWEEN):
             ci, beyond = _ci(starts)
-            x.start = Boundary(start, ci, beyond)
+            x.start = Boundary(_start_before(log_q, gains, first, min_gain), ci, beyond)
         if status in (CROSSES, BETWEEN):
             ci, beyond = _ci(stops)
-            x.stop = Boundary(stop, ci, beyond)
+            x.stop = Boundary(_stop_after(log_q, gains, last, min_gain), ci, beyond)
     helping = [i for i, h in zip(keep, helps) if h]
     if helping:
         best = max(helping, key=lambda i: 1.0 - (ratios[i].value or 1.0))

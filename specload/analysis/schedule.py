@@ -205,7 +205,7 @@ def load_points(steps: list[StepStats], rows: list[RatioRow]) -> tuple[list[Load
 
 def _batch(condition: str, x: Crossover, points: list[LoadPoint], source: str) -> BatchCrossover:
     """Where it stops helping, also as a running batch (no stop: nothing to place)."""
-    stop = x.stop
+    stop = x.stop if x.stop is not None and x.stop.inside else None
     qps_ci = stop.ci if stop is not None else (None, None)
     ci = tuple(running_at(points, v) for v in qps_ci)
     return BatchCrossover(
@@ -319,7 +319,7 @@ def derive_schedule(
         )
         ranges, notes = _off(top, why)
         return ranges, [], notes
-    stop = x.stop.qps if x.stop is not None else None
+    stop = x.stop.qps if x.stop is not None and x.stop.inside else None
     up_to = stop if stop is not None else x.tested_range[1]
     acceptance = _acceptance(points, up_to)
     k_low = _kept(acceptance, k_max, opts.min_acceptance)

@@ -69,12 +69,13 @@ def _gain_text(g: Estimate) -> str:
 
 def status_words(x: Crossover) -> str:
     """The status as a phrase: "stops helping at ≈ 17.6 req/s", "never helps"."""
+    r = x.tested_range
     if x.status == CROSSES and x.stop is not None:
-        return f"stops helping at ≈ {fmt_qps(x.stop.qps)} req/s"
+        return f"stops helping at ≈ {x.stop.qps_text(r)} req/s"
     if x.status == STARTS and x.start is not None:
-        return f"starts helping at ≈ {fmt_qps(x.start.qps)} req/s"
+        return f"starts helping at ≈ {x.start.qps_text(r)} req/s"
     if x.status == BETWEEN and x.start is not None and x.stop is not None:
-        return f"helps between ≈ {fmt_qps(x.start.qps)} and ≈ {fmt_qps(x.stop.qps)} req/s"
+        return f"helps between ≈ {x.start.qps_text(r)} and ≈ {x.stop.qps_text(r)} req/s"
     return {
         ALWAYS: "helps at every tested load",
         NEVER: "never helps",
@@ -99,24 +100,38 @@ def _headline(x: Crossover, rows: list[RatioRow]) -> str:
             f"{_gain_text(x.first_gain)} at {lo:g} req/s{at_peak}"
         )
     if x.status == CROSSES and x.stop is not None:
-        return (
+        head = (
             f"{c} lowers {label} by {_gain_text(x.first_gain)} at {lo:g} req/s, helps up to "
-            f"{x.last_helping_qps:g} req/s and stops helping at ≈ {fmt_qps(x.stop.qps)} req/s "
+            f"{x.last_helping_qps:g} req/s"
+        )
+        if not x.stop.inside:
+            return (
+                f"{head}; above that the change is not significant, its estimated gain still "
+                f"above the minimum up to {hi:g} req/s (no stop inside the tested range)"
+            )
+        return (
+            f"{head} and stops helping at ≈ {fmt_qps(x.stop.qps)} req/s "
             f"(CI {x.stop.ci_text(x.tested_range)})"
         )
     if x.status == STARTS and x.start is not None:
+        start = (
+            f"starts helping {label} at ≈ {fmt_qps(x.start.qps)} req/s "
+            f"(CI {x.start.ci_text(x.tested_range)}) and helps"
+            if x.start.inside
+            else f"helps {label}"
+        )
         return (
-            f"{c} starts helping {label} at ≈ {fmt_qps(x.start.qps)} req/s "
-            f"(CI {x.start.ci_text(x.tested_range)}) and helps from {x.first_helping_qps:g} "
+            f"{c} {start} from {x.first_helping_qps:g} "
             f"req/s up to the highest tested load, {hi:g} req/s (at most "
             f"{_gain_text(x.peak_gain)} lower, at {x.peak_qps:g} req/s)"
         )
     if x.status == BETWEEN and x.start is not None and x.stop is not None:
         return (
             f"{c} helps {label} only from {x.first_helping_qps:g} to {x.last_helping_qps:g} "
-            f"req/s: starts at ≈ {fmt_qps(x.start.qps)} req/s (CI {x.start.ci_text(x.tested_range)})"
-            f" and stops at ≈ {fmt_qps(x.stop.qps)} req/s (CI {x.stop.ci_text(x.tested_range)}); at "
-            f"most {_gain_text(x.peak_gain)} lower, at {x.peak_qps:g} req/s"
+            f"req/s: starts at ≈ {x.start.qps_text(x.tested_range)} req/s (CI "
+            f"{x.start.ci_text(x.tested_range)}) and stops at ≈ {x.stop.qps_text(x.tested_range)} "
+            f"req/s (CI {x.stop.ci_text(x.tested_range)}); at most {_gain_text(x.peak_gain)} "
+            f"lower, at {x.peak_qps:g} req/s"
         )
     return (
         f"{c} helps {label} at {_loads(x.helping)} but not in between: no single boundary "

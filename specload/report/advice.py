@@ -48,7 +48,8 @@ def _acceptance(steps: list[StepStats]) -> tuple[float | None, tuple[float, ...]
 
 
 def _bound(b: Boundary | None) -> Bound | None:
-    return None if b is None else Bound(b.qps, b.ci[0], b.ci[1])
+    """The rules' boundary; None when there is none inside the tested range."""
+    return None if b is None or not b.inside else Bound(b.qps, b.ci[0], b.ci[1])
 
 
 def _figures(c: Comparison, info: ConditionInfo) -> ConditionFigures:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specload.analysis.crossover import Boundary, Crossover, fmt_qps
+from specload.analysis.crossover import Boundary, Crossover
 from specload.analysis.decode_step import DecodeStep
 from specload.analysis.effect import effect_text, rule_text
 from specload.analysis.stats import Estimate
@@ -191,7 +191,7 @@ def _boundary_cell(b: Boundary | None, x: Crossover) -> str:
         return DASH
     if not x.replicates_agree:
         return "undecided"
-    return f"{fmt_qps(b.qps)} ({b.ci_text(x.tested_range)})"
+    return f"{b.qps_text(x.tested_range)} ({b.ci_text(x.tested_range)})"
 
 
 def _starts_cell(x: Crossover) -> str:

@@ -15,6 +15,7 @@ from specload.analysis.compare import compare_runs
 from specload.analysis.crossover import find_crossover, pattern_status
 from specload.analysis.effect import HELPS, NO_CHANGE, classify
 from specload.analysis.stats import Estimate
+from specload.analysis.verdict import sentence
 
 
 def _fixed(qps: list[float], ratios: list[tuple[float, float, float]], min_gain: float = 0.05):
@@ -205,3 +206,23 @@ def test_noise_alone_rarely_reaches_the_verdict_and_never_flags_even_at_min_gain
         rows = cmp.ratios["spec"]["tpot_p95"] + cmp.ratios["spec"]["ttft_p50"]
         hits += sum(r.effect != NO_CHANGE for r in rows)
     assert hits <= 5
+
+
+def test_a_non_significant_step_with_a_large_gain_lies_before_the_stop() -> None:
+    """Helps significantly at 2; at 4 the gain is 15 % but its CI crosses 0; at 8 it is
+    gone. The stop is where the estimated gain crosses the minimum (between 4 and 8), not on
+    the step that does not help significantly: the boundary's CI covers the 4 req/s step."""
+    x = _fixed([2, 4, 8], [(0.70, 0.68, 0.72), (0.85, 0.60, 1.10), (1.05, 1.03, 1.07)])
+    assert x is not None and x.status == "crosses" and x.helping == [2]
+    assert x.stop is not None and x.stop.qps == pytest.approx(math.sqrt(32))
+    verdict = sentence(x, {"tpot_p50": []}, [], [], [])
+    assert "helps up to 2 req/s and stops helping at ≈ 5.7 req/s" in verdict
+
+
+def test_a_stop_beyond_the_tested_range_is_said_and_null_in_json() -> None:
+    x = _fixed([2, 4, 8], [(0.70, 0.68, 0.72), (0.85, 0.60, 1.10), (0.90, 0.70, 1.10)])
+    assert x is not None and x.status == "crosses" and x.stop is not None
+    assert not x.stop.inside and x.qps is None
+    assert x.to_dict()["stops_at"]["qps"] is None and x.to_dict()["stops_at"]["beyond"] == "above"
+    verdict = sentence(x, {"tpot_p50": []}, [], [], [])
+    assert "no stop inside the tested range" in verdict and "≈" not in verdict
