@@ -28,17 +28,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-# the flags tests/browser.py launches with (not imported: that module needs pytest)
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+sys.path.insert(0, str(REPO))
+# the browser and flags the browser tests use (one definition; pytest is a dev dependency)
+from tests.browser import ARGS, CHROMIUM
+
 WIDTH, HEIGHT = 1280, 900
 MAX_BYTES = 1_000_000
 #: white space kept around a cropped region, px

@@ -10,10 +10,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,50 @@ def sim_factory(tmp_path: Path) -> Iterator:
 def sim(sim_factory) -> SimServer:
     """One simulator with the small fast test profile."""
     return sim_factory("--profile", "tiny")
+
+
+#: A real DCGM exporter's /metrics text (two H200s), served by the ``exporter`` fixture.
+DCGM_TEXT = (REPO / "tests" / "fixtures" / "metrics" / "dcgm_exporter.prom").read_text()
+
+
+@dataclass
+class FakeExporter:
+    """A DCGM exporter stand-in: serves ``body`` at ``/metrics`` (changeable between reads)."""
+
+    url: str
+    body: str = DCGM_TEXT
+    requests: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def exporter() -> Iterator[FakeExporter]:
+    state = FakeExporter(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            state.requests.append(self.path)
+            if self.path != "/metrics":
+                self.send_error(404)
+                return
+            data = state.body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    )
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

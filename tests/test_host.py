@@ -12,18 +12,11 @@ import platform
 import socket
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-
-import pytest
 
 from specload.host import fingerprint, host_differences
 from specload.recorder import read_run
-from tests.conftest import free_port
-
-DCGM_TEXT = (Path(__file__).parent / "fixtures" / "metrics" / "dcgm_exporter.prom").read_text()
+from tests.conftest import FakeExporter, free_port
 
 
 def test_fingerprint_describes_this_machine() -> None:
@@ -46,34 +39,9 @@ def test_a_remote_server_without_exporter_has_no_gpu_and_says_why() -> None:
     assert fp["gpu"] is None and "not on this host" in fp["gpu_unavailable"]
 
 
-@pytest.fixture
-def exporter() -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            data = DCGM_TEXT.encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
-                              daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
-def test_gpu_from_a_dcgm_exporter_reads_its_labels_and_clocks(exporter: str) -> None:
-    gpu = fingerprint("http://gpu-node.example:8000", exporter)["gpu"]
-    assert gpu["source"] == f"dcgm {exporter}" and gpu["count"] == 2
+def test_gpu_from_a_dcgm_exporter_reads_its_labels_and_clocks(exporter: FakeExporter) -> None:
+    gpu = fingerprint("http://gpu-node.example:8000", exporter.url)["gpu"]
+    assert gpu["source"] == f"dcgm {exporter.url}" and gpu["count"] == 2
     assert gpu["name"] == "NVIDIA H200" and gpu["driver_version"] == "570.124.06"
     assert gpu["power_limit_w"] is None  # the exporter does not expose it: not guessed
     d0 = gpu["devices"][0]

@@ -27,13 +27,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from specload.analysis.compare import compare_runs
-from specload.analysis.crossover import find_crossover
+from specload.analysis.decode_step import decode_steps
 from specload.analysis.load import load_runs
-from specload.analysis.ratios import step_ratios
-from specload.analysis.replicates import order_starts
+from specload.analysis.replicates import order_starts, per_start_comparisons, per_start_steps
 from specload.analysis.steps import StepStats, condition_steps
 
 METRIC = "tpot_p50"
@@ -59,17 +56,9 @@ def _by_q(steps: list[StepStats]) -> dict[float, StepStats]:
     return {s.target_qps: s for s in steps}
 
 
-def _chunk_gap(run: Any) -> dict[float, tuple[float, float]]:
-    """Median decode step (chunk gap) and tokens per chunk per rate, measured window."""
-    c = run.cols
-    keep = c["ok"] & ~c["warmup"] & (c["content_chunks"] > 1)
-    out = {}
-    for q in np.unique(c["target_qps"][keep]):
-        sel = keep & (c["target_qps"] == q)
-        gap = (c["e2e_s"][sel] - c["ttft_s"][sel]) / (c["content_chunks"][sel] - 1)
-        tok = (c["output_tokens"][sel] - 1) / (c["content_chunks"][sel] - 1)
-        out[float(q)] = (float(np.median(gap)), float(np.median(tok)))
-    return out
+def _step_gap(run: Any) -> dict[float, tuple[float | None, float | None]]:
+    """Median decode step (chunk gap) and tokens per chunk per rate of one start."""
+    return {d.target_qps: (d.chunk_gap_s, d.tokens_per_chunk) for d in decode_steps([run], {})}
 
 
 def analyse(dirs: list[Path], bootstrap: int) -> dict[str, Any]:
@@ -77,34 +66,24 @@ def analyse(dirs: list[Path], bootstrap: int) -> dict[str, Any]:
     by_label: dict[str, list[Any]] = {}
     for r in runs:
         by_label.setdefault(r.label, []).append(r)
-    base_runs, spec_runs = order_starts(by_label["baseline"]), order_starts(by_label["spec"])
+    base = per_start_steps("baseline", by_label["baseline"], bootstrap, 0)
+    spec = per_start_steps("spec", by_label["spec"], bootstrap, 0)
+    pooled_base = condition_steps("baseline", by_label["baseline"], b=bootstrap)
+    starts = order_starts(by_label["baseline"]), order_starts(by_label["spec"])
     per_start = []
-    for i, (b, s) in enumerate(zip(base_runs, spec_runs, strict=True), 1):
-        bs = condition_steps("baseline", [b], b=bootstrap)
-        ss = condition_steps("spec", [s], b=bootstrap)
-        rows, reps = step_ratios(ss, bs, MIN_GAIN)
-        r = rows[METRIC]
-        x = find_crossover(
-            METRIC,
-            "spec",
-            "baseline",
-            [w.target_qps for w in r],
-            [w.ratio for w in r],
-            [w.effect for w in r],
-            reps[METRIC],
-            MIN_GAIN,
-        )
-        gaps_b, gaps_s = _chunk_gap(b), _chunk_gap(s)
+    comparisons = per_start_comparisons(spec, base, pooled_base, METRIC, MIN_GAIN)
+    for i, (cmp, b) in enumerate(zip(comparisons, base, strict=True), 1):
+        gaps_b, gaps_s = _step_gap(starts[0][i - 1]), _step_gap(starts[1][i - 1])
         per_start.append(
             {
                 "start": i,
-                "runs": [b.path.name, s.path.name],
-                "status": x.status if x else None,
+                "runs": [b.run, cmp.start.run],
+                "status": cmp.crossover.status if cmp.crossover else None,
                 "rates": [
                     {
                         "qps": w.target_qps,
-                        "baseline": _by_q(bs)[w.target_qps].latency[METRIC].to_dict(),
-                        "spec": _by_q(ss)[w.target_qps].latency[METRIC].to_dict(),
+                        "baseline": _by_q(b.steps)[w.target_qps].latency[METRIC].to_dict(),
+                        "spec": _by_q(cmp.start.steps)[w.target_qps].latency[METRIC].to_dict(),
                         "ratio": w.ratio.to_dict(),
                         "effect": w.effect,
                         "step_gap_s": {
@@ -112,7 +91,7 @@ def analyse(dirs: list[Path], bootstrap: int) -> dict[str, Any]:
                             "spec": gaps_s.get(w.target_qps),
                         },
                     }
-                    for w in r
+                    for w in cmp.rows
                 ],
             }
         )

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specload.analysis.crossover import find_crossover
+from specload.analysis.crossover import Crossover, find_crossover
 from specload.analysis.load import RunData
-from specload.analysis.ratios import step_ratios
+from specload.analysis.ratios import RatioRow, step_ratios
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats, condition_steps
 from specload.analysis.verdict import metric_label
@@ -32,8 +32,10 @@ __all__ = [
     "DISAGREE_METRICS",
     "Disagreement",
     "PerStart",
+    "StartComparison",
     "disagreements",
     "order_starts",
+    "per_start_comparisons",
     "per_start_statuses",
     "per_start_steps",
 ]
@@ -126,16 +128,26 @@ def disagreements(label: str, starts: list[PerStart]) -> list[Disagreement]:
     return out
 
 
-def per_start_statuses(
+@dataclass(slots=True)
+class StartComparison:
+    """One start of a condition against its baseline start: the per-step rows of ``metric``
+    and the crossover they give (None without a usable step)."""
+
+    start: PerStart
+    rows: list[RatioRow]
+    crossover: Crossover | None
+
+
+def per_start_comparisons(
     cond: list[PerStart],
     base: list[PerStart],
     base_pooled: list[StepStats],
     metric: str,
     min_gain: float,
-    incomplete: frozenset[float],
-) -> list[str]:
-    """The pattern status of each start of a condition against its partner baseline start
-    (same position when both have as many starts), else against the pooled baseline."""
+    incomplete: frozenset[float] = frozenset(),
+) -> list[StartComparison]:
+    """Each start of a condition against its partner baseline start (same position when both
+    have as many starts: interleaved neighbours), else against the pooled baseline."""
     paired = len(base) == len(cond)
     out = []
     for i, start in enumerate(cond):
@@ -152,5 +164,18 @@ def per_start_statuses(
             reps[metric],
             min_gain,
         )
-        out.append(x.status if x is not None else "")
-    return [s for s in out if s]
+        out.append(StartComparison(start, r, x))
+    return out
+
+
+def per_start_statuses(
+    cond: list[PerStart],
+    base: list[PerStart],
+    base_pooled: list[StepStats],
+    metric: str,
+    min_gain: float,
+    incomplete: frozenset[float],
+) -> list[str]:
+    """The pattern status of each start (``per_start_comparisons``), where it has one."""
+    comparisons = per_start_comparisons(cond, base, base_pooled, metric, min_gain, incomplete)
+    return [c.crossover.status for c in comparisons if c.crossover is not None]

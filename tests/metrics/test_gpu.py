@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -19,53 +15,9 @@ from specload.metrics.gpu import (
     open_gpu_source,
     peak_from_values,
 )
+from tests.conftest import DCGM_TEXT, FakeExporter
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "metrics" / "dcgm_exporter.prom"
-DCGM_TEXT = FIXTURE.read_text()
 UUID_1 = "GPU-9a17e3c2-6b5d-44f0-a1e8-0d2c7b9f6e55"
-
-
-@dataclass
-class FakeExporter:
-    """A DCGM exporter stand-in: serves ``body`` at ``/metrics`` (changeable between reads)."""
-
-    url: str
-    body: str = DCGM_TEXT
-    requests: list[str] = field(default_factory=list)
-
-
-@pytest.fixture
-def exporter() -> Iterator[FakeExporter]:
-    state = FakeExporter(url="")
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            state.requests.append(self.path)
-            if self.path != "/metrics":
-                self.send_error(404)
-                return
-            data = state.body.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-    )
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def with_used(gpu0: int, gpu1: int) -> str:
