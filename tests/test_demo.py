@@ -53,7 +53,7 @@ def test_demo_scenario_brackets_the_calibrated_crossover_and_fits_the_budget() -
 @pytest.mark.slow
 def test_short_demo_prints_verdict_and_finds_the_crossover_in_range(tmp_path: Path) -> None:
     raw = yaml.safe_load(DEMO_YAML.read_text())
-    raw.update(steps=[8, 16, 28], warmup_s=1, step_duration_s=3)
+    raw.update(steps=[4, 20], warmup_s=1, step_duration_s=3)
     short = tmp_path / "demo-short.yaml"
     short.write_text(yaml.safe_dump(raw))
     out = tmp_path / "demo"
@@ -85,11 +85,12 @@ def test_short_demo_prints_verdict_and_finds_the_crossover_in_range(tmp_path: Pa
     assert {c["ci_scope"] for c in report["conditions"]} == {"between_starts"}
     headline = report["headline"]
     assert f"Verdict: {headline}" in res.stdout
-    assert headline.startswith("spec ") and "p50 TPOT" in headline
+    assert headline.startswith(("spec ", "spec:")) and "p50 TPOT" in headline
     cross = report["crossover"]["spec"]["tpot_p50"]
-    assert cross["tested_range"] == [8, 28]
+    assert cross["tested_range"] == [4, 20]
     if cross["decided"]:
         assert cross["status"] == "crosses", cross
-        assert 8 < cross["stops_at"]["qps"] < 28, cross
+        stop = cross["stops_at"]
+        assert stop["qps"] is None or 4 < stop["qps"] < 20, cross
     else:  # the starts disagree: the verdict says so and claims no boundary
         assert "server starts disagree" in headline and "stops helping at ≈" not in headline

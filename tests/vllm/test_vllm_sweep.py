@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from specload.analysis.features import features_of
 from specload.metrics.scrape import split_key
 from specload.vllm_env import CONDITION_FLAGS, NGRAM_SPEC_CONFIG, server_shell_command
 from tests.conftest import REPO
@@ -86,9 +87,26 @@ def test_every_condition_ran_with_one_fixed_length_record_per_request(sweep) -> 
 
 def test_conditions_are_declared_in_run_json(sweep) -> None:
     cond = {name: run["meta"]["condition"] for name, run in sweep["runs"].items()}
-    assert cond["baseline"] == {"speculative": None, "prefix_caching": False}
-    assert cond["ngram"] == {"speculative": NGRAM_SPEC_CONFIG, "prefix_caching": False}
-    assert cond["prefix"] == {"speculative": None, "prefix_caching": True}
+    values = {name: (c["speculative"], c["prefix_caching"]) for name, c in cond.items()}
+    assert values == {
+        "baseline": (None, False),
+        "ngram": (NGRAM_SPEC_CONFIG, False),
+        "prefix": (None, True),
+    }
+    # what a flag says is declared; no flag turned speculation off, so that stays for the
+    # server's own /metrics to tell (next test)
+    assert cond["ngram"]["source"] == {"speculative": "declared", "prefix_caching": "declared"}
+    assert cond["baseline"]["source"] == {"speculative": "unknown", "prefix_caching": "declared"}
+
+
+def test_real_vllm_metrics_tell_each_condition_apart_undeclared(sweep) -> None:
+    """vLLM's own /metrics (``vllm:cache_config_info``, the ``spec_decode`` counters) say what
+    each server ran, even with nothing declared: compare reads them for an undeclared run."""
+    undeclared = {"condition": {"speculative": None, "prefix_caching": None}}
+    for name, run in sweep["runs"].items():
+        f = features_of(undeclared, run["scrapes"])
+        assert (f.spec_on, f.prefix_caching) == (name == "ngram", name == "prefix"), name
+        assert f.source == {"speculative": "server", "prefix_caching": "server"}, name
 
 
 def test_spec_decode_counters_exist_only_in_the_speculative_run(sweep) -> None:
