@@ -151,6 +151,15 @@ def test_run_started_from_the_ui_shows_per_step_figures_from_the_records(
                 "run tab",
                 log,
             )
+            # Locust's own Statistics tab: each request counts once in the Aggregated row
+            page.get_by_role("tab", name="Statistics", exact=True).click()
+            stats = _poll(
+                page,
+                lambda: (t := _table(page)) and any(r.get("Name") == "Aggregated" for r in t) and t,
+                "statistics table",
+                log,
+            )
+            page.screenshot(path=str(artifact_path("webui-statistics-tab.png")), full_page=True)
             assert not errors, errors
     finally:
         stop_process(proc)
@@ -169,5 +178,12 @@ def test_run_started_from_the_ui_shows_per_step_figures_from_the_records(
         assert 0 < float(row["Acceptance %"]) <= 100  # from the simulator's /metrics
         assert float(row["Tokens/chunk"]) >= 1
     assert run_tab["status"] == "completed"
+    by_type: dict[str, int] = {}
+    for r in stats:
+        if r.get("Name") != "Aggregated":
+            by_type[r["Type"]] = by_type.get(r["Type"], 0) + int(r["# Requests"])
+    aggregated = next(int(r["# Requests"]) for r in stats if r.get("Name") == "Aggregated")
+    assert set(by_type) == {"E2E", "TTFT", "TPOT"}, by_type
+    assert aggregated == by_type["E2E"] == len(records), (aggregated, by_type)
     assert run_tab["requests sent / recorded"] == f"{len(records)} / {len(records)}"
     assert artifact_path("webui-specload-tab.png").stat().st_size > 10_000
