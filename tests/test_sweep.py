@@ -381,40 +381,71 @@ def test_replicates_are_interleaved_across_conditions() -> None:
     ]  # fmt: skip
 
 
-def test_replicates_run_interleaved_each_on_a_fresh_server_and_compare_pools_them(
+H200_SIM = f"{PY} -m specload sim --host 127.0.0.1 --port {{port}} --profile h200-llama8b"
+DRAFT = '{"method":"draft_model","model":"d","num_speculative_tokens":4}'
+REPLICATE_SCENARIO = """\
+name: replicates
+max_tokens: 64
+min_tokens: 64
+ignore_eos: true
+arrival: constant
+steps: [2, 12]
+step_duration_s: 3
+warmup_s: 1
+max_concurrency: 64
+metrics_interval_s: 1
+prompts:
+  synthetic: {input_tokens: 256, count: 20}
+"""
+
+
+def test_replicates_run_interleaved_and_starts_that_disagree_get_no_decision(
     tmp_path: Path,
 ) -> None:
+    """Two starts per condition, interleaved; spec's second start runs on a host whose
+    speculation is twice as slow to launch (``--spec-overhead-scale {replicate}``), as issue
+    16's host A: compare says the starts disagree, first, and claims no boundary."""
+    scenario = tmp_path / "replicates.yaml"
+    scenario.write_text(REPLICATE_SCENARIO)
     out_dir = tmp_path / "sweep"
     res = _sweep(
         "--server-cmd",
-        SIM_CMD + " --start-seed {replicate}",
+        H200_SIM + " --start-seed {replicate}",
         "--condition",
         "baseline=",
         "--condition",
-        "prefix=--enable-prefix-caching",
+        f"spec=--speculative-config '{DRAFT}' --spec-overhead-scale {{replicate}}",
         "--replicates",
         "2",
         "--scenario",
-        str(_scenario(tmp_path, "[4]", 1.0)),
+        str(scenario),
         "--out",
         str(out_dir),
-        timeout_s=240,
+        timeout_s=300,
     )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    names = ["baseline-r1", "prefix-r1", "baseline-r2", "prefix-r2"]
+    names = ["baseline-r1", "spec-r1", "baseline-r2", "spec-r2"]
     metas = [json.loads((out_dir / n / "run.json").read_text()) for n in names]
-    assert [m["label"] for m in metas] == ["baseline", "prefix", "baseline", "prefix"]
+    assert [m["label"] for m in metas] == ["baseline", "spec", "baseline", "spec"]
     assert [m["replicate"] for m in metas] == [1, 1, 2, 2]
     started = [m["started_at"] for m in metas]
-    assert started == sorted(started), "baseline, prefix, baseline, prefix: interleaved"
-    seeds = [shlex.split(m["server_cmd"]) for m in metas]
-    assert [c[c.index("--start-seed") + 1] for c in seeds] == ["1", "1", "2", "2"]
+    assert started == sorted(started), "baseline, spec, baseline, spec: interleaved"
+    cmds = [shlex.split(m["server_cmd"]) for m in metas]
+    assert [c[c.index("--start-seed") + 1] for c in cmds] == ["1", "1", "2", "2"]
+    assert [c[c.index("--spec-overhead-scale") + 1] for c in cmds[1::2]] == ["1", "2"]
     pgids = [_server_pgid(out_dir / n) for n in names]
     assert len(set(pgids)) == 4 and not any(_group_alive(g) for g in pgids)
     report = json.loads((out_dir / "report" / "report.json").read_text())
-    starts = {c["label"]: c["server_starts"] for c in report["conditions"]}
-    assert starts == {"baseline": 2, "prefix": 2}
+    assert {c["label"]: c["server_starts"] for c in report["conditions"]} == {
+        "baseline": 2, "spec": 2}  # fmt: skip
     assert {c["ci_scope"] for c in report["conditions"]} == {"between_starts"}
+    x = report["crossover"]["spec"]["tpot_p50"]
+    assert len(x["replicate_statuses"]) == 2 and not x["decided"], x
+    assert report["verdict"]["spec"].startswith("spec: server starts disagree on p50 TPOT")
+    assert "stops helping at ≈" not in report["verdict"]["spec"]
+    first = report["findings"][0]
+    assert first.startswith("replicates disagree: spec at ") and "p50 TPOT" in first, first
+    assert "spec-r1" in first and "spec-r2" in first
 
 
 def test_url_runs_into_the_same_out_add_replicates(sim, tmp_path: Path) -> None:
