@@ -29,6 +29,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specload.budget import DEFAULT_MAX_ERROR_RATE
+
 __all__ = ["add_parser", "locust_command", "run"]
 
 PROGRESS_PREFIX = "[specload] "
@@ -60,8 +62,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--gpu-metrics-url", default="",
                    help="GPU memory: a DCGM exporter /metrics URL, or 'nvml' (default: NVML "
                         "when the server is on this host, else not sampled)")
-    p.add_argument("--max-error-rate", type=float, default=0.05, metavar="FRACTION",
-                   help="error budget (default 0.05): a run whose error rate in any step or "
+    p.add_argument("--max-error-rate", type=float, default=DEFAULT_MAX_ERROR_RATE, metavar="FRACTION",
+                   help="error budget (default %(default)s): a run whose error rate in any step or "
                         "overall exceeds it, or that loses a worker, ends 'degraded', exit 1")
     p.add_argument("--skip-preflight", action="store_true",
                    help="do not check the target (reachable, model served, one streamed "

@@ -26,6 +26,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from specload.budget import DEFAULT_MAX_ERROR_RATE
 from specload.errors import ConfigError, TargetError
 
 __all__ = ["add_parser", "run"]
@@ -99,9 +100,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument(
         "--max-error-rate",
         type=float,
-        default=0.05,
+        default=DEFAULT_MAX_ERROR_RATE,
         metavar="FRACTION",
-        help="error budget per run (default 0.05): a run over it in any step or overall, or "
+        help="error budget per run (default %(default)s): a run over it in any step or overall, or "
         "that loses a worker, is 'degraded'; the sweep goes on, compares, and exits 1",
     )
     p.add_argument(
