@@ -1,0 +1,30 @@
+"""The repository stands alone: no tracked file names a folder beside the checkout or a path
+of the machine it was developed on (a user's clone has neither)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from tests.conftest import REPO
+
+#: "../shared" and absolute paths of the development machine (built so this file passes).
+OUTSIDE = re.compile("|".join([r"\.\./" + "shared", "/" + "work/", r"/work" + r"/\.device"]))
+
+
+def test_no_tracked_file_names_a_path_outside_the_repository() -> None:
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    hits = []
+    for name in filter(None, files):
+        path = REPO / name.decode()
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data[:8192]:
+            continue  # binary (images, archives)
+        for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            if OUTSIDE.search(line):
+                hits.append(f"{name.decode()}:{n}: {line.strip()[:120]}")
+    assert not hits, "\n".join(hits[:20])
