@@ -8,7 +8,8 @@ import subprocess
 
 from tests.conftest import REPO
 
-#: "../shared" and absolute paths of the development machine (built so this file passes).
+#: A "shared" folder beside the checkout, and absolute paths of the development machine
+#: (the patterns are assembled so that this file does not match itself).
 OUTSIDE = re.compile("|".join([r"\.\./" + "shared", r"(?<![\w.-])/" + "work/"]))
 
 
