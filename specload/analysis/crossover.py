@@ -16,8 +16,10 @@ over increasing load gives the status:
 
 A boundary is where the estimated gain crosses ``min_gain``, interpolated linearly in gain
 against log(QPS) between two adjacent steps (load steps are usually geometric, and latency
-curves are smoother in log-QPS): the stop is the first crossing downwards after the last step
-that helps, the start the last crossing upwards before the first step that helps. A step
+curves are smoother in log-QPS): the stop is the first crossing downwards after the helping
+band, the start the last crossing upwards before it (``boundaries``: one vectorised search for
+the point estimate and every bootstrap replicate; a replicate's lowest band gives its stop,
+its highest its start). A step
 between the two that does not help significantly but whose estimated gain is still above
 ``min_gain`` lies before the stop: the boundary's CI (the same search on every bootstrap
 replicate) then reaches back over it. Where the gain never crosses inside the tested range,
@@ -209,62 +211,70 @@ class Crossover:
         }
 
 
+def _statuses(helps: np.ndarray) -> np.ndarray:
+    """The status of each row of helping steps (shape (R, S), increasing load)."""
+    n, s = helps.shape
+    any_ = helps.any(axis=1)
+    first = np.argmax(helps, axis=1)
+    last = s - 1 - np.argmax(helps[:, ::-1], axis=1)
+    contiguous = helps.sum(axis=1) == last - first + 1
+    out = np.full(n, MIXED, dtype=object)
+    out[contiguous & (first > 0) & (last < s - 1)] = BETWEEN
+    out[contiguous & (first > 0) & (last == s - 1)] = STARTS
+    out[contiguous & (first == 0)] = CROSSES
+    out[helps.all(axis=1)] = ALWAYS
+    out[~any_] = NEVER
+    return out
+
+
 def pattern_status(helps: list[bool]) -> str:
     """The status of a pattern of helping steps, in increasing load."""
-    if not any(helps):
-        return NEVER
-    if all(helps):
-        return ALWAYS
-    first = helps.index(True)
-    last = len(helps) - 1 - helps[::-1].index(True)
-    if not all(helps[first : last + 1]):
-        return MIXED
-    if first == 0:
-        return CROSSES
-    return STARTS if last == len(helps) - 1 else BETWEEN
+    return str(_statuses(np.asarray([helps], dtype=bool))[0])
 
 
-def _interp(log_q: np.ndarray, gains: np.ndarray, i: int, level: float) -> float:
-    """QPS between steps i and i+1 where the gain crosses ``level``, in log(QPS)."""
-    g0, g1 = gains[i], gains[i + 1]
-    t = 0.5 if g0 == g1 else (g0 - level) / (g0 - g1)
-    t = min(max(t, 0.0), 1.0)
-    return math.exp(log_q[i] + t * (log_q[i + 1] - log_q[i]))
+def _interp(
+    log_q: np.ndarray, gains: np.ndarray, rows: np.ndarray, i: np.ndarray, level: float
+) -> np.ndarray:
+    """QPS between steps i and i+1 of each row where the gain crosses ``level``, log(QPS)."""
+    g0, g1 = gains[rows, i], gains[rows, i + 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(g0 == g1, 0.5, (g0 - level) / (g0 - g1))
+    t = np.clip(t, 0.0, 1.0)
+    return np.exp(log_q[i] + t * (log_q[i + 1] - log_q[i]))
 
 
-def _stop_after(log_q: np.ndarray, gains: np.ndarray, last: int, level: float) -> float:
-    """The first downward crossing of ``level`` after step ``last``; +inf if none."""
-    for k in range(last + 1, gains.size):
-        if gains[k] < level:
-            return _interp(log_q, gains, k - 1, level)
-    return math.inf
-
-
-def _start_before(log_q: np.ndarray, gains: np.ndarray, first: int, level: float) -> float:
-    """The last upward crossing of ``level`` before step ``first``; -inf if none."""
-    for k in range(first - 1, -1, -1):
-        if gains[k] < level:
-            return _interp(log_q, gains, k, level)
-    return -math.inf
-
-
-def _boundaries(
+def boundaries(
     log_q: np.ndarray, gains: np.ndarray, helps: np.ndarray, level: float
-) -> tuple[float, float]:
-    """(start, stop) of the first helping band of one pattern; ±inf beyond the range.
+) -> tuple[np.ndarray, np.ndarray]:
+    """(start, stop) of each row of gains (shape (R, S)), one search for the point estimate
+    and for every bootstrap replicate.
 
-    Never helps: start +inf, stop -inf (both beyond the range on the side that says so).
+    The stop is the first crossing of ``level`` downwards after the first step that helps
+    (the end of the lowest helping band), the start the last crossing upwards before the last
+    one (the beginning of the highest band); for a contiguous band, as the point estimate's
+    always is, that is after its last and before its first step. ±inf where the gain does
+    not cross inside the tested range. A row that never helps: start +inf, stop -inf (beyond the range
+    on the side that says so).
     """
-    idx = np.flatnonzero(helps)
-    if idx.size == 0:
-        return math.inf, -math.inf
-    first = int(idx[0])
-    start = -math.inf if first == 0 else _interp(log_q, gains, first - 1, level)
-    after = np.flatnonzero(~helps[first:])
-    if after.size == 0:
-        return start, math.inf
-    stop_i = first + int(after[0])
-    return start, _interp(log_q, gains, stop_i - 1, level)
+    n, s = gains.shape
+    cols = np.arange(s)
+    starts, stops = np.full(n, np.inf), np.full(n, -np.inf)
+    any_ = helps.any(axis=1)
+    first = np.argmax(helps, axis=1)
+    last = s - 1 - np.argmax(helps[:, ::-1], axis=1)
+    below = gains < level
+    after = below & (cols[None, :] > first[:, None])
+    has_stop = any_ & after.any(axis=1)
+    stops[any_] = np.inf
+    rows = np.flatnonzero(has_stop)
+    stops[rows] = _interp(log_q, gains, rows, np.argmax(after[rows], axis=1) - 1, level)
+    before = below & (cols[None, :] < last[:, None])
+    has_start = any_ & before.any(axis=1)
+    starts[any_] = -np.inf
+    rows = np.flatnonzero(has_start)
+    k = s - 1 - np.argmax(before[rows, ::-1], axis=1)
+    starts[rows] = _interp(log_q, gains, rows, k, level)
+    return starts, stops
 
 
 def _ci(points: np.ndarray) -> tuple[tuple[float | None, float | None], tuple[str, str]]:
@@ -286,20 +296,18 @@ def _ci(points: np.ndarray) -> tuple[tuple[float | None, float | None], tuple[st
 
 def _replicate_boundaries(
     log_q: np.ndarray, reps: np.ndarray, min_gain: float
-) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Start and stop boundary and status of every bootstrap replicate (rows of ``reps``)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Start, stop and status of every bootstrap replicate (rows of ``reps``); a replicate
+    step helps when its gain reaches ``min_gain``. Rows with a missing value: NaN and ""."""
     gains = 1.0 - reps
+    ok = ~np.isnan(gains).any(axis=1)
     starts = np.full(gains.shape[0], np.nan)
     stops = np.full(gains.shape[0], np.nan)
-    statuses: list[str] = []
-    for r in range(gains.shape[0]):
-        row = gains[r]
-        if np.isnan(row).any():
-            statuses.append("")
-            continue
-        helps = row >= min_gain
-        starts[r], stops[r] = _boundaries(log_q, row, helps, min_gain)
-        statuses.append(pattern_status(helps.tolist()))
+    statuses = np.full(gains.shape[0], "", dtype=object)
+    g = gains[ok]
+    helps = g >= min_gain
+    starts[ok], stops[ok] = boundaries(log_q, g, helps, min_gain)
+    statuses[ok] = _statuses(helps)
     return starts, stops, statuses
 
 
@@ -350,22 +358,22 @@ def find_crossover(
     log_q = np.log(q)
     status = pattern_status(helps)
     starts, stops, rep_status = _replicate_boundaries(log_q, reps[:, keep], min_gain)
-    valid = [s for s in rep_status if s]
+    valid = rep_status[rep_status != ""]
     x = Crossover(
         metric=metric, condition=condition, baseline=baseline, status=status,
         tested_range=(float(q[0]), float(q[-1])), steps=q.tolist(), effects=used,
         first_gain=_gain(ratios[keep[0]]), excluded=excluded,
-        agreement=float(np.mean([s == status for s in valid])) if valid else 0.0,
+        agreement=float(np.mean(valid == status)) if valid.size else 0.0,
         note=_note(status, q, helps),
     )  # fmt: skip
     if status in (CROSSES, STARTS, BETWEEN):
-        first, last = helps.index(True), len(helps) - 1 - helps[::-1].index(True)
+        start, stop = boundaries(log_q, gains[None, :], np.asarray([helps]), min_gain)
         if status in (STARTS, BETWEEN):
             ci, beyond = _ci(starts)
-            x.start = Boundary(_start_before(log_q, gains, first, min_gain), ci, beyond)
+            x.start = Boundary(float(start[0]), ci, beyond)
         if status in (CROSSES, BETWEEN):
             ci, beyond = _ci(stops)
-            x.stop = Boundary(_stop_after(log_q, gains, last, min_gain), ci, beyond)
+            x.stop = Boundary(float(stop[0]), ci, beyond)
     helping = [i for i, h in zip(keep, helps) if h]
     if helping:
         best = max(helping, key=lambda i: 1.0 - (ratios[i].value or 1.0))
