@@ -8,9 +8,20 @@ import subprocess
 
 from tests.conftest import REPO
 
-#: A "shared" folder beside the checkout, and absolute paths of the development machine
-#: (the patterns are assembled so that this file does not match itself).
-OUTSIDE = re.compile("|".join([r"\.\./" + "shared", r"(?<![\w.-])/" + "work/"]))
+#: A "shared" folder beside the checkout, absolute paths of the development machine, and
+#: scratch paths of the machine a recorded run came from (a temporary folder, an output
+#: folder under root's home; vLLM's own cache folder under a home is vLLM's, not ours).
+#: The patterns are assembled so that this file does not match itself.
+OUTSIDE = re.compile(
+    "|".join(
+        [
+            r"\.\./" + "shared",
+            r"(?<![\w.-])/" + "work/",
+            r"(?<![\w.-])/" + r"tmp/\w",
+            r"(?<![\w.-])/" + r"root/(?!\.cache/)",
+        ]
+    )
+)
 
 
 def test_no_tracked_file_names_a_path_outside_the_repository() -> None:

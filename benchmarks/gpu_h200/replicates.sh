@@ -43,7 +43,7 @@ export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 
 if [ "$SERVER" = sim ]; then
   # The simulator in vLLM's place: the same sweep, minutes instead of a GPU.
-  SHORT=$(mktemp /tmp/gpu-replicates-XXXX.yaml)
+  SHORT=$(mktemp -t gpu-replicates-XXXX.yaml)
   sed -e "s/^step_duration_s: .*/step_duration_s: ${STEP_S:-3}/" \
       -e "s/^warmup_s: .*/warmup_s: ${WARMUP_S:-1}/" "$SCENARIO" > "$SHORT"
   SCENARIO=$SHORT
