@@ -20,12 +20,15 @@ import importlib
 import os
 import platform
 import socket
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
-from specload.metrics.gpu import _is_local
+from specload.metrics.gpu import (
+    NOT_ON_THIS_HOST,
+    GpuSourceError,
+    exporter_samples,
+    gpu_source_kind,
+)
 
 __all__ = ["DIFF_FIELDS", "fingerprint", "host_differences", "load_avg"]
 
@@ -86,11 +89,11 @@ def gpu_info(target_url: str | None,
              gpu_metrics_url: str | None) -> tuple[dict[str, Any] | None, str | None]:
     """The server's GPUs (``{"source", "name", "driver_version", "power_limit_w", "devices"}``)
     or ``(None, why)``; the same source rule as GPU memory sampling (``metrics/gpu.py``)."""
-    if gpu_metrics_url and gpu_metrics_url != "nvml":
+    kind = gpu_source_kind(gpu_metrics_url, target_url)
+    if kind == "dcgm" and gpu_metrics_url:
         return _dcgm(gpu_metrics_url)
-    if gpu_metrics_url is None and not _is_local(target_url):
-        return None, ("the server is not on this host and no --gpu-metrics-url (DCGM "
-                      "exporter) was given")
+    if kind is None:
+        return None, NOT_ON_THIS_HOST
     return _nvml()
 
 
@@ -160,28 +163,21 @@ def _text(value: Any) -> str | None:
 
 
 def _dcgm(url: str) -> tuple[dict[str, Any] | None, str | None]:
-    from prometheus_client.parser import text_string_to_metric_families
-
     try:
-        with urllib.request.urlopen(url, timeout=DCGM_TIMEOUT_S) as resp:
-            text = bytes(resp.read()).decode("utf-8", errors="replace")
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return None, f"DCGM exporter {url} unreachable ({exc})"
+        samples = exporter_samples(url, DCGM_TIMEOUT_S)
+    except GpuSourceError as exc:
+        return None, f"DCGM exporter {exc}"
     devices: dict[str, dict[str, Any]] = {}
-    try:
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                gpu = s.labels.get("gpu") or s.labels.get("UUID")
-                if gpu is None or not s.name.startswith("DCGM_FI_"):
-                    continue
-                d = devices.setdefault(gpu, {"index": gpu})
-                for label, key in _DCGM_LABELS.items():
-                    if s.labels.get(label):
-                        d.setdefault(key, s.labels[label])
-                if s.name in _DCGM_VALUES:
-                    d.setdefault(_DCGM_VALUES[s.name], float(s.value))
-    except ValueError as exc:
-        return None, f"DCGM exporter {url}: not Prometheus text ({exc})"
+    for s in samples:
+        gpu = s.labels.get("gpu") or s.labels.get("UUID")
+        if gpu is None or not s.name.startswith("DCGM_FI_"):
+            continue
+        d = devices.setdefault(gpu, {"index": gpu})
+        for label, key in _DCGM_LABELS.items():
+            if s.labels.get(label):
+                d.setdefault(key, s.labels[label])
+        if s.name in _DCGM_VALUES:
+            d.setdefault(_DCGM_VALUES[s.name], float(s.value))
     if not devices:
         return None, f"DCGM exporter {url} lists no GPU"
     return _summary(f"dcgm {url}", [devices[k] for k in sorted(devices)]), None

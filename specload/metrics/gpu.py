@@ -38,6 +38,7 @@ from specload.errors import ConfigError
 __all__ = [
     "DCGM_FB_USED",
     "GPU_MEMORY_KEY",
+    "NOT_ON_THIS_HOST",
     "DcgmSource",
     "GpuMemoryPeak",
     "GpuMemoryReading",
@@ -45,6 +46,8 @@ __all__ = [
     "GpuMemorySource",
     "GpuSourceError",
     "NvmlSource",
+    "exporter_samples",
+    "gpu_source_kind",
     "open_gpu_source",
     "peak_from_values",
 ]
@@ -123,28 +126,14 @@ class DcgmSource:
         self._gpus = frozenset(gpus) if gpus is not None else None
         self._timeout_s = timeout_s
 
-    def _fetch(self) -> str:
-        try:
-            with urllib.request.urlopen(self.url, timeout=self._timeout_s) as resp:
-                return bytes(resp.read()).decode("utf-8", errors="replace")
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise GpuSourceError(f"{self.url}: unreachable ({exc})") from exc
-
     def read(self) -> GpuMemoryReading:
-        from prometheus_client.parser import text_string_to_metric_families
-
-        text = self._fetch()
         used: dict[str, float] = {}
-        try:
-            for family in text_string_to_metric_families(text):
-                for s in family.samples:
-                    if s.name != DCGM_FB_USED or not math.isfinite(s.value):
-                        continue
-                    gpu = s.labels.get("gpu") or s.labels.get("UUID") or str(len(used))
-                    if _keep(gpu, s.labels.get("UUID"), self._gpus):
-                        used[gpu] = used.get(gpu, 0.0) + float(s.value)
-        except ValueError as exc:
-            raise GpuSourceError(f"{self.url}: not Prometheus text ({exc})") from exc
+        for s in exporter_samples(self.url, self._timeout_s):
+            if s.name != DCGM_FB_USED or not math.isfinite(s.value):
+                continue
+            gpu = s.labels.get("gpu") or s.labels.get("UUID") or str(len(used))
+            if _keep(gpu, s.labels.get("UUID"), self._gpus):
+                used[gpu] = used.get(gpu, 0.0) + float(s.value)
         if not used:
             raise GpuSourceError(
                 f"{self.url}: no {DCGM_FB_USED} sample"
@@ -214,6 +203,39 @@ def _is_local(url: str | None) -> bool:
     return host in {socket.gethostname().lower(), socket.getfqdn().lower()}
 
 
+#: Why the server's GPUs are not read: they are not this host's and no exporter was named.
+NOT_ON_THIS_HOST = (
+    "the server is not on this host and no --gpu-metrics-url (DCGM exporter) was given"
+)
+
+
+def gpu_source_kind(gpu_metrics_url: str | None, target_url: str | None) -> str | None:
+    """Where the server's GPUs are read, one rule for memory sampling and the host
+    fingerprint: ``"dcgm"`` for an exporter URL, ``"nvml"`` when the server is on this host
+    (or the user says ``nvml``), ``None`` when neither (see ``NOT_ON_THIS_HOST``)."""
+    if gpu_metrics_url and gpu_metrics_url != "nvml":
+        return "dcgm"
+    if gpu_metrics_url is None and not _is_local(target_url):
+        return None
+    return "nvml"
+
+
+def exporter_samples(url: str, timeout_s: float) -> list[Any]:
+    """Every sample of a DCGM exporter's ``/metrics`` (prometheus_client ``Sample``s);
+    ``GpuSourceError`` naming the URL when it is unreachable or not Prometheus text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            text = bytes(resp.read()).decode("utf-8", errors="replace")
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise GpuSourceError(f"{url}: unreachable ({exc})") from exc
+    try:
+        return [s for family in text_string_to_metric_families(text) for s in family.samples]
+    except ValueError as exc:
+        raise GpuSourceError(f"{url}: not Prometheus text ({exc})") from exc
+
+
 def open_gpu_source(
     gpu_metrics_url: str | None,
     target_url: str | None = None,
@@ -227,15 +249,13 @@ def open_gpu_source(
     be sampled. A malformed URL is a ``ConfigError``; an unreachable exporter is not (it is
     stated, and the run goes on).
     """
-    if gpu_metrics_url and gpu_metrics_url != "nvml":
+    kind = gpu_source_kind(gpu_metrics_url, target_url)
+    if kind == "dcgm" and gpu_metrics_url:
         return DcgmSource(
             gpu_metrics_url, gpus=gpus
         ), f"GPU memory from DCGM exporter {gpu_metrics_url}"
-    if gpu_metrics_url is None and not _is_local(target_url):
-        return None, (
-            "GPU memory not sampled: the server is not on this host and no --gpu-metrics-url "
-            "(DCGM exporter) was given"
-        )
+    if kind is None:
+        return None, f"GPU memory not sampled: {NOT_ON_THIS_HOST}"
     try:
         return NvmlSource(gpus=gpus), "GPU memory from NVML (load generator on the GPU host)"
     except GpuSourceError as exc:
