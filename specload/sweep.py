@@ -42,6 +42,7 @@ __all__ = [
     "next_url_replicate",
     "parse_condition",
     "patch_run_json",
+    "planned_runs",
     "replicate_dir",
     "run_sweep",
     "sweep_order",
@@ -69,6 +70,10 @@ class SweepPlan:
     skip_preflight: bool = False  # else each server is checked (specload.preflight) once healthy
     #: fresh server starts per condition, interleaved across conditions (``sweep_order``)
     replicates: int = 1
+
+    def __post_init__(self) -> None:
+        if self.replicates < 1:
+            raise ConfigError(f"{self.replicates} (expected 1 or more)", path="--replicates")
 
 
 @dataclass
@@ -99,9 +104,9 @@ def sweep_order(conditions: Sequence[Condition], replicates: int) -> list[tuple[
     return [(c, r) for r in range(1, replicates + 1) for c in conditions]
 
 
-def replicate_dir(out: Path, name: str, replicate: int, replicates: int) -> Path:
-    """``OUT/NAME`` for a single start; ``OUT/NAME-rK`` for replicate K of several."""
-    return out / name if replicates == 1 and replicate == 1 else out / f"{name}-r{replicate}"
+def replicate_dir(out: Path, name: str, replicate: int, numbered: bool) -> Path:
+    """``OUT/NAME-rK`` for replicate K of a numbered series, else ``OUT/NAME``."""
+    return out / f"{name}-r{replicate}" if numbered else out / name
 
 
 def next_url_replicate(out: Path, name: str) -> int:
@@ -109,18 +114,20 @@ def next_url_replicate(out: Path, name: str) -> int:
     return 1 + sum(1 for d in sweep_run_dirs(out) if _label(d) == name)
 
 
-def _order(plan: SweepPlan) -> list[tuple[Condition, int]]:
-    if plan.url is not None:
-        cond = plan.conditions[0]
-        first = next_url_replicate(plan.out, cond.name)
-        return [(cond, first + i) for i in range(plan.replicates)]
-    return sweep_order(plan.conditions, plan.replicates)
-
-
-def _run_dir(plan: SweepPlan, cond: Condition, replicate: int) -> Path:
-    if plan.url is not None:  # replicate 1 keeps the plain name, as a single --url run did
-        return replicate_dir(plan.out, cond.name, replicate, 1 if replicate == 1 else 2)
-    return replicate_dir(plan.out, cond.name, replicate, plan.replicates)
+def planned_runs(plan: SweepPlan) -> list[tuple[Condition, int, Path]]:
+    """(condition, replicate, run dir) in run order. A sweep that starts servers names its
+    dirs ``NAME-rK`` when it plans several starts per condition; a ``--url`` run adds to what
+    ``--out`` holds: its first replicate keeps the plain name, later ones are ``NAME-rK``."""
+    if plan.url is None:
+        numbered = plan.replicates > 1
+        return [
+            (c, r, replicate_dir(plan.out, c.name, r, numbered))
+            for c, r in sweep_order(plan.conditions, plan.replicates)
+        ]
+    cond = plan.conditions[0]
+    first = next_url_replicate(plan.out, cond.name)
+    reps = range(first, first + plan.replicates)
+    return [(cond, r, replicate_dir(plan.out, cond.name, r, r > 1)) for r in reps]
 
 
 def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> list[ConditionResult]:
@@ -132,9 +139,9 @@ def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> list[Condi
     """
     _check_plan(plan)
     sweep = _Sweep(plan, say)
-    order = _order(plan)
+    order = planned_runs(plan)
     with _sigterm_as_interrupt():
-        for i, (cond, rep) in enumerate(order, 1):
+        for i, (cond, rep, run_dir) in enumerate(order, 1):
             of = f", replicate {rep}" + (f"/{plan.replicates}" if plan.url is None else "")
             say(
                 f"[sweep] run {i}/{len(order)}: {cond.name}"
@@ -142,7 +149,7 @@ def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> list[Condi
                 + (f" ({shlex.join(cond.flags)})" if cond.flags else " (no extra flags)")
             )
             try:
-                result = _run_condition(sweep, cond, rep)
+                result = _run_condition(sweep, cond, rep, run_dir)
             except TargetError as exc:
                 exc.results = sweep.results  # type: ignore[attr-defined]
                 raise
@@ -171,10 +178,7 @@ def _check_plan(plan: SweepPlan) -> None:
         raise ConfigError(f"condition names must be unique, repeated: {', '.join(dupes)}")
     if not plan.scenario.is_file():
         raise ConfigError("no such file", file=str(plan.scenario), path="--scenario")
-    if plan.replicates < 1:
-        raise ConfigError(f"{plan.replicates} (expected 1 or more)", path="--replicates")
-    for cond, rep in _order(plan):
-        d = _run_dir(plan, cond, rep)
+    for _, _, d in planned_runs(plan):
         if (d / "run.json").exists() or (d / "requests.jsonl").exists():
             raise ConfigError(
                 f"{d} already holds a run (choose another --out or remove it)", path="--out"
@@ -199,10 +203,11 @@ def _make_target(
     )
 
 
-def _run_condition(sweep: _Sweep, cond: Condition, replicate: int = 1) -> ConditionResult:
+def _run_condition(
+    sweep: _Sweep, cond: Condition, replicate: int, run_dir: Path
+) -> ConditionResult:
     """Server up, reset, one run, server down; a Ctrl-C anywhere still stops the server."""
     plan = sweep.plan
-    run_dir = _run_dir(plan, cond, replicate)
     run_dir.mkdir(parents=True, exist_ok=True)
     target = _make_target(plan, cond, run_dir, sweep.say, replicate)
     started = time.monotonic()

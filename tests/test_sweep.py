@@ -133,6 +133,7 @@ def test_bad_input_exits_2_with_one_line_and_starts_nothing(tmp_path: Path) -> N
         ["--server-cmd", "vllm serve m", "--condition", "a="],
         ["--url", "http://127.0.0.1:9", "--condition", "a=", "--condition", "b="],
         ["--server-cmd", SIM_CMD, "--url", "http://127.0.0.1:9", "--condition", "a="],
+        ["--server-cmd", SIM_CMD, "--condition", "a=", "--replicates", "0"],
     ]
     for extra in cases:
         out = _sweep(*extra, "--scenario", str(scenario), "--out", str(tmp_path / "o"))
@@ -379,6 +380,26 @@ def test_replicates_are_interleaved_across_conditions() -> None:
     assert order == [
         ("baseline", 1), ("spec", 1), ("baseline", 2), ("spec", 2), ("baseline", 3), ("spec", 3)
     ]  # fmt: skip
+
+
+def test_planned_run_dirs_are_numbered_only_for_several_starts(tmp_path: Path) -> None:
+    from specload.sweep import SweepPlan, planned_runs
+
+    a, b = parse_condition("baseline="), parse_condition("spec=--x")
+
+    def names(**kw: object) -> list[str]:
+        plan = SweepPlan(scenario=tmp_path / "s.yaml", out=tmp_path, **kw)  # type: ignore[arg-type]
+        return [d.name for _, _, d in planned_runs(plan)]
+
+    assert names(conditions=[a, b]) == ["baseline", "spec"]
+    assert names(conditions=[a, b], replicates=2) == [
+        "baseline-r1", "spec-r1", "baseline-r2", "spec-r2"
+    ]  # fmt: skip
+    url = "http://127.0.0.1:9"
+    assert names(conditions=[a], url=url, replicates=2) == ["baseline", "baseline-r2"]
+    (tmp_path / "baseline").mkdir()
+    (tmp_path / "baseline" / "run.json").write_text(json.dumps({"label": "baseline"}))
+    assert names(conditions=[a], url=url) == ["baseline-r2"]
 
 
 H200_SIM = f"{PY} -m specload sim --host 127.0.0.1 --port {{port}} --profile h200-llama8b"

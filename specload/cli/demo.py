@@ -145,19 +145,13 @@ def run(args: argparse.Namespace) -> int:
         SweepPlan,
         compare_sweep,
         degraded_lines,
-        replicate_dir,
+        planned_runs,
         run_sweep,
-        sweep_order,
     )
 
     profile = _check_profile(args.profile)
     scenario = _scenario_path(args.scenario)
     conditions = demo_conditions(profile)
-    if args.replicates < 1:
-        raise ConfigError(f"{args.replicates} (expected 1 or more)", path="--replicates")
-    dirs = [replicate_dir(args.out, c.name, r, args.replicates).name
-            for c, r in sweep_order(conditions, args.replicates)]  # fmt: skip
-    _clear_previous(args.out, [*dirs, *(c.name for c in conditions)])
     server_cmd = (
         f"{shlex.quote(sys.executable)} -m specload sim --host 127.0.0.1 "
         f"--port {{port}} --profile {shlex.quote(profile)} {DEMO_HOST_FLAGS}"
@@ -171,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
         skip_preflight=args.skip_preflight,
         replicates=args.replicates,
     )
+    dirs = [d.name for _, _, d in planned_runs(plan)]
+    _clear_previous(args.out, [*dirs, *(c.name for c in conditions)])
     print(
         f"specload demo: simulator profile {profile}, scenario {scenario}, "
         f"4 conditions x {args.replicates} server starts, interleaved -> {args.out}"

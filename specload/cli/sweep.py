@@ -25,9 +25,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specload.budget import DEFAULT_MAX_ERROR_RATE
 from specload.errors import ConfigError, TargetError
+
+if TYPE_CHECKING:  # imported where used, so that `specload --help` stays fast
+    from specload.condition import Condition
+    from specload.scenario import Scenario
 
 __all__ = ["add_parser", "run"]
 
@@ -147,8 +152,6 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     rate = max_error_rate(args.max_error_rate)
     scenario = _validate_scenario(args.scenario)
     replicates = scenario.replicates if args.replicates is None else args.replicates
-    if replicates < 1:
-        raise ConfigError(f"{replicates} (expected 1 or more)", path="--replicates")
     _validate_out(args.out)
     return SweepPlan(
         scenario=args.scenario,
@@ -166,7 +169,7 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     )
 
 
-def _declared_url_condition(cond, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _declared_url_condition(cond: Condition, args: argparse.Namespace) -> Condition:
     """A --url condition declares only what --speculative-config / --prefix-caching say."""
     import dataclasses
 
@@ -182,7 +185,7 @@ def _declared_url_condition(cond, args: argparse.Namespace):  # type: ignore[no-
     return dataclasses.replace(cond, speculative=spec, prefix_caching=prefix, declared=declared)
 
 
-def _validate_scenario(path: Path):  # type: ignore[no-untyped-def]
+def _validate_scenario(path: Path) -> Scenario:
     """Fail on a bad scenario before any server starts (a vLLM start can take minutes)."""
     if not path.is_file():
         raise ConfigError("no such file", file=str(path), path="--scenario")
