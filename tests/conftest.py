@@ -23,6 +23,15 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Tests interrupt the processes they start with SIGINT, as a Ctrl-C would. A shell
+    without job control starts a background job (``make test &``) with SIGINT ignored, and
+    an ignored signal stays ignored in every child, so those tests would see no Ctrl-C at
+    all: give SIGINT back its usual meaning here, for this process and all it starts."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as s:
