@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from specload.analysis.crossover import ALWAYS, BETWEEN, CROSSES, MIXED, NEVER, STARTS, fmt_qps
 from specload.analysis.effect import HELPS, HURTS
 from specload.analysis.verdict import status_words_plain
-from specload.analysis.wording import load_with_ci, pct
+from specload.analysis.wording import load_ci_text, pct
 
 __all__ = [
     "LOW_ACCEPTANCE",
@@ -63,15 +63,16 @@ class StepFigures:
 
 @dataclass(frozen=True, slots=True)
 class Bound:
-    """A boundary of the helping range in req/s with its CI (None: beyond the range)."""
+    """A boundary of the helping range in req/s with its CI; a None bound lies beyond the
+    tested range on the side ``beyond`` says ("above"/"below", as ``crossover.Boundary``)."""
 
     qps: float
     lo: float | None = None
     hi: float | None = None
+    beyond: tuple[str, str] = ("", "")
 
-    def ci(self) -> str:
-        _, lo, hi = load_with_ci(self.qps, self.lo, self.hi)
-        return f"95 % CI {lo}–{hi}"
+    def ci(self, tested_range: tuple[float, float]) -> str:
+        return f"95 % CI {load_ci_text(self.qps, (self.lo, self.hi), self.beyond, tested_range)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +281,7 @@ def _keep(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
     elif c.status == CROSSES and c.stop is not None:
         head = (
             f"{c.label}: keep {feature} on up to ≈ {fmt_qps(c.stop.qps)} req/s "
-            f"({c.stop.ci()}), where its gain on {inp.metric} falls below the minimum; it helps "
+            f"({c.stop.ci(_tested(c))}), where its gain on {inp.metric} falls below the minimum; it helps "
             f"significantly up to {helping[-1]:g} req/s."
         )
         figures.update(stop_qps=c.stop.qps, stop_ci_low=c.stop.lo, stop_ci_high=c.stop.hi)
@@ -293,7 +294,7 @@ def _keep(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
         figures.update(last_helping_qps=helping[-1])
     elif c.status == STARTS:
         since = (
-            f"from ≈ {fmt_qps(c.start.qps)} req/s ({c.start.ci()})"
+            f"from ≈ {fmt_qps(c.start.qps)} req/s ({c.start.ci(_tested(c))})"
             if c.start is not None
             else f"from {helping[0]:g} req/s"
         )
@@ -306,12 +307,12 @@ def _keep(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
         kind = "starts"
     elif c.status == BETWEEN:
         since = (
-            f"≈ {fmt_qps(c.start.qps)} ({c.start.ci()})"
+            f"≈ {fmt_qps(c.start.qps)} ({c.start.ci(_tested(c))})"
             if c.start is not None
             else f"{helping[0]:g}"
         )
         until = (
-            f"≈ {fmt_qps(c.stop.qps)} req/s ({c.stop.ci()})"
+            f"≈ {fmt_qps(c.stop.qps)} req/s ({c.stop.ci(_tested(c))})"
             if c.stop is not None
             else f"{helping[-1]:g} req/s"
         )

@@ -39,7 +39,7 @@ import numpy as np
 
 from specload.analysis.effect import HELPS, INCOMPLETE, NA
 from specload.analysis.stats import Estimate
-from specload.analysis.wording import load_with_ci
+from specload.analysis.wording import load_ci_text, load_with_ci
 
 __all__ = [
     "ALWAYS",
@@ -86,21 +86,8 @@ class Boundary:
         return f">{tested_range[1]:g}" if self.qps > 0 else f"<{tested_range[0]:g}"
 
     def ci_text(self, tested_range: tuple[float, float]) -> str:
-        """ "16.5–21.0", "<2–4.7", ">32–>32": a None bound shown as beyond the tested range,
-        both bounds rounded like the boundary itself (``fmt_qps``: 17.6 → 17.1–18.2, not
-        17.1022–18.2341; 8 → 5–13)."""
-        _, lo, hi = load_with_ci(self.qps if self.inside else 1.0, *self.ci)
-        parts = []
-        for v, text, side in zip(self.ci, (lo, hi), self.ci_beyond):
-            if v is not None:
-                parts.append(text)
-            elif side == "above":
-                parts.append(f">{tested_range[1]:g}")
-            elif side == "below":
-                parts.append(f"<{tested_range[0]:g}")
-            else:
-                parts.append("?")
-        return "–".join(parts)
+        """ "16.5–21.0", "<2–4.7", ">32–>32" (``wording.load_ci_text``)."""
+        return load_ci_text(self.qps, self.ci, self.ci_beyond, tested_range)
 
     def to_dict(self) -> dict[str, object]:
         """JSON: a boundary beyond the tested range is null with ``beyond`` saying the side."""

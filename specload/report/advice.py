@@ -49,7 +49,7 @@ def _acceptance(steps: list[StepStats]) -> tuple[float | None, tuple[float, ...]
 
 def _bound(b: Boundary | None) -> Bound | None:
     """The rules' boundary; None when there is none inside the tested range."""
-    return None if b is None or not b.inside else Bound(b.qps, b.ci[0], b.ci[1])
+    return None if b is None or not b.inside else Bound(b.qps, b.ci[0], b.ci[1], b.ci_beyond)
 
 
 def _figures(c: Comparison, info: ConditionInfo) -> ConditionFigures:
