@@ -1,7 +1,7 @@
 """Calibrate the simulator's H200 profile against measured vLLM 0.26 figures, in virtual time.
 
 Runs the simulator's engine model (no sockets: ``specload.sim.virtual``) with the setup
-measured in ``benchmarks/calibration/h200-vllm0.26-llama8b-draft1b.json`` - 512 input / 256
+measured in ``benchmarks/data/h200-vllm0.26-llama8b-draft1b.json`` - 512 input / 256
 output tokens, ignore_eos, Poisson arrivals, vLLM bench's
 ``num_prompts = min(max(32, 20 * rate), 800)`` - for baseline, static draft-model speculation
 (k=4, acceptance [0.8, 0.55, 0.3, 0.15]) and the dynamic schedule [[1,48,4],[49,1024,0]], and
@@ -15,7 +15,10 @@ req/s; the p50 TPOT crossover (spec stops helping) between 16 and 24 req/s. Exit
 check fails. ``--fit`` searches profile parameters (Nelder-Mead in log space) and prints them
 as YAML for ``specload/sim/profiles/h200-llama8b.yaml``.
 
-Usage: python benchmarks/calibrate_sim.py [--profile h200-llama8b] [--fit base|spec|dynamic]
+Usage: python benchmarks/calibrate_sim.py [--profile h200-llama8b] [--fit base|spec|dynamic] [--check]
+
+``--check`` writes nothing and exits 1 unless the run reproduces the committed results exactly
+(virtual time and seeded arrivals make it deterministic).
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ from specload.sim.spec import parse_spec_config
 from specload.sim.virtual import run_poisson
 
 ROOT = Path(__file__).resolve().parent.parent
-#: vLLM 0.26.0 ``bench serve`` on one H200 (see benchmarks/calibration/README.md)
-MEASURED = ROOT / "benchmarks" / "calibration" / "h200-vllm0.26-llama8b-draft1b.json"
+#: vLLM 0.26.0 ``bench serve`` on one H200 (see benchmarks/data/README.md)
+MEASURED = ROOT / "benchmarks" / "data" / "h200-vllm0.26-llama8b-draft1b.json"
 OUT = ROOT / "benchmarks" / "results"
 SPEC = {"method": "draft_model", "model": "draft-1b", "num_speculative_tokens": 4,
         "rejection_sample_method": "synthetic",
@@ -267,12 +270,33 @@ def _dynamic_section(rows: list[dict]) -> list[str]:
     return out
 
 
+def check_committed(data: dict) -> bool:
+    """Does this run reproduce the committed results (same profile, same simulated rows)?
+
+    The engine runs in virtual time with seeded arrivals, so a clone reproduces the committed
+    figures exactly; a difference means the profile or the simulator changed without the
+    results being rewritten."""
+    committed = json.loads((OUT / "calibration_h200.json").read_text())
+    now = json.loads(json.dumps({k: data[k] for k in ("profile", "simulated")}))
+    same = True
+    for key in ("profile", "simulated"):
+        if committed.get(key) != now[key]:
+            same = False
+            print(f"DIFFERS from the committed calibration_h200.json: {key!r}", file=sys.stderr)
+    if same:
+        print("reproduces the committed calibration_h200.json (profile and simulated rows)")
+    return same
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="h200-llama8b")
     ap.add_argument("--fit", choices=sorted(FIT_PARAMS), action="append", default=[])
     ap.add_argument("--seeds", type=int, default=2, help="Poisson seeds averaged per row")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--check", action="store_true",
+                    help="write nothing; exit 1 unless the simulated rows and the profile equal "
+                         "the committed benchmarks/results/calibration_h200.json")
     ap.add_argument("--iters", type=int, default=40, help="Nelder-Mead iterations per --fit")
     a = ap.parse_args()
     prof = load_profile(a.profile)
@@ -286,6 +310,8 @@ def main() -> int:
     data["wall_s"] = round(time.perf_counter() - t0, 2)
     print(md)
     print(f"(simulated {len(rows)} rows in {data['wall_s']} s)")
+    if a.check:
+        return 0 if ok and check_committed(data) else 1
     if not a.no_write:
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / "calibration_h200.md").write_text(md)

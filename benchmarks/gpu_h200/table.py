@@ -3,7 +3,7 @@
 Reads two run dirs of one server start each (baseline and spec, made with ``specload run
 --scenario scenarios/gpu-h200.yaml`` against vLLM; a run dir or its ``.tar.gz``) and the calibration that vLLM's
 ``bench serve`` measured with the same server setup on the same host type
-(``benchmarks/calibration/h200-vllm0.26-llama8b-draft1b.json``), and writes, per condition and
+(``benchmarks/data/h200-vllm0.26-llama8b-draft1b.json``), and writes, per condition and
 rate: specload's p50/p95 TTFT and TPOT, vLLM's client's, and their ratio; then the spec /
 baseline p50 TPOT ratio per rate for both clients and both crossovers.
 
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CALIBRATION = ROOT / "benchmarks" / "calibration" / "h200-vllm0.26-llama8b-draft1b.json"
+DEFAULT_CALIBRATION = ROOT / "benchmarks" / "data" / "h200-vllm0.26-llama8b-draft1b.json"
 #: The issue's bar: specload's p50 TPOT within 5 % of vLLM's client's up to this rate.
 TPOT_TOLERANCE = 0.05
 TPOT_CHECK_MAX_RATE = 28.0

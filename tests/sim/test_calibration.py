@@ -1,7 +1,7 @@
 """The h200-llama8b profile still meets its calibration criteria (virtual time, no sockets).
 
 Measured p50 TPOT (ms) from vLLM 0.26 on one H200 (512 in / 256 out, Poisson arrivals), read
-from the repo's copy of the calibration, benchmarks/calibration/h200-vllm0.26-llama8b-draft1b.json.
+from the repo's copy of the calibration, benchmarks/data/h200-vllm0.26-llama8b-draft1b.json.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from specload.sim import load_profile, parse_spec_config
 from specload.sim.engine import EngineConfig
 from specload.sim.virtual import run_poisson
 
-CALIBRATION = (Path(__file__).resolve().parents[2] / "benchmarks" / "calibration"
+CALIBRATION = (Path(__file__).resolve().parents[2] / "benchmarks" / "data"
                / "h200-vllm0.26-llama8b-draft1b.json")
 BASELINE = {int(r["rate_rps"]): r["tpot_p50_ms"]
             for r in json.loads(CALIBRATION.read_text())["rows"]
@@ -44,3 +46,15 @@ def test_h200_profile_meets_calibration_criteria() -> None:
     d16, d24 = spec[16] / base[16] - 1, spec[24] / base[24] - 1
     x = math.exp(math.log(16) + (-d16 / (d24 - d16)) * (math.log(24) - math.log(16)))
     assert 16 <= x <= 24
+
+
+@pytest.mark.slow
+def test_calibrate_sim_reproduces_the_committed_results() -> None:
+    """From a clone, benchmarks/calibrate_sim.py recomputes the committed profile's figures
+    exactly (virtual time, seeded arrivals) from the measurements in benchmarks/data/."""
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "benchmarks/calibrate_sim.py", "--check"], cwd=repo,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "reproduces the committed calibration_h200.json" in proc.stdout
+    assert "PASS: baseline p50 TPOT within 15 %" in proc.stdout
