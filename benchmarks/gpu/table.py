@@ -1,4 +1,4 @@
-"""specload vs vLLM's own benchmark client on the same H200 server: the validation table.
+"""specload vs vLLM's own benchmark client on the same server: the validation table.
 
 Reads two run dirs of one server start each (baseline and spec, made with ``specload run
 --scenario scenarios/gpu-h200.yaml`` against vLLM; a run dir or its ``.tar.gz``) and the calibration that vLLM's
@@ -13,7 +13,7 @@ spec's p50 TPOT stops being lower than the baseline's, interpolated linearly in 
 (ratio - 1) between the last rate where spec helps and the first where it does not (the
 definition ``specload compare`` uses); it is computed here the same way for both clients.
 
-    python benchmarks/gpu_h200/table.py \\
+    python benchmarks/gpu/table.py \\
         --baseline benchmarks/results/gpu-h200/run-baseline.tar.gz \\
         --spec benchmarks/results/gpu-h200/run-spec.tar.gz \\
         --out benchmarks/results/gpu-h200/table.md
@@ -34,7 +34,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CALIBRATION = ROOT / "benchmarks" / "data" / "h200-vllm0.26-llama8b-draft1b.json"
-#: The issue's bar: specload's p50 TPOT within 5 % of vLLM's client's up to this rate.
+#: The validation's bar: specload's p50 TPOT within 5 % of vLLM's client's up to this rate.
 TPOT_TOLERANCE = 0.05
 TPOT_CHECK_MAX_RATE = 28.0
 METRICS = ("ttft_p50_ms", "ttft_p95_ms", "tpot_p50_ms", "tpot_p95_ms")
@@ -203,21 +203,22 @@ def calibration_rows(path: Path) -> dict[str, dict[float, dict[str, Any]]]:
 
 
 def crossover(rates: list[float], ratio: list[float | None], min_gain: float) -> float | None:
-    """``specload compare``'s crossover rule on one ratio curve (spec / baseline, per rate).
+    """``specload compare``'s boundary search on one ratio curve (spec / baseline, per rate).
 
-    The same code as compare (``specload.analysis.crossover.crossover_points``): a rate helps
-    when its gain ``1 - ratio`` is at least ``min_gain``; the crossover is interpolated in
-    log-rate between the last helping rate and the first that does not. None when spec helps
-    at every rate or at none.
+    The same code as compare (``specload.analysis.crossover.boundaries``) on point estimates:
+    a rate helps when its gain ``1 - ratio`` is at least ``min_gain``; spec stops helping where
+    the gain falls below ``min_gain`` after the first helping rate, interpolated in log-rate.
+    None when spec helps at every rate or at none.
     """
-    from specload.analysis.crossover import crossover_points
+    from specload.analysis.crossover import boundaries
 
     pts = [(r, x) for r, x in zip(rates, ratio, strict=True) if x is not None]
     if not pts:
         return None
     q = np.log(np.asarray([r for r, _ in pts], dtype=np.float64))
     gains = 1.0 - np.asarray([[x for _, x in pts]], dtype=np.float64)
-    point = float(crossover_points(q, gains, min_gain)[0])
+    _, stops = boundaries(q, gains, gains >= min_gain, min_gain)
+    point = float(stops[0])
     return point if math.isfinite(point) else None
 
 
@@ -256,9 +257,10 @@ def build(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         acc = acceptance_by_rate(dirs["spec"])
         agree = {c: server_agreement(d) for c, d in dirs.items()}
     same = same_host_rows(args.same_host)
-    md = ["# specload vs vLLM `bench serve` on one H200 (vLLM 0.26.0)", "",
+    md = ["# specload vs vLLM `bench serve` on the same server", "",
           ("sl = specload (this run, chat completions, streaming); vllm = vLLM's own client "
-          "(calibration JSON, completions). Times in ms; ratio = specload / vLLM."), ""]
+           "(`bench serve`, completions: the --calibration JSON, the same server start when "
+           "the GPU kit wrote it). Times in ms; ratio = specload / vLLM."), ""]
     out: dict[str, Any] = {"rows": [], "tpot_check": [], "crossover": {}}
     for cond in ("baseline", "spec"):
         lines, rows = condition_table(cond, sl[cond], cal.get(cond, {}))
@@ -328,7 +330,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def tpot_check(sl: dict[str, dict[float, dict[str, Any]]],
                cal: dict[str, dict[float, dict[str, Any]]],
                same: dict[str, dict[float, dict[str, Any]]], out: dict[str, Any]) -> list[str]:
-    """The issue's bar: |specload p50 TPOT / vLLM's - 1| <= 5 % at each rate up to 28 req/s.
+    """The validation's bar: |specload p50 TPOT / vLLM's - 1| <= 5 % at each rate up to 28 req/s.
 
     Beside it, where vLLM's client ran again on the validation host: its p50 TPOT, its drift
     from the calibration (the same client, seed and kit: the server's own run-to-run spread)

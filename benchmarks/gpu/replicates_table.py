@@ -1,19 +1,19 @@
-"""Issue 16 on one H200: do two server starts of one config agree, and how wide is the CI once
-both are in it?
+"""Several server starts of one config: do they agree, and how wide is the CI once all are
+in it?
 
-Reads the run dirs of ``benchmarks/gpu_h200/replicates.sh`` (a folder holding
-``baseline-r1 spec-r1 baseline-r2 spec-r2``, or their ``.tar.gz``) and writes, with specload's
+Reads the run dirs of a replicate sweep (``benchmarks/gpu/run.sh``'s ``OUT/sweep``, or any
+folder holding ``baseline spec baseline-r2 spec-r2 ...`` / ``...-r1``, or their ``.tar.gz``) and writes, with specload's
 own analysis (the same code ``specload compare`` runs):
 
 1. p50 TPOT per start and rate, with its within-start 95 % CI, baseline and spec side by side
-   (the issue's table, per start);
+   (per start);
 2. spec / baseline per rate: each start against its interleaved partner baseline start (the
    answer one start would have given) and both pooled (hierarchical bootstrap), with the
    CI widths;
 3. the pattern (status) each start shows alone and pooled;
 4. the decode step time per start (median chunk gap) with tokens per chunk.
 
-    python benchmarks/gpu_h200/replicates_table.py benchmarks/results/gpu-h200-replicates \\
+    python benchmarks/gpu/replicates_table.py benchmarks/results/gpu-h200-replicates \\
         --out benchmarks/results/gpu-h200-replicates/table.md
 """
 
@@ -131,7 +131,7 @@ def _width(e: dict[str, Any]) -> float | None:
 def render(a: dict[str, Any]) -> str:
     starts = a["per_start"]
     qps = [r["qps"] for r in starts[0]["rates"]]
-    out = ["# Two server starts of one config on one H200 (issue 16)", ""]
+    out = ["# Server starts of one config: each start alone and pooled", ""]
     out += ["## p50 TPOT per start (ms, within-start 95 % CI)", ""]
     head = (
         "| rate (req/s) | "

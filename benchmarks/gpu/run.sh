@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# specload's GPU kit: baseline vs speculative decoding on your GPU host, each condition on
+# several fresh vLLM server starts, interleaved (baseline, spec, baseline, spec, ...).
+#
+# usage: bash benchmarks/gpu/run.sh [--dry-run]
+#
+# Per server start: start vLLM with the condition's flags, wait for /health, warm up (8 short
+# requests), run `specload sweep --url` against it (the scenario's steps), then, for reference,
+# vLLM's own `bench serve` at the same rates on the same server, and stop the server. At the
+# end: `specload compare` over every start (OUT/sweep/report/), the per-start table
+# (OUT/table.md), specload beside vLLM's client per start (OUT/vllm-bench/table-rK.md), and
+# everything packed into OUT.tar.gz. See benchmarks/gpu/README.md.
+#
+# --dry-run: the same kit end to end on any CPU machine, with `specload sim --profile
+#   h200-llama8b` (the simulator calibrated to vLLM 0.26 on one H200) in vLLM's place and the
+#   steps shortened; vLLM's bench serve runs when VLLM names a working vLLM CLI, else is skipped.
+#
+# Knobs (environment):
+#   OUT          output folder (default runs/gpu-kit; must not hold an earlier kit run)
+#   SCENARIO     default scenarios/gpu-h200-replicates.yaml (6 rates, 4 s + 20 s each)
+#   REPLICATES   server starts per condition (default 2)
+#   TARGET       target model folder or hub name (default: the kit's Llama-3.1-8B-shaped
+#                config, benchmarks/gpu/models/target-8b, with LOAD_FORMAT=dummy)
+#   DRAFT        draft model (default: the kit's Llama-3.2-1B-shaped config)
+#   TOKENIZER    tokenizer folder or name (default: the kit's 32k BPE with TARGET unset, else TARGET)
+#   LOAD_FORMAT  vLLM --load-format (default: dummy for the kit's models, auto otherwise;
+#                dummy weights measure serving cost only: acceptance is then set by SPEC_CONFIG)
+#   SPEC_CONFIG  the spec condition's --speculative-config JSON; @DRAFT@ stands for DRAFT.
+#                Default: draft_model, k=4, synthetic acceptance [0.8, 0.55, 0.3, 0.15]
+#   EXTRA_SERVE_ARGS  more vLLM flags for both conditions (split on spaces)
+#   VLLM         how to run vLLM's CLI (default "vllm"; e.g. "python3 -m vllm.entrypoints.cli.main")
+#   SITE         a folder install_bundle.sh filled (offline hosts): put on PYTHONPATH, and
+#                VLLM defaults to "$PY -m vllm.entrypoints.cli.main"
+#   PORT         server port (default 8000; a free port with --dry-run)
+#   HEALTH_TIMEOUT  seconds to wait for each server (default 600: a first start compiles)
+#   BENCH        1 (default) runs vLLM's bench serve on every start, first on the first start of
+#                each condition only (it costs GPU time too), 0 never
+#   BENCH_RATES  the rates vLLM's bench serve runs (default: the scenario's)
+#   BENCH_S      seconds of arrivals per bench rate (default 20: num_prompts = min(max(32, 20 R), 800))
+#   PY           the Python that has specload (default python3); SPECLOAD (default "$PY -m specload")
+#   STEPS, STEP_S, WARMUP_S   override the scenario's rates and step times (--dry-run
+#                defaults: the scenario's rates, 3 s and 1 s)
+#
+# Both conditions run vLLM's V1 model runner with async scheduling and prefix caching off
+# (vLLM 0.26 runs draft_model only on V1 and turns async scheduling off for it, so the two
+# conditions differ by speculative decoding alone), --max-model-len 4096,
+# --gpu-memory-utilization 0.85. Exit status: 0 when every run completed and compared, 1 when a
+# run or the comparison failed (the rest still ran and was packed), 2 on bad usage.
+set -u -o pipefail
+
+KIT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$KIT/../.." && pwd)
+DRY=0
+case "${1:-}" in
+  --dry-run) DRY=1 ;;
+  -h|--help) sed -n '2,/^set -u/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+  "") ;;
+  *) echo "usage: bash benchmarks/gpu/run.sh [--dry-run]   (--help explains the knobs)" >&2; exit 2 ;;
+esac
+
+PY=${PY:-python3}
+SPECLOAD=${SPECLOAD:-$PY -m specload}
+OUT=${OUT:-runs/gpu-kit}
+SCENARIO=${SCENARIO:-$ROOT/scenarios/gpu-h200-replicates.yaml}
+REPLICATES=${REPLICATES:-2}
+BENCH=${BENCH:-1}
+HEALTH_TIMEOUT=${HEALTH_TIMEOUT:-600}
+DEFAULT_SPEC='{"method":"draft_model","model":"@DRAFT@","num_speculative_tokens":4,"rejection_sample_method":"synthetic","synthetic_acceptance_rates":[0.8,0.55,0.3,0.15]}'
+SPEC_CONFIG=${SPEC_CONFIG:-$DEFAULT_SPEC}
+export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} VLLM_NO_USAGE_STATS=1
+if [ -n "${SITE:-}" ]; then
+  export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+  VLLM=${VLLM:-$PY -m vllm.entrypoints.cli.main}
+fi
+VLLM=${VLLM:-vllm}
+T0=$(date +%s)
+say() { echo "[gpu-kit +$(( $(date +%s) - T0 ))s] $*"; }
+
+if [ -e "$OUT" ] && [ -n "$(ls -A "$OUT" 2>/dev/null)" ]; then
+  echo "gpu-kit: $OUT already holds files; give another OUT (runs are never overwritten)" >&2
+  exit 2
+fi
+mkdir -p "$OUT"/servers "$OUT"/vllm-bench
+OUT=$(cd "$OUT" && pwd)
+
+# ------------------------------------------------------------------ models and scenario
+if [ -z "${TARGET:-}" ]; then
+  # The kit's dummy-weight models: vLLM wants the tokenizer files in each model folder.
+  for m in target-8b draft-1b; do
+    mkdir -p "$OUT/models/$m"
+    cp "$KIT/models/$m/config.json" "$KIT"/models/tokenizer/* "$OUT/models/$m/"
+  done
+  TARGET=$OUT/models/target-8b
+  DRAFT=${DRAFT:-$OUT/models/draft-1b}
+  TOKENIZER=${TOKENIZER:-$KIT/models/tokenizer}
+  LOAD_FORMAT=${LOAD_FORMAT:-dummy}
+fi
+TOKENIZER=${TOKENIZER:-$TARGET}
+LOAD_FORMAT=${LOAD_FORMAT:-auto}
+if [ "$DRY" = 1 ]; then
+  STEP_S=${STEP_S:-3}
+  WARMUP_S=${WARMUP_S:-1}
+  BENCH_S=${BENCH_S:-3}
+  MIN_PROMPTS=4
+  PORT=${PORT:-$("$PY" "$KIT/kit.py" free-port)}
+  SPEC=${SPEC_CONFIG//@DRAFT@/draft-1b}
+else
+  : "${DRAFT:?set DRAFT to the draft model (folder or name) when TARGET is set}"
+  BENCH_S=${BENCH_S:-20}
+  MIN_PROMPTS=32
+  PORT=${PORT:-8000}
+  SPEC=${SPEC_CONFIG//@DRAFT@/$DRAFT}
+fi
+URL=http://127.0.0.1:$PORT
+cp "$SCENARIO" "$OUT/scenario.yaml"
+[ -n "${STEPS:-}" ] && sed -i "s/^steps: .*/steps: [$(echo "$STEPS" | sed 's/ \+/, /g')]/" "$OUT/scenario.yaml"
+[ -n "${STEP_S:-}" ] && sed -i "s/^step_duration_s: .*/step_duration_s: $STEP_S/" "$OUT/scenario.yaml"
+[ -n "${WARMUP_S:-}" ] && sed -i "s/^warmup_s: .*/warmup_s: $WARMUP_S/" "$OUT/scenario.yaml"
+RATES=$(sed -n 's/^steps: *\[\(.*\)\].*/\1/p' "$OUT/scenario.yaml" | tr -d ',')
+[ -n "$RATES" ] || { echo "gpu-kit: $SCENARIO has no 'steps: [...]' line" >&2; exit 2; }
+BENCH_RATES=${BENCH_RATES:-$RATES}
+
+case "$BENCH" in 0|1|first) ;; *) echo "gpu-kit: BENCH is 1, first or 0, not '$BENCH'" >&2; exit 2 ;; esac
+if [ "$BENCH" != 0 ] && ! $VLLM --version >/dev/null 2>&1; then
+  if [ "$DRY" = 1 ]; then
+    say "vLLM's bench serve: skipped (no vLLM CLI as VLLM='$VLLM'); specload runs alone"
+    BENCH=0
+  else
+    echo "gpu-kit: VLLM='$VLLM' does not run ('$VLLM --version' failed); set VLLM or SITE" >&2
+    exit 2
+  fi
+fi
+
+server_argv() {  # server_argv COND REPLICATE -> SARGS
+  local cond=$1 rep=$2
+  if [ "$DRY" = 1 ]; then
+    SARGS=("$PY" -m specload sim --host 127.0.0.1 --port "$PORT" --profile h200-llama8b
+      --served-model-name target --start-jitter 0.05 --start-seed "$rep")
+  else
+    # shellcheck disable=SC2206  # VLLM is a command line, split on purpose
+    SARGS=(env VLLM_USE_V2_MODEL_RUNNER=0 $VLLM serve "$TARGET" --load-format "$LOAD_FORMAT"
+      --host 127.0.0.1 --port "$PORT" --max-model-len 4096 --gpu-memory-utilization 0.85
+      --served-model-name target --tokenizer "$TOKENIZER" --disable-uvicorn-access-log
+      --no-enable-prefix-caching --no-async-scheduling)
+    # shellcheck disable=SC2206
+    [ -n "${EXTRA_SERVE_ARGS:-}" ] && SARGS+=($EXTRA_SERVE_ARGS)
+  fi
+  if [ "$cond" = spec ]; then SARGS+=(--speculative-config "$SPEC"); fi
+  return 0
+}
+
+SPID=""
+alive() { local s; s=$(ps -o stat= -p "$1" 2>/dev/null) || return 1; [[ $s != Z* ]]; }
+stop_server() {  # the server runs in its own session: its process group id is its pid
+  [ -n "$SPID" ] || return 0
+  kill -TERM -- "-$SPID" 2>/dev/null
+  for _ in $(seq 1 30); do alive "$SPID" || break; sleep 1; done
+  kill -KILL -- "-$SPID" 2>/dev/null
+  wait "$SPID" 2>/dev/null
+  SPID=""
+}
+trap 'stop_server' EXIT
+trap 'stop_server; exit 130' INT TERM
+
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm,power.limit \
+    --format=csv > "$OUT/nvidia-smi.csv" 2>&1
+fi
+say "out=$OUT url=$URL replicates=$REPLICATES rates='$RATES' dry_run=$DRY bench=$BENCH"
+
+FAILED=0
+for rep in $(seq 1 "$REPLICATES"); do
+  for cond in baseline spec; do
+    log="$OUT/servers/$cond-r$rep.log"
+    server_argv "$cond" "$rep"
+    say "start $rep/$REPLICATES of $cond: ${SARGS[*]}"
+    # a new session, so that stop_server reaches every process the server starts
+    "$PY" -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
+      "${SARGS[@]}" > "$log" 2>&1 < /dev/null &
+    SPID=$!
+    if ! "$PY" "$KIT/kit.py" health --url "$URL" --pid "$SPID" --timeout "$HEALTH_TIMEOUT" --log "$log"; then
+      tail -n 40 "$log"; stop_server; FAILED=1; continue
+    fi
+    "$PY" "$KIT/kit.py" warmup --url "$URL" || say "warm-up had errors (going on)"
+    if [ "$cond" = spec ]; then declared=$SPEC; else declared=off; fi
+    # shellcheck disable=SC2086  # SPECLOAD is a command line
+    $SPECLOAD sweep --url "$URL" --label "$cond" --speculative-config "$declared" \
+      --prefix-caching off --replicates 1 --scenario "$OUT/scenario.yaml" \
+      --out "$OUT/sweep" --no-compare || { say "specload sweep failed for $cond, start $rep"; FAILED=1; }
+    if [ "$BENCH" = 1 ] || { [ "$BENCH" = first ] && [ "$rep" = 1 ]; }; then
+      "$PY" "$KIT/kit.py" bench --vllm "$VLLM" --url "$URL" --cond "$cond" --rates "$BENCH_RATES" \
+        --tokenizer "$TOKENIZER" --raw "$OUT/vllm-bench/raw-r$rep" \
+        --summary "$OUT/vllm-bench/r$rep.json" --seconds "$BENCH_S" --min-prompts "$MIN_PROMPTS" \
+        || { say "vLLM bench serve failed for $cond, start $rep"; FAILED=1; }
+    fi
+    stop_server
+  done
+done
+
+# ------------------------------------------------------------------ compare, tables, pack
+say "comparing every start"
+# shellcheck disable=SC2086
+$SPECLOAD compare "$OUT/sweep" --out "$OUT/sweep/report" || { say "specload compare failed"; FAILED=1; }
+if [ "$REPLICATES" -ge 2 ]; then
+  "$PY" "$KIT/replicates_table.py" "$OUT/sweep" --out "$OUT/table.md" || FAILED=1
+fi
+if [ "$BENCH" != 0 ]; then
+  for rep in $(seq 1 "$REPLICATES"); do
+    [ -f "$OUT/vllm-bench/r$rep.json" ] || continue
+    sfx=""; [ "$rep" -gt 1 ] && sfx="-r$rep"
+    "$PY" "$KIT/table.py" --baseline "$OUT/sweep/baseline$sfx" --spec "$OUT/sweep/spec$sfx" \
+      --calibration "$OUT/vllm-bench/r$rep.json" --out "$OUT/vllm-bench/table-r$rep.md" \
+      > /dev/null || { say "table.py failed for start $rep"; FAILED=1; }
+  done
+fi
+rm -rf "$OUT/models"
+tar -czf "$OUT.tar.gz" -C "$(dirname "$OUT")" "$(basename "$OUT")"
+say "report: $OUT/sweep/report/report.html"
+[ "$REPLICATES" -ge 2 ] && say "per-start table: $OUT/table.md"
+[ "$BENCH" != 0 ] && say "specload beside vLLM's bench serve: $OUT/vllm-bench/table-r*.md"
+say "packed: $OUT.tar.gz"
+exit "$FAILED"
