@@ -82,23 +82,38 @@ class RecordOutbox:
     def add(self, record: dict[str, Any]) -> None:
         self._buf.append(record)
         if len(self._buf) >= self._max:
-            self.flush()
+            self._try_flush()
 
     def flush(self) -> None:
-        """Send what is buffered, with the cumulative counts (also when no record waits)."""
+        """Send what is buffered, with the cumulative counts (also when no record waits).
+
+        The records leave the buffer only once the send returned: a send that raises keeps
+        them (and the counts' dirty mark) for the next try, so no record is lost to a hiccup
+        between worker and master. Records added while the send yields stay for the next batch.
+        """
         if not self.run_id or (not self._buf and not self._dirty):
             return
-        batch, self._buf, self._dirty = self._buf, [], False
-        msg = RecordBatch(self.run_id, self.worker, batch, self.sent, dict(self.sent_in_window))
-        self._send(RecordBatch.TYPE, msg.to_wire())
+        n = len(self._buf)
+        msg = RecordBatch(self.run_id, self.worker, self._buf[:n], self.sent,
+                          dict(self.sent_in_window))
+        self._dirty = False
+        try:
+            self._send(RecordBatch.TYPE, msg.to_wire())
+        except BaseException:
+            self._dirty = True
+            raise
+        del self._buf[:n]
+
+    def _try_flush(self) -> None:
+        try:
+            self.flush()
+        except Exception:  # a send failing must not kill the caller; the records stay buffered
+            log.exception("specload: sending records to the master failed; kept for the next try")
 
     def _tick(self) -> None:
         while True:
             gevent.sleep(self._interval_s)
-            try:
-                self.flush()
-            except Exception:  # a send failing must not kill the loop; the next tick retries
-                log.exception("specload: sending records to the master failed")
+            self._try_flush()
 
     def stop(self) -> None:
         if self._loop is not None:

@@ -1,4 +1,5 @@
-"""One process's pacing: a re-split share replaces the old one at its ``begin_at``."""
+"""One process's pacing (a re-split share replaces the old one at its ``begin_at``) and its
+record outbox (no record is lost when a send to the master fails)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import time
 from types import SimpleNamespace
 
 import gevent
+import pytest
 
-from specload.locust.load import LoadProcess
+from specload.locust.load import LoadProcess, RecordOutbox
 from specload.locust.messages import RunStart, StepChange
 
 
@@ -72,3 +74,49 @@ def test_resplit_share_continues_at_the_new_rate() -> None:
     before = [a for a in arrivals if a < cut]
     after = [a for a in arrivals if cut <= a < cut + 0.5]
     assert len(after) > 1.5 * len(before), (len(before), len(after))
+
+
+def test_a_failing_send_to_the_master_loses_no_record() -> None:
+    """Sends 1 and 3 raise (the master unreachable for a moment): every record still arrives
+    exactly once, in order, and the last batch carries the full sent count."""
+    outcomes = [False, True, False, True]  # True: the send goes through
+    delivered: list[int] = []
+    counts: list[int] = []
+
+    def send(_type: str, data: dict) -> None:
+        if not outcomes.pop(0):
+            raise ConnectionError("master unreachable")
+        delivered.extend(r["id"] for r in data["records"])
+        counts.append(data["sent"])
+
+    outbox = RecordOutbox(send, "w1", max_records=3)
+    outbox.run_id = "run-1"
+    for i in range(7):  # a full buffer flushes: at 3 (fails), 4 (sent), 3 more (fails)
+        outbox.count_sent(0)
+        outbox.add({"id": i})
+    assert delivered == [0, 1, 2, 3]
+    outbox.flush()
+    assert delivered == list(range(7)) and counts[-1] == 7 and not outcomes
+
+
+def test_a_send_that_raises_from_flush_keeps_the_batch_for_the_next_flush() -> None:
+    sends: list[list[int]] = []
+    fail = [True]
+
+    def send(_type: str, data: dict) -> None:
+        outbox.add({"id": 99})  # a record that arrives while the send is under way
+        if fail and fail.pop():
+            raise ConnectionError("reset")
+        sends.append([r["id"] for r in data["records"]])
+
+    outbox = RecordOutbox(send, "w1")
+    outbox.run_id = "run-1"
+    outbox.add({"id": 1})
+    with pytest.raises(ConnectionError):
+        outbox.flush()
+    outbox.flush()
+    outbox.flush()
+    # the failed batch went out whole with the next flush; each record added during a send
+    # waited for the following one
+    assert sends == [[1, 99], [99]]
+    assert outbox._buf == [{"id": 99}]
