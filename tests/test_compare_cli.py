@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -108,6 +109,7 @@ def test_gate_up_to_the_operating_point_passes(pair: tuple[Path, Path], tmp_path
         ("missing", [], "run directory does not exist"),
         ("no_run_json", [], "not a specload run directory (no run.json)"),
         ("empty", [], "requests.jsonl holds no records"),
+        ("workers_count", [], "run.json: workers: 2 is not of type 'array' (expected a list of worker ids)"),
         ("ok", ["--max-regression", "tpot=5"], "--max-regression 'tpot=5': expected METRIC=PCT"),
         ("ok", ["--metric", "speed"], "--metric 'speed': expected one of"),
         ("ok", ["--baseline", "nobody"], "--baseline 'nobody': no run has that label"),
@@ -127,6 +129,10 @@ def test_bad_input_exits_2_with_one_line(
     if make == "empty":
         (bad / "run.json").write_text('{"label": "x"}')
         (bad / "requests.jsonl").write_text("")
+    if make == "workers_count":  # a run.json whose workers is a count, not a list of ids
+        shutil.copytree(pair[1], bad)
+        meta = json.loads((bad / "run.json").read_text())
+        (bad / "run.json").write_text(json.dumps({**meta, "workers": 2}))
     dirs = [str(pair[0]), str(pair[1])] if make == "ok" else [str(pair[0]), str(bad)]
     rc = main(["compare", *dirs, "--out", str(tmp_path / "r"), "--no-html", *extra])
     err = capsys.readouterr().err

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import tarfile
 from pathlib import Path
 
 import pytest
 
+from specload.analysis.load import load_run
 from specload.errors import ConfigError
 from specload.recorder import JsonlWriter, RunMeta, RunWriter, check_out_dir, iter_jsonl, read_run
+from specload.recorder.run_json import RUN_SCHEMA_PATH, validate_run_json
 from specload.records import ErrorInfo, RequestRecord
+from tests.conftest import REPO
 
 
 def _record(i: int, *, ok: bool = True) -> RequestRecord:
@@ -98,7 +102,7 @@ def test_unwritable_out_dir_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_not_a_run_dir_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="missing run.json"):
+    with pytest.raises(ConfigError, match=r"not a specload run directory \(no run.json\)"):
         read_run(tmp_path)
 
 
@@ -122,3 +126,68 @@ def test_out_dir_under_a_file_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
     with pytest.raises(ConfigError, match="not a writable directory"):
         check_out_dir(tmp_path / "f" / "run")
+
+
+def _written_run(path: Path) -> Path:
+    """A run dir as the master writes it (one step, one record), closed."""
+    w = RunWriter(path, RunMeta(run_id="x1", label="baseline", started_at=99.0, workers=["local"]))
+    w.begin_step({"index": 0, "repeat": 0, "target_qps": 2.0, "start": 100.0,
+                  "warmup_end": 100.0, "end": 101.0})
+    w.add_records([_record(1)])
+    w.end_step(0, 101.0)
+    w.close("completed", 102.0)
+    return path
+
+
+def test_the_schema_accepts_what_the_writer_writes_and_the_runs_the_repo_ships(tmp_path: Path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(RUN_SCHEMA_PATH.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    written = json.loads((_written_run(tmp_path / "run") / "run.json").read_text())
+    jsonschema.validate(written, schema)
+    shipped = 0  # the GPU validation's run dirs, recorded by earlier versions of specload
+    for tgz in sorted((REPO / "benchmarks" / "results").rglob("*.tar.gz")):
+        with tarfile.open(tgz) as tar:
+            for member in tar.getmembers():
+                if member.name.endswith("/run.json"):
+                    fh = tar.extractfile(member)
+                    assert fh is not None
+                    validate_run_json(json.load(fh), f"{tgz}:{member.name}")
+                    shipped += 1
+    assert shipped >= 6
+    # the oldest form: no schema_version, host, replicate, budget or condition source
+    validate_run_json({"run_id": "old", "label": "baseline", "workers": [], "status": "completed",
+                       "condition": {"speculative": None, "prefix_caching": None}}, "old.json")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("workers", 2, "workers: 2 is not of type 'array' (expected a list of worker ids)"),
+        ("status", "done", "status: 'done' is not one of"),
+        ("counts", {"sent": "7", "recorded": 7}, "counts.sent: '7' is not of type 'integer'"),
+        ("condition", {"speculative": "ngram"}, "condition.speculative: 'ngram' is not of type"),
+        ("max_error_rate", 5, "max_error_rate: 5 is greater than the maximum of 1"),
+        ("label", None, "label: None is not of type 'string'"),
+    ],
+)
+def test_both_readers_refuse_a_bad_run_json_field_in_one_line(
+    tmp_path: Path, field: str, value: object, message: str
+) -> None:
+    run = _written_run(tmp_path / "run")
+    meta = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**meta, field: value}))
+    for reader in (read_run, load_run):
+        with pytest.raises(ConfigError) as exc:
+            reader(run)
+        text = str(exc.value)
+        assert text.startswith(f"{run / 'run.json'}: ") and message in text and "\n" not in text
+
+
+def test_a_run_json_without_a_label_is_not_a_run(tmp_path: Path) -> None:
+    run = _written_run(tmp_path / "run")
+    meta = json.loads((run / "run.json").read_text())
+    del meta["label"]
+    (run / "run.json").write_text(json.dumps(meta))
+    with pytest.raises(ConfigError, match="expected an object with 'label'"):
+        read_run(run)

@@ -37,7 +37,7 @@
 #                each condition only (it costs GPU time too), 0 never
 #   BENCH_RATES  the rates vLLM's bench serve runs (default: the scenario's)
 #   BENCH_S      seconds of arrivals per bench rate (default 20: num_prompts = min(max(32, 20 R), 800))
-#   PY           the Python that has specload (default python3); SPECLOAD (default "$PY -m specload")
+#   PY           the Python that has specload (default: the checkout's .venv, else python3); SPECLOAD (default "$PY -m specload")
 #   STEPS, STEP_S, WARMUP_S   override the scenario's rates and step times (--dry-run
 #                defaults: the scenario's rates, 3 s and 1 s)
 #
@@ -58,8 +58,12 @@ case "${1:-}" in
   *) echo "usage: bash benchmarks/gpu/run.sh [--dry-run]   (--help explains the knobs)" >&2; exit 2 ;;
 esac
 
-PY=${PY:-python3}
+if [ -z "${PY:-}" ]; then  # the checkout's env (make env / make demo) when there is one
+  if [ -x "$ROOT/.venv/bin/python" ]; then PY=$ROOT/.venv/bin/python; else PY=python3; fi
+fi
 SPECLOAD=${SPECLOAD:-$PY -m specload}
+"$PY" -c 'import specload' 2>/dev/null || {
+  echo "gpu-kit: $PY cannot import specload: pip install . (or make env), or set PY" >&2; exit 2; }
 OUT=${OUT:-runs/gpu-kit}
 SCENARIO=${SCENARIO:-$ROOT/scenarios/gpu-h200-replicates.yaml}
 REPLICATES=${REPLICATES:-2}

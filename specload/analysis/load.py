@@ -19,6 +19,7 @@ import orjson
 
 from specload.analysis.columns import Part, parse_lines, read_columns
 from specload.errors import ConfigError
+from specload.recorder.run_json import load_run_json
 from specload.records import SCHEMA_VERSION
 
 __all__ = ["RunData", "load_run", "load_runs", "read_jsonl"]
@@ -57,22 +58,11 @@ def read_jsonl(path: Path, warnings: list[str]) -> list[Any]:
 
 
 def _load_meta(path: Path) -> dict[str, Any]:
-    run_json = path / "run.json"
     if not path.exists():
         raise ConfigError("run directory does not exist", file=str(path))
     if not path.is_dir():
         raise ConfigError("not a directory (expected a specload run directory)", file=str(path))
-    if not run_json.is_file():
-        raise ConfigError("not a specload run directory (no run.json)", file=str(path))
-    try:
-        meta = orjson.loads(run_json.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise ConfigError(f"not valid JSON ({exc})", file=str(run_json)) from None
-    if not isinstance(meta, dict) or "label" not in meta:
-        raise ConfigError(
-            "not a specload run.json (expected an object with 'label')", file=str(run_json)
-        )
-    return meta
+    return load_run_json(path)
 
 
 def _load_steps(path: Path, warnings: list[str]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ import orjson
 from specload import __version__
 from specload.errors import ConfigError
 from specload.recorder.jsonl import JsonlWriter, iter_jsonl
+from specload.recorder.run_json import RUN_SCHEMA_VERSION, load_run_json
 from specload.records import RequestRecord
 
 __all__ = [
@@ -35,7 +36,6 @@ __all__ = [
     "remove_new_dirs",
 ]
 
-RUN_SCHEMA_VERSION = 1
 #: ``degraded``: the run went to its end, but too many requests failed (``--max-error-rate``)
 #: or a worker was lost; every record is kept and ``degraded`` in run.json says why.
 RUN_STATUSES = ("running", "completed", "degraded", "interrupted", "failed")
@@ -247,15 +247,7 @@ def read_run(path: str | Path) -> RunData:
     ``interrupted``) and says so in ``warnings`` rather than refusing them.
     """
     p = Path(path)
-    meta = _load_json(p / "run.json", "run.json")
-    if not isinstance(meta, dict):
-        raise ConfigError("run.json is not an object", file=str(p / "run.json"))
-    version = meta.get("schema_version", 1)
-    if isinstance(version, int) and version > RUN_SCHEMA_VERSION:
-        raise ConfigError(
-            f"schema_version {version} is newer than this specload reads ({RUN_SCHEMA_VERSION})",
-            file=str(p / "run.json"),
-        )
+    meta = load_run_json(p)
     steps = _load_json(p / "steps.json", "steps.json") if (p / "steps.json").exists() else []
     warnings: list[str] = []
     if not (p / "steps.json").exists():

@@ -1,0 +1,74 @@
+"""``run.json``: the one reader that every run-directory reader goes through.
+
+Two readers open run directories (``recorder.read_run`` for records one by one,
+``analysis.load`` for columns); both take ``run.json`` from here, so they accept and refuse
+the same files. The contract is ``run.schema.json`` beside this module (JSON Schema, also
+used by the test suite). Only ``label`` is required: older runs lack fields added since
+(``host``, ``replicate``, ``max_error_rate``, ``degraded``, ``condition.source``, even
+``schema_version``), and readers treat a missing field as unknown. A field of the wrong
+type, such as ``workers`` as a count instead of a list, is bad input: one line naming the
+file, the key path and what was expected (``ConfigError``, exit 2), never a traceback
+further down.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from specload.errors import ConfigError
+
+__all__ = ["RUN_SCHEMA_PATH", "RUN_SCHEMA_VERSION", "load_run_json", "validate_run_json"]
+
+#: The newest run.json layout this specload writes and reads.
+RUN_SCHEMA_VERSION = 1
+RUN_SCHEMA_PATH = Path(__file__).with_name("run.schema.json")
+
+
+@functools.cache
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(json.loads(RUN_SCHEMA_PATH.read_text(encoding="utf-8")))
+
+
+def validate_run_json(meta: Any, file: str | Path) -> dict[str, Any]:
+    """``meta`` when it follows the schema; else ConfigError naming ``file`` and the field."""
+    if not isinstance(meta, dict):
+        raise ConfigError("not a specload run.json (expected an object with 'label')", file=str(file))
+    version = meta.get("schema_version", 1)
+    if isinstance(version, int) and version > RUN_SCHEMA_VERSION:
+        raise ConfigError(
+            f"schema_version {version} is newer than this specload reads ({RUN_SCHEMA_VERSION})",
+            file=str(file),
+        )
+    from jsonschema.exceptions import best_match
+
+    err = best_match(_validator().iter_errors(meta))
+    if err is None:
+        return meta
+    where = ".".join(str(p) for p in err.absolute_path) or None
+    expected = err.schema.get("description") if isinstance(err.schema, dict) else None
+    if err.validator == "required":
+        expected = "an object with 'label' (not a specload run.json?)"
+    message = err.message if len(err.message) <= 120 else err.message[:117] + "..."
+    raise ConfigError(f"{message}" + (f" (expected {expected})" if expected else ""),
+                      file=str(file), path=where)
+
+
+def load_run_json(run_dir: str | Path) -> dict[str, Any]:
+    """Read and check ``RUN_DIR/run.json``; ConfigError (one line) when it is missing or bad."""
+    path = Path(run_dir) / "run.json"
+    try:
+        meta = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise ConfigError("not a specload run directory (no run.json)", file=str(run_dir)) from None
+    except IsADirectoryError:
+        raise ConfigError("run.json is a directory", file=str(path)) from None
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"not valid JSON ({exc})", file=str(path)) from None
+    return validate_run_json(meta, path)
