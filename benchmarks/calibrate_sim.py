@@ -80,7 +80,7 @@ def simulate(prof: Profile, condition: str, rate: float, seeds: tuple[int, ...] 
             e2e.append(r.e2e_s * 1e3)
             if r.tpot_s is not None:
                 tpot.append(r.tpot_s * 1e3)
-            itl.extend((b - a) * 1e3 for a, b in zip(r.chunk_times, r.chunk_times[1:]))
+            itl.extend((b - a) * 1e3 for a, b in zip(r.chunk_times, r.chunk_times[1:], strict=False))
             toks += r.output_tokens
         dur += run.duration_s
         maxc = max(maxc, run.max_running)
@@ -157,22 +157,22 @@ def nelder_mead(f, x0: list[float], step: float = 0.3, iters: int = 80) -> list[
         simplex, vals = [simplex[i] for i in order], [vals[i] for i in order]
         print(f"  iter {it}: loss {vals[0]:.4f}", file=sys.stderr, flush=True)
         cen = [sum(p[j] for p in simplex[:-1]) / n for j in range(n)]
-        refl = [c + (c - w) for c, w in zip(cen, simplex[-1])]
+        refl = [c + (c - w) for c, w in zip(cen, simplex[-1], strict=False)]
         fr = f(refl)
         if fr < vals[0]:
-            exp = [c + 2 * (c - w) for c, w in zip(cen, simplex[-1])]
+            exp = [c + 2 * (c - w) for c, w in zip(cen, simplex[-1], strict=False)]
             fe = f(exp)
             simplex[-1], vals[-1] = (exp, fe) if fe < fr else (refl, fr)
         elif fr < vals[-2]:
             simplex[-1], vals[-1] = refl, fr
         else:
-            con = [c + 0.5 * (w - c) for c, w in zip(cen, simplex[-1])]
+            con = [c + 0.5 * (w - c) for c, w in zip(cen, simplex[-1], strict=False)]
             fc = f(con)
             if fc < vals[-1]:
                 simplex[-1], vals[-1] = con, fc
             else:
                 best = simplex[0]
-                simplex = [best] + [[b + 0.5 * (x - b) for b, x in zip(best, p)]
+                simplex = [best] + [[b + 0.5 * (x - b) for b, x in zip(best, p, strict=False)]
                                     for p in simplex[1:]]
                 vals = [vals[0]] + [f(p) for p in simplex[1:]]
     return simplex[min(range(n + 1), key=vals.__getitem__)]
@@ -183,11 +183,11 @@ def fit(prof: Profile, which: str, seeds: tuple[int, ...], iters: int = 40) -> P
     x0 = [math.log(max(getattr(prof, k), 1e-7)) for k in names]
 
     def f(x: list[float]) -> float:
-        p = prof.with_overrides(**{k: math.exp(v) for k, v in zip(names, x)})
+        p = prof.with_overrides(**{k: math.exp(v) for k, v in zip(names, x, strict=False)})
         return loss(p, FIT_CONDITION[which], seeds)
 
     best = nelder_mead(f, x0, step=0.2, iters=iters)
-    out = prof.with_overrides(**{k: math.exp(v) for k, v in zip(names, best)})
+    out = prof.with_overrides(**{k: math.exp(v) for k, v in zip(names, best, strict=False)})
     for k in names:
         print(f"{k}: {getattr(out, k):.4g}")
     return out

@@ -400,7 +400,8 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], out: Path) -
              f"average {meta['loadavg_before'][0]} before, {meta['loadavg_after'][0]} after. "
              "Produced by `benchmarks/client_fidelity.py`."), "",
              head, "|" + " --- |" * 15]
-    f = lambda v, p=2: "–" if v is None else f"{v:.{p}f}"
+    def f(v, p=2):
+        return "–" if v is None else f"{v:.{p}f}"
     for r in rows:
         lines.append(
             f"| {r.get('server', 'simulator')} | {r['client']} | {r['streams']} | "

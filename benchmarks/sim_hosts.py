@@ -83,7 +83,7 @@ def poisson_row(prof: Profile, spec: bool, rate: float, scale: float,
         for r in run.results:
             if r.tpot_s is not None:
                 tpot.append(r.tpot_s * 1e3)
-            gaps.extend((b - a) * 1e3 for a, b in zip(r.chunk_times, r.chunk_times[1:]))
+            gaps.extend((b - a) * 1e3 for a, b in zip(r.chunk_times, r.chunk_times[1:], strict=False))
     return p50(tpot), p50(gaps)
 
 
@@ -138,7 +138,7 @@ def sweep_like(prof: Profile, spec: bool, host: HostDraw, rates: tuple[float, ..
     run = run_requests(cfg, prompts, arrivals, 256, seed=seed, repetition=0.0)
     out = []
     for i in range(len(rates)):
-        xs = [r.tpot_s * 1e3 for r, s in zip(run.results, step_of)
+        xs = [r.tpot_s * 1e3 for r, s in zip(run.results, step_of, strict=False)
               if s == i and r.tpot_s is not None]
         out.append(p50(xs))
     return out
@@ -283,7 +283,7 @@ def render(prof: Profile, fitted: dict, sigma: float, gpu_ms: float, launch_ms: 
     add("")
     add("| start | simulated | measured |")
     add("| --- | --- | --- |")
-    for (name, vals), meas in zip(replay.items(), reversed(HOST_C_STARTS)):
+    for (name, vals), meas in zip(replay.items(), reversed(HOST_C_STARTS), strict=False):
         add(f"| {name} | {f2(vals)} | {f2(tuple(meas.values()))} |")
     add("")
     add("## Replicates: `--start-jitter calibrated --start-seed N`, S = 1")
@@ -297,7 +297,7 @@ def render(prof: Profile, fitted: dict, sigma: float, gpu_ms: float, launch_ms: 
     add("| --: | --: | --- | --- | --- | --- |")
     for r in replicates:
         w = r["slow_window"]
-        ratio = [sp / b for sp, b in zip(r["spec"], r["base"])]
+        ratio = [sp / b for sp, b in zip(r["spec"], r["base"], strict=False)]
         add(f"| {r['start_seed']} | {r['host_factor']} | "
             f"{'none' if w is None else f'{w[0]}-{w[1]}'} | {f2(r['base'])} | "
             f"{f2(r['spec'])} | {f2(ratio)} |")

@@ -94,7 +94,7 @@ def start_sim(*args: str, log_dir: Path, port: int | None = None) -> SimServer:
         wait_http(url + "/health", proc=proc)
     except Exception:  # noqa: BLE001 - any start failure: stop it and show its log
         stop_process(proc)
-        raise RuntimeError(f"sim failed to start: {log.read_text(errors='replace')[-2000:]}")
+        raise RuntimeError(f"sim failed to start: {log.read_text(errors='replace')[-2000:]}") from None
     return SimServer(url=url, port=port, proc=proc, log=log)
 
 

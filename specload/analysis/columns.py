@@ -138,7 +138,7 @@ def _other_fields(recs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         "error",
     )
     try:
-        return list(zip(*map(itemgetter(*names), recs)))
+        return list(zip(*map(itemgetter(*names), recs), strict=False))
     except KeyError:
         return [tuple(r.get(k) for r in recs) for k in names]
 

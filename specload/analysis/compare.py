@@ -213,7 +213,7 @@ def _features(runs: list[RunData]) -> Features:
     """The condition's features from its first run; other runs that differ are noted."""
     feats = [features_of(r.meta, r.metrics) for r in runs]
     f = feats[0]
-    for r, g in zip(runs[1:], feats[1:]):
+    for r, g in zip(runs[1:], feats[1:], strict=False):
         if (g.spec_on, g.prefix_caching) != (f.spec_on, f.prefix_caching):
             f.conflicts.append(f"{r.path.name} ran with other features than {runs[0].path.name}")
     return f

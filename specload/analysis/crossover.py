@@ -130,7 +130,7 @@ class Crossover:
 
     @property
     def helping(self) -> list[float]:
-        return [q for q, e in zip(self.steps, self.effects) if e == HELPS]
+        return [q for q, e in zip(self.steps, self.effects, strict=False) if e == HELPS]
 
     @property
     def last_helping_qps(self) -> float | None:
@@ -183,7 +183,7 @@ class Crossover:
             "stops_at": self.stop.to_dict() if self.stop is not None else None,
             "starts_at": self.start.to_dict() if self.start is not None else None,
             "tested_range": list(self.tested_range),
-            "steps": [{"target_qps": q, "effect": e} for q, e in zip(self.steps, self.effects)],
+            "steps": [{"target_qps": q, "effect": e} for q, e in zip(self.steps, self.effects, strict=False)],
             "excluded_qps": self.excluded,
             "last_helping_qps": self.last_helping_qps,
             "first_helping_qps": self.first_helping_qps,
@@ -227,7 +227,8 @@ def _interp(
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(g0 == g1, 0.5, (g0 - level) / (g0 - g1))
     t = np.clip(t, 0.0, 1.0)
-    return np.exp(log_q[i] + t * (log_q[i + 1] - log_q[i]))
+    qps: np.ndarray = np.exp(log_q[i] + t * (log_q[i + 1] - log_q[i]))
+    return qps
 
 
 def boundaries(
@@ -310,8 +311,8 @@ def _gain(ratio: Estimate) -> Estimate:
 def _note(status: str, q: np.ndarray, helps: list[bool]) -> str:
     if status != MIXED:
         return ""
-    on = ", ".join(f"{v:g}" for v, h in zip(q, helps) if h)
-    off = ", ".join(f"{v:g}" for v, h in zip(q, helps) if not h)
+    on = ", ".join(f"{v:g}" for v, h in zip(q, helps, strict=False) if h)
+    off = ", ".join(f"{v:g}" for v, h in zip(q, helps, strict=False) if not h)
     return f"helps at {on} req/s but not at {off} req/s: no single boundary"
 
 
@@ -332,7 +333,7 @@ def find_crossover(
     """
     keep = [
         i
-        for i, (r, e) in enumerate(zip(ratios, effects))
+        for i, (r, e) in enumerate(zip(ratios, effects, strict=False))
         if r.value is not None and e not in (NA, INCOMPLETE)
     ]
     excluded = [qps[i] for i, e in enumerate(effects) if e == INCOMPLETE]
@@ -361,7 +362,7 @@ def find_crossover(
         if status in (CROSSES, BETWEEN):
             ci, beyond = _ci(stops)
             x.stop = Boundary(float(stop[0]), ci, beyond)
-    helping = [i for i, h in zip(keep, helps) if h]
+    helping = [i for i, h in zip(keep, helps, strict=False) if h]
     if helping:
         best = max(helping, key=lambda i: 1.0 - (ratios[i].value or 1.0))
         x.peak_gain, x.peak_qps = _gain(ratios[best]), float(qps[best])

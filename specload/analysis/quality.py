@@ -85,7 +85,7 @@ def contract_side(runs: list[RunData]) -> ContractSide:
     for run in runs:
         c, ok = run.cols, run.cols["ok"]
         names, counts = np.unique(c["finish_reason"][ok].astype(str), return_counts=True)
-        fins.update(dict(zip(names.tolist(), counts.tolist())))
+        fins.update(dict(zip(names.tolist(), counts.tolist(), strict=False)))
         lengths.append(c["output_tokens"][ok])
         jv.append(c["json_valid"][ok])
         tools.append(c["tool_calls"][ok])

@@ -86,7 +86,7 @@ def p95_flags(rows: dict[str, list[RatioRow]]) -> list[Flag]:
     for fam in LATENCY_FIELDS:
         if fam == "queue_delay":
             continue
-        for r50, r95 in zip(rows.get(f"{fam}_p50", []), rows.get(f"{fam}_p95", [])):
+        for r50, r95 in zip(rows.get(f"{fam}_p50", []), rows.get(f"{fam}_p95", []), strict=False):
             if r50.effect == HELPS and r95.effect == HURTS:
                 flags.append(Flag(r50.condition, fam, r50.target_qps, r50.ratio, r95.ratio))
     return flags

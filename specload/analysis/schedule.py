@@ -256,7 +256,7 @@ def _thin_qps(points: list[LoadPoint], until_qps: float, share: float) -> float 
     level = pts[best_i][1] * share
     if level <= 0:
         return None
-    for (q0, g0), (q1, g1) in zip(pts[best_i:], pts[best_i + 1 :]):
+    for (q0, g0), (q1, g1) in zip(pts[best_i:], pts[best_i + 1 :], strict=False):
         if g1 <= level < g0:
             t = (g0 - level) / (g0 - g1)
             q = math.exp(math.log(q0) + t * (math.log(q1) - math.log(q0)))
@@ -281,7 +281,7 @@ def _irregular(x: Crossover) -> bool:
     speculation *hurts* (not merely changes nothing). Scattered loads (``mixed``) get no
     proposal at all (``_proposal``)."""
     first = x.first_helping_qps
-    return any(e == HURTS for q, e in zip(x.steps, x.effects) if first is not None and q < first)
+    return any(e == HURTS for q, e in zip(x.steps, x.effects, strict=False) if first is not None and q < first)
 
 
 def _below_note(x: Crossover) -> str:

@@ -56,7 +56,7 @@ def where_effect(rows: list[RatioRow], effect: str) -> str | None:
     first = hits.index(True)
     if all(hits[first:]):
         return f"from {used[first].target_qps:g} req/s"
-    return "at " + _loads([r.target_qps for r, h in zip(used, hits) if h])
+    return "at " + _loads([r.target_qps for r, h in zip(used, hits, strict=False) if h])
 
 
 def _gain_text(g: Estimate) -> str:

@@ -255,7 +255,7 @@ class LookupMatcher:
                 if n >= self._min:
                     keys = h[: size - n].tolist()
                     keys.reverse()  # later occurrences first: the earliest is written last
-                    self._index[n].update(zip(keys, range(size - 1, n - 1, -1)))
+                    self._index[n].update(zip(keys, range(size - 1, n - 1, -1), strict=False))
 
     def _judge(self, t: int) -> None:
         """Would the proposer have guessed ``t`` from the context before it? Then index it."""

@@ -230,12 +230,15 @@ def install_web_ui(environment: Any, web_ui: Any) -> None:
     opts = environment.parsed_options
     base = ((getattr(opts, "web_base_path", None) or "") if opts else "").rstrip("/")
 
-    @web_ui.app.route(base + LIVE_PATH)
-    @web_ui.auth_required_if_enabled
     def specload_live() -> Any:
         return jsonify(live_view(environment))
 
-    @web_ui.app.after_request
+    # registered without decorators: Locust's WebUI is untyped, and mypy --strict would call
+    # a function under an untyped decorator untyped too
+    web_ui.app.add_url_rule(
+        base + LIVE_PATH, "specload_live", web_ui.auth_required_if_enabled(specload_live)
+    )
+
     def add_specload_rows(response: Response) -> Response:
         if (
             request.path != base + "/stats/requests"
@@ -247,3 +250,5 @@ def install_web_ui(environment: Any, web_ui: Any) -> None:
         body["extended_stats"] = [*body.get("extended_stats", []), *_extended_stats(environment)]
         response.set_data(json.dumps(body))
         return response
+
+    web_ui.app.after_request(add_specload_rows)

@@ -80,7 +80,7 @@ def _table(t: Table, heading: str = "h3") -> str:
     the page."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
     body = "".join(
-        "<tr>" + "".join(_td(c, e) for c, e in zip(row, _effects(t, i))) + "</tr>"
+        "<tr>" + "".join(_td(c, e) for c, e in zip(row, _effects(t, i), strict=False)) + "</tr>"
         for i, row in enumerate(t.rows)
     )
     note = f'<p class="note">{html.escape(t.note)}</p>' if t.note else ""

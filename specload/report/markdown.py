@@ -48,7 +48,7 @@ def table_markdown(t: Table, level: int = 3) -> str:
     lines.append("|" + "|".join("---" for _ in t.headers) + "|")
     for i, row in enumerate(t.rows):
         effects = t.effects[i] if i < len(t.effects) else [""] * len(row)
-        lines.append("| " + " | ".join(_marked(c, e) for c, e in zip(row, effects)) + " |")
+        lines.append("| " + " | ".join(_marked(c, e) for c, e in zip(row, effects, strict=False)) + " |")
     if t.note:
         lines += ["", f"_{t.note}_"]
     return "\n".join([*lines, ""])
@@ -106,22 +106,22 @@ def render_markdown(report: Report) -> str:
         out.append(table_markdown(att))
     if c.contract:
         out.append(table_markdown(contract_table(report)))
-    out += [
+    out += _details(report)
+    out += ["", f"_specload {report.specload_version}, {report.generated_at}_", ""]
+    return "\n".join(out)
+
+
+def _details(report: Report) -> list[str]:
+    """The folded part: per-step figures, client vs server, decode step time, runs, notes."""
+    c = report.comparison
+    out = [
         "<details><summary>Per-step figures, client vs server, decode step time, runs</summary>",
         "",
     ]
     out += [table_markdown(step_table(report, label), 4) for label in c.steps]
-    srv = server_table(report)
-    if srv:
-        out.append(table_markdown(srv, 4))
-    decode = decode_step_table(report)
-    if decode:
-        out.append(table_markdown(decode, 4))
-    lookup = lookup_table(report)
-    if lookup:
-        out.append(table_markdown(lookup, 4))
+    optional = (server_table(report), decode_step_table(report), lookup_table(report))
+    out += [table_markdown(t, 4) for t in optional if t]
     out.append(table_markdown(run_table(report), 4))
     if c.notes:
         out += [f"- {n}" for n in c.notes] + [""]
-    out += ["</details>", "", f"_specload {report.specload_version}, {report.generated_at}_", ""]
-    return "\n".join(out)
+    return out + ["</details>"]

@@ -191,7 +191,7 @@ class Engine:
 
     def _shape(self, plan: StepPlan) -> BatchShape:
         b = BatchShape(n_seqs=len(plan.items), dynamic=bool(self.spec and self.spec.schedule))
-        for r, n, prefill, drafts in plan.items:
+        for r, n, prefill, _drafts in plan.items:
             b.ctx_tokens += r.computed + n
             if prefill:
                 b.n_prefill += 1

@@ -44,7 +44,7 @@ class Histogram:
         fam = HistogramMetricFamily(self.name, self.doc, labels=labels)
         acc = 0
         buckets = []
-        for bound, c in zip((*self.bounds, float("inf")), self.counts):
+        for bound, c in zip((*self.bounds, float("inf")), self.counts, strict=False):
             acc += c
             buckets.append(("+Inf" if bound == float("inf") else repr(float(bound)), acc))
         fam.add_metric(values, buckets, self.sum)

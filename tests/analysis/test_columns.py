@@ -31,7 +31,7 @@ def test_parallel_parse_equals_serial_and_keeps_line_numbers(
     monkeypatch.setenv("SPECLOAD_COMPARE_PROCS", "2")
     monkeypatch.setattr(columns, "PARALLEL_MIN_BYTES", 0)
     parallel = load_runs(runs)
-    for s, p in zip(serial, parallel):
+    for s, p in zip(serial, parallel, strict=False):
         assert s.n == p.n and set(s.cols) == set(p.cols)
         for k in s.cols:
             if s.cols[k].dtype == np.float64:
@@ -51,7 +51,7 @@ def test_ranges_start_on_line_boundaries(tmp_path: Path) -> None:
     ranges = columns._ranges(path, 7)
     assert ranges[0][0] == 0 and ranges[-1][1] == path.stat().st_size
     data = path.read_bytes()
-    for a, b in ranges:
+    for a, _b in ranges:
         assert a == 0 or data[a - 1 : a] == b"\n"
     total = sum(columns.parse_range(str(path), a, b).lines for a, b in ranges)
     assert total == 1000

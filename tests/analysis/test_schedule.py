@@ -30,7 +30,7 @@ QPS = (1.0, 2.0, 4.0, 8.0, 16.0)
 def _points(gains, running, per_position=RATES, drafts=1000.0):
     return [
         LoadPoint(q, g, r, tuple(per_position), drafts if per_position else None)
-        for q, g, r in zip(QPS, gains, running)
+        for q, g, r in zip(QPS, gains, running, strict=False)
     ]
 
 

@@ -96,10 +96,10 @@ def _exact_two_level(runs: list[list[float]], q: float) -> tuple[np.ndarray, np.
         p_mult = _multinomial_pmf(mult)
         per_run = [
             [(c, _multinomial_pmf(c)) for c in _compositions(m * len(vals), len(vals))]
-            for m, vals in zip(mult, runs)
+            for m, vals in zip(mult, runs, strict=False)
             if m
         ]
-        values = np.concatenate([vals for m, vals in zip(mult, runs) if m])
+        values = np.concatenate([vals for m, vals in zip(mult, runs, strict=False) if m])
         for combo in itertools.product(*per_run):
             counts = np.concatenate([c for c, _ in combo])
             p = p_mult * math.prod(pc for _, pc in combo)

@@ -170,7 +170,7 @@ def test_shared_prefix_hits_cache_and_cuts_ttft_in_virtual_time() -> None:
     assert warm.metrics.prefix_hits >= 5 * 1488
     assert cold.metrics.prefix_hits == 0
     assert warm.results[0].ttft_s == pytest.approx(cold.results[0].ttft_s)
-    for c, w in zip(cold.results[1:], warm.results[1:]):
+    for c, w in zip(cold.results[1:], warm.results[1:], strict=False):
         assert w.ttft_s < 0.5 * c.ttft_s
 
 
@@ -219,7 +219,7 @@ def test_random_mixed_load_keeps_kv_accounting_and_output_exact(seed: int) -> No
         t += plan.duration
         engine.complete(plan, t)
     assert engine.kv.used == 0
-    for (prompt, n), out in zip(reqs, outs):
+    for (prompt, n), out in zip(reqs, outs, strict=False):
         ref = OutputText(prompt, 0)
         assert "".join(out) == "".join(ref.token(i) for i in range(n))
     assert engine.metrics.prefix_hits > 0

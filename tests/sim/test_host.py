@@ -162,7 +162,7 @@ def test_slow_window_slows_spec_steps_only_inside_the_window() -> None:
         launch = spec_launch_time(H200, SPEC_STEP)
         inside = outside = 0
         # Same acceptance draws, so step i has the same batch in both runs.
-        for (_, d_plain), (since, d_slow) in zip(plain, slow):
+        for (_, d_plain), (since, d_slow) in zip(plain, slow, strict=False):
             if 0.5 <= since < 1.0 and d_plain > 10e-3:  # a decode step inside the window
                 assert d_slow == pytest.approx(d_plain + 1.4 * launch, rel=1e-6)
                 inside += 1

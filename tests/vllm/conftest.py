@@ -104,7 +104,7 @@ class VllmServers:
                 wait_http(server.url + "/health", timeout_s=START_TIMEOUT_S, proc=server.proc)
             except (RuntimeError, TimeoutError) as exc:
                 self.running.pop(server.flags).stop()
-                raise RuntimeError(f"vLLM {server.flags} did not start: {exc}\n{server.log_tail()}")
+                raise RuntimeError(f"vLLM {server.flags} did not start: {exc}\n{server.log_tail()}") from exc
         return [self.running[f] for f in wanted]
 
     def _spawn(self, flags: tuple[str, ...]) -> VllmServer:
