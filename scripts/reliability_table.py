@@ -36,8 +36,17 @@ SUITES = {
 
 def run_tests(rows: Path, junit: Path) -> int:
     env = {**os.environ, "SPECLOAD_RELIABILITY_RESULTS": str(rows)}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-           FAULTS, *SUITES]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={junit}",
+        FAULTS,
+        *SUITES,
+    ]
     print("$ " + " ".join(cmd[2:]), flush=True)
     return subprocess.run(cmd, cwd=REPO, env=env, check=False).returncode
 
@@ -46,10 +55,16 @@ def suite_counts(junit: Path) -> dict[str, dict[str, int]]:
     """Per test file: passed / failed / skipped, from pytest's JUnit XML."""
     out: dict[str, dict[str, int]] = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
-        f = (case.get("file") or case.get("classname", "").replace(".", "/") + ".py")
+        f = case.get("file") or case.get("classname", "").replace(".", "/") + ".py"
         c = out.setdefault(f, {"passed": 0, "failed": 0, "skipped": 0})
         tags = {child.tag for child in case}
-        key = "failed" if tags & {"failure", "error"} else "skipped" if "skipped" in tags else "passed"
+        key = (
+            "failed"
+            if tags & {"failure", "error"}
+            else "skipped"
+            if "skipped" in tags
+            else "passed"
+        )
         c[key] += 1
     return out
 
@@ -63,8 +78,10 @@ def _rates(row: dict[str, Any]) -> str:
 
 
 def fault_table(rows: list[dict[str, Any]]) -> list[str]:
-    head = ("| fault | injected | what the run did | requests sent / recorded | records lost "
-            "| error rate per step (compare) | test |")
+    head = (
+        "| fault | injected | what the run did | requests sent / recorded | records lost "
+        "| error rate per step (compare) | test |"
+    )
     lines = [head, "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         did = f"{r['status']}, exit {r['exit_code']}; {_kinds(r)}"
@@ -74,15 +91,24 @@ def fault_table(rows: list[dict[str, Any]]) -> list[str]:
         lost = str(r["lost"]) + (f" ({r['note']})" if r.get("note") else "")
         verdict = "pass" if r["passed"] else "**FAIL**"
         name = r["test"].split("::", 1)[1]
-        lines.append(f"| {r['fault']} | {r['injected']} | {did} | {sent} | {lost} | "
-                     f"{_rates(r)} | {verdict} `{name}` |")
+        lines.append(
+            f"| {r['fault']} | {r['injected']} | {did} | {sent} | {lost} | "
+            f"{_rates(r)} | {verdict} `{name}` |"
+        )
     return lines
 
 
-def render(rows: list[dict[str, Any]], suites: dict[str, dict[str, int]],
-           rc: int | None) -> str:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True,
-                            capture_output=True, check=False).stdout.strip() or "?"
+def render(rows: list[dict[str, Any]], suites: dict[str, dict[str, int]], rc: int | None) -> str:
+    commit = (
+        subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO,
+            text=True,
+            capture_output=True,
+            check=False,
+        ).stdout.strip()
+        or "?"
+    )
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     what = (
         f"Generated {when} at commit `{commit}` from the test results "
@@ -97,7 +123,7 @@ def render(rows: list[dict[str, Any]], suites: dict[str, dict[str, int]],
     )
     lost = (
         "Runs are short (mostly two steps, 4 and 8 req/s, about a second each), so counts "
-        "are small. \"records lost\" is requests sent (or seen by the server) without a "
+        'are small. "records lost" is requests sent (or seen by the server) without a '
         "record: 0 wherever a process of specload survives the fault; a SIGKILLed process "
         "takes what it had not yet handed on, and the run directory says so. Regenerate "
         "with `make reliability-table`."

@@ -23,9 +23,11 @@ def max_error_rate(value: Any) -> float:
     try:
         rate = float(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{value!r} is not a number (expected a fraction, e.g. 0.05)",
-                          path="--max-error-rate") from None
+        raise ConfigError(
+            f"{value!r} is not a number (expected a fraction, e.g. 0.05)", path="--max-error-rate"
+        ) from None
     if not 0.0 <= rate <= 1.0:
-        raise ConfigError(f"{value!r} is not a fraction from 0 to 1 (e.g. 0.05 for 5 %)",
-                          path="--max-error-rate")
+        raise ConfigError(
+            f"{value!r} is not a fraction from 0 to 1 (e.g. 0.05 for 5 %)", path="--max-error-rate"
+        )
     return rate

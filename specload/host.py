@@ -43,8 +43,13 @@ _DCGM_VALUES = {
     "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": "power_limit_w",
 }
 #: DCGM label → device key.
-_DCGM_LABELS = {"modelName": "name", "DCGM_FI_DRIVER_VERSION": "driver_version",
-                "driver_version": "driver_version", "UUID": "uuid", "Hostname": "hostname"}
+_DCGM_LABELS = {
+    "modelName": "name",
+    "DCGM_FI_DRIVER_VERSION": "driver_version",
+    "driver_version": "driver_version",
+    "UUID": "uuid",
+    "Hostname": "hostname",
+}
 
 
 # --- the fingerprint -------------------------------------------------------------------
@@ -69,7 +74,9 @@ def cpu_model() -> str | None:
     return platform.processor() or platform.machine() or None
 
 
-def fingerprint(target_url: str | None = None, gpu_metrics_url: str | None = None) -> dict[str, Any]:
+def fingerprint(
+    target_url: str | None = None, gpu_metrics_url: str | None = None
+) -> dict[str, Any]:
     """run.json's ``host`` at the start of a run (``load_avg_end`` still None)."""
     gpu, why = gpu_info(target_url, gpu_metrics_url)
     return {
@@ -85,8 +92,9 @@ def fingerprint(target_url: str | None = None, gpu_metrics_url: str | None = Non
     }
 
 
-def gpu_info(target_url: str | None,
-             gpu_metrics_url: str | None) -> tuple[dict[str, Any] | None, str | None]:
+def gpu_info(
+    target_url: str | None, gpu_metrics_url: str | None
+) -> tuple[dict[str, Any] | None, str | None]:
     """The server's GPUs (``{"source", "name", "driver_version", "power_limit_w", "devices"}``)
     or ``(None, why)``; the same source rule as GPU memory sampling (``metrics/gpu.py``)."""
     kind = gpu_source_kind(gpu_metrics_url, target_url)
@@ -103,8 +111,13 @@ def _summary(source: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
     for key in ("name", "driver_version", "power_limit_w"):
         values = [d.get(key) for d in devices if d.get(key) is not None]
         distinct = list(dict.fromkeys(values))
-        out[key] = (distinct[0] if len(distinct) == 1
-                    else " / ".join(map(str, distinct)) if distinct else None)
+        out[key] = (
+            distinct[0]
+            if len(distinct) == 1
+            else " / ".join(map(str, distinct))
+            if distinct
+            else None
+        )
     out["devices"] = devices
     return out
 
@@ -221,8 +234,9 @@ def _names(metas: Sequence[dict[str, Any]], names: Sequence[str] | None) -> list
     return [str(m.get("run_id") or labels[i]) for i, m in enumerate(metas)]
 
 
-def host_differences(metas: Sequence[dict[str, Any]],
-                     names: Sequence[str] | None = None) -> list[str]:
+def host_differences(
+    metas: Sequence[dict[str, Any]], names: Sequence[str] | None = None
+) -> list[str]:
     """One sentence per field that differs between runs' run.json dicts (``metas``).
 
     ``names`` name the runs (default: labels, or run ids where labels repeat). A run without

@@ -44,8 +44,9 @@ class Pacer:
 
     __slots__ = ("_gaps_sum", "_rng", "arrival", "phase", "rate_qps", "seed", "start_at")
 
-    def __init__(self, rate_qps: float, arrival: str, seed: int, start_at: float,
-                 *, phase: float = 0.0) -> None:
+    def __init__(
+        self, rate_qps: float, arrival: str, seed: int, start_at: float, *, phase: float = 0.0
+    ) -> None:
         if arrival not in ARRIVALS:
             raise ValueError(f"arrival {arrival!r} not in {ARRIVALS}")
         if not (rate_qps > 0 and math.isfinite(rate_qps)):
@@ -59,8 +60,9 @@ class Pacer:
         self._gaps_sum: list[float] = []  # cumulative Poisson offsets, extended lazily
 
     @classmethod
-    def share(cls, rate_qps: float, arrival: str, seed: int, start_at: float,
-              *, index: int, count: int) -> Pacer:
+    def share(
+        cls, rate_qps: float, arrival: str, seed: int, start_at: float, *, index: int, count: int
+    ) -> Pacer:
         """Process ``index`` of ``count``'s part of a step at total ``rate_qps``."""
         if not 0 <= index < count:
             raise ValueError(f"share index {index} not in [0, {count})")
@@ -97,5 +99,7 @@ class Pacer:
         return self.rate_qps * duration_s
 
     def __repr__(self) -> str:
-        return (f"Pacer(rate_qps={self.rate_qps:g}, arrival={self.arrival!r}, "
-                f"seed={self.seed}, start_at={self.start_at:.3f})")
+        return (
+            f"Pacer(rate_qps={self.rate_qps:g}, arrival={self.arrival!r}, "
+            f"seed={self.seed}, start_at={self.start_at:.3f})"
+        )

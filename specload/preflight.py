@@ -80,11 +80,14 @@ def check_host_path(host: str) -> None:
         base = host.rstrip("/")[: -len("/v1")]
         raise ConfigError(
             f"{host!r} ends in /v1: drop /v1 (use {base}), specload adds /v1/chat/completions "
-            "itself", path="--host")
+            "itself",
+            path="--host",
+        )
 
 
-def preflight(host: str, *, model: str | None, api_key: str | None,
-              budget_s: float = BUDGET_S) -> PreflightResult:
+def preflight(
+    host: str, *, model: str | None, api_key: str | None, budget_s: float = BUDGET_S
+) -> PreflightResult:
     """Run the checks of the module doc; ``PreflightError``/``ConfigError`` on the first failure."""
     check_host_path(host)
     base = host.rstrip("/")
@@ -114,8 +117,9 @@ class _Clock:
         """Seconds left for the next step; ``PreflightError`` once the budget is spent."""
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise PreflightError(f"pre-flight: no complete answer from {url} within "
-                                 f"{self.budget_s:g} s ({HINT})")
+            raise PreflightError(
+                f"pre-flight: no complete answer from {url} within {self.budget_s:g} s ({HINT})"
+            )
         return left
 
 
@@ -127,8 +131,10 @@ def _open(req: urllib.request.Request, clock: _Clock) -> Any:
     except urllib.error.HTTPError:
         raise
     except urllib.error.URLError as exc:
-        raise PreflightError(f"pre-flight: cannot reach {url}: {_reason(exc.reason, clock)} "
-                             f"(is the server up? {HINT})") from None
+        raise PreflightError(
+            f"pre-flight: cannot reach {url}: {_reason(exc.reason, clock)} "
+            f"(is the server up? {HINT})"
+        ) from None
     except (OSError, ValueError) as exc:
         raise PreflightError(f"pre-flight: {url}: {_reason(exc, clock)} ({HINT})") from None
 
@@ -147,8 +153,9 @@ def _http_error(url: str, exc: urllib.error.HTTPError) -> PreflightError:
     except OSError:
         body = ""
     body = " ".join(body.split())[:BODY_CHARS]
-    return PreflightError(f"pre-flight: {url} answered HTTP {exc.code}"
-                          + (f": {body}" if body else "") + f" ({HINT})")
+    return PreflightError(
+        f"pre-flight: {url} answered HTTP {exc.code}" + (f": {body}" if body else "") + f" ({HINT})"
+    )
 
 
 # --- checks ----------------------------------------------------------------------------
@@ -179,28 +186,36 @@ def _choose_model(base: str, model: str | None, models: list[str] | None) -> str
         return models[0] if models else None
     if models is not None and model not in models:
         served = ", ".join(models) if models else "none"
-        raise PreflightError(f"pre-flight: model {model!r} is not served by {base} "
-                             f"(it serves: {served}); fix the scenario's model ({HINT})")
+        raise PreflightError(
+            f"pre-flight: model {model!r} is not served by {base} "
+            f"(it serves: {served}); fix the scenario's model ({HINT})"
+        )
     return model
 
 
 def _chat_body(model: str | None) -> bytes:
     body: dict[str, Any] = {
-        "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 4,
-        "stream": True, "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": PROMPT}],
+        "max_tokens": 4,
+        "stream": True,
+        "stream_options": {"include_usage": True},
     }
     if model is not None:
         body["model"] = model
     return json.dumps(body).encode()
 
 
-def _stream_once(base: str, model: str | None, api_key: str | None,
-                 clock: _Clock) -> dict[str, Any]:
+def _stream_once(
+    base: str, model: str | None, api_key: str | None, clock: _Clock
+) -> dict[str, Any]:
     """One streamed completion; its ``usage``. Checks status, chunks and usage."""
     url = base + "/v1/chat/completions"
-    headers = {**_headers(api_key), "Content-Type": "application/json",
-               "Accept": "text/event-stream",
-               "X-Request-Id": PREFLIGHT_ID_PREFIX + secrets.token_hex(4)}
+    headers = {
+        **_headers(api_key),
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream",
+        "X-Request-Id": PREFLIGHT_ID_PREFIX + secrets.token_hex(4),
+    }
     req = urllib.request.Request(url, data=_chat_body(model), headers=headers, method="POST")
     try:
         with _open(req, clock) as resp:
@@ -208,8 +223,9 @@ def _stream_once(base: str, model: str | None, api_key: str | None,
     except urllib.error.HTTPError as exc:
         raise _http_error(url, exc) from None
     except (TimeoutError, OSError) as exc:
-        raise PreflightError(f"pre-flight: {url}: stream broke ({_reason(exc, clock)}) "
-                             f"({HINT})") from None
+        raise PreflightError(
+            f"pre-flight: {url}: stream broke ({_reason(exc, clock)}) ({HINT})"
+        ) from None
     return _judge(url, seen)
 
 
@@ -260,19 +276,25 @@ def _take(seen: _Seen, data: str) -> None:
     for choice in obj.get("choices") or []:
         delta = choice.get("delta") if isinstance(choice, dict) else None
         if (isinstance(delta, dict) and delta.get("content")) or (
-                isinstance(choice, dict) and choice.get("finish_reason")):
+            isinstance(choice, dict) and choice.get("finish_reason")
+        ):
             seen.content_or_finish += 1
 
 
 def _judge(url: str, seen: _Seen) -> dict[str, Any]:
     if seen.bad is not None:
-        raise PreflightError(f"pre-flight: {url} streamed a line that is not JSON: "
-                             f"{seen.bad!r} ({HINT})")
+        raise PreflightError(
+            f"pre-flight: {url} streamed a line that is not JSON: {seen.bad!r} ({HINT})"
+        )
     if not seen.content_or_finish:
-        raise PreflightError(f"pre-flight: {url} streamed {seen.chunks} chunk(s) but no content "
-                             f"and no finish_reason ({HINT})")
+        raise PreflightError(
+            f"pre-flight: {url} streamed {seen.chunks} chunk(s) but no content "
+            f"and no finish_reason ({HINT})"
+        )
     if seen.usage is None:
-        raise PreflightError(f"pre-flight: {url} streamed no usage object (stream_options "
-                             "include_usage ignored? token counts need it) "
-                             f"({HINT})")
+        raise PreflightError(
+            f"pre-flight: {url} streamed no usage object (stream_options "
+            "include_usage ignored? token counts need it) "
+            f"({HINT})"
+        )
     return seen.usage

@@ -112,7 +112,9 @@ class RequestRecord:
         unknown = {k: v for k, v in d.items() if k not in known}
         err = kwargs.get("error")
         if isinstance(err, dict):
-            kwargs["error"] = ErrorInfo(kind=err.get("kind", "bad_payload"), detail=err.get("detail", ""))
+            kwargs["error"] = ErrorInfo(
+                kind=err.get("kind", "bad_payload"), detail=err.get("detail", "")
+            )
         if unknown:
             kwargs["extra"] = {**kwargs.get("extra", {}), **unknown}
         return cls(**kwargs)

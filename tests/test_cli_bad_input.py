@@ -64,8 +64,9 @@ def paths(tmp_path: Path) -> dict[str, Path]:
     p["alien_run_json"].mkdir()
     (p["alien_run_json"] / "run.json").write_text(json.dumps({"hello": "world"}))
     p["no_records"].mkdir()
-    (p["no_records"] / "run.json").write_text(json.dumps(
-        {"schema_version": 1, "run_id": "r", "label": "l", "status": "completed"}))
+    (p["no_records"] / "run.json").write_text(
+        json.dumps({"schema_version": 1, "run_id": "r", "label": "l", "status": "completed"})
+    )
     (p["no_records"] / "requests.jsonl").write_text("")
     p["binary"].write_bytes(b"\xff\xfe\x00steps: [1]\n\x80")
     p["dangling"].symlink_to(tmp_path / "nowhere")
@@ -75,34 +76,36 @@ def paths(tmp_path: Path) -> dict[str, Path]:
 
 
 # --- run -----------------------------------------------------------------------------------
-def run_args(scenario: Path | str, tmp: Path, host: str = "http://127.0.0.1:9",
-             out: str = "out") -> list[str]:
-    return ["--host", host, "--scenario", str(scenario), "--label", "l", "--out",
-            str(tmp / out)]
+def run_args(
+    scenario: Path | str, tmp: Path, host: str = "http://127.0.0.1:9", out: str = "out"
+) -> list[str]:
+    return ["--host", host, "--scenario", str(scenario), "--label", "l", "--out", str(tmp / out)]
 
 
 @pytest.mark.parametrize("name", ["missing", "empty_dir", "binary", "dangling"])
-def test_run_with_an_unusable_scenario_path_names_it(paths: dict[str, Path], tmp_path: Path,
-                                                     name: str) -> None:
+def test_run_with_an_unusable_scenario_path_names_it(
+    paths: dict[str, Path], tmp_path: Path, name: str
+) -> None:
     line = one_line("run", *run_args(paths[name], tmp_path))
     assert str(paths[name]) in line
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1:8000", "localhost", "ftp://127.0.0.1:21", ""])
-def test_run_with_a_host_without_http_scheme_is_refused(paths: dict[str, Path], tmp_path: Path,
-                                                        host: str) -> None:
+def test_run_with_a_host_without_http_scheme_is_refused(
+    paths: dict[str, Path], tmp_path: Path, host: str
+) -> None:
     line = one_line("run", *run_args(paths["good"], tmp_path, host=host))
     assert "--host" in line and "scheme" in line
 
 
 def test_run_into_a_path_under_a_file_or_an_existing_run_is_refused(
-        paths: dict[str, Path], tmp_path: Path) -> None:
+    paths: dict[str, Path], tmp_path: Path
+) -> None:
     assert "afile" in one_line("run", *run_args(paths["good"], tmp_path, out="afile/run"))
     (tmp_path / "done").mkdir()
     (tmp_path / "done" / "run.json").write_text("{}")
-    assert "already holds a run" in one_line("run", *run_args(paths["good"], tmp_path,
-                                                              out="done"))
+    assert "already holds a run" in one_line("run", *run_args(paths["good"], tmp_path, out="done"))
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
@@ -116,30 +119,44 @@ def test_run_with_an_unreadable_scenario_names_it(paths: dict[str, Path], tmp_pa
 
 
 # --- compare -------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["missing", "empty_dir", "foreign_dir", "junk_run_json",
-                                  "alien_run_json", "no_records", "binary", "dangling"])
-def test_compare_with_a_bad_run_dir_names_it(paths: dict[str, Path], tmp_path: Path,
-                                             name: str) -> None:
+@pytest.mark.parametrize(
+    "name",
+    [
+        "missing",
+        "empty_dir",
+        "foreign_dir",
+        "junk_run_json",
+        "alien_run_json",
+        "no_records",
+        "binary",
+        "dangling",
+    ],
+)
+def test_compare_with_a_bad_run_dir_names_it(
+    paths: dict[str, Path], tmp_path: Path, name: str
+) -> None:
     line = one_line("compare", str(paths[name]), "--out", str(tmp_path / "rep"), "--no-html")
     assert str(paths[name]) in line
     assert not (tmp_path / "rep").exists()
 
 
-def test_compare_into_a_path_under_a_file_is_refused(paths: dict[str, Path],
-                                                     tmp_path: Path) -> None:
+def test_compare_into_a_path_under_a_file_is_refused(
+    paths: dict[str, Path], tmp_path: Path
+) -> None:
     line = one_line("compare", str(paths["empty_dir"]), "--out", str(paths["afile"] / "rep"))
     assert "--out" in line or "empty" in line  # either culprit, one line, exit 2
 
 
 # --- inspect -------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["missing", "empty_dir", "foreign_dir", "junk_run_json",
-                                  "no_records", "binary", "dangling"])
+@pytest.mark.parametrize(
+    "name",
+    ["missing", "empty_dir", "foreign_dir", "junk_run_json", "no_records", "binary", "dangling"],
+)
 def test_inspect_with_a_bad_source_names_it(paths: dict[str, Path], name: str) -> None:
     assert str(paths[name]) in one_line("inspect", str(paths[name]))
 
 
-def test_inspect_with_a_missing_tokenizer_names_it(paths: dict[str, Path],
-                                                   tmp_path: Path) -> None:
+def test_inspect_with_a_missing_tokenizer_names_it(paths: dict[str, Path], tmp_path: Path) -> None:
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
     line = one_line("inspect", str(prompts), "--tokenizer", str(paths["missing"]))
@@ -148,23 +165,52 @@ def test_inspect_with_a_missing_tokenizer_names_it(paths: dict[str, Path],
 
 # --- sweep ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["missing", "empty_dir", "binary", "dangling"])
-def test_sweep_with_an_unusable_scenario_path_names_it(paths: dict[str, Path], tmp_path: Path,
-                                                       name: str) -> None:
-    line = one_line("sweep", "--url", "http://127.0.0.1:9", "--label", "x", "--scenario",
-                    str(paths[name]), "--out", str(tmp_path / "sw"))
+def test_sweep_with_an_unusable_scenario_path_names_it(
+    paths: dict[str, Path], tmp_path: Path, name: str
+) -> None:
+    line = one_line(
+        "sweep",
+        "--url",
+        "http://127.0.0.1:9",
+        "--label",
+        "x",
+        "--scenario",
+        str(paths[name]),
+        "--out",
+        str(tmp_path / "sw"),
+    )
     assert str(paths[name]) in line
     assert not (tmp_path / "sw").exists()
 
 
 @pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://127.0.0.1:21"])
-def test_sweep_with_a_url_without_http_scheme_is_refused(paths: dict[str, Path],
-                                                         tmp_path: Path, url: str) -> None:
-    line = one_line("sweep", "--url", url, "--label", "x", "--scenario", str(paths["good"]),
-                    "--out", str(tmp_path / "sw"))
+def test_sweep_with_a_url_without_http_scheme_is_refused(
+    paths: dict[str, Path], tmp_path: Path, url: str
+) -> None:
+    line = one_line(
+        "sweep",
+        "--url",
+        url,
+        "--label",
+        "x",
+        "--scenario",
+        str(paths["good"]),
+        "--out",
+        str(tmp_path / "sw"),
+    )
     assert "--url" in line and "scheme" in line
 
 
 def test_sweep_into_a_path_under_a_file_is_refused(paths: dict[str, Path]) -> None:
-    line = one_line("sweep", "--url", "http://127.0.0.1:9", "--label", "x", "--scenario",
-                    str(paths["good"]), "--out", str(paths["afile"] / "sw"))
+    line = one_line(
+        "sweep",
+        "--url",
+        "http://127.0.0.1:9",
+        "--label",
+        "x",
+        "--scenario",
+        str(paths["good"]),
+        "--out",
+        str(paths["afile"] / "sw"),
+    )
     assert "--out" in line or "afile" in line

@@ -109,7 +109,11 @@ def test_gate_up_to_the_operating_point_passes(pair: tuple[Path, Path], tmp_path
         ("missing", [], "run directory does not exist"),
         ("no_run_json", [], "not a specload run directory (no run.json)"),
         ("empty", [], "requests.jsonl holds no records"),
-        ("workers_count", [], "run.json: workers: 2 is not of type 'array' (expected a list of worker ids)"),
+        (
+            "workers_count",
+            [],
+            "run.json: workers: 2 is not of type 'array' (expected a list of worker ids)",
+        ),
         ("ok", ["--max-regression", "tpot=5"], "--max-regression 'tpot=5': expected METRIC=PCT"),
         ("ok", ["--metric", "speed"], "--metric 'speed': expected one of"),
         ("ok", ["--baseline", "nobody"], "--baseline 'nobody': no run has that label"),

@@ -33,8 +33,10 @@ prompts:
   synthetic: {input_tokens: 16, count: 8}
 """
 LOCUSTFILE = REPO / "locustfiles" / "chat.py"
-PROGRESS = re.compile(r"step \d/2 \(repeat 0\): target \d+ qps, achieved [\d.]+ qps, "
-                      r"p50 TPOT [\d.-]+ ms, errors (\d+)/(\d+) finished \((\d+) sent\)")
+PROGRESS = re.compile(
+    r"step \d/2 \(repeat 0\): target \d+ qps, achieved [\d.]+ qps, "
+    r"p50 TPOT [\d.-]+ ms, errors (\d+)/(\d+) finished \((\d+) sent\)"
+)
 
 
 def _scenario(tmp: Path) -> Path:
@@ -44,13 +46,25 @@ def _scenario(tmp: Path) -> Path:
 
 
 def _specload(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specload", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=180, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "specload", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
 
 
 def _tally(index: int, qps: float, records: int, errors: int, repeat: int = 0) -> StepTally:
-    t = StepTally(index, repeat, qps, start=100.0 + 10 * index, warmup_end=101.0 + 10 * index,
-                  end=110.0 + 10 * index)
+    t = StepTally(
+        index,
+        repeat,
+        qps,
+        start=100.0 + 10 * index,
+        warmup_end=101.0 + 10 * index,
+        end=110.0 + 10 * index,
+    )
     t.records, t.errors = records, errors
     return t
 
@@ -67,12 +81,25 @@ def test_budget_reasons_name_each_step_the_whole_run_and_lost_workers() -> None:
     assert budget_reasons(steps, [], 0.2) == []
 
 
-def test_run_over_budget_is_degraded_keeps_every_record_and_says_why_last(sim_factory,
-                                                                          tmp_path: Path) -> None:
-    sim = sim_factory("--profile", "tiny", "--fault-error-rate", "0.5", "--fault-error-status",
-                      "503")
-    res = _specload("run", "--host", sim.url, "--scenario", str(_scenario(tmp_path)),
-                    "--label", "b", "--out", "out", "--skip-preflight", cwd=tmp_path)
+def test_run_over_budget_is_degraded_keeps_every_record_and_says_why_last(
+    sim_factory, tmp_path: Path
+) -> None:
+    sim = sim_factory(
+        "--profile", "tiny", "--fault-error-rate", "0.5", "--fault-error-status", "503"
+    )
+    res = _specload(
+        "run",
+        "--host",
+        sim.url,
+        "--scenario",
+        str(_scenario(tmp_path)),
+        "--label",
+        "b",
+        "--out",
+        "out",
+        "--skip-preflight",
+        cwd=tmp_path,
+    )
     assert res.returncode == 1, res.stdout + res.stderr
     last = res.stderr.strip().splitlines()[-1]
     assert last.startswith("specload run: run degraded") and "exceed --max-error-rate 5 %" in last
@@ -91,11 +118,24 @@ def test_run_over_budget_is_degraded_keeps_every_record_and_says_why_last(sim_fa
 
 
 def test_a_generous_budget_keeps_the_same_faults_completed(sim_factory, tmp_path: Path) -> None:
-    sim = sim_factory("--profile", "tiny", "--fault-error-rate", "0.2", "--fault-error-status",
-                      "503")
-    res = _specload("run", "--host", sim.url, "--scenario", str(_scenario(tmp_path)),
-                    "--label", "b", "--out", "out", "--skip-preflight",
-                    "--max-error-rate", "0.9", cwd=tmp_path)
+    sim = sim_factory(
+        "--profile", "tiny", "--fault-error-rate", "0.2", "--fault-error-status", "503"
+    )
+    res = _specload(
+        "run",
+        "--host",
+        sim.url,
+        "--scenario",
+        str(_scenario(tmp_path)),
+        "--label",
+        "b",
+        "--out",
+        "out",
+        "--skip-preflight",
+        "--max-error-rate",
+        "0.9",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     meta = read_run(tmp_path / "out").meta
     assert meta["status"] == "completed" and meta["degraded"] == []
@@ -104,22 +144,53 @@ def test_a_generous_budget_keeps_the_same_faults_completed(sim_factory, tmp_path
 
 
 def test_bad_max_error_rate_is_one_line_exit_2(tmp_path: Path) -> None:
-    res = _specload("run", "--host", "http://127.0.0.1:9", "--scenario", str(_scenario(tmp_path)),
-                    "--label", "b", "--out", "out", "--max-error-rate", "5", cwd=tmp_path)
+    res = _specload(
+        "run",
+        "--host",
+        "http://127.0.0.1:9",
+        "--scenario",
+        str(_scenario(tmp_path)),
+        "--label",
+        "b",
+        "--out",
+        "out",
+        "--max-error-rate",
+        "5",
+        cwd=tmp_path,
+    )
     assert res.returncode == 2 and "--max-error-rate" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
 def test_headless_locust_exits_1_on_a_degraded_run_and_prints_each_step_once(
-        sim_factory, tmp_path: Path) -> None:
-    sim = sim_factory("--profile", "tiny", "--fault-error-rate", "1", "--fault-error-status",
-                      "500")
+    sim_factory, tmp_path: Path
+) -> None:
+    sim = sim_factory("--profile", "tiny", "--fault-error-rate", "1", "--fault-error-status", "500")
     run_dir = tmp_path / "runs" / "h"
     res = subprocess.run(
-        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--host", sim.url,
-         "--scenario", str(_scenario(tmp_path)), "--run-dir", str(run_dir), "--skip-preflight",
-         "--exit-code-on-error", "0"],  # so exit 1 can only be the error budget's
-        cwd=tmp_path, capture_output=True, text=True, timeout=180, check=False)
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(LOCUSTFILE),
+            "--headless",
+            "--host",
+            sim.url,
+            "--scenario",
+            str(_scenario(tmp_path)),
+            "--run-dir",
+            str(run_dir),
+            "--skip-preflight",
+            "--exit-code-on-error",
+            "0",
+        ],  # so exit 1 can only be the error budget's
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     out = res.stdout + res.stderr
     assert res.returncode == 1, out[-3000:]
     assert read_run(run_dir).meta["status"] == "degraded"
@@ -132,9 +203,21 @@ def test_sweep_goes_on_after_a_degraded_run_compares_and_names_it_last(tmp_path:
     py = shlex.quote(sys.executable)
     sim = f"{py} -m specload sim --host 127.0.0.1 --port {{port}} --profile tiny"
     out_dir = tmp_path / "sweep"
-    res = _specload("sweep", "--server-cmd", sim, "--condition", "faulty=--fault-error-rate 0.5",
-                    "--condition", "baseline=", "--scenario", str(_scenario(tmp_path)),
-                    "--out", str(out_dir), "--skip-preflight", cwd=REPO)
+    res = _specload(
+        "sweep",
+        "--server-cmd",
+        sim,
+        "--condition",
+        "faulty=--fault-error-rate 0.5",
+        "--condition",
+        "baseline=",
+        "--scenario",
+        str(_scenario(tmp_path)),
+        "--out",
+        str(out_dir),
+        "--skip-preflight",
+        cwd=REPO,
+    )
     assert res.returncode == 1, res.stdout + res.stderr
     faulty = json.loads((out_dir / "faulty" / "run.json").read_text())
     baseline = json.loads((out_dir / "baseline" / "run.json").read_text())

@@ -14,9 +14,15 @@ import kit
 
 
 def _run_kit(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "benchmarks/gpu/run.sh", *args], cwd=REPO, text=True,
-                          capture_output=True, timeout=60, env={"PATH": "/usr/bin:/bin", **env},
-                          check=False)
+    return subprocess.run(
+        ["bash", "benchmarks/gpu/run.sh", *args],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", **env},
+        check=False,
+    )
 
 
 def test_help_lists_the_knobs_and_a_wrong_argument_is_refused() -> None:
@@ -40,7 +46,8 @@ def test_an_earlier_run_is_never_overwritten(tmp_path) -> None:
 def test_reference_request_counts_are_the_calibrations() -> None:
     """vLLM's bench serve at rate R sent min(max(32, 20 R), 800) prompts in the calibration;
     the kit sends the same counts, so its reference is the calibration's load."""
-    data = json.loads((REPO / "benchmarks" / "data" / "h200-vllm0.26-llama8b-draft1b.json")
-                      .read_text())
+    data = json.loads(
+        (REPO / "benchmarks" / "data" / "h200-vllm0.26-llama8b-draft1b.json").read_text()
+    )
     for row in data["rows"]:
         assert kit.num_prompts(row["rate_rps"], 20, 32) == row["completed"] + row["failed"], row

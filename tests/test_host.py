@@ -55,50 +55,94 @@ def test_an_unreachable_exporter_gives_no_gpu_and_the_reason() -> None:
     assert fp["gpu"] is None and url in fp["gpu_unavailable"]
 
 
-def _meta(label: str, hostname: str | None, version: str | None, gpu: str | None = "H200",
-          cpus: int | None = 64) -> dict:
-    host = {"hostname": hostname, "cpu_model": "Xeon", "cpu_count": cpus, "kernel": "6.8",
-            "gpu": None if gpu is None else {"name": gpu, "driver_version": "570",
-                                             "power_limit_w": 700.0}}
+def _meta(
+    label: str,
+    hostname: str | None,
+    version: str | None,
+    gpu: str | None = "H200",
+    cpus: int | None = 64,
+) -> dict:
+    host = {
+        "hostname": hostname,
+        "cpu_model": "Xeon",
+        "cpu_count": cpus,
+        "kernel": "6.8",
+        "gpu": None
+        if gpu is None
+        else {"name": gpu, "driver_version": "570", "power_limit_w": 700.0},
+    }
     return {"label": label, "host": host, "target": {"server_version": version}}
 
 
 def test_host_differences_name_each_differing_field_and_its_runs() -> None:
-    metas = [_meta("baseline-1", "gpu-a", "0.26.0"), _meta("spec-1", "gpu-a", "0.26.0"),
-             _meta("baseline-2", "gpu-b", "0.27.0", cpus=None)]
+    metas = [
+        _meta("baseline-1", "gpu-a", "0.26.0"),
+        _meta("spec-1", "gpu-a", "0.26.0"),
+        _meta("baseline-2", "gpu-b", "0.27.0", cpus=None),
+    ]
     assert host_differences(metas) == [
-        ("runs come from different hosts: hostname gpu-a (baseline-1, spec-1) vs gpu-b "
-         "(baseline-2)"),
-        ("runs come from different server versions: server_version 0.26.0 (baseline-1, "
-         "spec-1) vs 0.27.0 (baseline-2)"),
+        (
+            "runs come from different hosts: hostname gpu-a (baseline-1, spec-1) vs gpu-b "
+            "(baseline-2)"
+        ),
+        (
+            "runs come from different server versions: server_version 0.26.0 (baseline-1, "
+            "spec-1) vs 0.27.0 (baseline-2)"
+        ),
     ]  # cpu_count missing in baseline-2: not a difference
 
 
 def test_missing_fields_are_not_differences_and_same_hosts_give_none() -> None:
     same = [_meta("a", "gpu-a", "0.26.0"), _meta("b", "gpu-a", "0.26.0")]
     assert host_differences(same) == []
-    older = [_meta("a", "gpu-a", "0.26.0"), {"label": "b", "target": {}},
-             _meta("c", None, None, gpu=None)]
+    older = [
+        _meta("a", "gpu-a", "0.26.0"),
+        {"label": "b", "target": {}},
+        _meta("c", None, None, gpu=None),
+    ]
     assert host_differences(older) == []
     gpus = [_meta("a", "h", "1", gpu="H200"), _meta("b", "h", "1", gpu="H100")]
     assert host_differences(gpus) == ["runs come from different hosts: gpu H200 (a) vs H100 (b)"]
 
 
 def test_repeated_labels_are_told_apart_by_run_id() -> None:
-    metas = [{**_meta("baseline", "gpu-a", "1"), "run_id": "r1"},
-             {**_meta("baseline", "gpu-b", "1"), "run_id": "r2"}]
+    metas = [
+        {**_meta("baseline", "gpu-a", "1"), "run_id": "r1"},
+        {**_meta("baseline", "gpu-b", "1"), "run_id": "r2"},
+    ]
     assert host_differences(metas) == [
-        "runs come from different hosts: hostname gpu-a (r1) vs gpu-b (r2)"]
+        "runs come from different hosts: hostname gpu-a (r1) vs gpu-b (r2)"
+    ]
 
 
 def test_a_real_run_records_its_host_with_load_at_the_end(sim, tmp_path: Path) -> None:
     scenario = tmp_path / "s.yaml"
-    scenario.write_text("name: host\nmax_tokens: 8\nsteps: [4]\nstep_duration_s: 1\n"
-                        "warmup_s: 0\nmax_concurrency: 4\n"
-                        "prompts:\n  synthetic: {input_tokens: 16, count: 4}\n")
-    res = subprocess.run([sys.executable, "-m", "specload", "run", "--host", sim.url,
-                          "--scenario", str(scenario), "--label", "h", "--out", "out"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    scenario.write_text(
+        "name: host\nmax_tokens: 8\nsteps: [4]\nstep_duration_s: 1\n"
+        "warmup_s: 0\nmax_concurrency: 4\n"
+        "prompts:\n  synthetic: {input_tokens: 16, count: 4}\n"
+    )
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specload",
+            "run",
+            "--host",
+            sim.url,
+            "--scenario",
+            str(scenario),
+            "--label",
+            "h",
+            "--out",
+            "out",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr
     host = read_run(tmp_path / "out").meta["host"]
     assert host["hostname"] == socket.gethostname() and host["cpu_count"] == os.cpu_count()

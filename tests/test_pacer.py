@@ -93,12 +93,15 @@ def test_derive_seed_is_stable_and_label_sensitive() -> None:
     assert 0 <= derive_seed(123, "x") < 2**63
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"rate_qps": 0.0, "arrival": "poisson"},
-    {"rate_qps": -1.0, "arrival": "constant"},
-    {"rate_qps": float("inf"), "arrival": "poisson"},
-    {"rate_qps": 1.0, "arrival": "bursty"},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"rate_qps": 0.0, "arrival": "poisson"},
+        {"rate_qps": -1.0, "arrival": "constant"},
+        {"rate_qps": float("inf"), "arrival": "poisson"},
+        {"rate_qps": 1.0, "arrival": "bursty"},
+    ],
+)
 def test_bad_arguments_are_rejected(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         Pacer(seed=0, start_at=0.0, **kwargs)

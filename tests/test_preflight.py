@@ -49,12 +49,31 @@ def _scenario(tmp: Path, model: str | None = None) -> Path:
     return p
 
 
-def _run(tmp: Path, host: str, *extra: str, out: str = "out",
-         model: str | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    tmp: Path, host: str, *extra: str, out: str = "out", model: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "specload", "run", "--host", host, "--scenario",
-         str(_scenario(tmp, model)), "--label", "p", "--out", out, *extra],
-        cwd=tmp, capture_output=True, text=True, timeout=120, check=False)
+        [
+            sys.executable,
+            "-m",
+            "specload",
+            "run",
+            "--host",
+            host,
+            "--scenario",
+            str(_scenario(tmp, model)),
+            "--label",
+            "p",
+            "--out",
+            out,
+            *extra,
+        ],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def _one_line(res: subprocess.CompletedProcess[str]) -> str:
@@ -91,10 +110,10 @@ def test_wrong_model_names_the_served_ones(sim_factory, tmp_path: Path) -> None:
     _nothing_written(tmp_path)
 
 
-def test_http_500_on_chat_shows_status_and_body_but_never_the_key(sim_factory,
-                                                                  tmp_path: Path) -> None:
-    sim = sim_factory("--profile", "tiny", "--fault-error-rate", "1", "--fault-error-status",
-                      "500")
+def test_http_500_on_chat_shows_status_and_body_but_never_the_key(
+    sim_factory, tmp_path: Path
+) -> None:
+    sim = sim_factory("--profile", "tiny", "--fault-error-rate", "1", "--fault-error-status", "500")
     key = "sk-PREFLIGHTKEY-91c2"
     res = _run(tmp_path, sim.url, "--api-key", key)
     line = _one_line(res)
@@ -104,8 +123,7 @@ def test_http_500_on_chat_shows_status_and_body_but_never_the_key(sim_factory,
 
 
 def test_skip_preflight_runs_against_a_failing_server(sim_factory, tmp_path: Path) -> None:
-    sim = sim_factory("--profile", "tiny", "--fault-error-rate", "1", "--fault-error-status",
-                      "500")
+    sim = sim_factory("--profile", "tiny", "--fault-error-rate", "1", "--fault-error-status", "500")
     res = _run(tmp_path, sim.url, "--skip-preflight")
     assert res.returncode == 1, res.stderr  # the run happened: every request failed
     meta = json.loads((tmp_path / "out" / "run.json").read_text())
@@ -166,10 +184,26 @@ def test_v1_path_is_a_config_error_in_process() -> None:
 def test_headless_locust_against_a_closed_port_exits_2_with_one_line(tmp_path: Path) -> None:
     port = free_port()
     res = subprocess.run(
-        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
-         "--host", f"http://127.0.0.1:{port}", "--scenario", str(_scenario(tmp_path)),
-         "--run-dir", str(tmp_path / "runs" / "x")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(LOCUSTFILE),
+            "--headless",
+            "--host",
+            f"http://127.0.0.1:{port}",
+            "--scenario",
+            str(_scenario(tmp_path)),
+            "--run-dir",
+            str(tmp_path / "runs" / "x"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     out = res.stdout + res.stderr
     assert res.returncode == 2, out[-3000:]
     errors = [x for x in out.splitlines() if x.startswith("specload: error:")]
@@ -183,10 +217,28 @@ def test_web_ui_start_against_a_closed_port_logs_it_and_starts_no_run(tmp_path: 
     log = tmp_path / "ui.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--web-host", "127.0.0.1",
-             "--web-port", str(web), "--host", f"http://127.0.0.1:{port}",
-             "--scenario", str(_scenario(tmp_path)), "--run-dir", str(tmp_path / "runs" / "x")],
-            cwd=tmp_path, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                str(LOCUSTFILE),
+                "--web-host",
+                "127.0.0.1",
+                "--web-port",
+                str(web),
+                "--host",
+                f"http://127.0.0.1:{port}",
+                "--scenario",
+                str(_scenario(tmp_path)),
+                "--run-dir",
+                str(tmp_path / "runs" / "x"),
+            ],
+            cwd=tmp_path,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         ui = f"http://127.0.0.1:{web}"
         wait_http(ui + "/", proc=proc)
@@ -202,8 +254,9 @@ def test_web_ui_start_against_a_closed_port_logs_it_and_starts_no_run(tmp_path: 
     assert not (tmp_path / "runs").exists()
 
 
-def _wait_for_text(log: Path, text: str, proc: subprocess.Popen[bytes],
-                   timeout_s: float = 60.0) -> None:
+def _wait_for_text(
+    log: Path, text: str, proc: subprocess.Popen[bytes], timeout_s: float = 60.0
+) -> None:
     deadline = time.monotonic() + timeout_s
     while text not in log.read_text(errors="replace"):
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
@@ -213,13 +266,28 @@ def _wait_for_text(log: Path, text: str, proc: subprocess.Popen[bytes],
 # --- sweep ---------------------------------------------------------------------------------
 def _sweep(tmp: Path, *args: str, model: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "specload", "sweep", *args, "--scenario",
-         str(_scenario(tmp, model)), "--out", str(tmp / "sw")],
-        cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+        [
+            sys.executable,
+            "-m",
+            "specload",
+            "sweep",
+            *args,
+            "--scenario",
+            str(_scenario(tmp, model)),
+            "--out",
+            str(tmp / "sw"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_sweep_url_at_a_closed_port_or_with_v1_exits_2_and_leaves_no_run_dir(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     for bad, says in ((url, "cannot connect"), (url + "/v1", "drop /v1")):
         res = _sweep(tmp_path, "--url", bad, "--label", "x")
@@ -229,10 +297,13 @@ def test_sweep_url_at_a_closed_port_or_with_v1_exits_2_and_leaves_no_run_dir(
 
 
 def test_sweep_checks_each_server_once_healthy_and_stops_it_on_failure(tmp_path: Path) -> None:
-    sim = f"{shlex.quote(sys.executable)} -m specload sim --host 127.0.0.1 --port {{port}} " \
-          "--profile tiny"
-    res = _sweep(tmp_path, "--server-cmd", sim, "--condition", "a=", "--condition", "b=",
-                 model="not-served")
+    sim = (
+        f"{shlex.quote(sys.executable)} -m specload sim --host 127.0.0.1 --port {{port}} "
+        "--profile tiny"
+    )
+    res = _sweep(
+        tmp_path, "--server-cmd", sim, "--condition", "a=", "--condition", "b=", model="not-served"
+    )
     assert res.returncode == 2, res.stdout + res.stderr
     assert "'not-served' is not served" in res.stderr and "specload-sim" in res.stderr
     log = (tmp_path / "sw" / "a" / "server.log").read_text()

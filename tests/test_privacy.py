@@ -32,36 +32,69 @@ KEY_SENTINEL = "sk-KEYSENTINEL5d0c77"
 
 @pytest.fixture
 def raw(tmp_path: Path) -> Iterator[RawProc]:
-    server = start_raw("text", "--text", f"the answer is {OUTPUT_SENTINEL} indeed",
-                       log_dir=tmp_path)
+    server = start_raw(
+        "text", "--text", f"the answer is {OUTPUT_SENTINEL} indeed", log_dir=tmp_path
+    )
     yield server
     stop_process(server.proc)
 
 
 def scenario(tmp: Path) -> Path:
     prompts = tmp / "prompts.jsonl"
-    prompts.write_text("".join(json.dumps({"messages": [
-        {"role": "system", "content": "be brief"},
-        {"role": "user", "content": f"question {i}: what is {PROMPT_SENTINEL}?"}]}) + "\n"
-        for i in range(4)))
+    prompts.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "messages": [
+                        {"role": "system", "content": "be brief"},
+                        {"role": "user", "content": f"question {i}: what is {PROMPT_SENTINEL}?"},
+                    ]
+                }
+            )
+            + "\n"
+            for i in range(4)
+        )
+    )
     p = tmp / "privacy.yaml"
-    p.write_text("name: privacy\nmax_tokens: 8\nsteps: [4]\nstep_duration_s: 1\nwarmup_s: 0\n"
-                 "arrival: constant\nmax_concurrency: 4\nrequest_timeout_s: 5\n"
-                 "prompts: {file: prompts.jsonl}\n")
+    p.write_text(
+        "name: privacy\nmax_tokens: 8\nsteps: [4]\nstep_duration_s: 1\nwarmup_s: 0\n"
+        "arrival: constant\nmax_concurrency: 4\nrequest_timeout_s: 5\n"
+        "prompts: {file: prompts.jsonl}\n"
+    )
     return p
 
 
-def run(tmp: Path, host: str, out: str, *extra: str, env_key: str | None = None,
-        watch_key: str | None = None) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+def run(
+    tmp: Path,
+    host: str,
+    out: str,
+    *extra: str,
+    env_key: str | None = None,
+    watch_key: str | None = None,
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """``specload run``; while it runs, collect the command lines of its process tree."""
     env = dict(os.environ)
     env.pop("OPENAI_API_KEY", None)
     if env_key:
         env["OPENAI_API_KEY"] = env_key
-    cmd = [sys.executable, "-m", "specload", "run", "--host", host, "--scenario",
-           str(scenario(tmp)), "--label", out, "--out", out, *extra]
-    proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "specload",
+        "run",
+        "--host",
+        host,
+        "--scenario",
+        str(scenario(tmp)),
+        "--label",
+        out,
+        "--out",
+        out,
+        *extra,
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     cmdlines: list[str] = []
     while proc.poll() is None and watch_key:
         try:
@@ -78,9 +111,26 @@ def run(tmp: Path, host: str, out: str, *extra: str, env_key: str | None = None,
 
 def compare(tmp: Path, *run_dirs: str) -> subprocess.CompletedProcess[str]:
     # the raw server sends each answer in one packet: TPOT is 0, so compare on TTFT
-    res = subprocess.run([sys.executable, "-m", "specload", "compare", *run_dirs, "--out",
-                          "report", "--bootstrap", "100", "--metric", "ttft_p50"],
-                         cwd=tmp, capture_output=True, text=True, timeout=120, check=False)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specload",
+            "compare",
+            *run_dirs,
+            "--out",
+            "report",
+            "--bootstrap",
+            "100",
+            "--metric",
+            "ttft_p50",
+        ],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     return res
 
@@ -93,10 +143,12 @@ def holders(paths: list[Path], needle: str) -> list[str]:
     return [str(p) for p in paths if needle.encode() in p.read_bytes()]
 
 
-def test_no_prompt_output_or_key_in_any_file_without_store_text(tmp_path: Path,
-                                                                raw: RawProc) -> None:
-    run1, cmdlines = run(tmp_path, raw.url, "flag", "--api-key", KEY_SENTINEL,
-                         watch_key=KEY_SENTINEL)
+def test_no_prompt_output_or_key_in_any_file_without_store_text(
+    tmp_path: Path, raw: RawProc
+) -> None:
+    run1, cmdlines = run(
+        tmp_path, raw.url, "flag", "--api-key", KEY_SENTINEL, watch_key=KEY_SENTINEL
+    )
     run2, _ = run(tmp_path, raw.url, "env", env_key=KEY_SENTINEL)
     rep = compare(tmp_path, "flag", "env")
     digest = hashlib.sha256(f"Bearer {KEY_SENTINEL}".encode()).hexdigest()[:16]
@@ -104,12 +156,20 @@ def test_no_prompt_output_or_key_in_any_file_without_store_text(tmp_path: Path,
     assert len(raw.expected()) >= 8
     files = files_under(tmp_path / "flag", tmp_path / "env", tmp_path / "report")
     names = {p.name for p in files}
-    assert {"run.json", "requests.jsonl", "locust.log", "report.md", "report.json",
-            "report.html"} <= names, names
-    records = [json.loads(x) for x in (tmp_path / "flag" / "requests.jsonl").read_text()
-               .splitlines()]
-    assert records and all(r["ok"] and r["prompt_sha256"] and r["output_sha256"]
-                           for r in records)  # the text was there, reduced to hashes
+    assert {
+        "run.json",
+        "requests.jsonl",
+        "locust.log",
+        "report.md",
+        "report.json",
+        "report.html",
+    } <= names, names
+    records = [
+        json.loads(x) for x in (tmp_path / "flag" / "requests.jsonl").read_text().splitlines()
+    ]
+    assert records and all(
+        r["ok"] and r["prompt_sha256"] and r["output_sha256"] for r in records
+    )  # the text was there, reduced to hashes
     printed = run1.stdout + run1.stderr + run2.stdout + run2.stderr + rep.stdout + rep.stderr
     for needle in (PROMPT_SENTINEL, OUTPUT_SENTINEL, KEY_SENTINEL):
         assert holders(files, needle) == [], needle
@@ -117,8 +177,9 @@ def test_no_prompt_output_or_key_in_any_file_without_store_text(tmp_path: Path,
     assert cmdlines and not [c for c in cmdlines if KEY_SENTINEL in c]  # not visible in ps
 
 
-def test_store_text_writes_prompt_and_output_but_never_the_key(tmp_path: Path,
-                                                              raw: RawProc) -> None:
+def test_store_text_writes_prompt_and_output_but_never_the_key(
+    tmp_path: Path, raw: RawProc
+) -> None:
     run(tmp_path, raw.url, "text", "--store-text", "--api-key", KEY_SENTINEL)
     rep = compare(tmp_path, "text")
     files = files_under(tmp_path / "text", tmp_path / "report")

@@ -33,8 +33,9 @@ def test_same_seed_same_prompts_other_seed_other_prompts() -> None:
     a = build_prompt_set(scenario(input_tokens=128))
     b = build_prompt_set(scenario(input_tokens=128))
     assert [content(p) for p in a] == [content(p) for p in b]
-    c = build_prompt_set(parse_scenario({"steps": [1], "seed": 6,
-                                         "prompts": {"synthetic": {"input_tokens": 128}}}))
+    c = build_prompt_set(
+        parse_scenario({"steps": [1], "seed": 6, "prompts": {"synthetic": {"input_tokens": 128}}})
+    )
     assert content(c[0]) != content(a[0])
     assert len({content(p) for p in a}) == len(a)  # prompts differ from each other
 
@@ -98,10 +99,12 @@ def test_input_too_short_for_prefix_and_template_is_a_config_error() -> None:
 
 def test_file_prompts_in_order_with_count_limit(tmp_path: Path) -> None:
     f = tmp_path / "p.jsonl"
-    f.write_text('{"messages": [{"role": "user", "content": "one two"}]}\n\n'
-                 '{"messages": [{"role": "system", "content": "s"}, '
-                 '{"role": "user", "content": "x"}]}\n'
-                 '{"messages": [{"role": "user", "content": "three"}]}\n')
+    f.write_text(
+        '{"messages": [{"role": "user", "content": "one two"}]}\n\n'
+        '{"messages": [{"role": "system", "content": "s"}, '
+        '{"role": "user", "content": "x"}]}\n'
+        '{"messages": [{"role": "user", "content": "three"}]}\n'
+    )
     (tmp_path / "s.yaml").write_text("steps: [1]\nprompts: {file: p.jsonl, count: 2}\n")
     ps = build_prompt_set(load_scenario(tmp_path / "s.yaml"), bpe_like)
     assert len(ps) == 2
@@ -110,11 +113,14 @@ def test_file_prompts_in_order_with_count_limit(tmp_path: Path) -> None:
     assert ps[1].expected_prompt_tokens is None  # several messages: not counted here
 
 
-@pytest.mark.parametrize(("line", "where"), [
-    ("{not json", "line 1"),
-    ('{"prompt": "x"}', "line 1"),
-    ('{"messages": [{"content": "x"}]}', "line 1.messages[0]"),
-])
+@pytest.mark.parametrize(
+    ("line", "where"),
+    [
+        ("{not json", "line 1"),
+        ('{"prompt": "x"}', "line 1"),
+        ('{"messages": [{"content": "x"}]}', "line 1.messages[0]"),
+    ],
+)
 def test_bad_jsonl_names_file_and_line(tmp_path: Path, line: str, where: str) -> None:
     f = tmp_path / "p.jsonl"
     f.write_text(line + "\n")

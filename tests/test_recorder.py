@@ -19,15 +19,34 @@ from tests.conftest import REPO
 
 def _record(i: int, *, ok: bool = True) -> RequestRecord:
     return RequestRecord(
-        request_id=f"r-{i}", worker="local", step=0, target_qps=2.0, warmup=i == 0,
-        scheduled_at=100.0 + i, sent_at=100.001 + i, ttft_s=0.01, tpot_s=0.002, e2e_s=0.05,
-        output_tokens=21, ok=ok, error=None if ok else ErrorInfo("http", "500"),
+        request_id=f"r-{i}",
+        worker="local",
+        step=0,
+        target_qps=2.0,
+        warmup=i == 0,
+        scheduled_at=100.0 + i,
+        sent_at=100.001 + i,
+        ttft_s=0.01,
+        tpot_s=0.002,
+        e2e_s=0.05,
+        output_tokens=21,
+        ok=ok,
+        error=None if ok else ErrorInfo("http", "500"),
     )
 
 
 def test_run_dir_round_trips_meta_steps_records_and_metrics(tmp_path: Path) -> None:
     w = RunWriter(tmp_path / "run", RunMeta(run_id="x1", label="baseline", started_at=99.0))
-    w.begin_step({"index": 0, "repeat": 0, "target_qps": 2.0, "start": 100.0, "warmup_end": 101.0, "end": 103.0})
+    w.begin_step(
+        {
+            "index": 0,
+            "repeat": 0,
+            "target_qps": 2.0,
+            "start": 100.0,
+            "warmup_end": 101.0,
+            "end": 103.0,
+        }
+    )
     w.add_metrics(100.0, 0, "start", {"vllm:num_requests_running": 0.0})
     w.add_records([_record(0), _record(1), _record(2, ok=False).to_dict()])
     w.add_metrics(103.0, 0, "end", {"vllm:num_requests_running": 1.0})
@@ -38,7 +57,16 @@ def test_run_dir_round_trips_meta_steps_records_and_metrics(tmp_path: Path) -> N
     run = read_run(tmp_path / "run")
     assert run.meta["status"] == "completed" and run.meta["ended_at"] == 104.0
     assert run.meta["label"] == "baseline" and run.meta["counts"]["recorded"] == 3
-    assert run.steps == [{"index": 0, "repeat": 0, "target_qps": 2.0, "start": 100.0, "warmup_end": 101.0, "end": 103.02}]
+    assert run.steps == [
+        {
+            "index": 0,
+            "repeat": 0,
+            "target_qps": 2.0,
+            "start": 100.0,
+            "warmup_end": 101.0,
+            "end": 103.02,
+        }
+    ]
     records = list(run.records())
     assert [r.request_id for r in records] == ["r-0", "r-1", "r-2"]
     assert records[0].warmup is True and records[2].error == ErrorInfo("http", "500")
@@ -50,7 +78,9 @@ def test_run_json_is_rewritten_at_each_step_change(tmp_path: Path) -> None:
     w = RunWriter(tmp_path / "run", RunMeta(run_id="x", label="l"))
     assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "running"
     w.meta.workers = ["w1", "w2"]
-    w.begin_step({"index": 0, "repeat": 0, "target_qps": 1.0, "start": 1.0, "warmup_end": 1.0, "end": 2.0})
+    w.begin_step(
+        {"index": 0, "repeat": 0, "target_qps": 1.0, "start": 1.0, "warmup_end": 1.0, "end": 2.0}
+    )
     assert json.loads((tmp_path / "run" / "run.json").read_text())["workers"] == ["w1", "w2"]
     assert not list((tmp_path / "run").glob("*.tmp"))
 
@@ -106,7 +136,9 @@ def test_not_a_run_dir_is_a_config_error(tmp_path: Path) -> None:
         read_run(tmp_path)
 
 
-def test_jsonl_writer_buffers_until_flush_and_reader_reports_bad_middle_line(tmp_path: Path) -> None:
+def test_jsonl_writer_buffers_until_flush_and_reader_reports_bad_middle_line(
+    tmp_path: Path,
+) -> None:
     p = tmp_path / "x.jsonl"
     w = JsonlWriter(p, buffer_lines=100)
     w.write({"a": 1})
@@ -131,15 +163,25 @@ def test_out_dir_under_a_file_is_a_config_error(tmp_path: Path) -> None:
 def _written_run(path: Path) -> Path:
     """A run dir as the master writes it (one step, one record), closed."""
     w = RunWriter(path, RunMeta(run_id="x1", label="baseline", started_at=99.0, workers=["local"]))
-    w.begin_step({"index": 0, "repeat": 0, "target_qps": 2.0, "start": 100.0,
-                  "warmup_end": 100.0, "end": 101.0})
+    w.begin_step(
+        {
+            "index": 0,
+            "repeat": 0,
+            "target_qps": 2.0,
+            "start": 100.0,
+            "warmup_end": 100.0,
+            "end": 101.0,
+        }
+    )
     w.add_records([_record(1)])
     w.end_step(0, 101.0)
     w.close("completed", 102.0)
     return path
 
 
-def test_the_schema_accepts_what_the_writer_writes_and_the_runs_the_repo_ships(tmp_path: Path) -> None:
+def test_the_schema_accepts_what_the_writer_writes_and_the_runs_the_repo_ships(
+    tmp_path: Path,
+) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads(RUN_SCHEMA_PATH.read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -156,8 +198,16 @@ def test_the_schema_accepts_what_the_writer_writes_and_the_runs_the_repo_ships(t
                     shipped += 1
     assert shipped >= 6
     # the oldest form: no schema_version, host, replicate, budget or condition source
-    validate_run_json({"run_id": "old", "label": "baseline", "workers": [], "status": "completed",
-                       "condition": {"speculative": None, "prefix_caching": None}}, "old.json")
+    validate_run_json(
+        {
+            "run_id": "old",
+            "label": "baseline",
+            "workers": [],
+            "status": "completed",
+            "condition": {"speculative": None, "prefix_caching": None},
+        },
+        "old.json",
+    )
 
 
 @pytest.mark.parametrize(

@@ -33,8 +33,14 @@ def _scenario(tmp: Path, duration: float = 2) -> Path:
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specload", "run", *args], cwd=cwd, check=False,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "specload", "run", *args],
+        cwd=cwd,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _one_error_line(res: subprocess.CompletedProcess[str]) -> str:
@@ -48,51 +54,123 @@ def _one_error_line(res: subprocess.CompletedProcess[str]) -> str:
 def test_bad_scenario_names_file_and_key(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nsteps: [1, 2]\nmax_concurency: 4\n")
-    line = _one_error_line(_run("--host", "http://127.0.0.1:9", "--scenario", str(bad),
-                                "--label", "l", "--out", "o", cwd=tmp_path))
+    line = _one_error_line(
+        _run(
+            "--host",
+            "http://127.0.0.1:9",
+            "--scenario",
+            str(bad),
+            "--label",
+            "l",
+            "--out",
+            "o",
+            cwd=tmp_path,
+        )
+    )
     assert str(bad) in line and "max_concurency" in line
     assert not (tmp_path / "o").exists()
 
 
 def test_host_without_scheme_is_refused(tmp_path: Path) -> None:
-    line = _one_error_line(_run("--host", "127.0.0.1:8000", "--scenario", str(_scenario(tmp_path)),
-                                "--label", "l", "--out", "o", cwd=tmp_path))
+    line = _one_error_line(
+        _run(
+            "--host",
+            "127.0.0.1:8000",
+            "--scenario",
+            str(_scenario(tmp_path)),
+            "--label",
+            "l",
+            "--out",
+            "o",
+            cwd=tmp_path,
+        )
+    )
     assert "--host" in line and "scheme" in line
 
 
 def test_unwritable_out_dir_is_refused(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
-    line = _one_error_line(_run("--host", "http://127.0.0.1:9", "--scenario", str(_scenario(tmp_path)),
-                                "--label", "l", "--out", "file/run", cwd=tmp_path))
+    line = _one_error_line(
+        _run(
+            "--host",
+            "http://127.0.0.1:9",
+            "--scenario",
+            str(_scenario(tmp_path)),
+            "--label",
+            "l",
+            "--out",
+            "file/run",
+            cwd=tmp_path,
+        )
+    )
     assert "not a writable directory" in line
 
 
 def test_missing_scenario_file_is_refused(tmp_path: Path) -> None:
-    line = _one_error_line(_run("--host", "http://127.0.0.1:9", "--scenario", "nope.yaml",
-                                "--label", "l", "--out", "o", cwd=tmp_path))
+    line = _one_error_line(
+        _run(
+            "--host",
+            "http://127.0.0.1:9",
+            "--scenario",
+            "nope.yaml",
+            "--label",
+            "l",
+            "--out",
+            "o",
+            cwd=tmp_path,
+        )
+    )
     assert "nope.yaml" in line
 
 
 def test_bad_speculative_declaration_is_refused(tmp_path: Path) -> None:
-    line = _one_error_line(_run("--host", "http://127.0.0.1:9", "--scenario", str(_scenario(tmp_path)),
-                                "--label", "l", "--out", "o", "--speculative-config", "{k: 4",
-                                cwd=tmp_path))
+    line = _one_error_line(
+        _run(
+            "--host",
+            "http://127.0.0.1:9",
+            "--scenario",
+            str(_scenario(tmp_path)),
+            "--label",
+            "l",
+            "--out",
+            "o",
+            "--speculative-config",
+            "{k: 4",
+            cwd=tmp_path,
+        )
+    )
     assert "--speculative-config" in line
 
 
 def test_declarations_and_key_handling(sim, tmp_path: Path) -> None:
     """Condition and server command land in run.json; the key lands nowhere."""
     key = "sk-test-never-written-42"
-    res = _run("--host", sim.url, "--scenario", str(_scenario(tmp_path, duration=1)), "--label", "spec",
-               "--out", "o", "--api-key", key, "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 4}',
-               "--prefix-caching", "off", "--server-cmd", "vllm serve m --speculative-config '{...}'",
-               cwd=tmp_path)
+    res = _run(
+        "--host",
+        sim.url,
+        "--scenario",
+        str(_scenario(tmp_path, duration=1)),
+        "--label",
+        "spec",
+        "--out",
+        "o",
+        "--api-key",
+        key,
+        "--speculative-config",
+        '{"method": "ngram", "num_speculative_tokens": 4}',
+        "--prefix-caching",
+        "off",
+        "--server-cmd",
+        "vllm serve m --speculative-config '{...}'",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     meta = json.loads((tmp_path / "o" / "run.json").read_text())
-    assert meta["condition"] == {"speculative": {"method": "ngram", "num_speculative_tokens": 4},
-                                 "prefix_caching": False,
-                                 "source": {"speculative": "declared",
-                                            "prefix_caching": "declared"}}
+    assert meta["condition"] == {
+        "speculative": {"method": "ngram", "num_speculative_tokens": 4},
+        "prefix_caching": False,
+        "source": {"speculative": "declared", "prefix_caching": "declared"},
+    }
     assert meta["server_cmd"] == "vllm serve m --speculative-config '{...}'"
     assert meta["status"] == "completed" and meta["counts"]["recorded"] > 0
     for f in (tmp_path / "o").iterdir():
@@ -106,9 +184,25 @@ def test_declarations_and_key_handling(sim, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_sigint_leaves_an_interrupted_run_with_every_record(sim, tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "specload", "run", "--host", sim.url, "--scenario",
-         str(_scenario(tmp_path, duration=10)), "--label", "i", "--out", "o"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "specload",
+            "run",
+            "--host",
+            sim.url,
+            "--scenario",
+            str(_scenario(tmp_path, duration=10)),
+            "--label",
+            "i",
+            "--out",
+            "o",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     run_json = tmp_path / "o" / "run.json"
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -128,8 +222,18 @@ def test_sigint_leaves_an_interrupted_run_with_every_record(sim, tmp_path: Path)
 
 
 def test_store_text_writes_prompt_and_output_text(sim, tmp_path: Path) -> None:
-    res = _run("--host", sim.url, "--scenario", str(_scenario(tmp_path, duration=1)), "--label", "t",
-               "--out", "o", "--store-text", cwd=tmp_path)
+    res = _run(
+        "--host",
+        sim.url,
+        "--scenario",
+        str(_scenario(tmp_path, duration=1)),
+        "--label",
+        "t",
+        "--out",
+        "o",
+        "--store-text",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     first = json.loads((tmp_path / "o" / "requests.jsonl").read_text().splitlines()[0])
     assert first["prompt_text"] and first["output_text"]
@@ -140,15 +244,50 @@ def test_speculation_declared_off_and_undeclared_are_told_apart(sim, tmp_path: P
     """``--speculative-config off`` declares no speculation; nothing given is "unknown", for
     compare to read from the server's /metrics (never guessed from the label)."""
     scenario = str(_scenario(tmp_path, duration=1))
-    off = _run("--host", sim.url, "--scenario", scenario, "--label", "candidate-build", "--out",
-               "off", "--speculative-config", "off", cwd=tmp_path)
-    plain = _run("--host", sim.url, "--scenario", scenario, "--label", "candidate-build", "--out",
-                 "plain", cwd=tmp_path)
+    off = _run(
+        "--host",
+        sim.url,
+        "--scenario",
+        scenario,
+        "--label",
+        "candidate-build",
+        "--out",
+        "off",
+        "--speculative-config",
+        "off",
+        cwd=tmp_path,
+    )
+    plain = _run(
+        "--host",
+        sim.url,
+        "--scenario",
+        scenario,
+        "--label",
+        "candidate-build",
+        "--out",
+        "plain",
+        cwd=tmp_path,
+    )
     assert off.returncode == 0 and plain.returncode == 0, off.stderr + plain.stderr
-    source = {d: json.loads((tmp_path / d / "run.json").read_text())["condition"]["source"]
-              for d in ("off", "plain")}
-    assert source == {"off": {"speculative": "declared", "prefix_caching": "unknown"},
-                      "plain": {"speculative": "unknown", "prefix_caching": "unknown"}}
-    bad = _run("--host", sim.url, "--scenario", scenario, "--label", "x", "--out", "bad",
-               "--speculative-config", "maybe", cwd=tmp_path)
+    source = {
+        d: json.loads((tmp_path / d / "run.json").read_text())["condition"]["source"]
+        for d in ("off", "plain")
+    }
+    assert source == {
+        "off": {"speculative": "declared", "prefix_caching": "unknown"},
+        "plain": {"speculative": "unknown", "prefix_caching": "unknown"},
+    }
+    bad = _run(
+        "--host",
+        sim.url,
+        "--scenario",
+        scenario,
+        "--label",
+        "x",
+        "--out",
+        "bad",
+        "--speculative-config",
+        "maybe",
+        cwd=tmp_path,
+    )
     assert bad.returncode == 2 and "--speculative-config" in bad.stderr and "'off'" in bad.stderr

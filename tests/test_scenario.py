@@ -33,7 +33,12 @@ def test_minimal_scenario_fills_defaults(tmp_path: Path) -> None:
     assert s.name == "tiny"
     assert s.steps == (1.0, 2.0)
     assert (s.model, s.temperature, s.ignore_eos, s.arrival, s.client) == (
-        None, 0.0, True, "poisson", "fast")
+        None,
+        0.0,
+        True,
+        "poisson",
+        "fast",
+    )
     assert s.min_tokens == s.max_tokens == 256  # fixed output length by default
     assert s.prompts.kind == "synthetic" and s.prompts.input_tokens == 512
     assert s.contract is None and s.stream and s.record_itl
@@ -60,11 +65,14 @@ def test_ladder_appends_to_when_the_series_misses_it(tmp_path: Path) -> None:
 
 
 def test_schedule_replays_whole_ladder_per_repeat(tmp_path: Path) -> None:
-    s = load_scenario(write(tmp_path, "steps: [1, 4]\nrepeats: 2\nstep_duration_s: 5\n"
-                                      "warmup_s: 1\n"))
+    s = load_scenario(
+        write(tmp_path, "steps: [1, 4]\nrepeats: 2\nstep_duration_s: 5\nwarmup_s: 1\n")
+    )
     assert s.schedule() == [
-        StepPlan(0, 0, 1.0, 5.0, 1.0), StepPlan(1, 0, 4.0, 5.0, 1.0),
-        StepPlan(2, 1, 1.0, 5.0, 1.0), StepPlan(3, 1, 4.0, 5.0, 1.0),
+        StepPlan(0, 0, 1.0, 5.0, 1.0),
+        StepPlan(1, 0, 4.0, 5.0, 1.0),
+        StepPlan(2, 1, 1.0, 5.0, 1.0),
+        StepPlan(3, 1, 4.0, 5.0, 1.0),
     ]
     assert s.schedule()[0].total_s == 6.0
     assert s.total_duration_s == 24.0
@@ -81,8 +89,13 @@ def test_overrides_accept_dotted_paths_and_are_validated(tmp_path: Path) -> None
 
 
 def test_to_dict_round_trips_through_json(tmp_path: Path) -> None:
-    s = load_scenario(write(tmp_path, "steps: {from: 1, to: 8, factor: 2}\nstop: ['\\n']\n"
-                                      "contract: {json: true, required_fields: [a]}\n"))
+    s = load_scenario(
+        write(
+            tmp_path,
+            "steps: {from: 1, to: 8, factor: 2}\nstop: ['\\n']\n"
+            "contract: {json: true, required_fields: [a]}\n",
+        )
+    )
     back = parse_scenario(json.loads(json.dumps(s.to_dict())))
     assert back == s
 
@@ -96,31 +109,48 @@ def test_file_prompts_resolve_relative_to_the_scenario(tmp_path: Path) -> None:
     assert s.prompts.file == str((tmp_path / "data" / "p.jsonl").resolve())
 
 
-@pytest.mark.parametrize(("text", "path", "expect"), [
-    ("steps: [1, 0]\n", "steps[1]", "expected a number > 0"),
-    ("steps: [1, 2, 'fast']\n", "steps[2]", "expected a number"),
-    ("steps: [1]\ntemprature: 0\n", "temprature", "unknown key"),
-    ("steps: [1]\narrival: bursty\n", "arrival", "expected one of: constant, poisson"),
-    ("steps: [1]\nmax_tokens: 8\nmin_tokens: 9\n", "min_tokens", "expected <= max_tokens"),
-    ("steps: {from: 1, to: 8}\n", "steps", "exactly one of factor"),
-    ("steps: {from: 1, to: 8, factor: 1}\n", "steps.factor", "expected a number > 1"),
-    ("steps: {from: 4, to: 2, factor: 2}\n", "steps.to", "expected a number >= 4"),
-    ("max_tokens: 3\n", "steps", "missing"),
-    ("steps: [1]\nrepeats: 1.5\n", "repeats", "expected an integer"),
-    ("steps: [1]\nignore_eos: 'yes'\n", "ignore_eos", "expected true or false"),
-    ("steps: [1]\nprompts: {synthetic: {input_tokens: 10, shared_prefix_tokens: 10}}\n",
-     "prompts.synthetic.shared_prefix_tokens", "expected fewer than input_tokens"),
-    ("steps: [1]\nprompts: {synthetic: {repetition: 1.5}}\n", "prompts.synthetic.repetition",
-     "expected a number <= 1"),
-    ("steps: [1]\nprompts: {synthetic: {inputs: 5}}\n", "prompts.synthetic.inputs", "unknown key"),
-    ("steps: [1]\nprompts: {file: nope.jsonl}\n", "prompts.file", "not found"),
-    ("steps: [1]\nprompts: {}\n", "prompts", "exactly one of synthetic or file"),
-    ("steps: [1]\ncontract: {required_fields: [a]}\n", "contract.required_fields",
-     "needs contract.json"),
-    ("steps: [1]\nclient: requests\n", "client", "expected one of: fast, openai"),
-])
+@pytest.mark.parametrize(
+    ("text", "path", "expect"),
+    [
+        ("steps: [1, 0]\n", "steps[1]", "expected a number > 0"),
+        ("steps: [1, 2, 'fast']\n", "steps[2]", "expected a number"),
+        ("steps: [1]\ntemprature: 0\n", "temprature", "unknown key"),
+        ("steps: [1]\narrival: bursty\n", "arrival", "expected one of: constant, poisson"),
+        ("steps: [1]\nmax_tokens: 8\nmin_tokens: 9\n", "min_tokens", "expected <= max_tokens"),
+        ("steps: {from: 1, to: 8}\n", "steps", "exactly one of factor"),
+        ("steps: {from: 1, to: 8, factor: 1}\n", "steps.factor", "expected a number > 1"),
+        ("steps: {from: 4, to: 2, factor: 2}\n", "steps.to", "expected a number >= 4"),
+        ("max_tokens: 3\n", "steps", "missing"),
+        ("steps: [1]\nrepeats: 1.5\n", "repeats", "expected an integer"),
+        ("steps: [1]\nignore_eos: 'yes'\n", "ignore_eos", "expected true or false"),
+        (
+            "steps: [1]\nprompts: {synthetic: {input_tokens: 10, shared_prefix_tokens: 10}}\n",
+            "prompts.synthetic.shared_prefix_tokens",
+            "expected fewer than input_tokens",
+        ),
+        (
+            "steps: [1]\nprompts: {synthetic: {repetition: 1.5}}\n",
+            "prompts.synthetic.repetition",
+            "expected a number <= 1",
+        ),
+        (
+            "steps: [1]\nprompts: {synthetic: {inputs: 5}}\n",
+            "prompts.synthetic.inputs",
+            "unknown key",
+        ),
+        ("steps: [1]\nprompts: {file: nope.jsonl}\n", "prompts.file", "not found"),
+        ("steps: [1]\nprompts: {}\n", "prompts", "exactly one of synthetic or file"),
+        (
+            "steps: [1]\ncontract: {required_fields: [a]}\n",
+            "contract.required_fields",
+            "needs contract.json",
+        ),
+        ("steps: [1]\nclient: requests\n", "client", "expected one of: fast, openai"),
+    ],
+)
 def test_bad_values_name_file_key_path_and_expectation(
-        tmp_path: Path, text: str, path: str, expect: str) -> None:
+    tmp_path: Path, text: str, path: str, expect: str
+) -> None:
     err = error_of(tmp_path, text)
     assert err.path == path
     assert err.file == str(tmp_path / "s.yaml")
@@ -142,8 +172,9 @@ def test_non_mapping_top_level_and_missing_file(tmp_path: Path) -> None:
         load_scenario(tmp_path / "absent.yaml")
 
 
-@pytest.mark.parametrize("name", ["smoke", "low-to-medium", "prefix-heavy", "code-repetitive",
-                                  "ci"])
+@pytest.mark.parametrize(
+    "name", ["smoke", "low-to-medium", "prefix-heavy", "code-repetitive", "ci"]
+)
 def test_shipped_scenarios_load(name: str) -> None:
     s = load_scenario(REPO / "scenarios" / f"{name}.yaml")
     assert isinstance(s, Scenario) and s.steps
@@ -161,8 +192,11 @@ def test_smoke_runs_in_seconds() -> None:
 
 
 def test_specload_scenario_import_needs_no_locust() -> None:
-    code = ("import sys, specload.scenario, specload.pacer, specload.scenario.prompts; "
-            "print('locust' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=REPO)
+    code = (
+        "import sys, specload.scenario, specload.pacer, specload.scenario.prompts; "
+        "print('locust' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
     assert out.stdout.strip() == "False"

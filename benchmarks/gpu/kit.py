@@ -63,8 +63,9 @@ def _alive(pid: int) -> bool:
 
 def _last_line(path: str) -> str:
     try:
-        lines = [ln for ln in Path(path).read_text(errors="replace")[-4096:].splitlines()
-                 if ln.strip()]
+        lines = [
+            ln for ln in Path(path).read_text(errors="replace")[-4096:].splitlines() if ln.strip()
+        ]
     except OSError:
         return ""
     return lines[-1][-160:] if lines else ""
@@ -97,10 +98,18 @@ def cmd_warmup(a: argparse.Namespace) -> int:
     prompt = ("The quick brown fox jumps over the lazy dog. " * 24).strip()
 
     def one(i: int) -> None:
-        body = json.dumps({"model": a.model, "prompt": f"{i} {prompt}", "temperature": 0,
-                           "max_tokens": a.max_tokens, "ignore_eos": True}).encode()
-        req = urllib.request.Request(a.url + "/v1/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
+        body = json.dumps(
+            {
+                "model": a.model,
+                "prompt": f"{i} {prompt}",
+                "temperature": 0,
+                "max_tokens": a.max_tokens,
+                "ignore_eos": True,
+            }
+        ).encode()
+        req = urllib.request.Request(
+            a.url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=a.timeout) as r:
                 r.read()
@@ -113,8 +122,10 @@ def cmd_warmup(a: argparse.Namespace) -> int:
         th.start()
     for th in threads:
         th.join(a.timeout + 5)
-    log(f"warm-up: {a.n} requests x {a.max_tokens} tokens in {time.time() - t:.1f} s, "
-        f"{len(errors)} errors {errors[:1]}")
+    log(
+        f"warm-up: {a.n} requests x {a.max_tokens} tokens in {time.time() - t:.1f} s, "
+        f"{len(errors)} errors {errors[:1]}"
+    )
     return 0 if not errors else 1
 
 
@@ -125,33 +136,75 @@ def num_prompts(rate: float, seconds: float, minimum: int) -> int:
 
 #: vLLM bench's result keys → the calibration's row keys (benchmarks/data/*.json)
 ROW_KEYS = {
-    "completed": "completed", "failed": "failed", "request_throughput": "request_throughput",
-    "output_throughput": "output_tok_s", "median_ttft_ms": "ttft_p50_ms",
-    "p95_ttft_ms": "ttft_p95_ms", "median_tpot_ms": "tpot_p50_ms", "p95_tpot_ms": "tpot_p95_ms",
-    "median_itl_ms": "itl_p50_ms", "p95_itl_ms": "itl_p95_ms", "median_e2el_ms": "e2e_p50_ms",
-    "p95_e2el_ms": "e2e_p95_ms", "max_concurrent_requests": "max_concurrent",
+    "completed": "completed",
+    "failed": "failed",
+    "request_throughput": "request_throughput",
+    "output_throughput": "output_tok_s",
+    "median_ttft_ms": "ttft_p50_ms",
+    "p95_ttft_ms": "ttft_p95_ms",
+    "median_tpot_ms": "tpot_p50_ms",
+    "p95_tpot_ms": "tpot_p95_ms",
+    "median_itl_ms": "itl_p50_ms",
+    "p95_itl_ms": "itl_p95_ms",
+    "median_e2el_ms": "e2e_p50_ms",
+    "p95_e2el_ms": "e2e_p95_ms",
+    "max_concurrent_requests": "max_concurrent",
     "spec_decode_acceptance_length": "acceptance_length",
 }
 
 
 def bench_argv(a: argparse.Namespace, rate: float, n: int, name: str) -> list[str]:
-    return [*shlex.split(a.vllm), "bench", "serve",
-            "--backend", "vllm", "--base-url", a.url, "--model", a.model,
-            "--tokenizer", a.tokenizer, "--dataset-name", "random",
-            "--random-input-len", str(a.input_len), "--random-output-len", str(a.output_len),
-            "--ignore-eos", "--temperature", "0", "--seed", "0",
-            "--request-rate", f"{rate:g}", "--num-prompts", str(n),
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95",
-            "--save-result", "--result-dir", a.raw, "--result-filename", name,
-            "--disable-tqdm"]
+    return [
+        *shlex.split(a.vllm),
+        "bench",
+        "serve",
+        "--backend",
+        "vllm",
+        "--base-url",
+        a.url,
+        "--model",
+        a.model,
+        "--tokenizer",
+        a.tokenizer,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(a.input_len),
+        "--random-output-len",
+        str(a.output_len),
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--seed",
+        "0",
+        "--request-rate",
+        f"{rate:g}",
+        "--num-prompts",
+        str(n),
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,95",
+        "--save-result",
+        "--result-dir",
+        a.raw,
+        "--result-filename",
+        name,
+        "--disable-tqdm",
+    ]
 
 
 def _add_rows(summary: Path, rows: list[dict[str, Any]]) -> None:
     """Merge this condition's rows into the summary file (one file per server start pair)."""
-    data = json.loads(summary.read_text()) if summary.exists() else {
-        "what": "vLLM's own `bench serve` against the same server starts as specload's runs "
-                "(random dataset, ignore_eos, temperature 0, Poisson arrivals)",
-        "rows": []}
+    data = (
+        json.loads(summary.read_text())
+        if summary.exists()
+        else {
+            "what": "vLLM's own `bench serve` against the same server starts as specload's runs "
+            "(random dataset, ignore_eos, temperature 0, Poisson arrivals)",
+            "rows": [],
+        }
+    )
     conds = {r["condition"] for r in rows}
     data["rows"] = [r for r in data["rows"] if r["condition"] not in conds] + rows
     summary.write_text(json.dumps(data, indent=1) + "\n")
@@ -168,8 +221,12 @@ def cmd_bench(a: argparse.Namespace) -> int:
         log(f"vLLM bench serve: {a.cond} at {rate:g} req/s, {n} prompts")
         with open(Path(a.raw) / f"{a.cond}-{rate:g}.log", "wb") as out:
             try:
-                rc = subprocess.call(bench_argv(a, rate, n, name), stdout=out,
-                                     stderr=subprocess.STDOUT, timeout=a.rate_timeout)
+                rc = subprocess.call(
+                    bench_argv(a, rate, n, name),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    timeout=a.rate_timeout,
+                )
             except subprocess.TimeoutExpired:
                 rc = 124
             except OSError as exc:
@@ -184,8 +241,10 @@ def cmd_bench(a: argparse.Namespace) -> int:
         row: dict[str, Any] = {"condition": a.cond, "rate_rps": rate, "status": "ok"}
         row.update({k: res[src] for src, k in ROW_KEYS.items() if res.get(src) is not None})
         rows.append(row)
-        log(f"  p50 TPOT {row.get('tpot_p50_ms', float('nan')):.2f} ms, p50 TTFT "
-            f"{row.get('ttft_p50_ms', float('nan')):.1f} ms, {row.get('completed')} completed")
+        log(
+            f"  p50 TPOT {row.get('tpot_p50_ms', float('nan')):.2f} ms, p50 TTFT "
+            f"{row.get('ttft_p50_ms', float('nan')):.1f} ms, {row.get('completed')} completed"
+        )
     _add_rows(Path(a.summary), rows)
     return 0 if failed == 0 else 1
 
@@ -198,8 +257,9 @@ def cmd_free_port(_a: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="verb", required=True)
     h = sub.add_parser("health")
     h.add_argument("--url", required=True)
@@ -228,8 +288,12 @@ def main() -> int:
     b.add_argument("--rate-timeout", type=float, default=300)
     sub.add_parser("free-port")
     a = ap.parse_args()
-    verbs = {"health": cmd_health, "warmup": cmd_warmup, "bench": cmd_bench,
-             "free-port": cmd_free_port}
+    verbs = {
+        "health": cmd_health,
+        "warmup": cmd_warmup,
+        "bench": cmd_bench,
+        "free-port": cmd_free_port,
+    }
     return verbs[a.verb](a)
 
 

@@ -82,17 +82,28 @@ class TreeCPU:
         return max(0.0, self.total_at(t1) - self.total_at(t0))
 
 
-def run_measured(cmd: Sequence[str], log: Path, timeout_s: float, *,
-                 env: Mapping[str, str] | None = None, cwd: Path | None = None
-                 ) -> tuple[int, TreeCPU]:
+def run_measured(
+    cmd: Sequence[str],
+    log: Path,
+    timeout_s: float,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> tuple[int, TreeCPU]:
     """Run a client to completion in its own session, sampling its tree's CPU.
 
     Output goes to ``log``; a client past ``timeout_s`` is killed. Returns the exit code and
     the sampler (stopped), from which each run cuts its load windows.
     """
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(list(cmd), cwd=cwd, stdout=fh, stderr=subprocess.STDOUT,
-                                env=None if env is None else dict(env), start_new_session=True)
+        proc = subprocess.Popen(
+            list(cmd),
+            cwd=cwd,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=None if env is None else dict(env),
+            start_new_session=True,
+        )
         cpu = TreeCPU(proc.pid)
         try:
             rc = proc.wait(timeout=timeout_s)

@@ -80,10 +80,20 @@ def ensure_guidellm_env(version: str = GUIDELLM_VERSION, root: Path | None = Non
             _pip([sys.executable, "-m", "venv", str(tmp)], "python -m venv", log)
             links = _links()
             pins = [p for p in [_cpu_torch(links)] if p]
-            _pip([str(tmp / "bin" / "python"), "-m", "pip", "install",
-                  "--disable-pip-version-check", *[a for link in links
-                                                   for a in ("--find-links", link)],
-                  *pins, f"guidellm=={version}"], f"pip install guidellm=={version}", log)
+            _pip(
+                [
+                    str(tmp / "bin" / "python"),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--disable-pip-version-check",
+                    *[a for link in links for a in ("--find-links", link)],
+                    *pins,
+                    f"guidellm=={version}",
+                ],
+                f"pip install guidellm=={version}",
+                log,
+            )
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

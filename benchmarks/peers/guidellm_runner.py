@@ -26,21 +26,36 @@ from peers.truth import ClientRun, Sample
 __all__ = ["run_guidellm"]
 
 
-def run_guidellm(python: Path, url: str, model: str, tokenizer: Path, dataset: Path,
-                 rates: list[float], duration_s: float, work: Path, *,
-                 timeout_s: float) -> list[ClientRun]:
+def run_guidellm(
+    python: Path,
+    url: str,
+    model: str,
+    tokenizer: Path,
+    dataset: Path,
+    rates: list[float],
+    duration_s: float,
+    work: Path,
+    *,
+    timeout_s: float,
+) -> list[ClientRun]:
     """One ``guidellm run`` with a benchmark per rate; one ``ClientRun`` per rate."""
     out = work / "guidellm.json"
     out.unlink(missing_ok=True)
-    scenario = {"spec": {
-        "backend": {"kind": "openai_http", "target": url, "model": model,
-                    "request_format": "/v1/chat/completions"},
-        "profile": {"kind": "poisson", "rate": rates},
-        "data": [{"kind": "json_file", "path": str(dataset)}],
-        "tokenizer": {"kind": "hf_auto", "model": str(tokenizer)},
-        "constraints": [{"kind": "max_duration", "seconds": duration_s}],
-        "outputs": [{"kind": "json", "path": str(out)}],
-    }}
+    scenario = {
+        "spec": {
+            "backend": {
+                "kind": "openai_http",
+                "target": url,
+                "model": model,
+                "request_format": "/v1/chat/completions",
+            },
+            "profile": {"kind": "poisson", "rate": rates},
+            "data": [{"kind": "json_file", "path": str(dataset)}],
+            "tokenizer": {"kind": "hf_auto", "model": str(tokenizer)},
+            "constraints": [{"kind": "max_duration", "seconds": duration_s}],
+            "outputs": [{"kind": "json", "path": str(out)}],
+        }
+    }
     cfg = work / "guidellm-scenario.json"
     cfg.write_text(json.dumps(scenario, indent=1))
     cmd = [str(python), "-m", "guidellm", "run", "-c", str(cfg), "--disable-console-interactive"]
@@ -68,24 +83,38 @@ def _parse(bench: dict[str, Any], cpu: TreeCPU) -> ClientRun:
             rid = str(r.get("response_id") or "").removeprefix("chatcmpl-")
             ok = status == "successful"
             ttft, itl = r.get("time_to_first_token_ms"), r.get("inter_token_latency_ms")
-            samples.append(Sample(rid, ok, ttft / 1e3 if ok and ttft is not None else None,
-                                  itl / 1e3 if ok and itl is not None else None,
-                                  r.get("output_tokens"), cancelled=status == "incomplete",
-                                  sent_at=(r.get("info") or {}).get("timings", {})
-                                  .get("request_start")))
+            samples.append(
+                Sample(
+                    rid,
+                    ok,
+                    ttft / 1e3 if ok and ttft is not None else None,
+                    itl / 1e3 if ok and itl is not None else None,
+                    r.get("output_tokens"),
+                    cancelled=status == "incomplete",
+                    sent_at=(r.get("info") or {}).get("timings", {}).get("request_start"),
+                )
+            )
     m = bench["metrics"]
     ttft50, ttft95 = _pcts(m, "time_to_first_token_ms")
     itl50, itl95 = _pcts(m, "inter_token_latency_ms")
     own50, own95 = _pcts(m, "time_per_output_token_ms")
     rps = ((m.get("requests_per_second") or {}).get("successful") or {}).get("mean")
-    reported = {"ttft_p50": ttft50, "ttft_p95": ttft95, "tpot_p50": itl50, "tpot_p95": itl95,
-                "tpot_incl_first_p50": own50, "tpot_incl_first_p95": own95,
-                "achieved_rate": rps}
+    reported = {
+        "ttft_p50": ttft50,
+        "ttft_p95": ttft95,
+        "tpot_p50": itl50,
+        "tpot_p95": itl95,
+        "tpot_incl_first_p50": own50,
+        "tpot_incl_first_p95": own95,
+        "achieved_rate": rps,
+    }
     run = ClientRun("guidellm", rate, samples, reported, cpu)
     early = _unscheduled(bench)
     if early:
-        run.notes.append(f"{early} of {len(samples)} requests had a targeted start near 0 "
-                         "(1970) instead of a time in the run, so guidellm sent them at once")
+        run.notes.append(
+            f"{early} of {len(samples)} requests had a targeted start near 0 "
+            "(1970) instead of a time in the run, so guidellm sent them at once"
+        )
     return run
 
 

@@ -49,8 +49,11 @@ def summarize(raw: Path, top: int) -> list[str]:
     total = 0
     for line in raw.read_text().splitlines():
         stack, _, n = line.rpartition(" ")
-        frames = [f.split(" (")[0] + " (" + f.split(" (")[-1].split(":")[0].rsplit("/", 1)[-1]
-                  + ")" for f in stack.split(";") if f]
+        frames = [
+            f.split(" (")[0] + " (" + f.split(" (")[-1].split(":")[0].rsplit("/", 1)[-1] + ")"
+            for f in stack.split(";")
+            if f
+        ]
         if not frames:
             continue
         k = int(n)
@@ -78,17 +81,50 @@ def main() -> int:
     try:
         sc = scenario_dict([a.rate], a.duration_s, 128, 64, 200, "specload-sim")
         (work / "sc.yaml").write_text(json.dumps(sc))
-        run = subprocess.Popen([sys.executable, "-m", "specload", "run", "--host", url,
-                                "--scenario", str(work / "sc.yaml"), "--label", "pyspy",
-                                "--out", str(work / "run")], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+        run = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "specload",
+                "run",
+                "--host",
+                url,
+                "--scenario",
+                str(work / "sc.yaml"),
+                "--label",
+                "pyspy",
+                "--out",
+                str(work / "run"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         child = _locust_child(run.pid)
         cpu = TreeCPU(child)
-        spy = None if a.no_spy else subprocess.Popen(
-            [pyspy, "record", "--pid", str(child), "--nonblocking", "--rate", "250",
-             "--format", "raw", "-o", str(work / "raw.txt"),
-             "--duration", str(int(a.duration_s + 6))],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        spy = (
+            None
+            if a.no_spy
+            else subprocess.Popen(
+                [
+                    pyspy,
+                    "record",
+                    "--pid",
+                    str(child),
+                    "--nonblocking",
+                    "--rate",
+                    "250",
+                    "--format",
+                    "raw",
+                    "-o",
+                    str(work / "raw.txt"),
+                    "--duration",
+                    str(int(a.duration_s + 6)),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+            )
+        )
         run.wait(timeout=a.duration_s * 4 + 60)
         if spy is not None:
             spy.wait(timeout=30)
@@ -100,9 +136,11 @@ def main() -> int:
     cpu_s = cpu.cpu_between(min(sent), max(sent))
     chunks = sum(r["content_chunks"] or 0 for r in recs)
     span = max(sent) - min(sent)
-    print(f"{len(recs)} requests in {span:.1f} s ({(len(recs) - 1) / span:.1f} req/s), "
-          f"Locust process {cpu_s / span:.2f} cores, {cpu_s / len(recs) * 1e6:.0f} µs/request, "
-          f"{cpu_s / chunks * 1e6:.1f} µs/chunk (chunks over the whole run)")
+    print(
+        f"{len(recs)} requests in {span:.1f} s ({(len(recs) - 1) / span:.1f} req/s), "
+        f"Locust process {cpu_s / span:.2f} cores, {cpu_s / len(recs) * 1e6:.0f} µs/request, "
+        f"{cpu_s / chunks * 1e6:.1f} µs/chunk (chunks over the whole run)"
+    )
     shutil.rmtree(work / "run", ignore_errors=True)
     if a.no_spy:
         shutil.rmtree(work, ignore_errors=True)

@@ -28,30 +28,60 @@ __all__ = ["run_specload", "scenario_dict"]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def scenario_dict(rates: list[float], duration_s: float, input_tokens: int,
-                  output_tokens: int, prompts: int, model: str) -> dict[str, Any]:
+def scenario_dict(
+    rates: list[float],
+    duration_s: float,
+    input_tokens: int,
+    output_tokens: int,
+    prompts: int,
+    model: str,
+) -> dict[str, Any]:
     """The scenario: fixed lengths, Poisson arrivals, one step per rate, no warm-up."""
     return {
-        "name": "peers", "model": model,
+        "name": "peers",
+        "model": model,
         "description": "benchmarks/peers.py: specload next to vllm bench serve and guidellm",
-        "max_tokens": output_tokens, "min_tokens": output_tokens, "ignore_eos": True,
-        "arrival": "poisson", "steps": rates, "step_duration_s": duration_s, "warmup_s": 0,
-        "repeats": 1, "max_concurrency": 2048, "metrics_interval_s": 5,
-        "request_timeout_s": 60, "seed": 0,
+        "max_tokens": output_tokens,
+        "min_tokens": output_tokens,
+        "ignore_eos": True,
+        "arrival": "poisson",
+        "steps": rates,
+        "step_duration_s": duration_s,
+        "warmup_s": 0,
+        "repeats": 1,
+        "max_concurrency": 2048,
+        "metrics_interval_s": 5,
+        "request_timeout_s": 60,
+        "seed": 0,
         "prompts": {"synthetic": {"input_tokens": input_tokens, "count": prompts}},
     }
 
 
-def run_specload(url: str, scenario: dict[str, Any], work: Path, *, processes: int,
-                 timeout_s: float) -> list[ClientRun]:
+def run_specload(
+    url: str, scenario: dict[str, Any], work: Path, *, processes: int, timeout_s: float
+) -> list[ClientRun]:
     """Run the scenario; one ``ClientRun`` per step (rate)."""
     name = "specload" if processes == 0 else f"specload-p{processes}"
     tag = f"{name}-" + "-".join(f"{r:g}" for r in scenario["steps"])
     path = work / f"{tag}.yaml"
     path.write_text(yaml.safe_dump(scenario, sort_keys=False))
     out = work / tag
-    cmd = [sys.executable, "-m", "specload", "run", "--host", url, "--scenario", str(path),
-           "--label", name, "--out", str(out), "--processes", str(processes)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specload",
+        "run",
+        "--host",
+        url,
+        "--scenario",
+        str(path),
+        "--label",
+        name,
+        "--out",
+        str(out),
+        "--processes",
+        str(processes),
+    ]
     env = dict(os.environ)
     if processes:
         # Locust's master port (5557 by default) may be taken by another run on this host:
@@ -72,9 +102,16 @@ def _runs(name: str, out: Path, cpu: TreeCPU) -> list[ClientRun]:
     with open(out / "requests.jsonl", encoding="utf-8") as fh:
         for line in fh:
             r = json.loads(line)
-            by_step.setdefault(float(r["target_qps"]), []).append(Sample(
-                r["request_id"], bool(r["ok"]), r["ttft_s"], r["tpot_s"], r["output_tokens"],
-                sent_at=r["sent_at"]))
+            by_step.setdefault(float(r["target_qps"]), []).append(
+                Sample(
+                    r["request_id"],
+                    bool(r["ok"]),
+                    r["ttft_s"],
+                    r["tpot_s"],
+                    r["output_tokens"],
+                    sent_at=r["sent_at"],
+                )
+            )
     comparison = compare_runs([str(out)], bootstrap=10)
     runs = []
     for stats in next(iter(comparison.steps.values())):
@@ -84,10 +121,15 @@ def _runs(name: str, out: Path, cpu: TreeCPU) -> list[ClientRun]:
             v = lat.get(key)
             return None if v is None else round(v * 1e3, 3)
 
-        reported = {"ttft_p50": ms("ttft_p50"), "ttft_p95": ms("ttft_p95"),
-                    "tpot_p50": ms("tpot_p50"), "tpot_p95": ms("tpot_p95"),
-                    "achieved_rate": stats.achieved_qps,
-                    "queue_delay_p99": ms("queue_delay_p99")}
-        runs.append(ClientRun(name, stats.target_qps, by_step.get(stats.target_qps, []),
-                              reported, cpu))
+        reported = {
+            "ttft_p50": ms("ttft_p50"),
+            "ttft_p95": ms("ttft_p95"),
+            "tpot_p50": ms("tpot_p50"),
+            "tpot_p95": ms("tpot_p95"),
+            "achieved_rate": stats.achieved_qps,
+            "queue_delay_p99": ms("queue_delay_p99"),
+        }
+        runs.append(
+            ClientRun(name, stats.target_qps, by_step.get(stats.target_qps, []), reported, cpu)
+        )
     return runs

@@ -23,7 +23,15 @@ from typing import Any
 
 from client_fidelity import pct  # the same percentile rule as the client fidelity benchmark
 
-__all__ = ["ClientRun", "Sample", "rate_tolerance", "score", "sustained", "true_tpot_s", "true_ttft_s"]
+__all__ = [
+    "ClientRun",
+    "Sample",
+    "rate_tolerance",
+    "score",
+    "sustained",
+    "true_tpot_s",
+    "true_ttft_s",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +99,9 @@ def _rate_and_cpu(run: ClientRun, matched: Pairs) -> dict[str, Any]:
     return {
         "achieved_rate": _r(achieved, 2),
         "achieved_ratio": _r(achieved / run.rate if achieved else None),
-        "window_s": _r(span, 2), "client_cpu_s": _r(cpu_s), "client_cores": _r(cores),
+        "window_s": _r(span, 2),
+        "client_cpu_s": _r(cpu_s),
+        "client_cores": _r(cores),
         "rate_per_core": _r(achieved / cores if achieved and cores else None, 1),
     }
 
@@ -109,18 +119,26 @@ def _errors(ok: Pairs) -> dict[str, Any]:
             tpot_err.append(abs(s.tpot_s - t) / t * 100)
             tpot_err_ms.append((s.tpot_s - t) * 1e3)
     up = [(g["arrived_at"] - s.sent_at) * 1e3 for s, g in ok if s.sent_at is not None]
-    down = [(s.sent_at + s.ttft_s - g["first_token_at"]) * 1e3  # type: ignore[operator]
-            for s, g in ok if s.sent_at is not None]
+    down = [
+        (s.sent_at + s.ttft_s - g["first_token_at"]) * 1e3  # type: ignore[operator]
+        for s, g in ok
+        if s.sent_at is not None
+    ]
     abs_ttft = [abs(x) for x in ttft_err]
     return {
-        "ttft_err_ms_p50": _r(pct(abs_ttft, 50)), "ttft_err_ms_p95": _r(pct(abs_ttft, 95)),
+        "ttft_err_ms_p50": _r(pct(abs_ttft, 50)),
+        "ttft_err_ms_p95": _r(pct(abs_ttft, 95)),
         "ttft_err_ms_p99": _r(pct(abs_ttft, 99)),
         "ttft_err_ms_mean_signed": _r(sum(ttft_err) / len(ttft_err) if ttft_err else None),
-        "tpot_err_pct_p50": _r(pct(tpot_err, 50)), "tpot_err_pct_p99": _r(pct(tpot_err, 99)),
-        "tpot_err_ms_mean_signed": _r(sum(tpot_err_ms) / len(tpot_err_ms)
-                                      if tpot_err_ms else None, 4),
-        "send_to_arrive_ms_p50": _r(pct(up, 50)), "send_to_arrive_ms_p99": _r(pct(up, 99)),
-        "emit_to_read_ms_p50": _r(pct(down, 50)), "emit_to_read_ms_p99": _r(pct(down, 99)),
+        "tpot_err_pct_p50": _r(pct(tpot_err, 50)),
+        "tpot_err_pct_p99": _r(pct(tpot_err, 99)),
+        "tpot_err_ms_mean_signed": _r(
+            sum(tpot_err_ms) / len(tpot_err_ms) if tpot_err_ms else None, 4
+        ),
+        "send_to_arrive_ms_p50": _r(pct(up, 50)),
+        "send_to_arrive_ms_p99": _r(pct(up, 99)),
+        "emit_to_read_ms_p50": _r(pct(down, 50)),
+        "emit_to_read_ms_p99": _r(pct(down, 99)),
     }
 
 
@@ -131,19 +149,27 @@ def score(run: ClientRun, truth: dict[str, dict[str, Any]]) -> dict[str, Any]:
     true_ttft = [true_ttft_s(g) for _, g in ok]
     true_tpot = [t for _, g in ok if (t := true_tpot_s(g)) is not None]
     row: dict[str, Any] = {
-        "client": run.client, "target_rate": run.rate,
-        "requests": len(run.samples), "matched": len(matched), "ok": len(ok),
+        "client": run.client,
+        "target_rate": run.rate,
+        "requests": len(run.samples),
+        "matched": len(matched),
+        "ok": len(ok),
         "errors": sum(not s.ok and not s.cancelled for s in run.samples),
         "cancelled": sum(s.cancelled for s in run.samples),
-        **_rate_and_cpu(run, matched), "reported": run.reported,
-        "true_ttft_p50_ms": _ms(pct(true_ttft, 50)), "true_ttft_p95_ms": _ms(pct(true_ttft, 95)),
-        "true_tpot_p50_ms": _ms(pct(true_tpot, 50)), "true_tpot_p95_ms": _ms(pct(true_tpot, 95)),
-        **_errors(ok), "notes": run.notes,
+        **_rate_and_cpu(run, matched),
+        "reported": run.reported,
+        "true_ttft_p50_ms": _ms(pct(true_ttft, 50)),
+        "true_ttft_p95_ms": _ms(pct(true_ttft, 95)),
+        "true_tpot_p50_ms": _ms(pct(true_tpot, 50)),
+        "true_tpot_p95_ms": _ms(pct(true_tpot, 95)),
+        **_errors(ok),
+        "notes": run.notes,
     }
     for name in ("ttft_p50", "ttft_p95", "tpot_p50", "tpot_p95"):
         got, want = run.reported.get(name), row[f"true_{name}_ms"]
-        row[f"{name}_reported_err_ms"] = _r(got - want if got is not None and want is not None
-                                            else None)
+        row[f"{name}_reported_err_ms"] = _r(
+            got - want if got is not None and want is not None else None
+        )
     return row
 
 
@@ -157,5 +183,10 @@ def sustained(row: dict[str, Any], *, ttft_p99_ms: float = 5.0) -> bool:
     """The issue's bar: achieved within 10 % of target (or Poisson noise), TTFT error p99
     <= 5 ms, and no failed request."""
     ratio, p99 = row["achieved_ratio"], row["ttft_err_ms_p99"]
-    return (ratio is not None and abs(ratio - 1) <= rate_tolerance(row["matched"])
-            and p99 is not None and p99 <= ttft_p99_ms and row["errors"] == 0)
+    return (
+        ratio is not None
+        and abs(ratio - 1) <= rate_tolerance(row["matched"])
+        and p99 is not None
+        and p99 <= ttft_p99_ms
+        and row["errors"] == 0
+    )

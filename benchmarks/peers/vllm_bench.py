@@ -30,28 +30,75 @@ __all__ = ["run_vllm_bench", "write_sharegpt"]
 
 def write_sharegpt(prompts: list[str], path: Path) -> Path:
     """The prompts as ShareGPT conversations (the reply turn is required, and unused)."""
-    path.write_text(json.dumps([{"conversations": [{"from": "human", "value": p},
-                                                   {"from": "gpt", "value": "ok"}]}
-                                for p in prompts]))
+    path.write_text(
+        json.dumps(
+            [
+                {"conversations": [{"from": "human", "value": p}, {"from": "gpt", "value": "ok"}]}
+                for p in prompts
+            ]
+        )
+    )
     return path
 
 
-def run_vllm_bench(python: Path, url: str, model: str, tokenizer: Path, dataset: Path,
-                   rate: float, duration_s: float, output_tokens: int, work: Path, *,
-                   timeout_s: float) -> ClientRun:
+def run_vllm_bench(
+    python: Path,
+    url: str,
+    model: str,
+    tokenizer: Path,
+    dataset: Path,
+    rate: float,
+    duration_s: float,
+    output_tokens: int,
+    work: Path,
+    *,
+    timeout_s: float,
+) -> ClientRun:
     """One ``vllm bench serve`` run of ``rate * duration_s`` Poisson arrivals at ``rate``."""
     tag = f"vllm-{rate:g}"
     n = max(2, round(rate * duration_s))
-    cmd = vllm_cli(python, "bench", "serve", "--backend", "openai", "--base-url", url,
-                   "--model", model, "--tokenizer", str(tokenizer),
-                   "--dataset-name", "sharegpt", "--dataset-path", str(dataset),
-                   "--sharegpt-output-len", str(output_tokens), "--disable-shuffle",
-                   "--ignore-eos", "--temperature", "0",
-                   "--num-prompts", str(n), "--request-rate", f"{rate:g}", "--seed", "0",
-                   "--request-id-prefix", f"{tag}-", "--percentile-metrics",
-                   "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99",
-                   "--save-result", "--save-detailed", "--result-dir", str(work),
-                   "--result-filename", f"{tag}.json", "--disable-tqdm")
+    cmd = vllm_cli(
+        python,
+        "bench",
+        "serve",
+        "--backend",
+        "openai",
+        "--base-url",
+        url,
+        "--model",
+        model,
+        "--tokenizer",
+        str(tokenizer),
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        str(dataset),
+        "--sharegpt-output-len",
+        str(output_tokens),
+        "--disable-shuffle",
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--num-prompts",
+        str(n),
+        "--request-rate",
+        f"{rate:g}",
+        "--seed",
+        "0",
+        "--request-id-prefix",
+        f"{tag}-",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,95,99",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        str(work),
+        "--result-filename",
+        f"{tag}.json",
+        "--disable-tqdm",
+    )
     result = work / f"{tag}.json"
     result.unlink(missing_ok=True)
     rc, cpu = run_measured(cmd, work / f"{tag}.log", timeout_s, env=server_env())
@@ -64,13 +111,19 @@ def run_vllm_bench(python: Path, url: str, model: str, tokenizer: Path, dataset:
 
 def _parse(d: dict, tag: str, rate: float, cpu: TreeCPU) -> ClientRun:
     samples = []
-    for i, (ttft, lat, n, err) in enumerate(zip(d["ttfts"], d["latencies"], d["output_lens"],
-                                                d["errors"], strict=True)):
+    for i, (ttft, lat, n, err) in enumerate(
+        zip(d["ttfts"], d["latencies"], d["output_lens"], d["errors"], strict=True)
+    ):
         ok = not err and ttft is not None and ttft > 0
         tpot = (lat - ttft) / (n - 1) if ok and n and n > 1 else None
         samples.append(Sample(f"{tag}-{i}", ok, ttft if ok else None, tpot, n))
-    reported = {"ttft_p50": d.get("median_ttft_ms"), "ttft_p95": d.get("p95_ttft_ms"),
-                "tpot_p50": d.get("median_tpot_ms"), "tpot_p95": d.get("p95_tpot_ms"),
-                "itl_p50": d.get("median_itl_ms"), "itl_p95": d.get("p95_itl_ms"),
-                "achieved_rate": d.get("request_throughput")}
+    reported = {
+        "ttft_p50": d.get("median_ttft_ms"),
+        "ttft_p95": d.get("p95_ttft_ms"),
+        "tpot_p50": d.get("median_tpot_ms"),
+        "tpot_p95": d.get("p95_tpot_ms"),
+        "itl_p50": d.get("median_itl_ms"),
+        "itl_p95": d.get("p95_itl_ms"),
+        "achieved_rate": d.get("request_throughput"),
+    }
     return ClientRun("vllm-bench", rate, samples, reported, cpu)

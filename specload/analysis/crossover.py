@@ -183,7 +183,10 @@ class Crossover:
             "stops_at": self.stop.to_dict() if self.stop is not None else None,
             "starts_at": self.start.to_dict() if self.start is not None else None,
             "tested_range": list(self.tested_range),
-            "steps": [{"target_qps": q, "effect": e} for q, e in zip(self.steps, self.effects, strict=False)],
+            "steps": [
+                {"target_qps": q, "effect": e}
+                for q, e in zip(self.steps, self.effects, strict=False)
+            ],
             "excluded_qps": self.excluded,
             "last_helping_qps": self.last_helping_qps,
             "first_helping_qps": self.first_helping_qps,

@@ -105,7 +105,9 @@ def load_runs(paths: list[str | Path]) -> list[RunData]:
         if not (d / "requests.jsonl").is_file():
             raise ConfigError("no requests.jsonl (was the run started?)", file=str(d))
     runs = []
-    for d, meta, parts in zip(dirs, metas, read_columns([d / "requests.jsonl" for d in dirs]), strict=False):
+    for d, meta, parts in zip(
+        dirs, metas, read_columns([d / "requests.jsonl" for d in dirs]), strict=False
+    ):
         warnings: list[str] = []
         cols = _merge(d / "requests.jsonl", parts, warnings)
         metrics_path = d / "metrics.jsonl"

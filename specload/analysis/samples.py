@@ -57,7 +57,9 @@ def _texts(run_dir: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-def output_samples(base_dirs: list[Path], cond_dirs: list[Path], limit: int = 5) -> list[OutputSample]:
+def output_samples(
+    base_dirs: list[Path], cond_dirs: list[Path], limit: int = 5
+) -> list[OutputSample]:
     """Up to ``limit`` prompts answered in both conditions, differing outputs first."""
     base: dict[str, tuple[str, str]] = {}
     for d in base_dirs:
@@ -68,9 +70,7 @@ def output_samples(base_dirs: list[Path], cond_dirs: list[Path], limit: int = 5)
     for d in cond_dirs:
         cond = {**_texts(d), **cond}
     shared = [k for k in base if k in cond]
-    samples = [
-        OutputSample(k, base[k][0][-PROMPT_CHARS:], base[k][1], cond[k][1]) for k in shared
-    ]
+    samples = [OutputSample(k, base[k][0][-PROMPT_CHARS:], base[k][1], cond[k][1]) for k in shared]
     samples.sort(key=lambda s: s.identical)  # differences are what a person must read
     return samples[:limit]
 

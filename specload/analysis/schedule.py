@@ -281,7 +281,11 @@ def _irregular(x: Crossover) -> bool:
     speculation *hurts* (not merely changes nothing). Scattered loads (``mixed``) get no
     proposal at all (``_proposal``)."""
     first = x.first_helping_qps
-    return any(e == HURTS for q, e in zip(x.steps, x.effects, strict=False) if first is not None and q < first)
+    return any(
+        e == HURTS
+        for q, e in zip(x.steps, x.effects, strict=False)
+        if first is not None and q < first
+    )
 
 
 def _below_note(x: Crossover) -> str:

@@ -39,35 +39,65 @@ ERROR_PREFIX = "specload: error: "
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "run", help="one headless run of a scenario against a server, through Locust",
+        "run",
+        help="one headless run of a scenario against a server, through Locust",
         description="Run a scenario's open-loop QPS steps against one server condition "
-                    "and write a run directory (run.json, requests.jsonl, metrics.jsonl, "
-                    "steps.json).")
+        "and write a run directory (run.json, requests.jsonl, metrics.jsonl, "
+        "steps.json).",
+    )
     p.add_argument("--host", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
     p.add_argument("--scenario", required=True, help="scenario YAML file")
     p.add_argument("--label", required=True, help="condition label, e.g. baseline")
     p.add_argument("--out", required=True, help="run directory to create")
-    p.add_argument("--processes", type=int, default=0,
-                   help="Locust worker processes on this host (0: one local process)")
-    p.add_argument("--store-text", action="store_true",
-                   help="also write raw prompt and output text (off by default)")
-    p.add_argument("--api-key", default=None,
-                   help="bearer token (else $OPENAI_API_KEY); never written anywhere")
-    p.add_argument("--speculative-config", default="",
-                   help="declare the server's --speculative-config JSON, or 'off', for run.json "
-                        "(else compare reads it from the server's /metrics where it can)")
-    p.add_argument("--prefix-caching", choices=["on", "off"], default="",
-                   help="declare whether the server has prefix caching on, for run.json")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="Locust worker processes on this host (0: one local process)",
+    )
+    p.add_argument(
+        "--store-text",
+        action="store_true",
+        help="also write raw prompt and output text (off by default)",
+    )
+    p.add_argument(
+        "--api-key",
+        default=None,
+        help="bearer token (else $OPENAI_API_KEY); never written anywhere",
+    )
+    p.add_argument(
+        "--speculative-config",
+        default="",
+        help="declare the server's --speculative-config JSON, or 'off', for run.json "
+        "(else compare reads it from the server's /metrics where it can)",
+    )
+    p.add_argument(
+        "--prefix-caching",
+        choices=["on", "off"],
+        default="",
+        help="declare whether the server has prefix caching on, for run.json",
+    )
     p.add_argument("--server-cmd", default="", help="the server's command line, for run.json")
-    p.add_argument("--gpu-metrics-url", default="",
-                   help="GPU memory: a DCGM exporter /metrics URL, or 'nvml' (default: NVML "
-                        "when the server is on this host, else not sampled)")
-    p.add_argument("--max-error-rate", type=float, default=DEFAULT_MAX_ERROR_RATE, metavar="FRACTION",
-                   help="error budget (default %(default)s): a run whose error rate in any step or "
-                        "overall exceeds it, or that loses a worker, ends 'degraded', exit 1")
-    p.add_argument("--skip-preflight", action="store_true",
-                   help="do not check the target (reachable, model served, one streamed "
-                        "completion with usage) before the run")
+    p.add_argument(
+        "--gpu-metrics-url",
+        default="",
+        help="GPU memory: a DCGM exporter /metrics URL, or 'nvml' (default: NVML "
+        "when the server is on this host, else not sampled)",
+    )
+    p.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=DEFAULT_MAX_ERROR_RATE,
+        metavar="FRACTION",
+        help="error budget (default %(default)s): a run whose error rate in any step or "
+        "overall exceeds it, or that loses a worker, ends 'degraded', exit 1",
+    )
+    p.add_argument(
+        "--skip-preflight",
+        action="store_true",
+        help="do not check the target (reachable, model served, one streamed "
+        "completion with usage) before the run",
+    )
     p.set_defaults(func=run)
 
 
@@ -89,8 +119,11 @@ def _validate(args: argparse.Namespace) -> Path:
         from specload.preflight import preflight
 
         try:
-            preflight(args.host, model=scenario.model,
-                      api_key=args.api_key or os.environ.get("OPENAI_API_KEY") or None)
+            preflight(
+                args.host,
+                model=scenario.model,
+                api_key=args.api_key or os.environ.get("OPENAI_API_KEY") or None,
+            )
         except BaseException:
             remove_new_dirs(out, created)
             raise
@@ -113,8 +146,9 @@ def _validate_args(args: argparse.Namespace, load_scenario: Any) -> Any:
     from specload.errors import ConfigError
 
     if not args.host.startswith(("http://", "https://")):
-        raise ConfigError(f"{args.host!r} has no scheme (expected http://... or https://...)",
-                          path="--host")
+        raise ConfigError(
+            f"{args.host!r} has no scheme (expected http://... or https://...)", path="--host"
+        )
     if args.processes < 0:
         raise ConfigError(f"{args.processes} is negative (expected 0 or more)", path="--processes")
     declared_speculative(args.speculative_config)  # ConfigError for anything but JSON / off
@@ -130,25 +164,53 @@ def locust_command(args: argparse.Namespace, out: Path) -> list[str]:
     from specload.locust import bundled
 
     locustfile = Path(bundled.__file__).with_name("chat.py")
-    cmd = [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
-           "--host", args.host.rstrip("/"), "--scenario", str(Path(args.scenario).resolve()),
-           "--label", args.label, "--run-dir", str(out.resolve()), "--only-summary",
-           "--exit-code-on-error", "0", "--loglevel", "INFO",
-           "--max-error-rate", repr(float(args.max_error_rate)),
-           "--skip-preflight"]  # done here already, before the run directory was kept
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(locustfile),
+        "--headless",
+        "--host",
+        args.host.rstrip("/"),
+        "--scenario",
+        str(Path(args.scenario).resolve()),
+        "--label",
+        args.label,
+        "--run-dir",
+        str(out.resolve()),
+        "--only-summary",
+        "--exit-code-on-error",
+        "0",
+        "--loglevel",
+        "INFO",
+        "--max-error-rate",
+        repr(float(args.max_error_rate)),
+        "--skip-preflight",
+    ]  # done here already, before the run directory was kept
     if args.processes:
         # A port of its own on loopback: Locust's fixed default (5557) made two runs with
         # --processes on one host collide (the second never started), and "*" listened on
         # every interface for workers that are only ever local.
         port = str(_free_port())
-        cmd += ["--processes", str(args.processes), "--master-bind-host", "127.0.0.1",
-                "--master-bind-port", port, "--master-port", port]
+        cmd += [
+            "--processes",
+            str(args.processes),
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            port,
+            "--master-port",
+            port,
+        ]
     if args.store_text:
         cmd.append("--store-text")
-    for flag, value in (("--speculative-config", args.speculative_config),
-                        ("--prefix-caching", args.prefix_caching),
-                        ("--server-cmd", args.server_cmd),
-                        ("--gpu-metrics-url", args.gpu_metrics_url)):
+    for flag, value in (
+        ("--speculative-config", args.speculative_config),
+        ("--prefix-caching", args.prefix_caching),
+        ("--server-cmd", args.server_cmd),
+        ("--gpu-metrics-url", args.gpu_metrics_url),
+    ):
         if value:
             cmd += [flag, value]
     return cmd
@@ -198,9 +260,9 @@ def _pump(proc: subprocess.Popen[bytes], log_path: Path) -> list[str]:
             log.write(raw)
             line = raw.decode("utf-8", errors="replace").rstrip("\n")
             if line.startswith(PROGRESS_PREFIX):
-                print(line[len(PROGRESS_PREFIX):], flush=True)
+                print(line[len(PROGRESS_PREFIX) :], flush=True)
             elif line.startswith(ERROR_PREFIX):
-                errors.append(line[len(ERROR_PREFIX):])
+                errors.append(line[len(ERROR_PREFIX) :])
     return errors
 
 
@@ -212,8 +274,13 @@ def run(args: argparse.Namespace) -> int:
     if args.api_key:
         env["OPENAI_API_KEY"] = args.api_key
     env.setdefault("PYTHONUNBUFFERED", "1")
-    proc = subprocess.Popen(locust_command(args, out), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    proc = subprocess.Popen(
+        locust_command(args, out),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=env,
+    )
     forward = _Forwarder(proc)
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -228,7 +295,9 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(errors[0])
         if errors:
             raise SpecloadError(errors[0])
-        raise SpecloadError(f"locust exited with {code} before writing a run; see {out / 'locust.log'}")
+        raise SpecloadError(
+            f"locust exited with {code} before writing a run; see {out / 'locust.log'}"
+        )
     if status == "completed":
         return 0
     if status == "interrupted" or forward.interrupted:
@@ -236,11 +305,14 @@ def run(args: argparse.Namespace) -> int:
         return 130
     if status == "degraded":
         reasons = "; ".join(_meta(out).get("degraded") or []) or "see run.json"
-        print(f"specload run: run degraded (every record kept in {out}): {reasons}",
-              file=sys.stderr)
+        print(
+            f"specload run: run degraded (every record kept in {out}): {reasons}", file=sys.stderr
+        )
         return 1
-    print(f"specload run: run {status}; see {out / 'run.json'} notes and {out / 'locust.log'}",
-          file=sys.stderr)
+    print(
+        f"specload run: run {status}; see {out / 'run.json'} notes and {out / 'locust.log'}",
+        file=sys.stderr,
+    )
     return 1
 
 

@@ -141,8 +141,9 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     if args.processes is not None and args.processes < 1:
         raise ConfigError("must be at least 1", path="--processes")
     if args.url is not None and not args.url.startswith(("http://", "https://")):
-        raise ConfigError(f"{args.url!r} has no scheme (expected http://... or https://...)",
-                          path="--url")
+        raise ConfigError(
+            f"{args.url!r} has no scheme (expected http://... or https://...)", path="--url"
+        )
     if args.url is not None and not args.skip_preflight:
         from specload.preflight import check_host_path
 
@@ -202,8 +203,10 @@ def _validate_out(out: Path) -> None:
     for existing in (out, *out.parents):
         if existing.exists():
             if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-                raise ConfigError(f"{str(out)!r} is not a writable directory ({existing} is "
-                                  "in the way)", path="--out")
+                raise ConfigError(
+                    f"{str(out)!r} is not a writable directory ({existing} is in the way)",
+                    path="--out",
+                )
             return
 
 

@@ -27,12 +27,34 @@ __all__ = ["RecordBuilder"]
 class RecordBuilder:
     """Accumulates one response; ``build`` makes its record (call it exactly once)."""
 
-    __slots__ = ("_content", "_extra_text", "_lookup", "_tool_ids", "cached_tokens", "done_at",
-                 "finish_reason", "meta", "output_tokens", "prompt_tokens", "record_itl",
-                 "req", "saw_done", "status", "store_text", "timing")
+    __slots__ = (
+        "_content",
+        "_extra_text",
+        "_lookup",
+        "_tool_ids",
+        "cached_tokens",
+        "done_at",
+        "finish_reason",
+        "meta",
+        "output_tokens",
+        "prompt_tokens",
+        "record_itl",
+        "req",
+        "saw_done",
+        "status",
+        "store_text",
+        "timing",
+    )
 
-    def __init__(self, req: ChatRequest, meta: RecordMeta, sent_at: float, *,
-                 store_text: bool = False, record_itl: bool = True) -> None:
+    def __init__(
+        self,
+        req: ChatRequest,
+        meta: RecordMeta,
+        sent_at: float,
+        *,
+        store_text: bool = False,
+        record_itl: bool = True,
+    ) -> None:
         self.req = req
         self.meta = meta
         self.timing = StreamTiming(sent_at=sent_at)
@@ -136,29 +158,48 @@ class RecordBuilder:
         content = "".join(self._content)
         output = content + "".join(self._extra_text)
         prompt_sha, prompt_chars = messages_sha256(self.req.messages)
-        contract = check_output(content, want_json=self.req.expect_json,
-                                required_fields=self.req.required_fields)
+        contract = check_output(
+            content, want_json=self.req.expect_json, required_fields=self.req.required_fields
+        )
         extra: dict[str, Any] = {}
         if contract.missing_fields:
             extra["missing_fields"] = list(contract.missing_fields)
         m = self.meta
         return RequestRecord(
-            request_id=m.request_id, worker=m.worker, step=m.step, target_qps=m.target_qps,
-            warmup=m.warmup, scheduled_at=m.scheduled_at, sent_at=tm.sent_at,
-            first_token_at=tm.first_content_at, done_at=done_at,
+            request_id=m.request_id,
+            worker=m.worker,
+            step=m.step,
+            target_qps=m.target_qps,
+            warmup=m.warmup,
+            scheduled_at=m.scheduled_at,
+            sent_at=tm.sent_at,
+            first_token_at=tm.first_content_at,
+            done_at=done_at,
             queue_delay_s=tm.sent_at - m.scheduled_at,
-            ttft_s=ttft, tpot_s=tpot, e2e_s=e2e,
+            ttft_s=ttft,
+            tpot_s=tpot,
+            e2e_s=e2e,
             itl_s=itl_s(tm.chunk_times) if self.record_itl else None,
-            content_chunks=tm.content_chunks, prompt_tokens=self.prompt_tokens,
-            output_tokens=out_tokens, cached_tokens=self.cached_tokens, tokens_source=source,
-            finish_reason=self.finish_reason, status=self.status,
-            ok=error is None and self.status == 200, error=error,
-            prompt_sha256=prompt_sha, prompt_chars=prompt_chars,
+            content_chunks=tm.content_chunks,
+            prompt_tokens=self.prompt_tokens,
+            output_tokens=out_tokens,
+            cached_tokens=self.cached_tokens,
+            tokens_source=source,
+            finish_reason=self.finish_reason,
+            status=self.status,
+            ok=error is None and self.status == 200,
+            error=error,
+            prompt_sha256=prompt_sha,
+            prompt_chars=prompt_chars,
             output_sha256=sha256_text(output) if (output or error is None) else None,
-            output_chars=len(output), json_valid=contract.json_valid,
-            tool_calls=len(self._tool_ids), repeat=m.repeat, prompt_index=self.req.prompt_index,
+            output_chars=len(output),
+            json_valid=contract.json_valid,
+            tool_calls=len(self._tool_ids),
+            repeat=m.repeat,
+            prompt_index=self.req.prompt_index,
             prompt_text=_prompt_text(self.req) if self.store_text else None,
-            output_text=output if self.store_text else None, extra=extra,
+            output_text=output if self.store_text else None,
+            extra=extra,
             lookup_match_rate=self._lookup.finish().match_rate if self._lookup else None,
         )
 

@@ -47,12 +47,13 @@ def _strip_fence(text: str) -> str:
     if t.startswith("```"):
         first_nl = t.find("\n")
         if first_nl >= 0 and t.endswith("```"):
-            return t[first_nl + 1:-3].strip()
+            return t[first_nl + 1 : -3].strip()
     return t
 
 
-def check_output(text: str, *, want_json: bool, required_fields: Sequence[str] = ()
-                 ) -> ContractResult:
+def check_output(
+    text: str, *, want_json: bool, required_fields: Sequence[str] = ()
+) -> ContractResult:
     """Check ``text`` against the scenario's contract (JSON + required top-level fields)."""
     if not want_json:
         return ContractResult(json_valid=None, missing_fields=())

@@ -41,9 +41,17 @@ class _Broken(Exception):
 class OpenAIStreamClient:
     """Streams chat completions through ``openai.OpenAI``; safe to share between greenlets."""
 
-    def __init__(self, base_url: str, *, api_key: str | None = None, timeout_s: float = 120.0,
-                 store_text: bool = False, concurrency: int = 64,
-                 extra_headers: dict[str, str] | None = None, record_itl: bool = True) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        store_text: bool = False,
+        concurrency: int = 64,
+        extra_headers: dict[str, str] | None = None,
+        record_itl: bool = True,
+    ) -> None:
         import httpx2
         import openai
 
@@ -52,11 +60,17 @@ class OpenAIStreamClient:
             base += "/v1"
         limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
         self._sent: dict[str, float] = {}  # request id -> when httpx started sending it
-        self._http = openai.DefaultHttpx2Client(limits=limits, timeout=timeout_s,
-                                                event_hooks={"request": [self._on_request]})
-        self._sdk = openai.OpenAI(base_url=base, api_key=api_key or "EMPTY", max_retries=0,
-                                  timeout=timeout_s, http_client=self._http,
-                                  default_headers=extra_headers or None)
+        self._http = openai.DefaultHttpx2Client(
+            limits=limits, timeout=timeout_s, event_hooks={"request": [self._on_request]}
+        )
+        self._sdk = openai.OpenAI(
+            base_url=base,
+            api_key=api_key or "EMPTY",
+            max_retries=0,
+            timeout=timeout_s,
+            http_client=self._http,
+            default_headers=extra_headers or None,
+        )
         self._openai = openai
         self.base_url = base_url.rstrip("/")
         self.timeout_s = float(timeout_s)
@@ -77,15 +91,33 @@ class OpenAIStreamClient:
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIStreamClient({self.base_url!r}, timeout_s={self.timeout_s:g})"
 
-    def send(self, req: ChatRequest, *, request_id: str, worker: str, step: int, repeat: int,
-             target_qps: float, warmup: bool, scheduled_at: float) -> RequestRecord:
+    def send(
+        self,
+        req: ChatRequest,
+        *,
+        request_id: str,
+        worker: str,
+        step: int,
+        repeat: int,
+        target_qps: float,
+        warmup: bool,
+        scheduled_at: float,
+    ) -> RequestRecord:
         """Send ``req`` with the SDK and return its one record (failures included)."""
-        meta = RecordMeta(request_id=request_id, worker=worker, step=step, repeat=repeat,
-                          target_qps=target_qps, warmup=warmup, scheduled_at=scheduled_at)
+        meta = RecordMeta(
+            request_id=request_id,
+            worker=worker,
+            step=step,
+            repeat=repeat,
+            target_qps=target_qps,
+            warmup=warmup,
+            scheduled_at=scheduled_at,
+        )
         kwargs = _sdk_kwargs(req, request_id)
         sent_at = CLOCK.now()
-        b = RecordBuilder(req, meta, sent_at, store_text=self.store_text,
-                          record_itl=self.record_itl)
+        b = RecordBuilder(
+            req, meta, sent_at, store_text=self.store_text, record_itl=self.record_itl
+        )
         error: ErrorInfo | None = None
         timer = gevent.Timeout(self.timeout_s, _Deadline)
         timer.start()
@@ -135,8 +167,9 @@ class OpenAIStreamClient:
             return ErrorInfo(kind, detail)
         import httpx2
 
-        if isinstance(exc, _Broken) or (b.status is not None and isinstance(
-                exc, (OSError, httpx2.TransportError))):
+        if isinstance(exc, _Broken) or (
+            b.status is not None and isinstance(exc, (OSError, httpx2.TransportError))
+        ):
             return ErrorInfo("stream_broken", detail)
         return ErrorInfo("bad_payload", detail)
 
@@ -144,8 +177,17 @@ class OpenAIStreamClient:
 def _sdk_kwargs(req: ChatRequest, request_id: str) -> dict[str, Any]:
     """The SDK call: standard fields as arguments, vLLM extensions in ``extra_body``."""
     body = req.body()
-    std = {"model", "messages", "temperature", "stream", "stream_options", "max_tokens",
-           "seed", "stop", "tools"}
+    std = {
+        "model",
+        "messages",
+        "temperature",
+        "stream",
+        "stream_options",
+        "max_tokens",
+        "seed",
+        "stop",
+        "tools",
+    }
     kwargs: dict[str, Any] = {k: v for k, v in body.items() if k in std}
     extra = {k: v for k, v in body.items() if k not in std}
     if extra:

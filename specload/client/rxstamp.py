@@ -32,8 +32,9 @@ __all__ = ["RX", "StampedSocket", "stamp_pool", "supported"]
 #: socket (a response read completely together with its headers).
 RX = local()
 
-_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux")
-                          else None)
+_SO_TIMESTAMPNS = getattr(
+    socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None
+)
 _TS = struct.Struct("@qq")  # struct timespec: seconds, nanoseconds
 _CMSG_SPACE = socket.CMSG_SPACE(_TS.size) if hasattr(socket, "CMSG_SPACE") else 0
 

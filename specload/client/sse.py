@@ -138,7 +138,7 @@ class SSEDecoder:
         if colon < 0:
             name, value = line, b""
         else:
-            name, value = line[:colon], line[colon + 1:]
+            name, value = line[:colon], line[colon + 1 :]
             if value[:1] == b" ":
                 value = value[1:]
         self._field(name, value)
@@ -160,8 +160,12 @@ class SSEDecoder:
             self._event = None
             return None
         raw = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
-        ev = Event(data=raw.decode("utf-8", "replace"), event=self._event or "message",
-                   id=self._id, retry_ms=self._retry)
+        ev = Event(
+            data=raw.decode("utf-8", "replace"),
+            event=self._event or "message",
+            id=self._id,
+            retry_ms=self._retry,
+        )
         self._data = []
         self._event = None
         return ev

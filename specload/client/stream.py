@@ -84,14 +84,24 @@ class _Failure(Exception):
 class StreamClient:
     """Streams chat completions from one server; safe to share between greenlets."""
 
-    def __init__(self, base_url: str, *, api_key: str | None = None, timeout_s: float = 120.0,
-                 store_text: bool = False, concurrency: int = 64,
-                 extra_headers: dict[str, str] | None = None, record_itl: bool = True,
-                 connect_timeout_s: float = 10.0, kernel_stamps: bool = True) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        store_text: bool = False,
+        concurrency: int = 64,
+        extra_headers: dict[str, str] | None = None,
+        record_itl: bool = True,
+        connect_timeout_s: float = 10.0,
+        kernel_stamps: bool = True,
+    ) -> None:
         url = URL(base_url.rstrip("/") + "/")
         self.base_url = base_url.rstrip("/")
-        self._path = url.path.rstrip("/") + ("/chat/completions" if url.path.rstrip("/")
-                                             .endswith("/v1") else "/v1/chat/completions")
+        self._path = url.path.rstrip("/") + (
+            "/chat/completions" if url.path.rstrip("/").endswith("/v1") else "/v1/chat/completions"
+        )
         self.timeout_s = float(timeout_s)
         self.store_text = store_text
         self.record_itl = record_itl
@@ -100,13 +110,18 @@ class StreamClient:
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self._http = HTTPClient.from_url(
-            url, concurrency=concurrency, connection_timeout=min(connect_timeout_s, timeout_s),
+            url,
+            concurrency=concurrency,
+            connection_timeout=min(connect_timeout_s, timeout_s),
             # No per-read timeout: the whole-request deadline (gevent.Timeout in send) bounds
             # every read, so a slow first byte is a "timeout", never a "connect" error. A
             # socket timeout would also make gevent allocate, start and cancel a Timeout on
             # every read that waits (each chunk of a stream): ~5 % of a load process's CPU
             # at 128 req/s; with None it uses a shared no-op timer.
-            network_timeout=None, headers=headers, block_size=_READ_BLOCK)
+            network_timeout=None,
+            headers=headers,
+            block_size=_READ_BLOCK,
+        )
         pool = getattr(self._http, "_connection_pool", None)
         _no_yield_alive_check(pool)
         #: "kernel" when chunk times are the kernel's receive stamps, else "user" (rxstamp)
@@ -119,16 +134,34 @@ class StreamClient:
     def __repr__(self) -> str:  # never shows the key
         return f"StreamClient({self.base_url!r}, timeout_s={self.timeout_s:g})"
 
-    def send(self, req: ChatRequest, *, request_id: str, worker: str, step: int, repeat: int,
-             target_qps: float, warmup: bool, scheduled_at: float) -> RequestRecord:
+    def send(
+        self,
+        req: ChatRequest,
+        *,
+        request_id: str,
+        worker: str,
+        step: int,
+        repeat: int,
+        target_qps: float,
+        warmup: bool,
+        scheduled_at: float,
+    ) -> RequestRecord:
         """Send ``req`` and return its one record (failures included; see module doc)."""
-        meta = RecordMeta(request_id=request_id, worker=worker, step=step, repeat=repeat,
-                          target_qps=target_qps, warmup=warmup, scheduled_at=scheduled_at)
+        meta = RecordMeta(
+            request_id=request_id,
+            worker=worker,
+            step=step,
+            repeat=repeat,
+            target_qps=target_qps,
+            warmup=warmup,
+            scheduled_at=scheduled_at,
+        )
         body = orjson.dumps(req.body())
         headers = {"X-Request-Id": request_id}
         sent_at = CLOCK.now()
-        b = RecordBuilder(req, meta, sent_at, store_text=self.store_text,
-                          record_itl=self.record_itl)
+        b = RecordBuilder(
+            req, meta, sent_at, store_text=self.store_text, record_itl=self.record_itl
+        )
         error: ErrorInfo | None = None
         timer = gevent.Timeout(self.timeout_s, _Deadline)
         timer.start()
@@ -148,8 +181,9 @@ class StreamClient:
             timer.close()
         return b.build(error, b.done_at if b.done_at is not None else CLOCK.now())
 
-    def _exchange(self, body: bytes, headers: dict[str, str], b: RecordBuilder,
-                  stream: bool) -> None:
+    def _exchange(
+        self, body: bytes, headers: dict[str, str], b: RecordBuilder, stream: bool
+    ) -> None:
         try:
             resp = self._http.request("POST", self._path, body=body, headers=headers)
         except (ConnectionError, socket.gaierror, TimeoutError) as exc:

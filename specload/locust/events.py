@@ -66,8 +66,7 @@ def install_buckets() -> None:
     locust.stats.bucket_response_time = bucket_response_time  # type: ignore[assignment]
 
 
-def log_side_row(stats: Any, method: str, name: str, response_time_ms: float,
-                 length: int) -> None:
+def log_side_row(stats: Any, method: str, name: str, response_time_ms: float, length: int) -> None:
     """Log one value into the ``(name, method)`` row without counting it as a request.
 
     ``RequestStats.log_request`` would also add it to ``stats.total`` (the Aggregated row);
@@ -81,18 +80,32 @@ def fire_request_events(environment: Any, name: str, rec: RequestRecord) -> None
     fire = environment.events.request.fire
     if rec.ok:
         if rec.ttft_s is not None:
-            log_side_row(environment.stats, "TTFT", name, rec.ttft_s * 1000.0,
-                         rec.prompt_tokens or 0)
+            log_side_row(
+                environment.stats, "TTFT", name, rec.ttft_s * 1000.0, rec.prompt_tokens or 0
+            )
         if rec.tpot_s is not None:
-            log_side_row(environment.stats, "TPOT", name, rec.tpot_s * 1000.0,
-                         rec.output_tokens or 0)
-        fire(request_type="E2E", name=name, response_time=(rec.e2e_s or 0.0) * 1000.0,
-             response_length=rec.output_tokens or 0, exception=None, context={})
+            log_side_row(
+                environment.stats, "TPOT", name, rec.tpot_s * 1000.0, rec.output_tokens or 0
+            )
+        fire(
+            request_type="E2E",
+            name=name,
+            response_time=(rec.e2e_s or 0.0) * 1000.0,
+            response_length=rec.output_tokens or 0,
+            exception=None,
+            context={},
+        )
         return
     elapsed = rec.e2e_s
     if elapsed is None and rec.done_at is not None:
         elapsed = rec.done_at - rec.sent_at
     err = rec.error
     exc = RequestFailed(f"{err.kind}: {err.detail}" if err else "failed")
-    fire(request_type="E2E", name=name, response_time=(elapsed or 0.0) * 1000.0,
-         response_length=0, exception=exc, context={})
+    fire(
+        request_type="E2E",
+        name=name,
+        response_time=(elapsed or 0.0) * 1000.0,
+        response_length=0,
+        exception=exc,
+        context={},
+    )

@@ -19,7 +19,6 @@ from typing import Any
 __all__ = ["LiveStats", "StepTally", "budget_reasons", "percentile"]
 
 
-
 def percentile(values: list[float], q: float) -> float | None:
     """Linear-interpolated percentile (``q`` in 0..100) of unsorted ``values``; None if empty."""
     if not values:
@@ -83,13 +82,27 @@ class StepTally:
     def summary(self) -> dict[str, Any]:
         """JSON-ready figures for this step (latencies in seconds)."""
         out: dict[str, Any] = {
-            "index": self.index, "repeat": self.repeat, "target_qps": self.target_qps,
-            "start": self.start, "warmup_end": self.warmup_end, "end": self.end,
-            "achieved_qps": self.achieved_qps, "records": self.records,
-            "measured": self.measured, "errors": self.errors,
+            "index": self.index,
+            "repeat": self.repeat,
+            "target_qps": self.target_qps,
+            "start": self.start,
+            "warmup_end": self.warmup_end,
+            "end": self.end,
+            "achieved_qps": self.achieved_qps,
+            "records": self.records,
+            "measured": self.measured,
+            "errors": self.errors,
         }
-        for key, values in (("ttft_s", self.ttft_s), ("tpot_s", self.tpot_s), ("e2e_s", self.e2e_s)):
-            out[key] = {"p50": percentile(values, 50), "p95": percentile(values, 95), "n": len(values)}
+        for key, values in (
+            ("ttft_s", self.ttft_s),
+            ("tpot_s", self.tpot_s),
+            ("e2e_s", self.e2e_s),
+        ):
+            out[key] = {
+                "p50": percentile(values, 50),
+                "p95": percentile(values, 95),
+                "n": len(values),
+            }
         out["tokens_per_chunk"] = percentile(self.tokens_per_chunk, 50)
         return out
 
@@ -102,8 +115,15 @@ class LiveStats:
         self.current: int | None = None
         self.server: dict[int, dict[str, Any]] = defaultdict(dict)
 
-    def begin_step(self, index: int, repeat: int, target_qps: float, start: float,
-                   warmup_end: float, end: float) -> None:
+    def begin_step(
+        self,
+        index: int,
+        repeat: int,
+        target_qps: float,
+        start: float,
+        warmup_end: float,
+        end: float,
+    ) -> None:
         self.steps[index] = StepTally(index, repeat, target_qps, start, warmup_end, end)
         self.current = index
 
@@ -159,8 +179,9 @@ def _step_at(tallies: list[StepTally], t: float) -> str:
     return "after the last step"
 
 
-def budget_reasons(steps: dict[int, StepTally], lost_workers: list[dict[str, Any]],
-                   max_error_rate: float) -> list[str]:
+def budget_reasons(
+    steps: dict[int, StepTally], lost_workers: list[dict[str, Any]], max_error_rate: float
+) -> list[str]:
     """Why a run that went to its end is ``degraded``: one sentence per step whose error
     rate (errors / records, warm-up included) exceeds ``max_error_rate``, one for the whole
     run, one per lost worker. Empty when the run kept its budget."""
@@ -178,8 +199,9 @@ def budget_reasons(steps: dict[int, StepTally], lost_workers: list[dict[str, Any
             where = f"at {t.target_qps:g} req/s"
             if per_qps[t.target_qps] > 1:
                 where += f" (step {t.index + 1}, repeat {t.repeat})"
-            out.append(f"errors {t.errors}/{t.records} ({_pct(t.errors / t.records)}) "
-                       f"{where} {budget}")
+            out.append(
+                f"errors {t.errors}/{t.records} ({_pct(t.errors / t.records)}) {where} {budget}"
+            )
     for lost in lost_workers:
         out.append(f"worker {lost.get('worker')} lost {_step_at(tallies, float(lost['at']))}")
     return out

@@ -54,8 +54,9 @@ class Arrival:
 class RecordOutbox:
     """Batches records to the master: at 200 records, every 0.5 s, and on ``flush()``."""
 
-    def __init__(self, send: Send, worker: str, *, max_records: int = 200,
-                 interval_s: float = 0.5) -> None:
+    def __init__(
+        self, send: Send, worker: str, *, max_records: int = 200, interval_s: float = 0.5
+    ) -> None:
         self._send = send
         self.worker = worker
         self.run_id = ""
@@ -94,8 +95,9 @@ class RecordOutbox:
         if not self.run_id or (not self._buf and not self._dirty):
             return
         n = len(self._buf)
-        msg = RecordBatch(self.run_id, self.worker, self._buf[:n], self.sent,
-                          dict(self.sent_in_window))
+        msg = RecordBatch(
+            self.run_id, self.worker, self._buf[:n], self.sent, dict(self.sent_in_window)
+        )
         self._dirty = False
         try:
             self._send(RecordBatch.TYPE, msg.to_wire())
@@ -129,9 +131,14 @@ def worker_tag(worker: str) -> str:
 class LoadProcess:
     """The load side of one Locust process (see module doc). ``send(type, data)`` reaches the master."""
 
-    def __init__(self, worker: str, send: Send, *,
-                 api_key: Callable[[], str | None] = lambda: None,
-                 stop_users: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        worker: str,
+        send: Send,
+        *,
+        api_key: Callable[[], str | None] = lambda: None,
+        stop_users: Callable[[], None] = lambda: None,
+    ) -> None:
         self.worker = worker
         self._send = send
         self._api_key = api_key
@@ -168,7 +175,9 @@ class LoadProcess:
         if self.run is None or msg.run_id != self.run.run_id:
             return
         # a re-split replaces a not-yet-started share of the same step
-        self._pending = [p for p in self._pending if not (p[2].index == msg.index and p[2].epoch < msg.epoch)]
+        self._pending = [
+            p for p in self._pending if not (p[2].index == msg.index and p[2].epoch < msg.epoch)
+        ]
         insort(self._pending, (msg.begin_at, msg.epoch, msg), key=lambda p: (p[0], p[1]))
         self._changed.set()
 
@@ -197,20 +206,32 @@ class LoadProcess:
             contract = sc.contract
             self.requests = [
                 ChatRequest(
-                    model=msg.model, messages=prompts[i].messages, max_tokens=sc.max_tokens,
-                    min_tokens=sc.min_tokens, ignore_eos=sc.ignore_eos,
-                    temperature=sc.temperature, seed=sc.seed, stop=sc.stop, stream=sc.stream,
+                    model=msg.model,
+                    messages=prompts[i].messages,
+                    max_tokens=sc.max_tokens,
+                    min_tokens=sc.min_tokens,
+                    ignore_eos=sc.ignore_eos,
+                    temperature=sc.temperature,
+                    seed=sc.seed,
+                    stop=sc.stop,
+                    stream=sc.stream,
                     tools=list(contract.tools) if contract and contract.tools else None,
-                    extra=dict(sc.extra_body), prompt_index=i,
+                    extra=dict(sc.extra_body),
+                    prompt_index=i,
                     expect_json=bool(contract and contract.json),
                     required_fields=tuple(contract.required_fields) if contract else (),
                 )
                 for i in range(len(prompts))
             ]
             self.client = make_client(
-                sc.client, msg.base_url, api_key=key, timeout_s=sc.request_timeout_s,
-                store_text=msg.store_text, concurrency=max(8, sc.max_concurrency),
-                record_itl=sc.record_itl)
+                sc.client,
+                msg.base_url,
+                api_key=key,
+                timeout_s=sc.request_timeout_s,
+                store_text=msg.store_text,
+                concurrency=max(8, sc.max_concurrency),
+                record_itl=sc.record_itl,
+            )
             self.scenario = sc
             self._ready.set()
         except Exception as exc:  # reported to the master, which fails the run with it
@@ -254,8 +275,14 @@ class LoadProcess:
             if plan.slots == 0:  # left out of a re-split: no arrivals until the next share
                 self.outbox.flush()
                 continue
-            pacer = Pacer.share(plan.target_qps, sc.arrival, derive_seed(sc.seed, plan.index, plan.epoch),
-                                plan.begin_at, index=plan.slot, count=plan.slots)
+            pacer = Pacer.share(
+                plan.target_qps,
+                sc.arrival,
+                derive_seed(sc.seed, plan.index, plan.epoch),
+                plan.begin_at,
+                index=plan.slot,
+                count=plan.slots,
+            )
             i = 0
             while self._sleep_until(t := pacer.next_send_at(i), plan):
                 prompt = (plan.prompt_offset + i * plan.slots + plan.slot) % n_prompts
@@ -278,20 +305,34 @@ class LoadProcess:
         self.inflight += 1
         try:
             rec: RequestRecord = self.client.send(
-                self.requests[a.prompt_index], request_id=request_id, worker=self.worker,
-                step=plan.index, repeat=plan.repeat, target_qps=plan.target_qps,
-                warmup=warmup, scheduled_at=a.scheduled_at)
+                self.requests[a.prompt_index],
+                request_id=request_id,
+                worker=self.worker,
+                step=plan.index,
+                repeat=plan.repeat,
+                target_qps=plan.target_qps,
+                warmup=warmup,
+                scheduled_at=a.scheduled_at,
+            )
         except RequestCancelled as exc:
             self._keep(exc.record)
             raise
         except Exception as exc:  # a client bug must still leave exactly one record
             log.exception("specload: client raised")
             rec = RequestRecord(
-                request_id=request_id, worker=self.worker, step=plan.index,
-                target_qps=plan.target_qps, warmup=warmup, scheduled_at=a.scheduled_at,
-                sent_at=now, done_at=time.time(), queue_delay_s=now - a.scheduled_at,
-                repeat=plan.repeat, prompt_index=a.prompt_index,
-                error=ErrorInfo("bad_payload", f"client error: {type(exc).__name__}"))
+                request_id=request_id,
+                worker=self.worker,
+                step=plan.index,
+                target_qps=plan.target_qps,
+                warmup=warmup,
+                scheduled_at=a.scheduled_at,
+                sent_at=now,
+                done_at=time.time(),
+                queue_delay_s=now - a.scheduled_at,
+                repeat=plan.repeat,
+                prompt_index=a.prompt_index,
+                error=ErrorInfo("bad_payload", f"client error: {type(exc).__name__}"),
+            )
         finally:
             self.inflight -= 1
         self._keep(rec)

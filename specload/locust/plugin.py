@@ -70,43 +70,89 @@ def add_options(parser: Any) -> None:
     """specload's Locust options (``init_command_line_parser``)."""
     g = parser  # Locust's own add_argument (an argument group would drop include_in_web_ui)
     g.add_argument("--scenario", type=str, default="", help="specload scenario YAML file")
-    g.add_argument("--label", type=str, default="run",
-                   help="this run's condition label, e.g. baseline or spec-ngram-k4")
-    g.add_argument("--run-dir", type=str, default="",
-                   help="run directory to write (default runs/<label>; -2, -3... if taken)")
-    g.add_argument("--store-text", action="store_true", default=False,
-                   help="also write raw prompt and output text into requests.jsonl")
-    g.add_argument("--api-key", type=str, default="", include_in_web_ui=False,
-                   help="bearer token for the server (else $OPENAI_API_KEY); never written")
-    g.add_argument("--speculative-config", type=str, default="",
-                   help="declare the server's --speculative-config JSON, or 'off' (for run.json; "
-                        "else read from the server's /metrics where it can be)")
-    g.add_argument("--prefix-caching", type=str, default="", choices=["", "on", "off"],
-                   help="declare whether the server has prefix caching on (for run.json)")
-    g.add_argument("--server-cmd", type=str, default="",
-                   help="the server's command line, recorded verbatim in run.json")
-    g.add_argument("--gpu-metrics-url", type=str, default="",
-                   help="GPU memory source: a DCGM exporter /metrics URL, or 'nvml' (default: "
-                        "NVML when the server is on this host, else not sampled)")
-    g.add_argument("--max-error-rate", type=float, default=DEFAULT_MAX_ERROR_RATE,
-                   help="error budget: a run whose error rate in any step or overall exceeds "
-                        "this fraction, or that loses a worker, ends 'degraded' (headless: "
-                        "exit code 1)")
-    g.add_argument("--skip-preflight", action="store_true", default=False,
-                   help="do not check the target (reachable, model served, one streamed "
-                        "completion) before the run")
+    g.add_argument(
+        "--label",
+        type=str,
+        default="run",
+        help="this run's condition label, e.g. baseline or spec-ngram-k4",
+    )
+    g.add_argument(
+        "--run-dir",
+        type=str,
+        default="",
+        help="run directory to write (default runs/<label>; -2, -3... if taken)",
+    )
+    g.add_argument(
+        "--store-text",
+        action="store_true",
+        default=False,
+        help="also write raw prompt and output text into requests.jsonl",
+    )
+    g.add_argument(
+        "--api-key",
+        type=str,
+        default="",
+        include_in_web_ui=False,
+        help="bearer token for the server (else $OPENAI_API_KEY); never written",
+    )
+    g.add_argument(
+        "--speculative-config",
+        type=str,
+        default="",
+        help="declare the server's --speculative-config JSON, or 'off' (for run.json; "
+        "else read from the server's /metrics where it can be)",
+    )
+    g.add_argument(
+        "--prefix-caching",
+        type=str,
+        default="",
+        choices=["", "on", "off"],
+        help="declare whether the server has prefix caching on (for run.json)",
+    )
+    g.add_argument(
+        "--server-cmd",
+        type=str,
+        default="",
+        help="the server's command line, recorded verbatim in run.json",
+    )
+    g.add_argument(
+        "--gpu-metrics-url",
+        type=str,
+        default="",
+        help="GPU memory source: a DCGM exporter /metrics URL, or 'nvml' (default: "
+        "NVML when the server is on this host, else not sampled)",
+    )
+    g.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=DEFAULT_MAX_ERROR_RATE,
+        help="error budget: a run whose error rate in any step or overall exceeds "
+        "this fraction, or that loses a worker, ends 'degraded' (headless: "
+        "exit code 1)",
+    )
+    g.add_argument(
+        "--skip-preflight",
+        action="store_true",
+        default=False,
+        help="do not check the target (reachable, model served, one streamed "
+        "completion) before the run",
+    )
 
 
 def _api_key(environment: Any) -> str | None:
     opts = environment.parsed_options
-    return (getattr(opts, "api_key", "") if opts else "") or os.environ.get("OPENAI_API_KEY") or None
+    return (
+        (getattr(opts, "api_key", "") if opts else "") or os.environ.get("OPENAI_API_KEY") or None
+    )
 
 
 def _check_host(host: str | None) -> str:
     if not host:
         raise ConfigError("no target: give --host http://HOST:PORT", path="--host")
     if not host.startswith(("http://", "https://")):
-        raise ConfigError(f"{host!r} has no scheme (expected http://... or https://...)", path="--host")
+        raise ConfigError(
+            f"{host!r} has no scheme (expected http://... or https://...)", path="--host"
+        )
     return host.rstrip("/")
 
 
@@ -127,14 +173,18 @@ class MasterSide:
         scenario = load_scenario(o.scenario)
         label = o.label or "run"
         opts = RunOptions(
-            scenario_path=os.path.abspath(o.scenario), label=label,
+            scenario_path=os.path.abspath(o.scenario),
+            label=label,
             run_dir=o.run_dir or os.path.join("runs", label),
-            host=_check_host(self.environment.host), store_text=bool(o.store_text),
+            host=_check_host(self.environment.host),
+            store_text=bool(o.store_text),
             speculative=declared_speculative(o.speculative_config),
             prefix_caching={"on": True, "off": False}.get(o.prefix_caching),
-            server_cmd=o.server_cmd or None, headless=bool(o.headless),
+            server_cmd=o.server_cmd or None,
+            headless=bool(o.headless),
             gpu_metrics_url=getattr(o, "gpu_metrics_url", "") or None,
-            max_error_rate=max_error_rate(getattr(o, "max_error_rate", DEFAULT_MAX_ERROR_RATE)))
+            max_error_rate=max_error_rate(getattr(o, "max_error_rate", DEFAULT_MAX_ERROR_RATE)),
+        )
         return opts, scenario
 
     def preflight(self, opts: RunOptions, scenario: Any) -> None:
@@ -152,7 +202,9 @@ class MasterSide:
             opts, scenario = self.resolve()
             if not opts.headless:  # headless: checked at start-up (_validate_early)
                 self.preflight(opts, scenario)
-            session = RunSession(self.environment.runner, scenario, opts, _api_key(self.environment))
+            session = RunSession(
+                self.environment.runner, scenario, opts, _api_key(self.environment)
+            )
         except SpecloadError as exc:
             log.error("specload: %s", exc)
             print(f"specload: error: {exc}", file=sys.stderr, flush=True)
@@ -168,7 +220,9 @@ class MasterSide:
 
 
 def _wire(runner: Any, cls: Any, handler: Any) -> None:
-    runner.register_message(cls.TYPE, lambda environment, msg, **kw: handler(cls.from_wire(msg.data)))
+    runner.register_message(
+        cls.TYPE, lambda environment, msg, **kw: handler(cls.from_wire(msg.data))
+    )
 
 
 def _to_session(master: MasterSide, method: str) -> Any:
@@ -236,8 +290,12 @@ def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_kw: An
     roles = _ROLES.setdefault(id(environment), _Roles())
     if isinstance(runner, (LocalRunner, WorkerRunner)):
         worker = LOCAL_WORKER if isinstance(runner, LocalRunner) else runner.client_id
-        load = LoadProcess(worker, lambda t, d: runner.send_message(t, d),
-                           api_key=lambda: _api_key(environment), stop_users=runner.stop)
+        load = LoadProcess(
+            worker,
+            lambda t, d: runner.send_message(t, d),
+            api_key=lambda: _api_key(environment),
+            stop_users=runner.stop,
+        )
         roles.load = load
         _wire(runner, RunStart, load.on_run_start)
         _wire(runner, StepChange, load.on_step)
@@ -251,7 +309,9 @@ def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_kw: An
         _wire(runner, RecordBatch, _to_session(master, "on_records"))
         _wire(runner, FinalCounts, _to_session(master, "on_final"))
         on_connect = _to_session(master, "on_worker_connect")
-        environment.events.worker_connect.add_listener(lambda client_id, **kw: on_connect(client_id))
+        environment.events.worker_connect.add_listener(
+            lambda client_id, **kw: on_connect(client_id)
+        )
         _validate_early(environment, master)
         if web_ui is not None:
             from specload.locust.webui import install_web_ui

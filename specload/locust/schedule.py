@@ -34,7 +34,9 @@ def timed_steps(plans: Sequence[Any], t0: float) -> list[TimedStep]:
     t, offset = t0, 0
     for p in plans:
         total = p.warmup_s + p.duration_s
-        steps.append(TimedStep(p.index, p.repeat, p.target_qps, t, t + p.warmup_s, t + total, offset))
+        steps.append(
+            TimedStep(p.index, p.repeat, p.target_qps, t, t + p.warmup_s, t + total, offset)
+        )
         offset += round(p.target_qps * total)
         t += total
     return steps

@@ -132,29 +132,49 @@ class RunSession:
 
     def _meta(self, info: dict[str, Any]) -> RunMeta:
         sc = {**self.scenario.to_dict(), "path": self.opts.scenario_path}
-        notes = [] if self.scenario.model or info.get("models") else [
-            "scenario names no model and the server lists none at /v1/models; sent 'default'"]
+        notes = (
+            []
+            if self.scenario.model or info.get("models")
+            else ["scenario names no model and the server lists none at /v1/models; sent 'default'"]
+        )
         notes.append(self._gpu_note)
         return RunMeta(
-            run_id=self.run_id, label=self.opts.label,
+            run_id=self.run_id,
+            label=self.opts.label,
             condition=declared_condition(*self.opts.speculative, self.opts.prefix_caching),
-            target={"url": self.opts.host, "model": self.model,
-                    "server_version": info.get("server_version"), "models": info.get("models")},
-            scenario=sc, started_at=time.time(), server_cmd=self.opts.server_cmd, notes=notes,
+            target={
+                "url": self.opts.host,
+                "model": self.model,
+                "server_version": info.get("server_version"),
+                "models": info.get("models"),
+            },
+            scenario=sc,
+            started_at=time.time(),
+            server_cmd=self.opts.server_cmd,
+            notes=notes,
             max_error_rate=self.opts.max_error_rate,
-            host=hostinfo.fingerprint(self.opts.host, self.opts.gpu_metrics_url))
+            host=hostinfo.fingerprint(self.opts.host, self.opts.gpu_metrics_url),
+        )
 
     # --- lifecycle ----------------------------------------------------------------------
     def _run_start(self) -> dict[str, Any]:
-        return RunStart(self.run_id, self.scenario.to_dict(), self.opts.scenario_path, self.model,
-                        self.opts.host, self.opts.store_text).to_wire()
+        return RunStart(
+            self.run_id,
+            self.scenario.to_dict(),
+            self.opts.scenario_path,
+            self.model,
+            self.opts.host,
+            self.opts.store_text,
+        ).to_wire()
 
     def start(self) -> None:
         """Tell every load process about the run, then run the schedule in a greenlet."""
         self.runner.send_message(RunStart.TYPE, self._run_start())
-        self._greenlets = [gevent.spawn(self._guarded, self._schedule),
-                           gevent.spawn(self._guarded, self._scrape_interval),
-                           gevent.spawn(self._guarded, self._flush_loop)]
+        self._greenlets = [
+            gevent.spawn(self._guarded, self._schedule),
+            gevent.spawn(self._guarded, self._scrape_interval),
+            gevent.spawn(self._guarded, self._flush_loop),
+        ]
 
     def on_worker_connect(self, worker: str) -> None:
         """A worker joined mid-run: it gets the run; it takes a share once ready with users."""
@@ -230,17 +250,36 @@ class RunSession:
         if live != set(self.split):
             self.split = split_slots(sorted(live))
         self._send_share(step, step.start)
-        self.live.begin_step(step.index, step.repeat, step.target_qps, step.start,
-                             step.warmup_end, step.end)
-        self.writer.begin_step({"index": step.index, "repeat": step.repeat,
-                                "target_qps": step.target_qps, "start": step.start,
-                                "warmup_end": step.warmup_end, "end": step.end})
+        self.live.begin_step(
+            step.index, step.repeat, step.target_qps, step.start, step.warmup_end, step.end
+        )
+        self.writer.begin_step(
+            {
+                "index": step.index,
+                "repeat": step.repeat,
+                "target_qps": step.target_qps,
+                "start": step.start,
+                "warmup_end": step.warmup_end,
+                "end": step.end,
+            }
+        )
 
     def _send_share(self, step: TimedStep, begin_at: float) -> None:
         for worker, (slot, slots) in self.split.items():
-            msg = StepChange(self.run_id, step.index, step.repeat, step.target_qps, step.start,
-                             step.warmup_end, step.end, begin_at, self.epoch, slot, slots,
-                             step.prompt_offset)
+            msg = StepChange(
+                self.run_id,
+                step.index,
+                step.repeat,
+                step.target_qps,
+                step.start,
+                step.warmup_end,
+                step.end,
+                begin_at,
+                self.epoch,
+                slot,
+                slots,
+                step.prompt_offset,
+            )
             self.runner.send_message(StepChange.TYPE, msg.to_wire(), client_id=worker)
 
     def _send_no_share(self, step: TimedStep, begin_at: float, workers: set[str]) -> None:
@@ -251,9 +290,20 @@ class RunSession:
         ``slots=0`` is an empty share; a worker that is really gone never reads it.
         """
         for worker in sorted(workers):
-            msg = StepChange(self.run_id, step.index, step.repeat, step.target_qps, step.start,
-                             step.warmup_end, step.end, begin_at, self.epoch, 0, 0,
-                             step.prompt_offset)
+            msg = StepChange(
+                self.run_id,
+                step.index,
+                step.repeat,
+                step.target_qps,
+                step.start,
+                step.warmup_end,
+                step.end,
+                begin_at,
+                self.epoch,
+                0,
+                0,
+                step.prompt_offset,
+            )
             self.runner.send_message(StepChange.TYPE, msg.to_wire(), client_id=worker)
 
     def _boundary(self, step: TimedStep | None) -> None:
@@ -263,8 +313,9 @@ class RunSession:
         self.current, self._step_scrapes = step, []
         self._edges.append(gevent.spawn(self._guarded, lambda: self._edge(prev, scrapes, step)))
 
-    def _edge(self, prev: TimedStep | None, scrapes: list[dict[str, float]],
-              step: TimedStep | None) -> None:
+    def _edge(
+        self, prev: TimedStep | None, scrapes: list[dict[str, float]], step: TimedStep | None
+    ) -> None:
         """One scrape closes ``prev`` (its ``end``) and opens ``step`` (its ``start``)."""
         t, values = self._timed_scrape()
         if prev is not None:
@@ -347,7 +398,8 @@ class RunSession:
                 self._send_share(step, max(step.start, switch_at))
                 self._send_no_share(step, max(step.start, switch_at), dropped)
         self.writer.meta.notes.append(
-            f"re-split at {switch_at:.3f} over {len(live)} worker(s) (epoch {self.epoch})")
+            f"re-split at {switch_at:.3f} over {len(live)} worker(s) (epoch {self.epoch})"
+        )
         self.writer.write_meta()
 
     def _wait_finals(self) -> None:
@@ -366,7 +418,8 @@ class RunSession:
         for w in sorted(self.workers.lost_since(set(self.ready), set(self.finals))):
             if not any(x["worker"] == w for x in self.writer.meta.lost_workers):
                 self.writer.meta.lost_workers.append(
-                    {"worker": w, "at": now, "sent": self.sent[w], "recorded": self.received[w]})
+                    {"worker": w, "at": now, "sent": self.sent[w], "recorded": self.received[w]}
+                )
                 log.warning("specload: worker %s lost at %.3f", w, now)
 
     # --- messages from load processes ---------------------------------------------------
@@ -389,8 +442,11 @@ class RunSession:
         self.live.set_sent_in_window(msg.worker, msg.sent_in_window)
         if self.finished:
             self.late_records += len(msg.records)
-            log.warning("specload: %d records from %s arrived after the run ended (not written)",
-                        len(msg.records), msg.worker)
+            log.warning(
+                "specload: %d records from %s arrived after the run ended (not written)",
+                len(msg.records),
+                msg.worker,
+            )
             return
         self.received[msg.worker] += self.writer.add_records(msg.records)
         for r in msg.records:
@@ -437,8 +493,7 @@ class RunSession:
         meta = self.writer.meta
         if status != "completed":
             return status
-        meta.degraded = budget_reasons(self.live.steps, meta.lost_workers,
-                                       self.opts.max_error_rate)
+        meta.degraded = budget_reasons(self.live.steps, meta.lost_workers, self.opts.max_error_rate)
         if not meta.degraded:
             return status
         if self.opts.headless:
@@ -451,14 +506,19 @@ class RunSession:
         meta = self.writer.meta
         workers = sorted(set(self.ready) | set(self.received) | set(self.sent))
         by_worker = {w: {"sent": self.sent[w], "recorded": self.received[w]} for w in workers}
-        meta.counts = {"sent": sum(self.sent.values()), "recorded": sum(self.received.values()),
-                       "by_worker": by_worker}
+        meta.counts = {
+            "sent": sum(self.sent.values()),
+            "recorded": sum(self.received.values()),
+            "by_worker": by_worker,
+        }
         for x in meta.lost_workers:  # batches that arrived after the loss was noticed count too
             x["sent"], x["recorded"] = self.sent[x["worker"]], self.received[x["worker"]]
         lost = {x["worker"] for x in meta.lost_workers}
         for w, c in by_worker.items():
             if c["sent"] != c["recorded"] and w not in lost:
-                meta.notes.append(f"worker {w}: sent {c['sent']} requests, {c['recorded']} recorded")
+                meta.notes.append(
+                    f"worker {w}: sent {c['sent']} requests, {c['recorded']} recorded"
+                )
 
     def stop(self) -> None:
         """The test was stopped from outside (Ctrl-C, the UI's Stop): end as interrupted.

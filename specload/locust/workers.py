@@ -47,7 +47,8 @@ class WorkerView:
     def candidates(self, ready: dict[str, Any]) -> set[str]:
         """Connected, ready (prompts built, no error) and holding users: these split a step."""
         return {
-            w for w in self.connected()
+            w
+            for w in self.connected()
             if w in ready and not getattr(ready[w], "error", None) and self.users(w) > 0
         }
 

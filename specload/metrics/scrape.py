@@ -93,7 +93,9 @@ class MetricsScraper:
     says why, once, for ``run.json``'s notes.
     """
 
-    def __init__(self, base_url: str, *, api_key: str | None = None, timeout_s: float = 3.0) -> None:
+    def __init__(
+        self, base_url: str, *, api_key: str | None = None, timeout_s: float = 3.0
+    ) -> None:
         self.url = base_url.rstrip("/") + "/metrics"
         self._api_key = api_key
         self._timeout_s = timeout_s
@@ -130,7 +132,9 @@ def _json(body: bytes | None) -> Any:
         return None
 
 
-def fetch_server_info(base_url: str, *, api_key: str | None = None, timeout_s: float = 3.0) -> dict[str, Any]:
+def fetch_server_info(
+    base_url: str, *, api_key: str | None = None, timeout_s: float = 3.0
+) -> dict[str, Any]:
     """``{"server_version": str|None, "models": [ids]|None}`` from ``/version`` and ``/v1/models``."""
     base = base_url.rstrip("/")
     version = _json(_get(base + "/version", api_key, timeout_s))

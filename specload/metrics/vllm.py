@@ -97,7 +97,9 @@ class StepServerMetrics:
         return asdict(self)
 
 
-def _per_position(start: dict[str, float], end: dict[str, float], drafts: float | None) -> list[float] | None:
+def _per_position(
+    start: dict[str, float], end: dict[str, float], drafts: float | None
+) -> list[float] | None:
     a = group_by_label(start, ACCEPTED_PER_POS, "position")
     b = group_by_label(end, ACCEPTED_PER_POS, "position")
     if not b or not drafts:

@@ -39,7 +39,9 @@ def _validator() -> Any:
 def validate_run_json(meta: Any, file: str | Path) -> dict[str, Any]:
     """``meta`` when it follows the schema; else ConfigError naming ``file`` and the field."""
     if not isinstance(meta, dict):
-        raise ConfigError("not a specload run.json (expected an object with 'label')", file=str(file))
+        raise ConfigError(
+            "not a specload run.json (expected an object with 'label')", file=str(file)
+        )
     version = meta.get("schema_version", 1)
     if isinstance(version, int) and version > RUN_SCHEMA_VERSION:
         raise ConfigError(
@@ -56,8 +58,9 @@ def validate_run_json(meta: Any, file: str | Path) -> dict[str, Any]:
     if err.validator == "required":
         expected = "an object with 'label' (not a specload run.json?)"
     message = err.message if len(err.message) <= 120 else err.message[:117] + "..."
-    raise ConfigError(f"{message}" + (f" (expected {expected})" if expected else ""),
-                      file=str(file), path=where)
+    raise ConfigError(
+        f"{message}" + (f" (expected {expected})" if expected else ""), file=str(file), path=where
+    )
 
 
 def load_run_json(run_dir: str | Path) -> dict[str, Any]:

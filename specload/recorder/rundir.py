@@ -120,7 +120,9 @@ def check_out_dir(path: str | Path) -> Path:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise ConfigError(f"not a writable directory ({exc.strerror or exc})", file=str(p)) from None
+        raise ConfigError(
+            f"not a writable directory ({exc.strerror or exc})", file=str(p)
+        ) from None
     return p
 
 

@@ -48,7 +48,9 @@ def table_markdown(t: Table, level: int = 3) -> str:
     lines.append("|" + "|".join("---" for _ in t.headers) + "|")
     for i, row in enumerate(t.rows):
         effects = t.effects[i] if i < len(t.effects) else [""] * len(row)
-        lines.append("| " + " | ".join(_marked(c, e) for c, e in zip(row, effects, strict=False)) + " |")
+        lines.append(
+            "| " + " | ".join(_marked(c, e) for c, e in zip(row, effects, strict=False)) + " |"
+        )
     if t.note:
         lines += ["", f"_{t.note}_"]
     return "\n".join([*lines, ""])

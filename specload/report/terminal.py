@@ -63,7 +63,9 @@ def _rich(t: Table) -> object:
         rt.add_column(Text(h), justify="right" if i else "left", overflow="fold")
     for i, row in enumerate(t.rows):
         effects = t.effects[i] if i < len(t.effects) else [""] * len(row)
-        rt.add_row(*(Text(cell, style=_STYLE.get(e, "")) for cell, e in zip(row, effects, strict=False)))
+        rt.add_row(
+            *(Text(cell, style=_STYLE.get(e, "")) for cell, e in zip(row, effects, strict=False))
+        )
     return rt
 
 

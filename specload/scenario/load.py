@@ -29,10 +29,31 @@ from specload.scenario.schema import ARRIVALS, CLIENTS, ContractSpec, PromptSpec
 __all__ = ["apply_overrides", "load_scenario", "parse_scenario"]
 
 _TOP_KEYS = {
-    "name", "description", "model", "temperature", "max_tokens", "min_tokens", "ignore_eos",
-    "stop", "extra_body", "arrival", "steps", "step_duration_s", "warmup_s", "repeats", "replicates",
-    "max_concurrency", "metrics_interval_s", "request_timeout_s", "seed", "client",
-    "record_itl", "stream", "prompts", "contract", "source",
+    "name",
+    "description",
+    "model",
+    "temperature",
+    "max_tokens",
+    "min_tokens",
+    "ignore_eos",
+    "stop",
+    "extra_body",
+    "arrival",
+    "steps",
+    "step_duration_s",
+    "warmup_s",
+    "repeats",
+    "replicates",
+    "max_concurrency",
+    "metrics_interval_s",
+    "request_timeout_s",
+    "seed",
+    "client",
+    "record_itl",
+    "stream",
+    "prompts",
+    "contract",
+    "source",
 }
 _SYNTH_KEYS = {"input_tokens", "shared_prefix_tokens", "repetition", "count"}
 _CONTRACT_KEYS = {"json", "required_fields", "tools"}
@@ -58,8 +79,15 @@ class _Reader:
                 raise self.fail(where, f"unknown key (expected one of: {known})")
         return dict(value)
 
-    def number(self, value: Any, path: str, *, lo: float | None = None,
-               lo_open: bool = False, hi: float | None = None) -> float:
+    def number(
+        self,
+        value: Any,
+        path: str,
+        *,
+        lo: float | None = None,
+        lo_open: bool = False,
+        hi: float | None = None,
+    ) -> float:
         numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
         if numeric and isinstance(value, int) and abs(value) > 2**53:
             numeric = False  # a 400-digit integer overflows math.isfinite (OverflowError)
@@ -122,13 +150,15 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
     except FileNotFoundError:
         raise ConfigError("file not found (expected a scenario YAML file)", file=file) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read ({exc.__class__.__name__}; expected a UTF-8 text file)",
-                          file=file) from None
+        raise ConfigError(
+            f"cannot read ({exc.__class__.__name__}; expected a UTF-8 text file)", file=file
+        ) from None
     try:
         raw = yaml.safe_load(text)
     except ValueError as exc:  # e.g. an integer of more than 4300 digits (int() refuses it)
-        raise ConfigError(f"unreadable value ({str(exc)[:80]}; expected valid YAML)",
-                          file=file) from None
+        raise ConfigError(
+            f"unreadable value ({str(exc)[:80]}; expected valid YAML)", file=file
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -158,15 +188,19 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any], file: str) -
                 nxt = node[part] = {}
             if not isinstance(nxt, dict):
                 where = ".".join(parts[: i + 1])
-                raise ConfigError(f"override {dotted!r} goes through {_kind(nxt)} "
-                                  "(expected a mapping)", file=file, path=where)
+                raise ConfigError(
+                    f"override {dotted!r} goes through {_kind(nxt)} (expected a mapping)",
+                    file=file,
+                    path=where,
+                )
             node = nxt
         node[parts[-1]] = value
     return out
 
 
-def parse_scenario(raw: Mapping[str, Any], *, file: str = "<scenario>",
-                   base_dir: Path | None = None) -> Scenario:
+def parse_scenario(
+    raw: Mapping[str, Any], *, file: str = "<scenario>", base_dir: Path | None = None
+) -> Scenario:
     """Validate a raw scenario mapping and build the ``Scenario`` (defaults filled)."""
     r = _Reader(file)
     d = r.mapping(raw, "", _TOP_KEYS)
@@ -199,16 +233,19 @@ def _sampling(r: _Reader, d: dict[str, Any], kw: dict[str, Any]) -> None:
     if min_tokens is not None:
         min_tokens = r.integer(min_tokens, "min_tokens", lo=0)
         if min_tokens > kw["max_tokens"]:
-            raise r.fail("min_tokens", f"got {min_tokens} (expected <= max_tokens "
-                                       f"{kw['max_tokens']})")
+            raise r.fail(
+                "min_tokens", f"got {min_tokens} (expected <= max_tokens {kw['max_tokens']})"
+            )
     kw["min_tokens"] = min_tokens
     if d.get("stop") is not None:
         stop = d["stop"]
         kw["stop"] = (r.string(stop, "stop"),) if isinstance(stop, str) else r.strings(stop, "stop")
     if d.get("extra_body") is not None:
         if not isinstance(d["extra_body"], Mapping):
-            raise r.fail("extra_body", f"got {_kind(d['extra_body'])} (expected a mapping of "
-                                       "extra request body fields)")
+            raise r.fail(
+                "extra_body",
+                f"got {_kind(d['extra_body'])} (expected a mapping of extra request body fields)",
+            )
         kw["extra_body"] = dict(_json_value(r, d["extra_body"], "extra_body"))
     kw["stream"] = r.boolean(d.get("stream", True), "stream")
     kw["record_itl"] = r.boolean(d.get("record_itl", True), "record_itl")
@@ -218,16 +255,19 @@ def _sampling(r: _Reader, d: dict[str, Any], kw: dict[str, Any]) -> None:
 def _load_shape(r: _Reader, d: dict[str, Any], kw: dict[str, Any]) -> None:
     """How load is offered: arrivals, step timing, repeats, concurrency cap, seed."""
     kw["arrival"] = r.string(d.get("arrival", "poisson"), "arrival", choices=ARRIVALS)
-    kw["step_duration_s"] = r.number(d.get("step_duration_s", 60.0), "step_duration_s",
-                                     lo=0.0, lo_open=True)
+    kw["step_duration_s"] = r.number(
+        d.get("step_duration_s", 60.0), "step_duration_s", lo=0.0, lo_open=True
+    )
     kw["warmup_s"] = r.number(d.get("warmup_s", 10.0), "warmup_s", lo=0.0)
     kw["repeats"] = r.integer(d.get("repeats", 1), "repeats", lo=1)
     kw["replicates"] = r.integer(d.get("replicates", 1), "replicates", lo=1)
     kw["max_concurrency"] = r.integer(d.get("max_concurrency", 256), "max_concurrency", lo=1)
-    kw["metrics_interval_s"] = r.number(d.get("metrics_interval_s", 5.0), "metrics_interval_s",
-                                        lo=0.0, lo_open=True)
-    kw["request_timeout_s"] = r.number(d.get("request_timeout_s", 120.0), "request_timeout_s",
-                                       lo=0.0, lo_open=True)
+    kw["metrics_interval_s"] = r.number(
+        d.get("metrics_interval_s", 5.0), "metrics_interval_s", lo=0.0, lo_open=True
+    )
+    kw["request_timeout_s"] = r.number(
+        d.get("request_timeout_s", 120.0), "request_timeout_s", lo=0.0, lo_open=True
+    )
     kw["seed"] = r.integer(d.get("seed", 0), "seed", lo=0)
 
 
@@ -238,8 +278,9 @@ def _steps(r: _Reader, value: Any) -> tuple[float, ...]:
             raise r.fail("steps", "empty list (expected at least one QPS value)")
         return tuple(r.number(v, f"steps[{i}]", lo=0.0, lo_open=True) for i, v in enumerate(value))
     if not isinstance(value, Mapping):
-        raise r.fail("steps", f"got {_kind(value)} (expected a list of QPS values or "
-                              "{from, to, factor})")
+        raise r.fail(
+            "steps", f"got {_kind(value)} (expected a list of QPS values or {{from, to, factor}})"
+        )
     m = r.mapping(value, "steps", {"from", "to", "factor", "by"})
     for key in ("from", "to"):
         if key not in m:
@@ -281,24 +322,30 @@ def _prompts(r: _Reader, value: Any, base_dir: Path | None) -> PromptSpec:
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         if not path.is_file():
-            raise r.fail("prompts.file", f"{name!r} not found (expected a JSONL file of "
-                                         "{\"messages\": [...]} relative to the scenario)")
+            raise r.fail(
+                "prompts.file",
+                f"{name!r} not found (expected a JSONL file of "
+                '{"messages": [...]} relative to the scenario)',
+            )
         count = r.integer(m.get("count", 0), "prompts.count", lo=0)
         return PromptSpec(kind="file", file=str(path.resolve()), count=count, input_tokens=0)
     if "count" in m:
-        raise r.fail("prompts.count", "belongs inside prompts.synthetic (expected "
-                                      "prompts.synthetic.count)")
+        raise r.fail(
+            "prompts.count", "belongs inside prompts.synthetic (expected prompts.synthetic.count)"
+        )
     s = r.mapping(m["synthetic"] or {}, "prompts.synthetic", _SYNTH_KEYS)
     base = "prompts.synthetic"
     inp = r.integer(s.get("input_tokens", 512), f"{base}.input_tokens", lo=1)
     prefix = r.integer(s.get("shared_prefix_tokens", 0), f"{base}.shared_prefix_tokens", lo=0)
     if prefix >= inp:
-        raise r.fail(f"{base}.shared_prefix_tokens",
-                     f"got {prefix} (expected fewer than input_tokens {inp})")
+        raise r.fail(
+            f"{base}.shared_prefix_tokens", f"got {prefix} (expected fewer than input_tokens {inp})"
+        )
     rep = r.number(s.get("repetition", 0.0), f"{base}.repetition", lo=0.0, hi=1.0)
     count = r.integer(s.get("count", 200), f"{base}.count", lo=1)
-    return PromptSpec(kind="synthetic", input_tokens=inp, shared_prefix_tokens=prefix,
-                      repetition=rep, count=count)
+    return PromptSpec(
+        kind="synthetic", input_tokens=inp, shared_prefix_tokens=prefix, repetition=rep, count=count
+    )
 
 
 def _contract(r: _Reader, value: Any) -> ContractSpec | None:
@@ -308,13 +355,16 @@ def _contract(r: _Reader, value: Any) -> ContractSpec | None:
     want_json = r.boolean(m.get("json", False), "contract.json")
     fields = r.strings(m.get("required_fields") or [], "contract.required_fields")
     if fields and not want_json:
-        raise r.fail("contract.required_fields", "needs contract.json: true (fields are "
-                                                 "checked in the parsed JSON output)")
+        raise r.fail(
+            "contract.required_fields",
+            "needs contract.json: true (fields are checked in the parsed JSON output)",
+        )
     tools = m.get("tools")
     if tools is not None:
         if not isinstance(tools, list) or not all(isinstance(t, Mapping) for t in tools):
-            raise r.fail("contract.tools", f"got {_kind(tools)} (expected a list of OpenAI "
-                                           "tool definitions)")
+            raise r.fail(
+                "contract.tools", f"got {_kind(tools)} (expected a list of OpenAI tool definitions)"
+            )
         _json_value(r, tools, "contract.tools")
         tools = tuple(dict(t) for t in tools)
     return ContractSpec(json=want_json, required_fields=fields, tools=tools)
@@ -331,8 +381,9 @@ def _json_value(r: _Reader, value: Any, path: str, parents: tuple[int, ...] = ()
         for key, item in items:
             if isinstance(value, Mapping) and not isinstance(key, str):
                 raise r.fail(f"{path}.{key}", f"key is {_kind(key)} (expected a string key)")
-            _json_value(r, item, f"{path}.{key}" if isinstance(value, Mapping)
-                        else f"{path}[{key}]", inner)
+            _json_value(
+                r, item, f"{path}.{key}" if isinstance(value, Mapping) else f"{path}[{key}]", inner
+            )
     elif isinstance(value, float) and not math.isfinite(value):
         raise r.fail(path, f"got {value} (expected a finite number: JSON has no NaN or inf)")
     elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**63:

@@ -49,8 +49,179 @@ __all__ = [
 
 Tokenize = Callable[[str], int]
 
-_WORDS = ["the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "they", "you", "were", "her", "she", "there", "been", "one", "all", "we", "their", "has", "would", "when", "who", "will", "more", "no", "if", "out", "so", "said", "what", "up", "its", "about", "into", "than", "them", "can", "only", "other", "new", "some", "could", "time", "these", "two", "may", "then", "do", "first", "any", "my", "now", "such", "like", "our", "over", "man", "me", "even", "most", "made", "after", "also", "did", "many", "before", "must", "through", "back", "years", "where", "much", "your", "way", "well", "down", "should", "because", "each", "just", "those", "people", "how", "too", "little", "state", "good", "very", "make", "world", "still", "own", "see", "men", "work", "long", "get", "here", "between", "both", "life", "being", "under", "never", "day", "same", "another", "know", "while", "last", "might", "us", "great", "old", "year", "off", "come", "since", "against", "go", "came", "right", "used", "take", "three"]
-_IDENTS = ["value", "total", "count", "index", "item", "result", "data", "node", "key", "name", "size", "offset", "buffer", "items", "values", "left", "right", "parent", "child", "start", "end", "step", "scale", "limit"]
+_WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "was",
+    "with",
+    "be",
+    "by",
+    "on",
+    "not",
+    "he",
+    "this",
+    "are",
+    "or",
+    "his",
+    "from",
+    "at",
+    "which",
+    "but",
+    "have",
+    "an",
+    "they",
+    "you",
+    "were",
+    "her",
+    "she",
+    "there",
+    "been",
+    "one",
+    "all",
+    "we",
+    "their",
+    "has",
+    "would",
+    "when",
+    "who",
+    "will",
+    "more",
+    "no",
+    "if",
+    "out",
+    "so",
+    "said",
+    "what",
+    "up",
+    "its",
+    "about",
+    "into",
+    "than",
+    "them",
+    "can",
+    "only",
+    "other",
+    "new",
+    "some",
+    "could",
+    "time",
+    "these",
+    "two",
+    "may",
+    "then",
+    "do",
+    "first",
+    "any",
+    "my",
+    "now",
+    "such",
+    "like",
+    "our",
+    "over",
+    "man",
+    "me",
+    "even",
+    "most",
+    "made",
+    "after",
+    "also",
+    "did",
+    "many",
+    "before",
+    "must",
+    "through",
+    "back",
+    "years",
+    "where",
+    "much",
+    "your",
+    "way",
+    "well",
+    "down",
+    "should",
+    "because",
+    "each",
+    "just",
+    "those",
+    "people",
+    "how",
+    "too",
+    "little",
+    "state",
+    "good",
+    "very",
+    "make",
+    "world",
+    "still",
+    "own",
+    "see",
+    "men",
+    "work",
+    "long",
+    "get",
+    "here",
+    "between",
+    "both",
+    "life",
+    "being",
+    "under",
+    "never",
+    "day",
+    "same",
+    "another",
+    "know",
+    "while",
+    "last",
+    "might",
+    "us",
+    "great",
+    "old",
+    "year",
+    "off",
+    "come",
+    "since",
+    "against",
+    "go",
+    "came",
+    "right",
+    "used",
+    "take",
+    "three",
+]
+_IDENTS = [
+    "value",
+    "total",
+    "count",
+    "index",
+    "item",
+    "result",
+    "data",
+    "node",
+    "key",
+    "name",
+    "size",
+    "offset",
+    "buffer",
+    "items",
+    "values",
+    "left",
+    "right",
+    "parent",
+    "child",
+    "start",
+    "end",
+    "step",
+    "scale",
+    "limit",
+]
 _OPS = ("+", "-", "*")
 _TOKEN_RE = re.compile(r"\s*\w+|\s*[^\w\s]")
 _FIT_ROUNDS = 12
@@ -74,9 +245,15 @@ class Prompt:
 class PromptSet:
     """An indexed, immutable list of prompts; ``cycle(n)`` wraps around for request ``n``."""
 
-    def __init__(self, prompts: Sequence[Prompt], *, token_count_source: str,
-                 input_tokens: int | None = None, shared_prefix_tokens: int = 0,
-                 repetition: float = 0.0) -> None:
+    def __init__(
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        token_count_source: str,
+        input_tokens: int | None = None,
+        shared_prefix_tokens: int = 0,
+        repetition: float = 0.0,
+    ) -> None:
         if not prompts:
             raise ValueError("a prompt set needs at least one prompt")
         self._prompts = tuple(prompts)
@@ -98,8 +275,11 @@ class PromptSet:
     @property
     def exact(self) -> bool:
         """True when every prompt has exactly ``input_tokens`` tokens as the server counts."""
-        return (self.token_count_source == "tokenize" and self.input_tokens is not None
-                and all(p.expected_prompt_tokens == self.input_tokens for p in self._prompts))
+        return (
+            self.token_count_source == "tokenize"
+            and self.input_tokens is not None
+            and all(p.expected_prompt_tokens == self.input_tokens for p in self._prompts)
+        )
 
 
 def build_prompt_set(scenario: Scenario, tokenize: Tokenize | None = None) -> PromptSet:
@@ -111,16 +291,21 @@ def build_prompt_set(scenario: Scenario, tokenize: Tokenize | None = None) -> Pr
     overhead = count_fn("")
     where = scenario.source or "<scenario>"
     if spec.input_tokens <= overhead + spec.shared_prefix_tokens:
-        raise ConfigError(f"{spec.input_tokens} leaves no room after the chat template "
-                          f"({overhead}) and the shared prefix ({spec.shared_prefix_tokens}) "
-                          "(expected a larger value)", file=where,
-                          path="prompts.synthetic.input_tokens")
+        raise ConfigError(
+            f"{spec.input_tokens} leaves no room after the chat template "
+            f"({overhead}) and the shared prefix ({spec.shared_prefix_tokens}) "
+            "(expected a larger value)",
+            file=where,
+            path="prompts.synthetic.input_tokens",
+        )
     prefix = ""
     if spec.shared_prefix_tokens:
-        pieces = _prose(random.Random(derive_seed(scenario.seed, "prefix")),
-                        spec.shared_prefix_tokens * 2 + 16)
+        pieces = _prose(
+            random.Random(derive_seed(scenario.seed, "prefix")), spec.shared_prefix_tokens * 2 + 16
+        )
         prefix, _ = _fit("", pieces, overhead + spec.shared_prefix_tokens, count_fn)
         prefix += "\n\n"
+
     def make(i: int) -> Prompt:
         rng = random.Random(derive_seed(scenario.seed, "prompt", i))
         head = prefix + _instruction(spec.repetition, rng)
@@ -136,17 +321,28 @@ def build_prompt_set(scenario: Scenario, tokenize: Tokenize | None = None) -> Pr
         # so the set is the same whatever the order; threads are greenlets under Locust)
         with ThreadPoolExecutor(max_workers=min(_TOKENIZE_WORKERS, spec.count)) as pool:
             prompts = list(pool.map(make, range(spec.count)))
-    return PromptSet(prompts, token_count_source="tokenize" if tokenize else "estimate",
-                     input_tokens=spec.input_tokens,
-                     shared_prefix_tokens=spec.shared_prefix_tokens,
-                     repetition=spec.repetition)
+    return PromptSet(
+        prompts,
+        token_count_source="tokenize" if tokenize else "estimate",
+        input_tokens=spec.input_tokens,
+        shared_prefix_tokens=spec.shared_prefix_tokens,
+        repetition=spec.repetition,
+    )
 
 
 def _instruction(repetition: float, rng: random.Random) -> str:
     if repetition > 0:
         return "Reproduce the following code exactly, line by line, then continue it:\n"
-    return rng.choice(("Continue the following text:", "Summarize the following notes:",
-                       "Answer in detail, using these notes:")) + "\n"
+    return (
+        rng.choice(
+            (
+                "Continue the following text:",
+                "Summarize the following notes:",
+                "Answer in detail, using these notes:",
+            )
+        )
+        + "\n"
+    )
 
 
 def _prose(rng: random.Random, n: int) -> list[str]:
@@ -227,8 +423,9 @@ def _file_prompts(spec: PromptSpec, tokenize: Tokenize | None) -> PromptSet:
             if spec.count and len(prompts) >= spec.count:
                 break
     if not prompts:
-        raise ConfigError("no prompts (expected JSONL lines of {\"messages\": [...]})",
-                          file=spec.file)
+        raise ConfigError(
+            'no prompts (expected JSONL lines of {"messages": [...]})', file=spec.file
+        )
     return PromptSet(prompts, token_count_source="tokenize" if tokenize else "estimate")
 
 
@@ -237,21 +434,25 @@ def _messages(line: str, file: str, lineno: int) -> tuple[dict[str, Any], ...]:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"not JSON ({exc.msg}; expected {{\"messages\": [...]}})", file=file,
-                          path=where) from None
+        raise ConfigError(
+            f'not JSON ({exc.msg}; expected {{"messages": [...]}})', file=file, path=where
+        ) from None
     msgs = obj.get("messages") if isinstance(obj, dict) else None
     if not isinstance(msgs, list) or not msgs:
-        raise ConfigError("expected an object with a non-empty \"messages\" list", file=file,
-                          path=where)
+        raise ConfigError(
+            'expected an object with a non-empty "messages" list', file=file, path=where
+        )
     for j, m in enumerate(msgs):
         if not isinstance(m, dict) or not isinstance(m.get("role"), str) or "content" not in m:
-            raise ConfigError("expected {\"role\": str, \"content\": ...}", file=file,
-                              path=f"{where}.messages[{j}]")
+            raise ConfigError(
+                'expected {"role": str, "content": ...}', file=file, path=f"{where}.messages[{j}]"
+            )
     return tuple(msgs)
 
 
-def server_tokenizer(base_url: str, model: str | None = None, api_key: str | None = None,
-                     *, timeout_s: float = 10.0) -> Tokenize | None:
+def server_tokenizer(
+    base_url: str, model: str | None = None, api_key: str | None = None, *, timeout_s: float = 10.0
+) -> Tokenize | None:
     """A counter backed by the server's ``/tokenize``, or None when it has none.
 
     Tries vLLM's chat form (``messages`` + ``add_generation_prompt``: the count includes the
@@ -265,14 +466,16 @@ def server_tokenizer(base_url: str, model: str | None = None, api_key: str | Non
     base: dict[str, Any] = {"model": model} if model else {}
 
     def post(payload: dict[str, Any]) -> int:
-        req = urllib.request.Request(url, data=json.dumps({**base, **payload}).encode(),
-                                     headers=headers, method="POST")
+        req = urllib.request.Request(
+            url, data=json.dumps({**base, **payload}).encode(), headers=headers, method="POST"
+        )
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             return int(json.loads(resp.read())["count"])
 
     def chat(text: str) -> int:
-        return post({"messages": [{"role": "user", "content": text}],
-                     "add_generation_prompt": True})
+        return post(
+            {"messages": [{"role": "user", "content": text}], "add_generation_prompt": True}
+        )
 
     def plain(text: str) -> int:
         return post({"prompt": text})

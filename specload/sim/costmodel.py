@@ -80,8 +80,9 @@ def spec_launch_time(prof: Profile, b: BatchShape) -> float:
         if b.spec == "ngram":
             t += prof.ngram_step_overhead_s
         elif b.draft_k > 0:  # a k = 0 step (dynamic schedule) runs no draft model at all
-            t += b.draft_k * (prof.draft_step_overhead_s
-                              + prof.draft_per_seq_overhead_s * b.draft_seqs)
+            t += b.draft_k * (
+                prof.draft_step_overhead_s + prof.draft_per_seq_overhead_s * b.draft_seqs
+            )
     if b.dynamic:
         t += prof.dynamic_step_overhead_s + prof.dynamic_per_seq_overhead_s * b.n_seqs
     return t

@@ -72,5 +72,9 @@ class Faults:
         return None
 
     def stream_active(self) -> bool:
-        return (self.stall_after_tokens is not None or self.drop_after_tokens is not None
-                or self.malformed_after_tokens is not None or self.no_done)
+        return (
+            self.stall_after_tokens is not None
+            or self.drop_after_tokens is not None
+            or self.malformed_after_tokens is not None
+            or self.no_done
+        )

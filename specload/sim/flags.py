@@ -18,46 +18,83 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The simulator's flags; the vLLM ones keep vLLM's names."""
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--profile", default="h200-llama8b",
-                   help="engine profile: a bundled name (h200-llama8b, tiny) or a YAML path")
-    p.add_argument("--profile-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one profile field, e.g. dynamic_step_overhead_s=0 (repeatable)")
-    p.add_argument("--served-model-name", nargs="+", default=None,
-                   help="model name(s) the API answers to (default: specload-sim)")
+    p.add_argument(
+        "--profile",
+        default="h200-llama8b",
+        help="engine profile: a bundled name (h200-llama8b, tiny) or a YAML path",
+    )
+    p.add_argument(
+        "--profile-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one profile field, e.g. dynamic_step_overhead_s=0 (repeatable)",
+    )
+    p.add_argument(
+        "--served-model-name",
+        nargs="+",
+        default=None,
+        help="model name(s) the API answers to (default: specload-sim)",
+    )
     p.add_argument("--model", default=None, help="accepted for vLLM compatibility; names the model")
-    p.add_argument("--speculative-config", default=None,
-                   help="vLLM JSON, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":4}'")
-    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
-                   default=False)
+    p.add_argument(
+        "--speculative-config",
+        default=None,
+        help='vLLM JSON, e.g. \'{"method":"ngram","num_speculative_tokens":4}\'',
+    )
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=False)
     p.add_argument("--max-num-seqs", type=int, default=None)
     p.add_argument("--max-model-len", type=int, default=None)
-    p.add_argument("--num-gpu-blocks-override", type=int, default=None,
-                   help="KV cache size in blocks (small values make the queue fill)")
+    p.add_argument(
+        "--num-gpu-blocks-override",
+        type=int,
+        default=None,
+        help="KV cache size in blocks (small values make the queue fill)",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--ground-truth", action="store_true",
-                   help="keep per-request chunk write times at /debug/requests")
+    p.add_argument(
+        "--ground-truth",
+        action="store_true",
+        help="keep per-request chunk write times at /debug/requests",
+    )
     p.add_argument("--ground-truth-max", type=int, default=10_000)
     h = p.add_argument_group(
-        "host speed for speculation (docs/simulator.md, 'Hosts and server starts')")
-    h.add_argument("--spec-overhead-scale", type=float, default=1.0, metavar="S",
-                   help="scale speculation's CPU-launch-bound costs (draft passes' launch "
-                   "overheads, proposer and rejection-sampler fixed costs) as a slower (S > 1) "
-                   "or faster host would; baseline steps are unchanged. 1 (default) = the "
-                   "profile's calibration host; 1.68 reproduces the measured slow H200 host "
-                   "(host A: spec step 15-30%% slower, spec never helps)")
-    h.add_argument("--start-jitter", nargs="?", const="calibrated", default=None,
-                   metavar="SIGMA|calibrated",
-                   help="let this server start draw its own host: a factor on speculation's "
-                   "launch-bound costs, lognormal with median 1 and SIGMA the sd of its log, "
-                   "and, with the profile's slow_window_prob (0.3), one slow window (15 s, "
-                   "those costs x2.4) starting in the first 120 s. Without a value, or "
-                   "'calibrated': the profile's calibrated sigma (0.3; from four H200 hosts). "
-                   "Default: off (every start is the same host, deterministic). The draw is "
-                   "logged at startup and served at GET /debug/host")
-    h.add_argument("--start-seed", type=int, default=0, metavar="N",
-                   help="seed of the --start-jitter draws only (text and acceptance keep "
-                   "--seed): one seed is one reproducible host, so replicate N of a sweep can "
-                   "pass --start-seed N (default 0)")
+        "host speed for speculation (docs/simulator.md, 'Hosts and server starts')"
+    )
+    h.add_argument(
+        "--spec-overhead-scale",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="scale speculation's CPU-launch-bound costs (draft passes' launch "
+        "overheads, proposer and rejection-sampler fixed costs) as a slower (S > 1) "
+        "or faster host would; baseline steps are unchanged. 1 (default) = the "
+        "profile's calibration host; 1.68 reproduces the measured slow H200 host "
+        "(host A: spec step 15-30%% slower, spec never helps)",
+    )
+    h.add_argument(
+        "--start-jitter",
+        nargs="?",
+        const="calibrated",
+        default=None,
+        metavar="SIGMA|calibrated",
+        help="let this server start draw its own host: a factor on speculation's "
+        "launch-bound costs, lognormal with median 1 and SIGMA the sd of its log, "
+        "and, with the profile's slow_window_prob (0.3), one slow window (15 s, "
+        "those costs x2.4) starting in the first 120 s. Without a value, or "
+        "'calibrated': the profile's calibrated sigma (0.3; from four H200 hosts). "
+        "Default: off (every start is the same host, deterministic). The draw is "
+        "logged at startup and served at GET /debug/host",
+    )
+    h.add_argument(
+        "--start-seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="seed of the --start-jitter draws only (text and acceptance keep "
+        "--seed): one seed is one reproducible host, so replicate N of a sweep can "
+        "pass --start-seed N (default 0)",
+    )
     g = p.add_argument_group("faults (also settable at runtime: POST /debug/faults)")
     g.add_argument("--fault-error-rate", type=float, default=0.0)
     g.add_argument("--fault-error-status", type=int, default=500)
@@ -67,5 +104,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fault-drop-after", type=int, default=None, metavar="TOKENS")
     g.add_argument("--fault-malformed-after", type=int, default=None, metavar="TOKENS")
     g.add_argument("--fault-no-done", action="store_true")
-    g.add_argument("--fault-stream-rate", type=float, default=1.0,
-                   help="fraction of streams the stream faults apply to")
+    g.add_argument(
+        "--fault-stream-rate",
+        type=float,
+        default=1.0,
+        help="fraction of streams the stream faults apply to",
+    )

@@ -28,8 +28,15 @@ from typing import Any
 
 from specload.sim.profiles import Profile
 
-__all__ = ["CALIBRATED", "HOST_A_SCALE", "HostDraw", "JitterParams", "SlowWindow", "draw_host",
-           "parse_jitter"]
+__all__ = [
+    "CALIBRATED",
+    "HOST_A_SCALE",
+    "HostDraw",
+    "JitterParams",
+    "SlowWindow",
+    "draw_host",
+    "parse_jitter",
+]
 
 #: ``--start-jitter`` given without a value.
 CALIBRATED = "calibrated"
@@ -51,8 +58,13 @@ class JitterParams:
     @classmethod
     def from_profile(cls, prof: Profile) -> JitterParams:
         """The profile's calibrated jitter (``--start-jitter calibrated``)."""
-        return cls(prof.start_jitter_sigma, prof.slow_window_prob, prof.slow_window_s,
-                   prof.slow_window_factor, prof.slow_window_latest_s)
+        return cls(
+            prof.start_jitter_sigma,
+            prof.slow_window_prob,
+            prof.slow_window_s,
+            prof.slow_window_factor,
+            prof.slow_window_latest_s,
+        )
 
     def validate(self) -> None:
         checks = (
@@ -102,27 +114,37 @@ class HostDraw:
         w = self.window
         return {
             "spec_overhead_scale": self.scale,
-            "start_jitter": None if self.jitter is None else {
-                "sigma": self.jitter.sigma, "slow_window_prob": self.jitter.window_prob,
+            "start_jitter": None
+            if self.jitter is None
+            else {
+                "sigma": self.jitter.sigma,
+                "slow_window_prob": self.jitter.window_prob,
                 "slow_window_s": self.jitter.window_s,
                 "slow_window_factor": self.jitter.window_factor,
-                "slow_window_latest_s": self.jitter.window_latest_s},
+                "slow_window_latest_s": self.jitter.window_latest_s,
+            },
             "start_seed": self.seed,
             "host_factor": self.factor,
             "effective_scale": self.scale * self.factor,
-            "slow_window": None if w is None else {
-                "start_s": w.start_s, "end_s": w.end_s, "factor": w.factor},
+            "slow_window": None
+            if w is None
+            else {"start_s": w.start_s, "end_s": w.end_s, "factor": w.factor},
         }
 
     def describe(self) -> str:
         """One line for the startup log."""
-        text = (f"spec_overhead_scale={self.scale:g} host_factor={self.factor:.4f} "
-                f"effective_scale={self.scale * self.factor:.4f}")
+        text = (
+            f"spec_overhead_scale={self.scale:g} host_factor={self.factor:.4f} "
+            f"effective_scale={self.scale * self.factor:.4f}"
+        )
         if self.jitter is not None:
             text += f" start_jitter={self.jitter.sigma:g} start_seed={self.seed}"
         w = self.window
-        text += (" slow_window=none" if w is None else
-                 f" slow_window={w.start_s:.1f}-{w.end_s:.1f}s x{w.factor:g}")
+        text += (
+            " slow_window=none"
+            if w is None
+            else f" slow_window={w.start_s:.1f}-{w.end_s:.1f}s x{w.factor:g}"
+        )
         return text
 
 
@@ -141,8 +163,9 @@ def draw_host(scale: float = 1.0, jitter: JitterParams | None = None, seed: int 
     if u_window < jitter.window_prob:
         start = u_start * jitter.window_latest_s
         window = SlowWindow(start, start + jitter.window_s, jitter.window_factor)
-    return HostDraw(scale=scale, factor=math.exp(jitter.sigma * z), window=window,
-                    jitter=jitter, seed=seed)
+    return HostDraw(
+        scale=scale, factor=math.exp(jitter.sigma * z), window=window, jitter=jitter, seed=seed
+    )
 
 
 def parse_jitter(value: str | None, base: JitterParams) -> JitterParams | None:
@@ -155,8 +178,9 @@ def parse_jitter(value: str | None, base: JitterParams) -> JitterParams | None:
         try:
             sigma = float(value)
         except ValueError:
-            raise ValueError(f"--start-jitter {value}: expected 'calibrated' or a sigma "
-                             "(a number >= 0)") from None
+            raise ValueError(
+                f"--start-jitter {value}: expected 'calibrated' or a sigma (a number >= 0)"
+            ) from None
         out = dataclasses.replace(base, sigma=sigma)
     try:
         out.validate()

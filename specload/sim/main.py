@@ -35,10 +35,14 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
         if v is not None and v < 1:
             raise ValueError(f"--{flag.replace('_', '-')}: must be >= 1")
     faults = Faults(
-        error_rate=a.fault_error_rate, error_status=a.fault_error_status,
-        rate_limit_rate=a.fault_429_rate, stall_after_tokens=a.fault_stall_after,
-        stall_s=a.fault_stall_s, drop_after_tokens=a.fault_drop_after,
-        malformed_after_tokens=a.fault_malformed_after, no_done=a.fault_no_done,
+        error_rate=a.fault_error_rate,
+        error_status=a.fault_error_status,
+        rate_limit_rate=a.fault_429_rate,
+        stall_after_tokens=a.fault_stall_after,
+        stall_s=a.fault_stall_s,
+        drop_after_tokens=a.fault_drop_after,
+        malformed_after_tokens=a.fault_malformed_after,
+        no_done=a.fault_no_done,
         stream_fault_rate=a.fault_stream_rate,
     )
     try:
@@ -48,10 +52,18 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
     jitter = parse_jitter(a.start_jitter, JitterParams.from_profile(profile))
     host = draw_host(a.spec_overhead_scale, jitter, a.start_seed)
     return SimSettings(
-        host=host, profile=profile, served_model_names=names, spec=spec,
-        prefix_caching=a.enable_prefix_caching, max_num_seqs=a.max_num_seqs,
-        max_model_len=a.max_model_len, num_gpu_blocks=a.num_gpu_blocks_override, seed=a.seed,
-        ground_truth=a.ground_truth, ground_truth_max=a.ground_truth_max, faults=faults,
+        host=host,
+        profile=profile,
+        served_model_names=names,
+        spec=spec,
+        prefix_caching=a.enable_prefix_caching,
+        max_num_seqs=a.max_num_seqs,
+        max_model_len=a.max_model_len,
+        num_gpu_blocks=a.num_gpu_blocks_override,
+        seed=a.seed,
+        ground_truth=a.ground_truth,
+        ground_truth_max=a.ground_truth_max,
+        faults=faults,
     )
 
 
@@ -63,8 +75,10 @@ def _override(profile: Profile, items: list[str]) -> Profile:
         key, sep, value = item.partition("=")
         f = fields.get(key.strip())
         if not sep or f is None or not isinstance(f.default, (int, float)):
-            raise ValueError(f"--profile-set {item}: expected KEY=NUMBER with KEY a numeric "
-                             "profile field (see docs/simulator.md)")
+            raise ValueError(
+                f"--profile-set {item}: expected KEY=NUMBER with KEY a numeric "
+                "profile field (see docs/simulator.md)"
+            )
         try:
             changes[f.name] = type(f.default)(float(value))
         except ValueError:
@@ -93,9 +107,12 @@ def serve(settings: SimSettings, host: str, port: int) -> None:
         site = web.TCPSite(runner, host, port, backlog=1024)
         await site.start()
         spec = json.dumps(settings.spec.raw) if settings.spec else "off"
-        print(f"specload sim: http://{host}:{port} profile={settings.profile.name} "
-              f"model={settings.served_model_names[0]} speculative={spec} "
-              f"prefix_caching={settings.prefix_caching}", flush=True)
+        print(
+            f"specload sim: http://{host}:{port} profile={settings.profile.name} "
+            f"model={settings.served_model_names[0]} speculative={spec} "
+            f"prefix_caching={settings.prefix_caching}",
+            flush=True,
+        )
         if not settings.host.is_identity or settings.host.jitter is not None:
             print(f"specload sim: host {settings.host.describe()}", flush=True)
         # Fewer collections: the step loop allocates many short-lived objects; frozen startup

@@ -17,12 +17,74 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 __all__ = ["Histogram", "SimMetrics"]
 
-_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
-                 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-_ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
-                7.5, 10.0, 20.0, 40.0, 80.0)
-_REQ_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-                60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+_TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+_ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+_REQ_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 _LAG_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
 
 
@@ -77,19 +139,28 @@ class SimMetrics:
         h = Histogram
         self.ttft = h("vllm:time_to_first_token_seconds", "Time to first token.", _TTFT_BUCKETS)
         self.itl = h("vllm:inter_token_latency_seconds", "Inter-token latency.", _ITL_BUCKETS)
-        self.tpot = h("vllm:request_time_per_output_token_seconds",
-                      "Time per output token per request.", _ITL_BUCKETS)
-        self.e2e = h("vllm:e2e_request_latency_seconds", "End-to-end request latency.",
-                     _REQ_BUCKETS)
-        self.queue = h("vllm:request_queue_time_seconds", "Time in the WAITING phase.",
-                       _REQ_BUCKETS)
-        self.prefill = h("vllm:request_prefill_time_seconds", "Time in the PREFILL phase.",
-                         _REQ_BUCKETS)
-        self.decode = h("vllm:request_decode_time_seconds", "Time in the DECODE phase.",
-                        _REQ_BUCKETS)
-        self.step_lag = h("specload_sim_step_lag_seconds",
-                          "How late each engine step finished against its simulated end time.",
-                          _LAG_BUCKETS)
+        self.tpot = h(
+            "vllm:request_time_per_output_token_seconds",
+            "Time per output token per request.",
+            _ITL_BUCKETS,
+        )
+        self.e2e = h(
+            "vllm:e2e_request_latency_seconds", "End-to-end request latency.", _REQ_BUCKETS
+        )
+        self.queue = h(
+            "vllm:request_queue_time_seconds", "Time in the WAITING phase.", _REQ_BUCKETS
+        )
+        self.prefill = h(
+            "vllm:request_prefill_time_seconds", "Time in the PREFILL phase.", _REQ_BUCKETS
+        )
+        self.decode = h(
+            "vllm:request_decode_time_seconds", "Time in the DECODE phase.", _REQ_BUCKETS
+        )
+        self.step_lag = h(
+            "specload_sim_step_lag_seconds",
+            "How late each engine step finished against its simulated end time.",
+            _LAG_BUCKETS,
+        )
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -112,45 +183,71 @@ class SimMetrics:
 
         if self.cache_config:
             names = sorted(self.cache_config)
-            info = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine "
-                                     "CacheConfig", labels=[*names, "engine"])
+            info = GaugeMetricFamily(
+                "vllm:cache_config_info",
+                "Information of the LLMEngine CacheConfig",
+                labels=[*names, "engine"],
+            )
             info.add_metric([*(self.cache_config[k] for k in names), "0"], 1.0)
             yield info
-        yield gauge("vllm:num_requests_running", "Requests in model execution batches.",
-                    self.running)
-        yield gauge("vllm:num_requests_waiting", "Requests waiting to be processed.",
-                    self.waiting)
-        yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-                    self.kv_usage)
-        yield counter("vllm:num_preemptions", "Cumulative number of preemptions.",
-                      self.preemptions)
-        yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.",
-                      self.prompt_tokens)
-        yield counter("vllm:generation_tokens", "Number of generation tokens processed.",
-                      self.generation_tokens)
-        yield counter("vllm:prefix_cache_queries", "Prefix cache queries, in tokens.",
-                      self.prefix_queries)
-        yield counter("vllm:prefix_cache_hits", "Prefix cache hits, in tokens.",
-                      self.prefix_hits)
+        yield gauge(
+            "vllm:num_requests_running", "Requests in model execution batches.", self.running
+        )
+        yield gauge("vllm:num_requests_waiting", "Requests waiting to be processed.", self.waiting)
+        yield gauge(
+            "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", self.kv_usage
+        )
+        yield counter("vllm:num_preemptions", "Cumulative number of preemptions.", self.preemptions)
+        yield counter(
+            "vllm:prompt_tokens", "Number of prefill tokens processed.", self.prompt_tokens
+        )
+        yield counter(
+            "vllm:generation_tokens",
+            "Number of generation tokens processed.",
+            self.generation_tokens,
+        )
+        yield counter(
+            "vllm:prefix_cache_queries", "Prefix cache queries, in tokens.", self.prefix_queries
+        )
+        yield counter("vllm:prefix_cache_hits", "Prefix cache hits, in tokens.", self.prefix_hits)
         if self.accepted_per_pos:  # vLLM has no spec_decode metrics without speculation
-            yield counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.",
-                          self.num_drafts)
-            yield counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.",
-                          self.num_draft_tokens)
-            yield counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.",
-                          self.num_accepted)
-            fam = CounterMetricFamily("vllm:spec_decode_num_accepted_tokens_per_pos",
-                                      "Accepted tokens per draft position.",
-                                      labels=[*labels, "position"])
+            yield counter(
+                "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", self.num_drafts
+            )
+            yield counter(
+                "vllm:spec_decode_num_draft_tokens",
+                "Number of draft tokens.",
+                self.num_draft_tokens,
+            )
+            yield counter(
+                "vllm:spec_decode_num_accepted_tokens",
+                "Number of accepted tokens.",
+                self.num_accepted,
+            )
+            fam = CounterMetricFamily(
+                "vllm:spec_decode_num_accepted_tokens_per_pos",
+                "Accepted tokens per draft position.",
+                labels=[*labels, "position"],
+            )
             for pos, v in enumerate(self.accepted_per_pos):
                 fam.add_metric([*values, str(pos)], v)
             yield fam
-        fam = CounterMetricFamily("vllm:request_success", "Count of successfully processed "
-                                  "requests.", labels=[*labels, "finished_reason"])
+        fam = CounterMetricFamily(
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            labels=[*labels, "finished_reason"],
+        )
         for reason, v in sorted(self.request_success.items()):
             fam.add_metric([*values, reason], v)
         yield fam
-        for hist in (self.ttft, self.itl, self.tpot, self.e2e, self.queue, self.prefill,
-                     self.decode):
+        for hist in (
+            self.ttft,
+            self.itl,
+            self.tpot,
+            self.e2e,
+            self.queue,
+            self.prefill,
+            self.decode,
+        ):
             yield hist.family(labels, values)
         yield self.step_lag.family([], [])

@@ -30,8 +30,13 @@ __all__ = [
 #: vLLM's ``system_fingerprint`` (``vllm-<version>-<hash>``), sent with the usage chunk.
 SYSTEM_FINGERPRINT = "vllm-0.26.0-specload-sim"
 
-_ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError",
-                500: "InternalServerError", 503: "ServiceUnavailableError"}
+_ERROR_TYPES = {
+    400: "BadRequestError",
+    404: "NotFoundError",
+    429: "RateLimitError",
+    500: "InternalServerError",
+    503: "ServiceUnavailableError",
+}
 
 
 class ApiError(Exception):
@@ -43,8 +48,12 @@ class ApiError(Exception):
 
 
 def error_body(status: int, message: str, param: str | None = None) -> bytes:
-    err = {"message": message, "type": _ERROR_TYPES.get(status, "Error"), "param": param,
-           "code": status}
+    err = {
+        "message": message,
+        "type": _ERROR_TYPES.get(status, "Error"),
+        "param": param,
+        "code": status,
+    }
     return orjson.dumps({"error": err})
 
 
@@ -151,8 +160,11 @@ def parse_generation(raw: bytes, chat: bool, models: tuple[str, ...], max_len: i
 
 
 def usage_dict(prompt: int, completion: int, cached: int | None) -> dict[str, Any]:
-    u: dict[str, Any] = {"prompt_tokens": prompt, "total_tokens": prompt + completion,
-                         "completion_tokens": completion}
+    u: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion,
+        "completion_tokens": completion,
+    }
     if cached is not None:
         u["prompt_tokens_details"] = {"cached_tokens": cached}
     return u
@@ -166,28 +178,51 @@ class ChunkFormat:
     def __init__(self, chat: bool, rid: str, created: int, model: str) -> None:
         self.chat = chat
         self.obj = "chat.completion.chunk" if chat else "text_completion"
-        self.head = (b'data: {"id":' + orjson.dumps(rid) + b',"object":"' + self.obj.encode()
-                     + b'","created":' + str(created).encode() + b',"model":'
-                     + orjson.dumps(model) + b',"choices":')
-        self.open_ = (b'[{"index":0,"delta":{"content":' if chat
-                      else b'[{"index":0,"text":')
-        self.mid = (b'},"logprobs":null,"finish_reason":null}]}\n\n' if chat
-                    else b',"logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n')
+        self.head = (
+            b'data: {"id":'
+            + orjson.dumps(rid)
+            + b',"object":"'
+            + self.obj.encode()
+            + b'","created":'
+            + str(created).encode()
+            + b',"model":'
+            + orjson.dumps(model)
+            + b',"choices":'
+        )
+        self.open_ = b'[{"index":0,"delta":{"content":' if chat else b'[{"index":0,"text":'
+        self.mid = (
+            b'},"logprobs":null,"finish_reason":null}]}\n\n'
+            if chat
+            else b',"logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
+        )
 
     def role(self) -> bytes:
         """vLLM's first chat chunk: role only, empty content."""
-        return (self.head + b'[{"index":0,"delta":{"role":"assistant","content":""},'
-                b'"logprobs":null,"finish_reason":null}]}\n\n')
+        return (
+            self.head + b'[{"index":0,"delta":{"role":"assistant","content":""},'
+            b'"logprobs":null,"finish_reason":null}]}\n\n'
+        )
 
     def content(self, text: str) -> bytes:
         return self.head + self.open_ + orjson.dumps(text) + self.mid
 
     def final(self, text: str, finish: str, stop_reason: str | None = None) -> bytes:
         close = b"}" if self.chat else b""
-        return (self.head + self.open_ + orjson.dumps(text) + close + b',"logprobs":null,'
-                b'"finish_reason":"' + finish.encode() + b'","stop_reason":'
-                + orjson.dumps(stop_reason) + b"}]}\n\n")
+        return (
+            self.head + self.open_ + orjson.dumps(text) + close + b',"logprobs":null,'
+            b'"finish_reason":"'
+            + finish.encode()
+            + b'","stop_reason":'
+            + orjson.dumps(stop_reason)
+            + b"}]}\n\n"
+        )
 
     def usage(self, usage: dict[str, Any]) -> bytes:
-        return (self.head + b'[],"usage":' + orjson.dumps(usage)
-                + b',"system_fingerprint":"' + SYSTEM_FINGERPRINT.encode() + b'"}\n\n')
+        return (
+            self.head
+            + b'[],"usage":'
+            + orjson.dumps(usage)
+            + b',"system_fingerprint":"'
+            + SYSTEM_FINGERPRINT.encode()
+            + b'"}\n\n'
+        )

@@ -82,8 +82,16 @@ class SimState:
             },
         )
         self.engine = Engine(
-            EngineConfig(s.profile, s.spec, s.prefix_caching, s.max_num_seqs, s.max_model_len,
-                         s.num_gpu_blocks, s.seed, host=s.host),
+            EngineConfig(
+                s.profile,
+                s.spec,
+                s.prefix_caching,
+                s.max_num_seqs,
+                s.max_model_len,
+                s.num_gpu_blocks,
+                s.seed,
+                host=s.host,
+            ),
             self.metrics,
         )
         self.loop = EngineLoop(self.engine)
@@ -99,8 +107,7 @@ def _json(obj: Any, status: int = 200) -> web.Response:
 
 
 def _error(status: int, message: str, param: str | None = None) -> web.Response:
-    return web.Response(body=error_body(status, message, param), status=status,
-                        content_type=_JSON)
+    return web.Response(body=error_body(status, message, param), status=status, content_type=_JSON)
 
 
 def _engine_request(st: SimState, g: GenRequest, rid: str, sink: Any) -> Request:
@@ -114,9 +121,14 @@ def _engine_request(st: SimState, g: GenRequest, rid: str, sink: Any) -> Request
     else:
         target = min(max_tokens, max(text.natural_length(), g.min_tokens))
     req = Request(
-        rid=rid, prompt=g.prompt, text=text, target_len=target,
+        rid=rid,
+        prompt=g.prompt,
+        text=text,
+        target_len=target,
         finish_reason="length" if target >= max_tokens else "stop",
-        sink=sink, arrival=asyncio.get_running_loop().time(), stop=g.stop,
+        sink=sink,
+        arrival=asyncio.get_running_loop().time(),
+        stop=g.stop,
     )
     if s.prefix_caching:
         req.block_hashes = block_hashes(g.prompt, st.engine.kv.block_size)
@@ -130,14 +142,19 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     rid = request.headers.get("X-Request-Id") or uuid.uuid4().hex
     arrived = time.time()
     try:
-        g = parse_generation(await request.read(), chat, st.settings.served_model_names,
-                             st.engine.max_model_len)
+        g = parse_generation(
+            await request.read(), chat, st.settings.served_model_names, st.engine.max_model_len
+        )
     except ApiError as exc:
         return _error(exc.status, exc.message, exc.param)
     kv_tokens = st.engine.kv.num_blocks * st.engine.kv.block_size
     if len(g.prompt) + (g.max_tokens or 1) > kv_tokens:
-        return _error(400, f"prompt plus max_tokens ({len(g.prompt) + (g.max_tokens or 1)}) "
-                      f"exceeds the KV cache ({kv_tokens} tokens)", "max_tokens")
+        return _error(
+            400,
+            f"prompt plus max_tokens ({len(g.prompt) + (g.max_tokens or 1)}) "
+            f"exceeds the KV cache ({kv_tokens} tokens)",
+            "max_tokens",
+        )
     status = st.faults.request_error(st.rng)
     if status is not None:
         msg = "Too many requests (simulated)" if status == 429 else "Internal error (simulated)"
@@ -160,37 +177,75 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         truth.chunk_times.append(time.time())
         truth.chunk_tokens.append(req.generated)
         truth.cached_tokens = req.cached_tokens
-    usage = usage_dict(len(g.prompt), req.generated,
-                       req.cached_tokens if st.settings.prefix_caching else None)
-    resp = _json(_full_body(chat, resp_id, int(arrived), g.model, text, sink.finish, usage,
-                            req.stop_reason))
+    usage = usage_dict(
+        len(g.prompt), req.generated, req.cached_tokens if st.settings.prefix_caching else None
+    )
+    resp = _json(
+        _full_body(chat, resp_id, int(arrived), g.model, text, sink.finish, usage, req.stop_reason)
+    )
     resp.headers["X-Request-Id"] = rid
     return resp
 
 
-def _full_body(chat: bool, rid: str, created: int, model: str, text: str, finish: str,
-               usage: dict[str, Any], stop_reason: str | None = None) -> dict[str, Any]:
+def _full_body(
+    chat: bool,
+    rid: str,
+    created: int,
+    model: str,
+    text: str,
+    finish: str,
+    usage: dict[str, Any],
+    stop_reason: str | None = None,
+) -> dict[str, Any]:
     if chat:
         choice: dict[str, Any] = {
             "index": 0,
-            "message": {"role": "assistant", "content": text, "refusal": None,
-                        "annotations": None, "audio": None, "function_call": None,
-                        "tool_calls": [], "reasoning_content": None},
-            "logprobs": None, "finish_reason": finish, "stop_reason": stop_reason,
+            "message": {
+                "role": "assistant",
+                "content": text,
+                "refusal": None,
+                "annotations": None,
+                "audio": None,
+                "function_call": None,
+                "tool_calls": [],
+                "reasoning_content": None,
+            },
+            "logprobs": None,
+            "finish_reason": finish,
+            "stop_reason": stop_reason,
         }
         obj = "chat.completion"
     else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
-                  "stop_reason": stop_reason, "prompt_logprobs": None}
+        choice = {
+            "index": 0,
+            "text": text,
+            "logprobs": None,
+            "finish_reason": finish,
+            "stop_reason": stop_reason,
+            "prompt_logprobs": None,
+        }
         obj = "text_completion"
-    return {"id": rid, "object": obj, "created": created, "model": model,
-            "choices": [choice], "usage": usage, "system_fingerprint": SYSTEM_FINGERPRINT}
+    return {
+        "id": rid,
+        "object": obj,
+        "created": created,
+        "model": model,
+        "choices": [choice],
+        "usage": usage,
+        "system_fingerprint": SYSTEM_FINGERPRINT,
+    }
 
 
-async def _stream(request: web.Request, st: SimState, g: GenRequest, rid: str, resp_id: str,
-                  truth: Any) -> web.StreamResponse:
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
-                                       "Cache-Control": "no-cache", "X-Request-Id": rid})
+async def _stream(
+    request: web.Request, st: SimState, g: GenRequest, rid: str, resp_id: str, truth: Any
+) -> web.StreamResponse:
+    resp = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream; charset=utf-8",
+            "Cache-Control": "no-cache",
+            "X-Request-Id": rid,
+        }
+    )
     resp.enable_chunked_encoding()
     try:
         await resp.prepare(request)
@@ -203,17 +258,21 @@ async def _stream(request: web.Request, st: SimState, g: GenRequest, rid: str, r
     loop = asyncio.get_running_loop()
     done: asyncio.Future[bool] = loop.create_future()
     fmt = ChunkFormat(g.chat, resp_id, int(time.time()), g.model)
-    faults = st.faults if st.faults.stream_active() and (
-        st.faults.stream_fault_rate >= 1 or st.rng.random() < st.faults.stream_fault_rate
-    ) else None
+    faults = (
+        st.faults
+        if st.faults.stream_active()
+        and (st.faults.stream_fault_rate >= 1 or st.rng.random() < st.faults.stream_fault_rate)
+        else None
+    )
     holder: list[Request] = []
 
     def on_gone() -> None:
         if holder:
             st.loop.abort(holder[0])
 
-    sink = StreamSink(transport, fmt, g.include_usage, st.settings.prefix_caching, truth, done,
-                      faults, on_gone)
+    sink = StreamSink(
+        transport, fmt, g.include_usage, st.settings.prefix_caching, truth, done, faults, on_gone
+    )
     req = _engine_request(st, g, rid, sink)
     holder.append(req)
     if g.chat:
@@ -244,20 +303,38 @@ async def completions(request: web.Request) -> web.StreamResponse:
 
 async def models(request: web.Request) -> web.Response:
     st: SimState = request.app["sim"]
-    data = [{"id": name, "object": "model", "created": st.created, "owned_by": "vllm",
-             "root": name, "parent": None, "max_model_len": st.engine.max_model_len,
-             "permission": [_permission(st.created, i)]}
-            for i, name in enumerate(st.settings.served_model_names)]
+    data = [
+        {
+            "id": name,
+            "object": "model",
+            "created": st.created,
+            "owned_by": "vllm",
+            "root": name,
+            "parent": None,
+            "max_model_len": st.engine.max_model_len,
+            "permission": [_permission(st.created, i)],
+        }
+        for i, name in enumerate(st.settings.served_model_names)
+    ]
     return _json({"object": "list", "data": data})
 
 
 def _permission(created: int, i: int) -> dict[str, Any]:
     """vLLM's (OpenAI's legacy) ``model_permission`` object, as /v1/models lists it."""
-    return {"id": f"modelperm-specload-sim-{i}", "object": "model_permission",
-            "created": created, "allow_create_engine": False, "allow_sampling": True,
-            "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
-            "allow_fine_tuning": False, "organization": "*", "group": None,
-            "is_blocking": False}
+    return {
+        "id": f"modelperm-specload-sim-{i}",
+        "object": "model_permission",
+        "created": created,
+        "allow_create_engine": False,
+        "allow_sampling": True,
+        "allow_logprobs": True,
+        "allow_search_indices": False,
+        "allow_view": True,
+        "allow_fine_tuning": False,
+        "organization": "*",
+        "group": None,
+        "is_blocking": False,
+    }
 
 
 async def version(request: web.Request) -> web.Response:
@@ -270,8 +347,10 @@ async def health(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     st: SimState = request.app["sim"]
-    return web.Response(body=st.metrics.render(),
-                        headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+    return web.Response(
+        body=st.metrics.render(),
+        headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
+    )
 
 
 async def tokenize_route(request: web.Request) -> web.Response:
@@ -294,8 +373,12 @@ async def tokenize_route(request: web.Request) -> web.Response:
             return _error(400, "give 'prompt' (string) or 'messages'", "prompt")
     except ValueError as exc:
         return _error(400, str(exc), "messages")
-    out: dict[str, Any] = {"count": len(toks), "max_model_len": st.engine.max_model_len,
-                           "tokens": token_ids(toks), "token_strs": None}
+    out: dict[str, Any] = {
+        "count": len(toks),
+        "max_model_len": st.engine.max_model_len,
+        "tokens": token_ids(toks),
+        "token_strs": None,
+    }
     if body.get("return_token_strs"):
         out["token_strs"] = toks
     return _json(out)
@@ -334,9 +417,13 @@ async def debug_host(request: web.Request) -> web.Response:
     if w is not None:
         w["start_at"] = st.started_at + w["start_s"]
         w["end_at"] = st.started_at + w["end_s"]
-    out.update(speculative=st.settings.spec is not None, started_at=st.started_at,
-               uptime_s=now_s, current_scale=host.spec_scale(now_s),
-               in_slow_window=w is not None and w["start_s"] <= now_s < w["end_s"])
+    out.update(
+        speculative=st.settings.spec is not None,
+        started_at=st.started_at,
+        uptime_s=now_s,
+        current_scale=host.spec_scale(now_s),
+        in_slow_window=w is not None and w["start_s"] <= now_s < w["end_s"],
+    )
     return _json(out)
 
 

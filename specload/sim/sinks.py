@@ -141,12 +141,19 @@ class StreamSink:
             self.transport.close()
             self._gone()
             return True
-        if (f.malformed_after_tokens is not None and not self.malformed_sent
-                and self.sent > f.malformed_after_tokens):
+        if (
+            f.malformed_after_tokens is not None
+            and not self.malformed_sent
+            and self.sent > f.malformed_after_tokens
+        ):
             self.malformed_sent = True
             self.write(_MALFORMED)
-        if (f.stall_after_tokens is not None and not self.stalled
-                and self.sent > f.stall_after_tokens and f.stall_s > 0):
+        if (
+            f.stall_after_tokens is not None
+            and not self.stalled
+            and self.sent > f.stall_after_tokens
+            and f.stall_s > 0
+        ):
             self.stalled = True
             self.pending = []
             asyncio.get_running_loop().call_later(f.stall_s, self._flush)

@@ -28,8 +28,15 @@ from typing import Any
 
 __all__ = ["LOOKUP_METHODS", "MODEL_METHODS", "NgramIndex", "SpecConfig", "parse_spec_config"]
 
-MODEL_METHODS = ("draft_model", "eagle", "eagle3", "mtp", "deepseek_mtp", "medusa",
-                 "mlp_speculator")
+MODEL_METHODS = (
+    "draft_model",
+    "eagle",
+    "eagle3",
+    "mtp",
+    "deepseek_mtp",
+    "medusa",
+    "mlp_speculator",
+)
 #: Model-free methods: drafts come from really matching the request's token stream.
 LOOKUP_METHODS = ("ngram", "suffix")
 _DEFAULT_RATES = (0.8, 0.55, 0.3, 0.15)

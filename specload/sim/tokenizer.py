@@ -50,8 +50,10 @@ def message_text(content: Any) -> str:
     if isinstance(content, list):
         parts = []
         for part in content:
-            if isinstance(part, Mapping) and part.get("type") == "text" and isinstance(
-                part.get("text"), str
+            if (
+                isinstance(part, Mapping)
+                and part.get("type") == "text"
+                and isinstance(part.get("text"), str)
             ):
                 parts.append(part["text"])
             else:

@@ -117,8 +117,19 @@ def run_requests(
     while nxt < len(arrivals) or engine.has_work:
         while nxt < len(arrivals) and arrivals[nxt] + delay <= t:
             results.append(RequestResult(arrival=arrivals[nxt]))
-            engine.add(_request(cfg, str(nxt), prompts[nxt], arrivals[nxt], output_len, seed,
-                                repetition, results[-1], bs))
+            engine.add(
+                _request(
+                    cfg,
+                    str(nxt),
+                    prompts[nxt],
+                    arrivals[nxt],
+                    output_len,
+                    seed,
+                    repetition,
+                    results[-1],
+                    bs,
+                )
+            )
             nxt += 1
         if not engine.has_work:
             t = arrivals[nxt] + delay
@@ -132,11 +143,26 @@ def run_requests(
     return VirtualRun(results, metrics, t, max_running)
 
 
-def _request(cfg: EngineConfig, rid: str, prompt: list[str], arrival: float, output_len: int,
-             seed: int, repetition: float | None, res: RequestResult, bs: int) -> Request:
-    req = Request(rid=rid, prompt=prompt, text=OutputText(prompt, seed, rep=repetition),
-                  target_len=output_len, finish_reason="length", sink=_RecordSink(res),
-                  arrival=arrival)
+def _request(
+    cfg: EngineConfig,
+    rid: str,
+    prompt: list[str],
+    arrival: float,
+    output_len: int,
+    seed: int,
+    repetition: float | None,
+    res: RequestResult,
+    bs: int,
+) -> Request:
+    req = Request(
+        rid=rid,
+        prompt=prompt,
+        text=OutputText(prompt, seed, rep=repetition),
+        target_len=output_len,
+        finish_reason="length",
+        sink=_RecordSink(res),
+        arrival=arrival,
+    )
     if cfg.prefix_caching:
         req.block_hashes = block_hashes(prompt, bs)
     if cfg.spec is not None and cfg.spec.is_ngram:

@@ -16,12 +16,15 @@ from dataclasses import dataclass, field
 Script = list[bytes | float]
 
 
-def sse_response(events: list[bytes], *, status: str = "200 OK", chunked: bool = True,
-                 gap_s: float = 0.0) -> Script:
+def sse_response(
+    events: list[bytes], *, status: str = "200 OK", chunked: bool = True, gap_s: float = 0.0
+) -> Script:
     """A script that sends ``events`` (already SSE-formatted) as a streamed response."""
-    head = (f"HTTP/1.1 {status}\r\nContent-Type: text/event-stream\r\n"
-            + ("Transfer-Encoding: chunked\r\n" if chunked else "Connection: close\r\n")
-            + "\r\n").encode()
+    head = (
+        f"HTTP/1.1 {status}\r\nContent-Type: text/event-stream\r\n"
+        + ("Transfer-Encoding: chunked\r\n" if chunked else "Connection: close\r\n")
+        + "\r\n"
+    ).encode()
     out: Script = [head]
     for ev in events:
         out.append(b"%x\r\n%s\r\n" % (len(ev), ev) if chunked else ev)
@@ -33,8 +36,11 @@ def sse_response(events: list[bytes], *, status: str = "200 OK", chunked: bool =
 
 
 def json_response(status: str, body: bytes) -> Script:
-    return [f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: "
-            f"{len(body)}\r\nConnection: close\r\n\r\n".encode() + body]
+    return [
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: "
+        f"{len(body)}\r\nConnection: close\r\n\r\n".encode()
+        + body
+    ]
 
 
 @dataclass

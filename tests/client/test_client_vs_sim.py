@@ -29,18 +29,34 @@ def truth(url: str, rid: str) -> dict:
 
 
 def set_faults(url: str, **faults: object) -> None:
-    req = urllib.request.Request(url + "/debug/faults", data=json.dumps(faults).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
+    req = urllib.request.Request(
+        url + "/debug/faults",
+        data=json.dumps(faults).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     with urllib.request.urlopen(req, timeout=5):
         pass
 
 
-def run_batch(client, req: ChatRequest, n: int, prefix: str, concurrency: int = 4
-              ) -> list[RequestRecord]:
+def run_batch(
+    client, req: ChatRequest, n: int, prefix: str, concurrency: int = 4
+) -> list[RequestRecord]:
     pool = Pool(concurrency)
-    jobs = [pool.spawn(client.send, req, request_id=f"{prefix}-{i}", worker="t", step=0,
-                       repeat=0, target_qps=1.0, warmup=False, scheduled_at=time.time())
-            for i in range(n)]
+    jobs = [
+        pool.spawn(
+            client.send,
+            req,
+            request_id=f"{prefix}-{i}",
+            worker="t",
+            step=0,
+            repeat=0,
+            target_qps=1.0,
+            warmup=False,
+            scheduled_at=time.time(),
+        )
+        for i in range(n)
+    ]
     gevent.joinall(jobs, raise_error=True)
     return [j.value for j in jobs]
 
@@ -49,8 +65,13 @@ def run_batch(client, req: ChatRequest, n: int, prefix: str, concurrency: int = 
 def test_ttft_and_tpot_match_the_simulator_ground_truth(sim_factory, kind: str) -> None:
     sim = sim_factory("--profile", "tiny", "--ground-truth")
     model = model_of(sim.url)
-    req = ChatRequest(model=model, messages=[{"role": "user", "content": "count to ten " * 8}],
-                      max_tokens=48, min_tokens=48, ignore_eos=True)
+    req = ChatRequest(
+        model=model,
+        messages=[{"role": "user", "content": "count to ten " * 8}],
+        max_tokens=48,
+        min_tokens=48,
+        ignore_eos=True,
+    )
     client = make_client(kind, sim.url, timeout_s=30)
     run_batch(client, req, 2, f"{kind}-warm")  # connections and code paths warmed
     recs = run_batch(client, req, 24, kind, concurrency=2)
@@ -65,10 +86,12 @@ def test_ttft_and_tpot_match_the_simulator_ground_truth(sim_factory, kind: str) 
         down.append(r.first_token_at - gt["first_token_at"])
         gt_tpot = (gt["last_token_at"] - gt["first_token_at"]) / (gt["output_tokens"] - 1)
         tpot_rel.append(abs(r.tpot_s - gt_tpot) / gt_tpot)
-    print(f"{kind}: median TTFT error {statistics.median(ttft_err) * 1e3:.3f} ms, "
-          f"median TPOT error {statistics.median(tpot_rel) * 100:.3f} % (send->arrive "
-          f"{statistics.median(up) * 1e3:.3f} ms, "
-          f"emit->read {statistics.median(down) * 1e3:.3f} ms)")
+    print(
+        f"{kind}: median TTFT error {statistics.median(ttft_err) * 1e3:.3f} ms, "
+        f"median TPOT error {statistics.median(tpot_rel) * 100:.3f} % (send->arrive "
+        f"{statistics.median(up) * 1e3:.3f} ms, "
+        f"emit->read {statistics.median(down) * 1e3:.3f} ms)"
+    )
     # the default client is held to the bar; the SDK's CPU per chunk (pydantic,
     # httpx) makes it noisier on a busy 2-core machine: a looser bound, real figures in
     # benchmarks/results/client_fidelity.md
@@ -80,8 +103,13 @@ def test_ttft_and_tpot_match_the_simulator_ground_truth(sim_factory, kind: str) 
 def test_usage_and_chunk_counts_follow_the_server_under_speculation(sim_factory) -> None:
     spec = '{"method": "ngram", "num_speculative_tokens": 4}'
     sim = sim_factory("--profile", "tiny", "--ground-truth", "--speculative-config", spec)
-    req = ChatRequest(model=model_of(sim.url), max_tokens=64, min_tokens=64, ignore_eos=True,
-                      messages=[{"role": "user", "content": "a b c a b c a b c " * 10}])
+    req = ChatRequest(
+        model=model_of(sim.url),
+        max_tokens=64,
+        min_tokens=64,
+        ignore_eos=True,
+        messages=[{"role": "user", "content": "a b c a b c a b c " * 10}],
+    )
     recs = run_batch(StreamClient(sim.url, timeout_s=30), req, 6, "spec")
     for r in recs:
         gt = truth(sim.url, r.request_id)
@@ -91,30 +119,46 @@ def test_usage_and_chunk_counts_follow_the_server_under_speculation(sim_factory)
 
 
 def test_prompt_tokens_in_usage_equal_the_prompt_set_count(sim) -> None:
-    s = parse_scenario({"steps": [1], "prompts": {"synthetic": {"input_tokens": 200,
-                                                                "count": 3}}})
+    s = parse_scenario({"steps": [1], "prompts": {"synthetic": {"input_tokens": 200, "count": 3}}})
     ps = build_prompt_set(s, server_tokenizer(sim.url))
     client = StreamClient(sim.url, timeout_s=30)
     for p in ps:
-        req = ChatRequest(model=model_of(sim.url), messages=p.messages, max_tokens=4,
-                          prompt_index=p.index)
-        rec = client.send(req, request_id=f"p{p.index}", worker="t", step=0, repeat=0,
-                          target_qps=1.0, warmup=False, scheduled_at=time.time())
+        req = ChatRequest(
+            model=model_of(sim.url), messages=p.messages, max_tokens=4, prompt_index=p.index
+        )
+        rec = client.send(
+            req,
+            request_id=f"p{p.index}",
+            worker="t",
+            step=0,
+            repeat=0,
+            target_qps=1.0,
+            warmup=False,
+            scheduled_at=time.time(),
+        )
         assert rec.ok and rec.prompt_tokens == p.expected_prompt_tokens == 200
         assert rec.prompt_index == p.index
 
 
-@pytest.mark.parametrize(("faults", "kind"), [
-    ({"error_rate": 1.0, "error_status": 503}, "http"),
-    ({"rate_limit_rate": 1.0}, "http"),
-    ({"drop_after_tokens": 3}, "stream_broken"),
-    ({"malformed_after_tokens": 3}, "bad_payload"),
-    ({"stall_after_tokens": 2, "stall_s": 2.0}, "timeout"),
-])
+@pytest.mark.parametrize(
+    ("faults", "kind"),
+    [
+        ({"error_rate": 1.0, "error_status": 503}, "http"),
+        ({"rate_limit_rate": 1.0}, "http"),
+        ({"drop_after_tokens": 3}, "stream_broken"),
+        ({"malformed_after_tokens": 3}, "bad_payload"),
+        ({"stall_after_tokens": 2, "stall_s": 2.0}, "timeout"),
+    ],
+)
 def test_simulator_faults_become_error_records(sim, faults: dict, kind: str) -> None:
     set_faults(sim.url, **faults)
-    req = ChatRequest(model=model_of(sim.url), messages=[{"role": "user", "content": "hi"}],
-                      max_tokens=16, min_tokens=16, ignore_eos=True)
+    req = ChatRequest(
+        model=model_of(sim.url),
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=16,
+        min_tokens=16,
+        ignore_eos=True,
+    )
     # a short deadline only where the stall must trip it; room for a busy machine elsewhere
     timeout_s = 1.0 if kind == "timeout" else 15.0
     recs = run_batch(StreamClient(sim.url, timeout_s=timeout_s), req, 3, "f")
@@ -124,16 +168,26 @@ def test_simulator_faults_become_error_records(sim, faults: dict, kind: str) -> 
 
 def test_no_done_sentinel_after_finish_still_counts(sim) -> None:
     set_faults(sim.url, no_done=True)
-    req = ChatRequest(model=model_of(sim.url), messages=[{"role": "user", "content": "hi"}],
-                      max_tokens=8, min_tokens=8, ignore_eos=True)
+    req = ChatRequest(
+        model=model_of(sim.url),
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=8,
+        min_tokens=8,
+        ignore_eos=True,
+    )
     rec = run_batch(StreamClient(sim.url, timeout_s=5), req, 1, "nd")[0]
     assert rec.output_tokens == 8 and rec.finish_reason == "length"
 
 
 def test_partial_faults_give_one_record_per_request(sim) -> None:
     set_faults(sim.url, error_rate=0.3, drop_after_tokens=2, stream_fault_rate=0.3)
-    req = ChatRequest(model=model_of(sim.url), messages=[{"role": "user", "content": "hi"}],
-                      max_tokens=8, min_tokens=8, ignore_eos=True)
+    req = ChatRequest(
+        model=model_of(sim.url),
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=8,
+        min_tokens=8,
+        ignore_eos=True,
+    )
     recs = run_batch(StreamClient(sim.url, timeout_s=5), req, 30, "mix", concurrency=8)
     assert sorted(r.request_id for r in recs) == sorted(f"mix-{i}" for i in range(30))
     kinds = {r.error.kind if r.error else "ok" for r in recs}
@@ -152,8 +206,9 @@ def test_sequential_requests_reuse_one_connection(sim, monkeypatch) -> None:
         return original(self)
 
     monkeypatch.setattr(connectionpool.ConnectionPool, "_create_socket", counting)
-    req = ChatRequest(model=model_of(sim.url), messages=[{"role": "user", "content": "hi"}],
-                      max_tokens=4)
+    req = ChatRequest(
+        model=model_of(sim.url), messages=[{"role": "user", "content": "hi"}], max_tokens=4
+    )
     recs = run_batch(StreamClient(sim.url, timeout_s=10), req, 5, "reuse", concurrency=1)
     assert all(r.ok for r in recs)
     assert len(created) == 1  # a new connection per request would add a connect to TTFT

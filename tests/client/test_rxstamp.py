@@ -43,8 +43,17 @@ def ttft_with_blocked_hub(kernel_stamps: bool) -> tuple[float, str]:
     with raw_server([0.05, *sse_response(events)]) as srv:  # answers 50 ms after the request
         client = StreamClient(srv.url, timeout_s=10, kernel_stamps=kernel_stamps)
         req = ChatRequest(model="m", messages=({"role": "user", "content": "x"},))
-        g = gevent.spawn(client.send, req, request_id="r", worker="w", step=0, repeat=0,
-                         target_qps=1.0, warmup=False, scheduled_at=time.time())
+        g = gevent.spawn(
+            client.send,
+            req,
+            request_id="r",
+            worker="w",
+            step=0,
+            repeat=0,
+            target_qps=1.0,
+            warmup=False,
+            scheduled_at=time.time(),
+        )
         while not srv.requests:  # let the greenlet connect and send
             gevent.sleep(0.001)
         time.sleep(0.5)  # the answer arrives while the whole process is blocked (out of CPU)

@@ -53,8 +53,7 @@ def test_crlf_stream_skips_comments_and_keeps_utf8() -> None:
 
 def test_multiline_data_fields_and_lenient_flush() -> None:
     events = decode_in_pieces((FIXTURES / "multiline_fields.txt").read_bytes(), [])
-    assert events[0] == Event(data="first line\nsecond line", event="delta", id="7",
-                              retry_ms=1500)
+    assert events[0] == Event(data="first line\nsecond line", event="delta", id="7", retry_ms=1500)
     assert events[1].data == "no-space"
     assert events[2].data == ""  # a bare "data" line is an empty data field
     # the event with only an event name is not dispatched; the unterminated tail is
@@ -86,8 +85,9 @@ def test_multibyte_character_split_between_feeds() -> None:
 def test_feed_line_matches_feed_for_whole_lines() -> None:
     data = (FIXTURES / "vllm_lf.txt").read_bytes()
     dec = SSEDecoder()
-    by_line = [e for line in data.splitlines(keepends=True)
-               if (e := dec.feed_line(line)) is not None]
+    by_line = [
+        e for line in data.splitlines(keepends=True) if (e := dec.feed_line(line)) is not None
+    ]
     assert by_line == decode_in_pieces(data, [])
 
 
@@ -101,8 +101,9 @@ def test_flush_on_clean_stream_returns_nothing() -> None:
 def test_feed_line_data_returns_the_raw_data_of_each_event(name: str) -> None:
     data = (FIXTURES / name).read_bytes()
     dec = SSEDecoder()
-    raw = [d for line in data.splitlines(keepends=True)
-           if (d := dec.feed_line_data(line)) is not None]
+    raw = [
+        d for line in data.splitlines(keepends=True) if (d := dec.feed_line_data(line)) is not None
+    ]
     # the unterminated tail of multiline_fields.txt is only returned by flush()
     expected = [e.data.encode() for e in decode_in_pieces(data, [])]
     assert raw == expected[: len(raw)]

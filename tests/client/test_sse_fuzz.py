@@ -22,23 +22,48 @@ from specload.client.sse import SSEDecoder
 from specload.records import ERROR_KINDS, RequestRecord
 from tests.client.rawserver import RawServer, raw_server
 
-SSE_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n")
-FUZZ = settings(deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SSE_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+)
+FUZZ = settings(
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 #: Bytes that matter to SSE and to OpenAI chunks, so random streams hit real code paths.
-ATOMS = [b"data: ", b"data:", b"\n", b"\r\n", b"\r", b"\n\n", b": comment\n", b"event: x\n",
-         b"id: 1\n", b"retry: 5\n", b"[DONE]", b"{", b"}", b'"choices"', b"[", b"]", b":",
-         b'{"choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": null}]}',
-         b'{"choices": [{"index": 0, "delta": {"content": "b"}, "finish_reason": "stop"}]}',
-         b'{"choices": [], "usage": {"completion_tokens": 2, "prompt_tokens": 3}}',
-         b'{"choices": [{"delta": {"tool_calls": [{"index": "x"}]}}]}',
-         b'{"choices": [{"delta": null, "finish_reason": 7}], "usage": {"completion_tokens": "x"}}',
-         b'{"error": {"message": "boom"}}', b'{"choices": "x"}', b"\xff\xfe", b"\x00",
-         "é".encode()]
-streams = st.lists(st.one_of(st.sampled_from(ATOMS), st.binary(max_size=8)),
-                   max_size=24).map(b"".join)
+ATOMS = [
+    b"data: ",
+    b"data:",
+    b"\n",
+    b"\r\n",
+    b"\r",
+    b"\n\n",
+    b": comment\n",
+    b"event: x\n",
+    b"id: 1\n",
+    b"retry: 5\n",
+    b"[DONE]",
+    b"{",
+    b"}",
+    b'"choices"',
+    b"[",
+    b"]",
+    b":",
+    b'{"choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": null}]}',
+    b'{"choices": [{"index": 0, "delta": {"content": "b"}, "finish_reason": "stop"}]}',
+    b'{"choices": [], "usage": {"completion_tokens": 2, "prompt_tokens": 3}}',
+    b'{"choices": [{"delta": {"tool_calls": [{"index": "x"}]}}]}',
+    b'{"choices": [{"delta": null, "finish_reason": 7}], "usage": {"completion_tokens": "x"}}',
+    b'{"error": {"message": "boom"}}',
+    b'{"choices": "x"}',
+    b"\xff\xfe",
+    b"\x00",
+    "é".encode(),
+]
+streams = st.lists(st.one_of(st.sampled_from(ATOMS), st.binary(max_size=8)), max_size=24).map(
+    b"".join
+)
 
 
 def split(data: bytes, cuts: list[int]) -> list[bytes]:
@@ -48,8 +73,9 @@ def split(data: bytes, cuts: list[int]) -> list[bytes]:
 
 @settings(FUZZ, max_examples=600)
 @given(data=streams, cuts=st.lists(st.integers(0, 400), max_size=12))
-def test_decoder_never_raises_and_any_split_gives_the_same_events(data: bytes,
-                                                                  cuts: list[int]) -> None:
+def test_decoder_never_raises_and_any_split_gives_the_same_events(
+    data: bytes, cuts: list[int]
+) -> None:
     whole = SSEDecoder()
     expected = whole.feed(data) + whole.flush()
     dec = SSEDecoder()
@@ -71,10 +97,17 @@ def send(srv: RawServer, script: list, timeout_s: float = 5.0) -> RequestRecord:
     srv.script = script
     client = StreamClient(srv.url, timeout_s=timeout_s, concurrency=2)
     try:
-        req = ChatRequest(model="m", messages=({"role": "user", "content": "fuzz"},),
-                          max_tokens=4)
-        return client.send(req, request_id="fz", worker="w", step=0, repeat=0,
-                           target_qps=1.0, warmup=False, scheduled_at=time.time())
+        req = ChatRequest(model="m", messages=({"role": "user", "content": "fuzz"},), max_tokens=4)
+        return client.send(
+            req,
+            request_id="fz",
+            worker="w",
+            step=0,
+            repeat=0,
+            target_qps=1.0,
+            warmup=False,
+            scheduled_at=time.time(),
+        )
     finally:
         client.close()
 
@@ -100,8 +133,9 @@ def chunked(pieces: list[bytes]) -> list:
 
 @settings(FUZZ, max_examples=300)
 @given(data=streams, cuts=st.lists(st.integers(0, 400), max_size=5), end=st.booleans())
-def test_client_classifies_any_sse_body_split_anywhere(server: RawServer, data: bytes,
-                                                      cuts: list[int], end: bool) -> None:
+def test_client_classifies_any_sse_body_split_anywhere(
+    server: RawServer, data: bytes, cuts: list[int], end: bool
+) -> None:
     """A 200 event stream with an arbitrary body, ended cleanly or cut off."""
     script = chunked(split(data, cuts)) + ([b"0\r\n\r\n"] if end else [])
     rec = send(server, script)
@@ -114,8 +148,9 @@ def test_client_classifies_any_sse_body_split_anywhere(server: RawServer, data: 
 
 @settings(FUZZ, max_examples=30)
 @given(data=st.binary(max_size=300), cuts=st.lists(st.integers(0, 300), max_size=4))
-def test_client_classifies_arbitrary_response_bytes(server: RawServer, data: bytes,
-                                                    cuts: list[int]) -> None:
+def test_client_classifies_arbitrary_response_bytes(
+    server: RawServer, data: bytes, cuts: list[int]
+) -> None:
     """Not even HTTP: still one classified, failed record."""
     script: list = []
     for piece in split(data, cuts):
@@ -125,15 +160,32 @@ def test_client_classifies_arbitrary_response_bytes(server: RawServer, data: byt
     assert not rec.ok
 
 
-@pytest.mark.parametrize(("body", "kind"), [
-    ([(b"data: {\"choices\": [{\"index\": 0, \"delta\": {\"content\": \"a\"}, "
-       b"\"finish_reason\": \"stop\"}]}\n\n"), b"data: [DONE]\n\n"], None),
-    ([b"data: {\"choices\": [{\"index\": 0, \"delta\": {\"content\": \"a\"}}]}\n\n"],
-     "stream_broken"),
-    ([b"data: {\"choices\": [{\"index\": 0, \"delta\": {\"con", b"tent\": \"a\"}}]}\n\n",
-      b"data: {oops\n\n"], "bad_payload"),
-])
-def test_known_streams_split_mid_json_get_their_kind(server: RawServer, body: list[bytes],
-                                                     kind: str | None) -> None:
+@pytest.mark.parametrize(
+    ("body", "kind"),
+    [
+        (
+            [
+                (
+                    b'data: {"choices": [{"index": 0, "delta": {"content": "a"}, '
+                    b'"finish_reason": "stop"}]}\n\n'
+                ),
+                b"data: [DONE]\n\n",
+            ],
+            None,
+        ),
+        ([b'data: {"choices": [{"index": 0, "delta": {"content": "a"}}]}\n\n'], "stream_broken"),
+        (
+            [
+                b'data: {"choices": [{"index": 0, "delta": {"con',
+                b'tent": "a"}}]}\n\n',
+                b"data: {oops\n\n",
+            ],
+            "bad_payload",
+        ),
+    ],
+)
+def test_known_streams_split_mid_json_get_their_kind(
+    server: RawServer, body: list[bytes], kind: str | None
+) -> None:
     rec = send(server, chunked(body) + [b"0\r\n\r\n"])
     assert (rec.error.kind if rec.error else None) == kind

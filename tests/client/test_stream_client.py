@@ -18,35 +18,62 @@ MESSAGES = ({"role": "user", "content": "secret prompt text"},)
 
 
 def chunk(delta: dict | None = None, finish: str | None = None, usage: dict | None = None) -> bytes:
-    obj: dict = {"id": "c", "object": "chat.completion.chunk",
-                 "choices": [] if delta is None else
-                 [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    obj: dict = {
+        "id": "c",
+        "object": "chat.completion.chunk",
+        "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     if usage is not None:
         obj["usage"] = usage
     return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
 DONE = b"data: [DONE]\n\n"
-USAGE = {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12,
-         "prompt_tokens_details": {"cached_tokens": 4}}
+USAGE = {
+    "prompt_tokens": 9,
+    "completion_tokens": 3,
+    "total_tokens": 12,
+    "prompt_tokens_details": {"cached_tokens": 4},
+}
 
 
 def send(client: StreamClient, req: ChatRequest | None = None, rid: str = "r1") -> RequestRecord:
-    req = req or ChatRequest(model="m", messages=MESSAGES, max_tokens=3, min_tokens=3,
-                             ignore_eos=True)
-    return client.send(req, request_id=rid, worker="w1", step=2, repeat=1, target_qps=4.0,
-                       warmup=True, scheduled_at=time.time() - 0.5)
+    req = req or ChatRequest(
+        model="m", messages=MESSAGES, max_tokens=3, min_tokens=3, ignore_eos=True
+    )
+    return client.send(
+        req,
+        request_id=rid,
+        worker="w1",
+        step=2,
+        repeat=1,
+        target_qps=4.0,
+        warmup=True,
+        scheduled_at=time.time() - 0.5,
+    )
 
 
 def test_normal_stream_gives_one_full_record() -> None:
-    events = [chunk({"role": "assistant"}), chunk({"content": "a"}), chunk({"content": "bc"}),
-              chunk({"content": "d"}, finish="length"), chunk(None, usage=USAGE), DONE]
+    events = [
+        chunk({"role": "assistant"}),
+        chunk({"content": "a"}),
+        chunk({"content": "bc"}),
+        chunk({"content": "d"}, finish="length"),
+        chunk(None, usage=USAGE),
+        DONE,
+    ]
     with raw_server(sse_response(events, gap_s=0.02)) as srv:
         rec = send(StreamClient(srv.url, api_key="sk-test-key", timeout_s=10))
         head, body = srv.requests[0]
     assert rec.ok and rec.error is None and rec.status == 200
     assert (rec.request_id, rec.worker, rec.step, rec.repeat, rec.target_qps, rec.warmup) == (
-        "r1", "w1", 2, 1, 4.0, True)
+        "r1",
+        "w1",
+        2,
+        1,
+        4.0,
+        True,
+    )
     assert rec.content_chunks == 3
     assert (rec.output_tokens, rec.tokens_source) == (3, "usage")
     assert (rec.prompt_tokens, rec.cached_tokens, rec.finish_reason) == (9, 4, "length")
@@ -85,12 +112,19 @@ def test_store_text_keeps_prompt_and_output() -> None:
 
 
 def test_reasoning_and_tool_call_deltas_count_as_content() -> None:
-    call = {"index": 0, "id": "t", "function": {"name": "f", "arguments": "{\"a\":"}}
+    call = {"index": 0, "id": "t", "function": {"name": "f", "arguments": '{"a":'}}
     more = {"index": 0, "function": {"arguments": "1}"}}
-    events = [chunk({"role": "assistant"}), chunk({"reasoning_content": "think"}),
-              chunk({"tool_calls": [call]}), chunk({"tool_calls": [more]}),
-              chunk({"tool_calls": [{"index": 1, "function": {"name": "g", "arguments": ""}}]},
-                    finish="tool_calls"), DONE]
+    events = [
+        chunk({"role": "assistant"}),
+        chunk({"reasoning_content": "think"}),
+        chunk({"tool_calls": [call]}),
+        chunk({"tool_calls": [more]}),
+        chunk(
+            {"tool_calls": [{"index": 1, "function": {"name": "g", "arguments": ""}}]},
+            finish="tool_calls",
+        ),
+        DONE,
+    ]
     with raw_server(sse_response(events)) as srv:
         rec = send(StreamClient(srv.url, timeout_s=10))
     assert rec.ok and rec.content_chunks == 4 and rec.tool_calls == 2
@@ -99,15 +133,18 @@ def test_reasoning_and_tool_call_deltas_count_as_content() -> None:
 
 
 def test_json_contract_checked_without_text() -> None:
-    events = [chunk({"content": "```json\n{\"a\": 1"}), chunk({"content": "}\n```"}, "stop"), DONE]
+    events = [chunk({"content": '```json\n{"a": 1'}), chunk({"content": "}\n```"}, "stop"), DONE]
     with raw_server(sse_response(events)) as srv:
-        ok = send(StreamClient(srv.url, timeout_s=10),
-                  ChatRequest(model="m", messages=MESSAGES, expect_json=True,
-                              required_fields=("a", "b")))
+        ok = send(
+            StreamClient(srv.url, timeout_s=10),
+            ChatRequest(model="m", messages=MESSAGES, expect_json=True, required_fields=("a", "b")),
+        )
     assert ok.json_valid is True and ok.extra == {"missing_fields": ["b"]}
     with raw_server(sse_response([chunk({"content": "{oops"}, "stop"), DONE])) as srv:
-        bad = send(StreamClient(srv.url, timeout_s=10),
-                   ChatRequest(model="m", messages=MESSAGES, expect_json=True))
+        bad = send(
+            StreamClient(srv.url, timeout_s=10),
+            ChatRequest(model="m", messages=MESSAGES, expect_json=True),
+        )
     assert bad.json_valid is False and bad.ok
 
 
@@ -190,8 +227,14 @@ def test_base_url_with_v1_suffix_is_accepted() -> None:
 
 @pytest.mark.parametrize("kind", ["fast", "openai"])
 def test_both_clients_agree_on_the_record(kind: str) -> None:
-    events = [chunk({"role": "assistant"}), chunk({"content": "a"}), chunk({"content": "b"}),
-              chunk({"content": "c"}, finish="length"), chunk(None, usage=USAGE), DONE]
+    events = [
+        chunk({"role": "assistant"}),
+        chunk({"content": "a"}),
+        chunk({"content": "b"}),
+        chunk({"content": "c"}, finish="length"),
+        chunk(None, usage=USAGE),
+        DONE,
+    ]
     with raw_server(sse_response(events, gap_s=0.01)) as srv:
         rec = send(make_client(kind, srv.url, api_key="k", timeout_s=10))
         head, body = srv.requests[0]
@@ -203,10 +246,13 @@ def test_both_clients_agree_on_the_record(kind: str) -> None:
     assert sent["stream_options"] == {"include_usage": True} and sent["ignore_eos"] is True
 
 
-@pytest.mark.parametrize(("script", "kind"), [
-    (json_response("500 Internal Server Error", b'{"error": {"message": "x"}}'), "http"),
-    (sse_response([chunk({"content": "a"})])[:-1], "stream_broken"),
-])
+@pytest.mark.parametrize(
+    ("script", "kind"),
+    [
+        (json_response("500 Internal Server Error", b'{"error": {"message": "x"}}'), "http"),
+        (sse_response([chunk({"content": "a"})])[:-1], "stream_broken"),
+    ],
+)
 def test_openai_mode_maps_failures_to_kinds(script: list, kind: str) -> None:
     with raw_server(script) as srv:
         rec = send(make_client("openai", srv.url, timeout_s=10))
@@ -234,15 +280,18 @@ def switched(check):
     return bool(ran)
 print(switched(pool._is_socket_alive), switched(lambda s: ConnectionPool._is_socket_alive(pool, s)))
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
     assert out.stdout.split() == ["False", "True"]  # ours does not yield; the library's does
 
 
 def test_non_streaming_completion_is_one_chunk() -> None:
-    body = (b'{"id": "c", "choices": [{"index": 0, "message": {"role": "assistant", '
-            b'"content": "hello"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, '
-            b'"completion_tokens": 2, "total_tokens": 5}}')
+    body = (
+        b'{"id": "c", "choices": [{"index": 0, "message": {"role": "assistant", '
+        b'"content": "hello"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, '
+        b'"completion_tokens": 2, "total_tokens": 5}}'
+    )
     with raw_server(json_response("200 OK", body)) as srv:
         client = StreamClient(srv.url, timeout_s=10)
         rec = send(client, ChatRequest(model="m", messages=MESSAGES, stream=False))

@@ -40,8 +40,9 @@ def matrix_row(request: pytest.FixtureRequest) -> Iterator[Row]:
     if target and row.fault:
         passed = request.node.stash.get(_CALL_PASSED, False)
         with open(target, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({**row.to_dict(), "test": request.node.nodeid,
-                                 "passed": passed}) + "\n")
+            fh.write(
+                json.dumps({**row.to_dict(), "test": request.node.nodeid, "passed": passed}) + "\n"
+            )
 
 
 @pytest.fixture

@@ -41,11 +41,18 @@ prompts:
 """
 
 
-def write_scenario(tmp: Path, *, steps: str = "[4, 8]", duration: float = 1.0,
-                   timeout: float = 2.0, max_tokens: int = 16) -> Path:
+def write_scenario(
+    tmp: Path,
+    *,
+    steps: str = "[4, 8]",
+    duration: float = 1.0,
+    timeout: float = 2.0,
+    max_tokens: int = 16,
+) -> Path:
     p = tmp / "fault.yaml"
-    p.write_text(SCENARIO.format(steps=steps, duration=duration, timeout=timeout,
-                                 max_tokens=max_tokens))
+    p.write_text(
+        SCENARIO.format(steps=steps, duration=duration, timeout=timeout, max_tokens=max_tokens)
+    )
     return p
 
 
@@ -54,8 +61,9 @@ def specload_cmd(*args: str) -> list[str]:
 
 
 def run_specload(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(specload_cmd(*args), cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        specload_cmd(*args), cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def wait_for_step(run_dir: Path, index: int = 0, timeout_s: float = 60) -> dict[str, Any]:
@@ -94,9 +102,15 @@ def kind_of(record: dict[str, Any]) -> str:
     return "ok" if record["ok"] else record["error"]["kind"]
 
 
-def check_records(row: Row, run_dir: Path, *, status: str, allowed: set[str],
-                  server_ids: set[str] | None = None,
-                  expected: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def check_records(
+    row: Row,
+    run_dir: Path,
+    *,
+    status: str,
+    allowed: set[str],
+    server_ids: set[str] | None = None,
+    expected: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
     """Every request sent has exactly one record, with a kind from ``allowed`` (and, where
     the server said per request what it did, exactly that kind); run.json's counts agree."""
     run = read_run(run_dir)
@@ -117,8 +131,7 @@ def check_records(row: Row, run_dir: Path, *, status: str, allowed: set[str],
         assert not missing, f"{len(missing)} requests the server saw have no record"
     if expected is not None:
         got = {r["request_id"]: kind_of(r) for r in records}
-        assert got == expected, {k: (got.get(k), v) for k, v in expected.items()
-                                 if got.get(k) != v}
+        assert got == expected, {k: (got.get(k), v) for k, v in expected.items() if got.get(k) != v}
     row.status, row.sent, row.recorded = meta["status"], counts["sent"], len(records)
     row.server_saw = None if server_ids is None else len(server_ids)
     row.lost = counts["sent"] - len(records)
@@ -130,8 +143,18 @@ def check_report(row: Row, run_dir: Path, out: Path) -> dict[str, Any]:
     """``specload compare`` on the run: per step, the error rate and kinds of the records."""
     buf_out, buf_err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(buf_out), contextlib.redirect_stderr(buf_err):
-        code = main(["compare", str(run_dir), "--out", str(out), "--no-html", "--bootstrap",
-                     "100", "--quiet"])
+        code = main(
+            [
+                "compare",
+                str(run_dir),
+                "--out",
+                str(out),
+                "--no-html",
+                "--bootstrap",
+                "100",
+                "--quiet",
+            ]
+        )
     assert code == 0, buf_err.getvalue()
     report = json.loads((out / "report.json").read_text())
     label = read_run(run_dir).meta["label"]
@@ -177,14 +200,18 @@ class RawProc:
     log: Path
 
     def lines(self, tag: str) -> list[list[str]]:
-        return [x.split(" ")[1:] for x in self.log.read_text().splitlines()
-                if x.startswith(tag + " ")]
+        return [
+            x.split(" ")[1:] for x in self.log.read_text().splitlines() if x.startswith(tag + " ")
+        ]
 
     def expected(self) -> dict[str, str]:
         """``{X-Request-Id: expected outcome}`` for every chat request of the run it received
         (the pre-flight's request, before the run, left out)."""
-        return {rid: expect for rid, expect in self.lines("REQ")
-                if not rid.startswith(PREFLIGHT_ID_PREFIX)}
+        return {
+            rid: expect
+            for rid, expect in self.lines("REQ")
+            if not rid.startswith(PREFLIGHT_ID_PREFIX)
+        }
 
     def auth_digests(self) -> set[str]:
         """sha256[:16] of each Authorization header it received."""
@@ -195,9 +222,13 @@ def start_raw(mode: str, *args: str, log_dir: Path) -> RawProc:
     """Start ``python -m tests.faults.rawserver MODE ARGS``; stop it with ``stop_process``."""
     log = log_dir / f"raw-{mode}-{time.monotonic_ns()}.log"
     with open(log, "wb") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "tests.faults.rawserver", mode, *args],
-                                cwd=REPO, stdout=fh, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.faults.rawserver", mode, *args],
+            cwd=REPO,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     deadline = time.time() + 20
     while not log.read_text().startswith("port "):
         assert proc.poll() is None and time.time() < deadline, log.read_text()

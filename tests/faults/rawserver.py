@@ -36,9 +36,12 @@ DONE = b"data: [DONE]\n\n"
 
 def chunk(delta: dict | None = None, finish: str | None = None, usage: dict | None = None) -> bytes:
     """One ``chat.completion.chunk`` SSE event."""
-    obj: dict = {"id": "raw", "object": "chat.completion.chunk", "model": "raw",
-                 "choices": [] if delta is None else
-                 [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    obj: dict = {
+        "id": "raw",
+        "object": "chat.completion.chunk",
+        "model": "raw",
+        "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     if usage is not None:
         obj["usage"] = usage
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
@@ -50,13 +53,17 @@ def _usage(n: int) -> dict:
 
 def _stream(pieces: list[str]) -> bytes:
     out = [chunk({"role": "assistant", "content": ""})]
-    out += [chunk({"content": p}, finish="length" if i == len(pieces) - 1 else None)
-            for i, p in enumerate(pieces)]
+    out += [
+        chunk({"content": p}, finish="length" if i == len(pieces) - 1 else None)
+        for i, p in enumerate(pieces)
+    ]
     return b"".join([*out, chunk(None, usage=_usage(len(pieces))), DONE])
 
 
-HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n"
-        b"Transfer-Encoding: chunked\r\n\r\n")
+HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n"
+)
 
 
 def _chunked(body: bytes) -> bytes:
@@ -100,8 +107,10 @@ class Server:
             method, path, rid, auth = _read_request(conn)
             if not (method == "POST" and path.endswith("/chat/completions")):
                 body = b'{"error": {"message": "not here"}}'
-                conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+                conn.sendall(
+                    b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+                )
                 return
             n = next(self.count)
             if auth:  # a digest, so the key itself is in no file (tests/test_privacy.py)
@@ -121,7 +130,7 @@ class Server:
         data = HEAD + _chunked(_stream(["a", "b", "c"])) + b"0\r\n\r\n"
         gap = self.args.slow_gap if slow else self.args.gap
         for i in range(len(data)):
-            conn.sendall(data[i:i + 1])
+            conn.sendall(data[i : i + 1])
             time.sleep(gap)
 
     def mode_nofinish(self, conn: socket.socket, rid: str, n: int) -> None:

@@ -44,8 +44,19 @@ from tests.locust.runcheck import ground_truth
 
 
 def run_row(row: Row, host: str, tmp: Path, scenario: Path, *extra: str) -> Path:
-    res = run_specload("run", "--host", host, "--scenario", str(scenario), "--label", "fault",
-                       "--out", "out", *extra, cwd=tmp)
+    res = run_specload(
+        "run",
+        "--host",
+        host,
+        "--scenario",
+        str(scenario),
+        "--label",
+        "fault",
+        "--out",
+        "out",
+        *extra,
+        cwd=tmp,
+    )
     row.exit_code = res.returncode
     assert "Traceback" not in res.stdout + res.stderr
     return tmp / "out"
@@ -55,8 +66,18 @@ def test_connection_refused(tmp_path: Path, matrix_row: Row) -> None:
     row = matrix_row
     row.fault, row.injected = "connection refused", "--host on a port nobody listens on"
     host = f"http://127.0.0.1:{free_port()}"
-    refused = run_specload("run", "--host", host, "--scenario", str(write_scenario(tmp_path)),
-                           "--label", "fault", "--out", "out", cwd=tmp_path)
+    refused = run_specload(
+        "run",
+        "--host",
+        host,
+        "--scenario",
+        str(write_scenario(tmp_path)),
+        "--label",
+        "fault",
+        "--out",
+        "out",
+        cwd=tmp_path,
+    )
     assert refused.returncode == 2 and "Connection refused" in refused.stderr
     assert not (tmp_path / "out").exists()  # the pre-flight stopped it before any run dir
     run_dir = run_row(row, host, tmp_path, write_scenario(tmp_path), "--skip-preflight")
@@ -64,43 +85,84 @@ def test_connection_refused(tmp_path: Path, matrix_row: Row) -> None:
     check_records(row, run_dir, status="degraded", allowed={"connect"}, server_ids=set())
     check_report(row, run_dir, tmp_path / "report")
     assert set(row.report_error_rates.values()) == {1.0}
-    row.note = ("without --skip-preflight: refused by the pre-flight in under a second, exit 2, "
-                "no run dir")
+    row.note = (
+        "without --skip-preflight: refused by the pre-flight in under a second, exit 2, no run dir"
+    )
 
 
 SIM_ROWS = [
-    ("HTTP 5xx", "sim --fault-error-rate 0.5 --fault-error-status 503",
-     ["--fault-error-rate", "0.5", "--fault-error-status", "503"], "http", 2.0),
+    (
+        "HTTP 5xx",
+        "sim --fault-error-rate 0.5 --fault-error-status 503",
+        ["--fault-error-rate", "0.5", "--fault-error-status", "503"],
+        "http",
+        2.0,
+    ),
     ("HTTP 429", "sim --fault-429-rate 0.5", ["--fault-429-rate", "0.5"], "http", 2.0),
-    ("stall longer than the request timeout",
-     "sim --fault-stall-after 2 --fault-stall-s 4 on half the streams; request_timeout_s 1",
-     ["--fault-stall-after", "2", "--fault-stall-s", "4", "--fault-stream-rate", "0.5"],
-     "timeout", 1.0),
-    ("connection dropped mid-stream", "sim --fault-drop-after 3 on half the streams",
-     ["--fault-drop-after", "3", "--fault-stream-rate", "0.5"], "stream_broken", 2.0),
-    ("malformed SSE line", "sim --fault-malformed-after 3 on half the streams",
-     ["--fault-malformed-after", "3", "--fault-stream-rate", "0.5"], "bad_payload", 2.0),
-    ("stream ends without [DONE] (after finish_reason)", "sim --fault-no-done",
-     ["--fault-no-done"], "", 2.0),
+    (
+        "stall longer than the request timeout",
+        "sim --fault-stall-after 2 --fault-stall-s 4 on half the streams; request_timeout_s 1",
+        ["--fault-stall-after", "2", "--fault-stall-s", "4", "--fault-stream-rate", "0.5"],
+        "timeout",
+        1.0,
+    ),
+    (
+        "connection dropped mid-stream",
+        "sim --fault-drop-after 3 on half the streams",
+        ["--fault-drop-after", "3", "--fault-stream-rate", "0.5"],
+        "stream_broken",
+        2.0,
+    ),
+    (
+        "malformed SSE line",
+        "sim --fault-malformed-after 3 on half the streams",
+        ["--fault-malformed-after", "3", "--fault-stream-rate", "0.5"],
+        "bad_payload",
+        2.0,
+    ),
+    (
+        "stream ends without [DONE] (after finish_reason)",
+        "sim --fault-no-done",
+        ["--fault-no-done"],
+        "",
+        2.0,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("fault", "injected", "flags", "kind", "timeout"), SIM_ROWS,
-                         ids=["5xx", "429", "stall", "drop", "malformed", "no_done"])
-def test_simulator_fault(sim_factory, tmp_path: Path, matrix_row: Row, fault: str,
-                         injected: str, flags: list[str], kind: str, timeout: float) -> None:
+@pytest.mark.parametrize(
+    ("fault", "injected", "flags", "kind", "timeout"),
+    SIM_ROWS,
+    ids=["5xx", "429", "stall", "drop", "malformed", "no_done"],
+)
+def test_simulator_fault(
+    sim_factory,
+    tmp_path: Path,
+    matrix_row: Row,
+    fault: str,
+    injected: str,
+    flags: list[str],
+    kind: str,
+    timeout: float,
+) -> None:
     row = matrix_row
     row.fault, row.injected = fault, injected
     sim = sim_factory("--profile", "tiny", "--ground-truth", *flags)
-    run_dir = run_row(row, sim.url, tmp_path, write_scenario(tmp_path, timeout=timeout),
-                      "--skip-preflight")
+    run_dir = run_row(
+        row, sim.url, tmp_path, write_scenario(tmp_path, timeout=timeout), "--skip-preflight"
+    )
     # a failing server is a result, not a crash: every record kept, the run degraded
     assert row.exit_code == (1 if kind else 0)
     truth = ground_truth(sim.url)
     allowed = {"ok", kind} if kind else {"ok"}
     status = "degraded" if kind else "completed"
-    records = check_records(row, run_dir, status=status, allowed=allowed,
-                            server_ids=set(truth) if fault != "HTTP 5xx" else None)
+    records = check_records(
+        row,
+        run_dir,
+        status=status,
+        allowed=allowed,
+        server_ids=set(truth) if fault != "HTTP 5xx" else None,
+    )
     if kind:
         assert row.kinds.get(kind), f"the fault never fired: {row.kinds}"
     if kind == "http":
@@ -113,29 +175,54 @@ def test_simulator_fault(sim_factory, tmp_path: Path, matrix_row: Row, fault: st
 
 
 RAW_ROWS = [
-    ("very large chunk (1 MiB in one SSE line)", "rawserver large --size 1048576", "large",
-     ["--size", str(1 << 20)]),
-    ("slow drip of bytes", ("rawserver drip: one byte per 0.5 ms (ok) or per 10 ms (past "
-                            "the 2 s timeout), alternately"), "drip", []),
+    (
+        "very large chunk (1 MiB in one SSE line)",
+        "rawserver large --size 1048576",
+        "large",
+        ["--size", str(1 << 20)],
+    ),
+    (
+        "slow drip of bytes",
+        (
+            "rawserver drip: one byte per 0.5 ms (ok) or per 10 ms (past "
+            "the 2 s timeout), alternately"
+        ),
+        "drip",
+        [],
+    ),
     ("stream ends without finish_reason or [DONE]", "rawserver nofinish", "nofinish", []),
 ]
 
 
-@pytest.mark.parametrize(("fault", "injected", "mode", "args"), RAW_ROWS,
-                         ids=[r[2] for r in RAW_ROWS])
-def test_raw_server_fault(raw_factory, tmp_path: Path, matrix_row: Row, fault: str,
-                          injected: str, mode: str, args: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("fault", "injected", "mode", "args"), RAW_ROWS, ids=[r[2] for r in RAW_ROWS]
+)
+def test_raw_server_fault(
+    raw_factory,
+    tmp_path: Path,
+    matrix_row: Row,
+    fault: str,
+    injected: str,
+    mode: str,
+    args: list[str],
+) -> None:
     row = matrix_row
     row.fault, row.injected = fault, injected
     raw = raw_factory(mode, *args)
     failing = mode != "large"  # the rest fail on purpose: no pre-flight for them
-    run_dir = run_row(row, raw.url, tmp_path, write_scenario(tmp_path),
-                      *(["--skip-preflight"] if failing else []))
+    run_dir = run_row(
+        row, raw.url, tmp_path, write_scenario(tmp_path), *(["--skip-preflight"] if failing else [])
+    )
     assert row.exit_code == (1 if failing else 0)
     expected = raw.expected()
-    records = check_records(row, run_dir, status="degraded" if failing else "completed",
-                            allowed=set(expected.values()),
-                            server_ids=set(expected), expected=expected)
+    records = check_records(
+        row,
+        run_dir,
+        status="degraded" if failing else "completed",
+        allowed=set(expected.values()),
+        server_ids=set(expected),
+        expected=expected,
+    )
     if mode == "large":
         assert {r["output_chars"] for r in records} == {(1 << 20) + 1}
         assert {r["content_chunks"] for r in records} == {2}
@@ -149,9 +236,22 @@ def test_server_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> 
     row.fault, row.injected = "server killed mid-run", "SIGKILL to the simulator 1 s into step 1"
     sim = sim_factory("--profile", "tiny", "--ground-truth")
     scenario = write_scenario(tmp_path, duration=1.5, max_tokens=64)
-    proc = subprocess.Popen(specload_cmd("run", "--host", sim.url, "--scenario", str(scenario),
-                                         "--label", "fault", "--out", "out"),
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        specload_cmd(
+            "run",
+            "--host",
+            sim.url,
+            "--scenario",
+            str(scenario),
+            "--label",
+            "fault",
+            "--out",
+            "out",
+        ),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     run_dir = tmp_path / "out"
     try:
         start = wait_for_step(run_dir)["start"]
@@ -169,8 +269,13 @@ def test_server_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> 
     # a target down mid-run: every later request is an error, so never exit 0
     assert proc.returncode == 1 and "Traceback" not in err.decode(), err.decode()[-2000:]
     assert "run degraded" in err.decode().strip().splitlines()[-1]
-    records = check_records(row, run_dir, status="degraded",
-                            allowed={"ok", "stream_broken", "connect"}, server_ids=set(truth))
+    records = check_records(
+        row,
+        run_dir,
+        status="degraded",
+        allowed={"ok", "stream_broken", "connect"},
+        server_ids=set(truth),
+    )
     survived(before, run_dir)
     assert row.kinds.get("ok") and row.kinds.get("connect"), row.kinds
     after = [r for r in records if r["sent_at"] > dead_at]
@@ -179,7 +284,9 @@ def test_server_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> 
     assert row.report_error_rates["8"] == 1.0  # the second step met a dead server
 
 
-def _workers_of(run_proc: subprocess.Popen[bytes], n: int, timeout_s: float = 60) -> list[psutil.Process]:
+def _workers_of(
+    run_proc: subprocess.Popen[bytes], n: int, timeout_s: float = 60
+) -> list[psutil.Process]:
     """The ``--processes`` workers: children of the Locust master under ``specload run``."""
     deadline = time.time() + timeout_s
     while time.time() < deadline:
@@ -198,9 +305,24 @@ def test_worker_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> 
     row.injected = "specload run --processes 2; SIGKILL to one worker 1 s into step 1"
     sim = sim_factory("--profile", "tiny", "--ground-truth")
     scenario = write_scenario(tmp_path, steps="[4, 6, 8]", duration=2.0)
-    proc = subprocess.Popen(specload_cmd("run", "--host", sim.url, "--scenario", str(scenario),
-                                         "--label", "fault", "--out", "out", "--processes", "2"),
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        specload_cmd(
+            "run",
+            "--host",
+            sim.url,
+            "--scenario",
+            str(scenario),
+            "--label",
+            "fault",
+            "--out",
+            "out",
+            "--processes",
+            "2",
+        ),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     run_dir = tmp_path / "out"
     try:
         workers = _workers_of(proc, 2)
@@ -236,28 +358,49 @@ def test_worker_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> 
     assert lost["recorded"] == sum(1 for r in records if r["worker"] == lost["worker"])
     row.status, row.sent, row.recorded = meta["status"], len(truth), len(records)
     row.server_saw, row.lost, row.kinds = len(truth), len(missing), {"ok": len(records)}
-    row.note = ("run.json lost_workers and readers' warnings name the killed worker"
-                + ("; the lost requests were in flight or not yet reported on it: no "
-                   "process was left to measure them" if missing else ""))
+    row.note = "run.json lost_workers and readers' warnings name the killed worker" + (
+        "; the lost requests were in flight or not yet reported on it: no "
+        "process was left to measure them"
+        if missing
+        else ""
+    )
     check_report(row, run_dir, tmp_path / "report")
 
 
-@pytest.mark.parametrize(("sig", "processes"), [(signal.SIGINT, 0), (signal.SIGTERM, 0),
-                                                 (signal.SIGINT, 2)],
-                         ids=["SIGINT", "SIGTERM", "SIGINT-processes-2"])
-def test_signal_to_headless_run(sim_factory, tmp_path: Path, matrix_row: Row, sig: int,
-                                processes: int) -> None:
+@pytest.mark.parametrize(
+    ("sig", "processes"),
+    [(signal.SIGINT, 0), (signal.SIGTERM, 0), (signal.SIGINT, 2)],
+    ids=["SIGINT", "SIGTERM", "SIGINT-processes-2"],
+)
+def test_signal_to_headless_run(
+    sim_factory, tmp_path: Path, matrix_row: Row, sig: int, processes: int
+) -> None:
     row = matrix_row
     name = signal.Signals(sig).name
     more = ["--processes", str(processes)] if processes else []
-    row.fault = f"{name} to a headless specload run" + (f" --processes {processes}"
-                                                        if processes else "")
+    row.fault = f"{name} to a headless specload run" + (
+        f" --processes {processes}" if processes else ""
+    )
     row.injected = f"{name} to `specload run` 1.5 s into a step with ~6 requests in flight"
     sim = sim_factory("--profile", "tiny", "--ground-truth")
     scenario = write_scenario(tmp_path, steps="[8]", duration=20, timeout=20, max_tokens=160)
-    proc = subprocess.Popen(specload_cmd("run", "--host", sim.url, "--scenario", str(scenario),
-                                         "--label", "fault", "--out", "out", *more),
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        specload_cmd(
+            "run",
+            "--host",
+            sim.url,
+            "--scenario",
+            str(scenario),
+            "--label",
+            "fault",
+            "--out",
+            "out",
+            *more,
+        ),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     run_dir = tmp_path / "out"
     try:
         start = wait_for_step(run_dir)["start"]
@@ -274,16 +417,22 @@ def test_signal_to_headless_run(sim_factory, tmp_path: Path, matrix_row: Row, si
     # nothing escaped inside Locust (a KeyboardInterrupt in a user once lost its record)
     assert "Traceback" not in (run_dir / "locust.log").read_text()
     survived(before, run_dir)
-    check_records(row, run_dir, status="interrupted", allowed={"ok", "cancelled"},
-                  server_ids=set(ground_truth(sim.url)))
+    check_records(
+        row,
+        run_dir,
+        status="interrupted",
+        allowed={"ok", "cancelled"},
+        server_ids=set(ground_truth(sim.url)),
+    )
     assert row.kinds.get("cancelled"), row.kinds  # in-flight requests end as one record each
     steps = json.loads((run_dir / "steps.json").read_text())
     assert steps[0]["end"] <= read_run(run_dir).meta["ended_at"]
     check_report(row, run_dir, tmp_path / "report")
 
 
-def test_run_killed_without_cleanup_keeps_what_it_wrote(sim_factory, tmp_path: Path,
-                                                        matrix_row: Row) -> None:
+def test_run_killed_without_cleanup_keeps_what_it_wrote(
+    sim_factory, tmp_path: Path, matrix_row: Row
+) -> None:
     """SIGKILL to ``specload run`` and its Locust: no handler runs. What was flushed (at
     each step end, and every second) survives and is readable; the run says it never ended."""
     row = matrix_row
@@ -291,9 +440,22 @@ def test_run_killed_without_cleanup_keeps_what_it_wrote(sim_factory, tmp_path: P
     row.injected = "SIGKILL to both processes 0.5 s into step 2 (no cleanup runs)"
     sim = sim_factory("--profile", "tiny", "--ground-truth")
     scenario = write_scenario(tmp_path, duration=1.5)
-    proc = subprocess.Popen(specload_cmd("run", "--host", sim.url, "--scenario", str(scenario),
-                                         "--label", "fault", "--out", "out"),
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        specload_cmd(
+            "run",
+            "--host",
+            sim.url,
+            "--scenario",
+            str(scenario),
+            "--label",
+            "fault",
+            "--out",
+            "out",
+        ),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     run_dir = tmp_path / "out"
     try:
         start = wait_for_step(run_dir, index=1)["start"]
@@ -317,9 +479,12 @@ def test_run_killed_without_cleanup_keeps_what_it_wrote(sim_factory, tmp_path: P
     assert ids <= truth
     first = [r for r in records if r["step"] == 0]
     assert first and {r["request_id"] for r in first} == {
-        rid for rid in truth if int(rid.rsplit("-", 1)[1]) <= len(first)}  # step 1 complete
+        rid for rid in truth if int(rid.rsplit("-", 1)[1]) <= len(first)
+    }  # step 1 complete
     row.status, row.sent, row.recorded = "running (never ended)", len(truth), len(records)
     row.server_saw, row.lost, row.kinds = len(truth), len(truth - ids), {"ok": len(records)}
-    row.note = ("received in the last second before the kill (the master flushes every "
-                "second and at each step end); step 1 is complete on disk")
+    row.note = (
+        "received in the last second before the kill (the master flushes every "
+        "second and at each step end); step 1 is complete on disk"
+    )
     check_report(row, run_dir, tmp_path / "report")

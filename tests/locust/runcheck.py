@@ -45,19 +45,30 @@ def write_scenario(tmp: Path, steps: str = "[4, 8]", duration: float = 3) -> Pat
 
 
 def specload(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specload", *args], cwd=cwd, check=False, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "specload", *args],
+        cwd=cwd,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def ground_truth(url: str) -> dict[str, dict[str, Any]]:
     """The requests the server saw, without the pre-flight's own (``specload.preflight``):
     that one is the check before the run, not part of it."""
     with urllib.request.urlopen(url + "/debug/requests", timeout=10) as r:
-        return {g["request_id"]: g for g in json.load(r)
-                if not g["request_id"].startswith(PREFLIGHT_ID_PREFIX)}
+        return {
+            g["request_id"]: g
+            for g in json.load(r)
+            if not g["request_id"].startswith(PREFLIGHT_ID_PREFIX)
+        }
 
 
-def check_records_match_truth(run_dir: Path, truth: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def check_records_match_truth(
+    run_dir: Path, truth: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
     """One record per request the server saw, and nothing else; all succeeded."""
     run = read_run(run_dir)
     records = list(run.record_dicts())
@@ -65,7 +76,8 @@ def check_records_match_truth(run_dir: Path, truth: dict[str, dict[str, Any]]) -
     assert len(ids) == len(set(ids)), "duplicate records"
     assert set(ids) == set(truth), (
         f"records without a server request: {sorted(set(ids) - set(truth))[:5]}, "
-        f"server requests without a record: {sorted(set(truth) - set(ids))[:5]}")
+        f"server requests without a record: {sorted(set(truth) - set(ids))[:5]}"
+    )
     assert all(r["ok"] for r in records), [r["error"] for r in records if not r["ok"]][:3]
     meta = run.meta
     assert meta["status"] == "completed", meta["notes"]
@@ -74,7 +86,9 @@ def check_records_match_truth(run_dir: Path, truth: dict[str, dict[str, Any]]) -
     return records
 
 
-def check_timing(records: list[dict[str, Any]], truth: dict[str, dict[str, Any]]) -> tuple[float, float]:
+def check_timing(
+    records: list[dict[str, Any]], truth: dict[str, dict[str, Any]]
+) -> tuple[float, float]:
     """Median |TTFT error| (s) and median relative TPOT error vs the server's emission times."""
     ttft_err, tpot_rel = [], []
     for r in records:
@@ -103,9 +117,15 @@ def check_steps(run_dir: Path, records: list[dict[str, Any]], targets: list[floa
         sent = sum(1 for r in mine if s["warmup_end"] <= r["sent_at"] < s["end"])
         achieved = sent / window
         assert abs(achieved - s["target_qps"]) <= 0.1 * s["target_qps"], (s, achieved)
-        edges = {m["phase"]: m for m in run.metrics if m["step"] == s["index"] and m["phase"] != "interval"}
+        edges = {
+            m["phase"]: m
+            for m in run.metrics
+            if m["step"] == s["index"] and m["phase"] != "interval"
+        }
         assert set(edges) == {"start", "end"}, f"step {s['index']} lacks an edge scrape"
-        assert abs(edges["start"]["t"] - s["start"]) < 0.5 and abs(edges["end"]["t"] - s["end"]) < 0.5
+        assert (
+            abs(edges["start"]["t"] - s["start"]) < 0.5 and abs(edges["end"]["t"] - s["end"]) < 0.5
+        )
         assert edges["end"]["values"], "the simulator exposes /metrics: values expected"
 
 

@@ -27,13 +27,36 @@ from specload.records import ErrorInfo, RequestRecord
 def _record(ok: bool, n: int) -> RequestRecord:
     t = 1000.0 + n
     if not ok:
-        return RequestRecord(request_id=f"r{n}", worker="local", step=0, target_qps=4.0,
-                             warmup=False, scheduled_at=t, sent_at=t, done_at=t + 0.05,
-                             status=500, error=ErrorInfo("http", "500"))
-    return RequestRecord(request_id=f"r{n}", worker="local", step=0, target_qps=4.0,
-                         warmup=False, scheduled_at=t, sent_at=t, first_token_at=t + 0.01,
-                         done_at=t + 0.1, ttft_s=0.01, tpot_s=0.003, e2e_s=0.1,
-                         prompt_tokens=64, output_tokens=31, status=200, ok=True)
+        return RequestRecord(
+            request_id=f"r{n}",
+            worker="local",
+            step=0,
+            target_qps=4.0,
+            warmup=False,
+            scheduled_at=t,
+            sent_at=t,
+            done_at=t + 0.05,
+            status=500,
+            error=ErrorInfo("http", "500"),
+        )
+    return RequestRecord(
+        request_id=f"r{n}",
+        worker="local",
+        step=0,
+        target_qps=4.0,
+        warmup=False,
+        scheduled_at=t,
+        sent_at=t,
+        first_token_at=t + 0.01,
+        done_at=t + 0.1,
+        ttft_s=0.01,
+        tpot_s=0.003,
+        e2e_s=0.1,
+        prompt_tokens=64,
+        output_tokens=31,
+        status=200,
+        ok=True,
+    )
 
 
 def test_each_record_is_one_request_in_locusts_totals_failed_ones_one_failure() -> None:
@@ -47,7 +70,10 @@ def test_each_record_is_one_request_in_locusts_totals_failed_ones_one_failure() 
     assert (stats.total.num_requests, stats.total.num_failures) == (3, 1)
     rows = {m: stats.entries[("chat @ 4 qps", m)] for m in ("TTFT", "TPOT", "E2E")}
     assert {m: (e.num_requests, e.num_failures) for m, e in rows.items()} == {
-        "TTFT": (2, 0), "TPOT": (2, 0), "E2E": (3, 1)}
+        "TTFT": (2, 0),
+        "TPOT": (2, 0),
+        "E2E": (3, 1),
+    }
     assert rows["TPOT"].max_response_time == pytest.approx(3.0)  # milliseconds
     assert [e.occurrences for e in stats.errors.values()] == [1]
 
@@ -61,12 +87,39 @@ def _run_locust(sim_url: str, tmp_path: Path, *extra: str) -> tuple[Path, Path]:
     """A headless run with ``--csv``/``--html``; returns (csv prefix, run dir)."""
     scenario = write_scenario(tmp_path, steps="[4, 8]", duration=2)
     run_dir, prefix = tmp_path / "run", tmp_path / "X"
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
-           "--host", sim_url, "--scenario", str(scenario), "--label", "csv",
-           "--run-dir", str(run_dir), "--csv", str(prefix), "--csv-full-history",
-           "--html", str(tmp_path / "report.html"), "--exit-code-on-error", "0", *extra]
-    res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                         check=False, start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--headless",
+        "--host",
+        sim_url,
+        "--scenario",
+        str(scenario),
+        "--label",
+        "csv",
+        "--run-dir",
+        str(run_dir),
+        "--csv",
+        str(prefix),
+        "--csv-full-history",
+        "--html",
+        str(tmp_path / "report.html"),
+        "--exit-code-on-error",
+        "0",
+        *extra,
+    ]
+    res = subprocess.run(
+        cmd,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        start_new_session=True,
+    )
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
     return prefix, run_dir
 

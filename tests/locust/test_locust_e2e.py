@@ -39,11 +39,23 @@ def _truth_sim(sim_factory):  # type: ignore[no-untyped-def]
     return sim_factory("--profile", "tiny", "--ground-truth")
 
 
-def test_local_run_records_every_request_with_server_exact_timing(sim_factory, tmp_path: Path) -> None:
+def test_local_run_records_every_request_with_server_exact_timing(
+    sim_factory, tmp_path: Path
+) -> None:
     sim = _truth_sim(sim_factory)
     scenario = write_scenario(tmp_path)
-    res = specload("run", "--host", sim.url, "--scenario", str(scenario), "--label", "base",
-                   "--out", "out/base", cwd=tmp_path)
+    res = specload(
+        "run",
+        "--host",
+        sim.url,
+        "--scenario",
+        str(scenario),
+        "--label",
+        "base",
+        "--out",
+        "out/base",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr + res.stdout
     lines = [x for x in res.stdout.splitlines() if x.startswith("step ")]
     assert len(lines) == 2 and "target 4 qps" in lines[0] and "p50 TPOT" in lines[0]
@@ -64,8 +76,20 @@ def test_local_run_records_every_request_with_server_exact_timing(sim_factory, t
 def test_processes_2_splits_each_step_and_master_alone_writes(sim_factory, tmp_path: Path) -> None:
     sim = _truth_sim(sim_factory)
     scenario = write_scenario(tmp_path)
-    res = specload("run", "--host", sim.url, "--scenario", str(scenario), "--label", "p2",
-                   "--out", "out/p2", "--processes", "2", cwd=tmp_path)
+    res = specload(
+        "run",
+        "--host",
+        sim.url,
+        "--scenario",
+        str(scenario),
+        "--label",
+        "p2",
+        "--out",
+        "out/p2",
+        "--processes",
+        "2",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr + res.stdout
     run_dir = tmp_path / "out" / "p2"
     assert run_dirs_under(tmp_path) == [run_dir]
@@ -83,27 +107,58 @@ def test_processes_2_splits_each_step_and_master_alone_writes(sim_factory, tmp_p
 
 def _locust(*args: str, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args]
-    return subprocess.Popen(cmd, cwd=cwd, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        cmd, cwd=cwd, stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
-def _master_and_workers(sim_url: str, tmp_path: Path, scenario: Path, run_dir: Path,
-                        n: int = 2) -> tuple[subprocess.Popen[bytes], list[subprocess.Popen[bytes]]]:
+def _master_and_workers(
+    sim_url: str, tmp_path: Path, scenario: Path, run_dir: Path, n: int = 2
+) -> tuple[subprocess.Popen[bytes], list[subprocess.Popen[bytes]]]:
     port = free_port()
-    master = _locust("--master", "--headless", "--expect-workers", str(n),
-                     "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                     "--host", sim_url, "--scenario", str(scenario), "--label", "mw",
-                     "--run-dir", str(run_dir), "--exit-code-on-error", "0",
-                     "--json-file", str(tmp_path / "stats"),
-                     cwd=tmp_path, log=tmp_path / "master.log")
-    workers = [_locust("--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
-                       cwd=tmp_path / f"w{i}", log=tmp_path / f"worker{i}.log")
-               for i in range(n)]
+    master = _locust(
+        "--master",
+        "--headless",
+        "--expect-workers",
+        str(n),
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(port),
+        "--host",
+        sim_url,
+        "--scenario",
+        str(scenario),
+        "--label",
+        "mw",
+        "--run-dir",
+        str(run_dir),
+        "--exit-code-on-error",
+        "0",
+        "--json-file",
+        str(tmp_path / "stats"),
+        cwd=tmp_path,
+        log=tmp_path / "master.log",
+    )
+    workers = [
+        _locust(
+            "--worker",
+            "--master-host",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            cwd=tmp_path / f"w{i}",
+            log=tmp_path / f"worker{i}.log",
+        )
+        for i in range(n)
+    ]
     return master, workers
 
 
 @pytest.mark.slow
-def test_master_with_two_worker_processes_records_every_request(sim_factory, tmp_path: Path) -> None:
+def test_master_with_two_worker_processes_records_every_request(
+    sim_factory, tmp_path: Path
+) -> None:
     sim = _truth_sim(sim_factory)
     scenario = write_scenario(tmp_path)
     for i in range(2):
@@ -126,7 +181,8 @@ def test_master_with_two_worker_processes_records_every_request(sim_factory, tmp
     # Locust's own rows: TTFT/TPOT/E2E per step, bucketed below a millisecond in the workers
     rows = json.loads((tmp_path / "stats.json").read_text())
     assert {(r["method"], r["name"]) for r in rows} == {
-        (m, f"chat @ {q} qps") for m in ("TTFT", "TPOT", "E2E") for q in (4, 8)}
+        (m, f"chat @ {q} qps") for m in ("TTFT", "TPOT", "E2E") for q in (4, 8)
+    }
     tpot_keys = [float(k) for r in rows if r["method"] == "TPOT" for k in r["response_times"]]
     assert any(k != int(k) for k in tpot_keys), tpot_keys
 
@@ -142,7 +198,9 @@ def _first_step(run_dir: Path, log: Path, timeout_s: float = 60.0) -> dict:
 
 
 @pytest.mark.slow
-def test_killed_worker_is_marked_lost_and_the_other_takes_its_share(sim_factory, tmp_path: Path) -> None:
+def test_killed_worker_is_marked_lost_and_the_other_takes_its_share(
+    sim_factory, tmp_path: Path
+) -> None:
     sim = _truth_sim(sim_factory)
     scenario = write_scenario(tmp_path, steps="[4, 4, 4]", duration=3)
     for i in range(2):
@@ -177,7 +235,11 @@ def test_killed_worker_is_marked_lost_and_the_other_takes_its_share(sim_factory,
     # the last step starts after the loss was noticed: the survivor alone carries the target
     last = run.steps[-1]
     assert last["start"] > lost[0]["at"]
-    sent = sum(1 for r in records if r["step"] == last["index"] and last["warmup_end"] <= r["sent_at"] < last["end"])
+    sent = sum(
+        1
+        for r in records
+        if r["step"] == last["index"] and last["warmup_end"] <= r["sent_at"] < last["end"]
+    )
     assert abs(sent / (last["end"] - last["warmup_end"]) - 4.0) <= 0.4
 
 
@@ -185,9 +247,24 @@ def test_bad_scenario_gives_one_line_and_exit_2_in_locust_too(tmp_path: Path) ->
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nsteps: [1, fast]\n")
     res = subprocess.run(
-        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
-         "--host", "http://127.0.0.1:9", "--scenario", str(bad)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(LOCUSTFILE),
+            "--headless",
+            "--host",
+            "http://127.0.0.1:9",
+            "--scenario",
+            str(bad),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert res.returncode == 2
     errors = [x for x in (res.stderr + res.stdout).splitlines() if x.startswith("specload: error:")]
     assert len(errors) == 1 and str(bad) in errors[0] and "steps[1]" in errors[0]
@@ -199,17 +276,37 @@ def test_web_ui_form_offers_specload_options_but_never_the_api_key(tmp_path: Pat
     """Locust prints ``--help`` before importing a locustfile, so plugin options reach users
     through the web UI's form (and ``specload run --help``): check the real page."""
     port = free_port()
-    proc = _locust("--web-host", "127.0.0.1", "--web-port", str(port), "--host", "http://127.0.0.1:9",
-                   "--scenario", "scenarios/smoke.yaml", "--api-key", "sk-never-shown-123",
-                   cwd=REPO, log=tmp_path / "ui.log")
+    proc = _locust(
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        "--host",
+        "http://127.0.0.1:9",
+        "--scenario",
+        "scenarios/smoke.yaml",
+        "--api-key",
+        "sk-never-shown-123",
+        cwd=REPO,
+        log=tmp_path / "ui.log",
+    )
     try:
         wait_http(f"http://127.0.0.1:{port}/", proc=proc)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
             page = r.read().decode()
     finally:
         stop_process(proc)
-    for opt in ("scenario", "label", "run_dir", "store_text", "speculative_config",
-                "prefix_caching", "server_cmd", "max_error_rate", "skip_preflight"):
+    for opt in (
+        "scenario",
+        "label",
+        "run_dir",
+        "store_text",
+        "speculative_config",
+        "prefix_caching",
+        "server_cmd",
+        "max_error_rate",
+        "skip_preflight",
+    ):
         assert f'"{opt}"' in page, opt
     assert "sk-never-shown-123" not in page and '"api_key"' not in page
     assert "sk-never-shown-123" not in (tmp_path / "ui.log").read_text()
@@ -217,14 +314,18 @@ def test_web_ui_form_offers_specload_options_but_never_the_api_key(tmp_path: Pat
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM])
-def test_stopping_the_master_cancels_in_flight_and_keeps_every_record(sim_factory, tmp_path: Path, sig: int) -> None:
+def test_stopping_the_master_cancels_in_flight_and_keeps_every_record(
+    sim_factory, tmp_path: Path, sig: int
+) -> None:
     """SIGTERM (SIGINT behaves the same) mid-step: workers cancel in-flight requests, each
     gets a ``cancelled`` record, and run.json's counts match the records."""
     sim = _truth_sim(sim_factory)
     scenario = tmp_path / "long.yaml"  # ~0.8 s requests at 8 qps: several always in flight
-    scenario.write_text("name: long\nmax_tokens: 256\nsteps: [8]\nstep_duration_s: 30\nwarmup_s: 1\n"
-                        "arrival: constant\nmax_concurrency: 32\nrequest_timeout_s: 20\n"
-                        "prompts:\n  synthetic: {input_tokens: 64, count: 20}\n")
+    scenario.write_text(
+        "name: long\nmax_tokens: 256\nsteps: [8]\nstep_duration_s: 30\nwarmup_s: 1\n"
+        "arrival: constant\nmax_concurrency: 32\nrequest_timeout_s: 20\n"
+        "prompts:\n  synthetic: {input_tokens: 64, count: 20}\n"
+    )
     for i in range(2):
         (tmp_path / f"w{i}").mkdir()
     run_dir = tmp_path / "out" / "mw"
@@ -250,11 +351,29 @@ def test_stopping_the_master_cancels_in_flight_and_keeps_every_record(sim_factor
 
 
 def test_failing_server_still_gives_one_record_per_request(sim_factory, tmp_path: Path) -> None:
-    sim = sim_factory("--profile", "tiny", "--ground-truth", "--fault-error-rate", "0.3",
-                      "--fault-error-status", "500")
+    sim = sim_factory(
+        "--profile",
+        "tiny",
+        "--ground-truth",
+        "--fault-error-rate",
+        "0.3",
+        "--fault-error-status",
+        "500",
+    )
     scenario = write_scenario(tmp_path)
-    res = specload("run", "--host", sim.url, "--scenario", str(scenario), "--label", "faulty",
-                   "--out", "out", "--skip-preflight", cwd=tmp_path)
+    res = specload(
+        "run",
+        "--host",
+        sim.url,
+        "--scenario",
+        str(scenario),
+        "--label",
+        "faulty",
+        "--out",
+        "out",
+        "--skip-preflight",
+        cwd=tmp_path,
+    )
     # a failing server is a result, not a crash: every record kept, the run degraded (exit 1)
     assert res.returncode == 1, res.stderr + res.stdout
     run = read_run(tmp_path / "out")
@@ -264,7 +383,9 @@ def test_failing_server_still_gives_one_record_per_request(sim_factory, tmp_path
     assert len(ids) == len(set(ids)) == run.meta["counts"]["sent"] == run.meta["counts"]["recorded"]
     failed = [r for r in records if not r["ok"]]
     assert failed and len(failed) < len(records)
-    assert {r["error"]["kind"] for r in failed} == {"http"} and {r["status"] for r in failed} == {500}
+    assert {r["error"]["kind"] for r in failed} == {"http"} and {r["status"] for r in failed} == {
+        500
+    }
     truth = ground_truth(sim.url)
     assert {r["request_id"] for r in records if r["ok"]} <= set(truth)
     steps = [x for x in res.stdout.splitlines() if x.startswith("step ")]
@@ -272,17 +393,36 @@ def test_failing_server_still_gives_one_record_per_request(sim_factory, tmp_path
 
 
 @pytest.mark.slow
-def test_worker_joining_mid_run_takes_a_share_without_changing_the_rate(sim_factory, tmp_path: Path) -> None:
+def test_worker_joining_mid_run_takes_a_share_without_changing_the_rate(
+    sim_factory, tmp_path: Path
+) -> None:
     sim = _truth_sim(sim_factory)
     scenario = write_scenario(tmp_path, steps="[6, 6, 6, 6]", duration=3)
     for i in range(2):
         (tmp_path / f"w{i}").mkdir()
     run_dir = tmp_path / "out" / "mw"
     port = free_port()
-    master = _locust("--master", "--headless", "--expect-workers", "1", "--enable-rebalancing",
-                     "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                     "--host", sim.url, "--scenario", str(scenario), "--run-dir", str(run_dir),
-                     "--exit-code-on-error", "0", cwd=tmp_path, log=tmp_path / "master.log")
+    master = _locust(
+        "--master",
+        "--headless",
+        "--expect-workers",
+        "1",
+        "--enable-rebalancing",
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(port),
+        "--host",
+        sim.url,
+        "--scenario",
+        str(scenario),
+        "--run-dir",
+        str(run_dir),
+        "--exit-code-on-error",
+        "0",
+        cwd=tmp_path,
+        log=tmp_path / "master.log",
+    )
     worker_args = ("--worker", "--master-host", "127.0.0.1", "--master-port", str(port))
     workers = [_locust(*worker_args, cwd=tmp_path / "w0", log=tmp_path / "worker0.log")]
     try:
@@ -311,15 +451,29 @@ def test_worker_joining_mid_run_takes_a_share_without_changing_the_rate(sim_fact
         assert len({r["worker"] for r in records if r["step"] == step}) == 2
 
 
-def test_arrivals_stay_on_schedule_when_users_run_out_and_queue_delay_shows_it(sim, tmp_path: Path) -> None:
+def test_arrivals_stay_on_schedule_when_users_run_out_and_queue_delay_shows_it(
+    sim, tmp_path: Path
+) -> None:
     """Open loop: one user, ~0.2 s responses, 8 arrivals/s. Arrivals keep their schedule
     (1/8 s apart) whatever the responses do; each waits for the user, and says so."""
     scenario = tmp_path / "overload.yaml"
-    scenario.write_text("name: overload\nmax_tokens: 64\nsteps: [8]\nstep_duration_s: 2\nwarmup_s: 0\n"
-                        "arrival: constant\nmax_concurrency: 1\nrequest_timeout_s: 20\n"
-                        "prompts:\n  synthetic: {input_tokens: 32, count: 10}\n")
-    res = specload("run", "--host", sim.url, "--scenario", str(scenario), "--label", "o",
-                   "--out", "out", cwd=tmp_path)
+    scenario.write_text(
+        "name: overload\nmax_tokens: 64\nsteps: [8]\nstep_duration_s: 2\nwarmup_s: 0\n"
+        "arrival: constant\nmax_concurrency: 1\nrequest_timeout_s: 20\n"
+        "prompts:\n  synthetic: {input_tokens: 32, count: 10}\n"
+    )
+    res = specload(
+        "run",
+        "--host",
+        sim.url,
+        "--scenario",
+        str(scenario),
+        "--label",
+        "o",
+        "--out",
+        "out",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr + res.stdout
     records = sorted(read_run(tmp_path / "out").record_dicts(), key=lambda r: r["scheduled_at"])
     assert len(records) == 16  # every arrival of the step was sent, late or not
@@ -329,5 +483,6 @@ def test_arrivals_stay_on_schedule_when_users_run_out_and_queue_delay_shows_it(s
         assert r["queue_delay_s"] == pytest.approx(r["sent_at"] - r["scheduled_at"], abs=1e-6)
     sends = [r["sent_at"] for r in records]
     assert sends == sorted(sends) and all(
-        b["sent_at"] >= a["done_at"] - 0.005 for a, b in itertools.pairwise(records))  # one user
+        b["sent_at"] >= a["done_at"] - 0.005 for a, b in itertools.pairwise(records)
+    )  # one user
     assert records[-1]["queue_delay_s"] > 1.0  # the backlog grew and is on record

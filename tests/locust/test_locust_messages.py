@@ -22,12 +22,18 @@ def _over_the_wire(data: dict) -> dict:
 
 def test_every_message_round_trips_through_msgpack() -> None:
     msgs = [
-        RunStart("r1", {"name": "s", "steps": [1.0, 2.0]}, "/x.yaml", "m", "http://h:1", store_text=True),
-        StepChange("r1", 3, 1, 4.0, 10.0, 12.0, 20.0, 15.5, epoch=2, slot=1, slots=3, prompt_offset=40),
+        RunStart(
+            "r1", {"name": "s", "steps": [1.0, 2.0]}, "/x.yaml", "m", "http://h:1", store_text=True
+        ),
+        StepChange(
+            "r1", 3, 1, 4.0, 10.0, 12.0, 20.0, 15.5, epoch=2, slot=1, slots=3, prompt_offset=40
+        ),
         Drain("r1"),
         Drain("r1", abort=True),
         WorkerReady("r1", "w1", "tokenize", "words"),
-        RecordBatch("r1", "w1", [{"request_id": "a", "itl_s": [0.1], "error": {"kind": "http"}}], 7, {3: 5}),
+        RecordBatch(
+            "r1", "w1", [{"request_id": "a", "itl_s": [0.1], "error": {"kind": "http"}}], 7, {3: 5}
+        ),
         FinalCounts("r1", "w1", 7, 7),
     ]
     for m in msgs:

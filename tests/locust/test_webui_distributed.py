@@ -64,10 +64,23 @@ def _start_master(
     for i in range(2):
         (tmp_path / f"w{i}").mkdir()
     master = _locust(
-        "--master", "--web-host", "127.0.0.1", "--web-port", str(web),
-        "--master-bind-host", "127.0.0.1", "--master-bind-port", str(bind),
-        "--host", host, "--scenario", str(scenario), "--run-dir", str(run_dir),
-        cwd=tmp_path, log=log,
+        "--master",
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(web),
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(bind),
+        "--host",
+        host,
+        "--scenario",
+        str(scenario),
+        "--run-dir",
+        str(run_dir),
+        cwd=tmp_path,
+        log=log,
     )
     worker_args = ("--worker", "--master-host", "127.0.0.1", "--master-port", str(bind))
     return master, f"http://127.0.0.1:{web}", log, worker_args

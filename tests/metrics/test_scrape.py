@@ -38,7 +38,12 @@ vllm:time_to_first_token_seconds_sum{model_name="m"} 0.2
 def test_samples_flatten_to_keys_with_labels_sorted_and_created_dropped() -> None:
     values = parse_metrics(PROM)
     assert values['vllm:num_requests_running{engine="0",model_name="m"}'] == 3.0
-    assert values['vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"}'] == 25.0
+    assert (
+        values[
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"}'
+        ]
+        == 25.0
+    )
     assert values['vllm:time_to_first_token_seconds_bucket{le="0.01",model_name="m"}'] == 2.0
     assert not [k for k in values if "_created" in k]
     assert len(values) == 7
@@ -86,7 +91,9 @@ def test_scraper_reads_a_real_metrics_endpoint(server: tuple[str, type[_Handler]
     handler.routes["/metrics"] = (200, PROM.encode())
     scraper = MetricsScraper(url)
     t, values = scraper.timed_scrape()
-    assert values is not None and values['vllm:num_requests_running{engine="0",model_name="m"}'] == 3.0
+    assert (
+        values is not None and values['vllm:num_requests_running{engine="0",model_name="m"}'] == 3.0
+    )
     assert t > 0 and scraper.scrapes == 1
 
 
@@ -100,7 +107,10 @@ def test_server_without_metrics_or_version_is_fine(server: tuple[str, type[_Hand
 def test_server_info_reads_version_and_model_ids(server: tuple[str, type[_Handler]]) -> None:
     url, handler = server
     handler.routes["/version"] = (200, b'{"version": "0.26.0"}')
-    handler.routes["/v1/models"] = (200, b'{"object": "list", "data": [{"id": "m1"}, {"id": "m2"}]}')
+    handler.routes["/v1/models"] = (
+        200,
+        b'{"object": "list", "data": [{"id": "m1"}, {"id": "m2"}]}',
+    )
     assert fetch_server_info(url) == {"server_version": "0.26.0", "models": ["m1", "m2"]}
 
 

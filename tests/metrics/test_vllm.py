@@ -7,7 +7,9 @@ import pytest
 from specload.metrics.vllm import per_step_server_metrics, step_server_metrics
 
 
-def _scrape(drafts: float, draft_tokens: float, accepted: float, pos: list[float], **gauges: float) -> dict[str, float]:
+def _scrape(
+    drafts: float, draft_tokens: float, accepted: float, pos: list[float], **gauges: float
+) -> dict[str, float]:
     v = {
         # two engines: values must be summed over the engine / model_name labels
         'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"}': drafts / 2,
@@ -18,17 +20,29 @@ def _scrape(drafts: float, draft_tokens: float, accepted: float, pos: list[float
         'vllm:prefix_cache_hits_total{model_name="m"}': gauges.pop("hits", 0.0),
     }
     for i, x in enumerate(pos):
-        v[f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",position="{i}"}}'] = x
+        v[
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",position="{i}"}}'
+        ] = x
     for name, value in gauges.items():
         v[f'vllm:{name}{{model_name="m"}}'] = value
     return v
 
 
 def test_step_deltas_give_acceptance_rate_length_positions_and_prefix_hits() -> None:
-    start = _scrape(100, 400, 200, [90, 60, 30, 20], queries=1000, hits=100, kv_cache_usage_perc=0.1)
+    start = _scrape(
+        100, 400, 200, [90, 60, 30, 20], queries=1000, hits=100, kv_cache_usage_perc=0.1
+    )
     mid = _scrape(150, 600, 300, [130, 90, 50, 30], num_requests_waiting=4, kv_cache_usage_perc=0.7)
-    end = _scrape(200, 800, 500, [180, 140, 100, 80], queries=3000, hits=1100, kv_cache_usage_perc=0.2,
-                  num_requests_running=5)
+    end = _scrape(
+        200,
+        800,
+        500,
+        [180, 140, 100, 80],
+        queries=3000,
+        hits=1100,
+        kv_cache_usage_perc=0.2,
+        num_requests_running=5,
+    )
     m = step_server_metrics([start, mid, end])
     assert m.acceptance_rate == pytest.approx(300 / 400)
     assert m.acceptance_length == pytest.approx(1 + 300 / 100)
@@ -39,7 +53,9 @@ def test_step_deltas_give_acceptance_rate_length_positions_and_prefix_hits() -> 
 
 
 def test_server_without_spec_metrics_gives_none_not_errors() -> None:
-    m = step_server_metrics([{"vllm:num_requests_running": 1.0}, {"vllm:num_requests_running": 2.0}])
+    m = step_server_metrics(
+        [{"vllm:num_requests_running": 1.0}, {"vllm:num_requests_running": 2.0}]
+    )
     assert m.acceptance_rate is None and m.acceptance_length is None and m.per_position is None
     assert m.prefix_hit_rate is None and m.running_max == 2.0
     assert step_server_metrics([]).kv_usage_max is None
@@ -52,10 +68,16 @@ def test_counter_reset_mid_step_gives_none_instead_of_negative() -> None:
 
 
 def test_old_vllm_gpu_names_are_read_as_fallbacks() -> None:
-    a = {"vllm:gpu_prefix_cache_queries_total": 10.0, "vllm:gpu_prefix_cache_hits_total": 1.0,
-         "vllm:gpu_cache_usage_perc": 0.3}
-    b = {"vllm:gpu_prefix_cache_queries_total": 30.0, "vllm:gpu_prefix_cache_hits_total": 11.0,
-         "vllm:gpu_cache_usage_perc": 0.5}
+    a = {
+        "vllm:gpu_prefix_cache_queries_total": 10.0,
+        "vllm:gpu_prefix_cache_hits_total": 1.0,
+        "vllm:gpu_cache_usage_perc": 0.3,
+    }
+    b = {
+        "vllm:gpu_prefix_cache_queries_total": 30.0,
+        "vllm:gpu_prefix_cache_hits_total": 11.0,
+        "vllm:gpu_cache_usage_perc": 0.5,
+    }
     m = step_server_metrics([a, b])
     assert m.prefix_hit_rate == pytest.approx(0.5) and m.kv_usage_max == 0.5
 

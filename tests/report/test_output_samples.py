@@ -26,8 +26,21 @@ SPEC = '{"method":"draft_model","model":"d","num_speculative_tokens":3}'
 
 
 def _run(url: str, label: str, out: Path, *extra: str) -> None:
-    cmd = [sys.executable, "-m", "specload", "run", "--host", url, "--scenario",
-           str(REPO / "scenarios" / "smoke.yaml"), "--label", label, "--out", str(out), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "specload",
+        "run",
+        "--host",
+        url,
+        "--scenario",
+        str(REPO / "scenarios" / "smoke.yaml"),
+        "--label",
+        label,
+        "--out",
+        str(out),
+        *extra,
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=REPO, check=False)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
 
@@ -54,8 +67,7 @@ def test_store_text_runs_show_side_by_side_samples_with_differences_marked(
     base_sim = sim_factory("--profile", "tiny")
     spec_sim = sim_factory("--profile", "tiny", "--speculative-config", SPEC)
     _run(base_sim.url, "baseline", tmp_path / "baseline", "--store-text")
-    _run(spec_sim.url, "spec", tmp_path / "spec", "--store-text",
-         "--speculative-config", SPEC)
+    _run(spec_sim.url, "spec", tmp_path / "spec", "--store-text", "--speculative-config", SPEC)
     _run(spec_sim.url, "spec-notext", tmp_path / "notext", "--speculative-config", SPEC)
 
     lossless = compare_runs([tmp_path / "baseline", tmp_path / "spec"], bootstrap=50)

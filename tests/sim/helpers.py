@@ -16,8 +16,9 @@ MODEL = "specload-sim"
 
 def post(url: str, body: Any, headers: dict | None = None) -> tuple[int, bytes]:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json",
-                                                          **(headers or {})})
+    req = urllib.request.Request(
+        url, data=data, headers={"Content-Type": "application/json", **(headers or {})}
+    )
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, r.read()
@@ -31,9 +32,16 @@ def get_json(url: str) -> Any:
 
 
 def chat(url: str, content: str, max_tokens: int = 8, **extra: Any) -> dict:
-    status, body = post(url + "/v1/chat/completions", {
-        "model": MODEL, "messages": [{"role": "user", "content": content}],
-        "max_tokens": max_tokens, "ignore_eos": True, **extra})
+    status, body = post(
+        url + "/v1/chat/completions",
+        {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+            **extra,
+        },
+    )
     assert status == 200, body
     return json.loads(body)
 
@@ -44,8 +52,12 @@ def stream_raw(url: str, body: dict, headers: dict | None = None) -> tuple[bytes
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
     got = b""
     try:
-        conn.request("POST", "/v1/chat/completions", json.dumps(body),
-                     {"Content-Type": "application/json", **(headers or {})})
+        conn.request(
+            "POST",
+            "/v1/chat/completions",
+            json.dumps(body),
+            {"Content-Type": "application/json", **(headers or {})},
+        )
         resp = conn.getresponse()
         while True:
             chunk = resp.read1(65536) if hasattr(resp, "read1") else resp.read(65536)
@@ -66,7 +78,10 @@ def metrics(url: str) -> dict[str, float]:
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
             labels = {k: v for k, v in s.labels.items() if k not in ("engine", "model_name")}
-            key = s.name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-                            + "}" if labels else "")
+            key = s.name + (
+                "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+                if labels
+                else ""
+            )
             out[key] = out.get(key, 0.0) + s.value
     return out

@@ -14,13 +14,16 @@ SPEC = '{"method":"draft_model","num_speculative_tokens":4,"synthetic_acceptance
 
 
 def test_tokenize_count_equals_usage_prompt_tokens(sim) -> None:
-    msgs = [{"role": "system", "content": "You are terse."},
-            {"role": "user", "content": "Count   these, tokens: exactly! 123 héllo"}]
+    msgs = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Count   these, tokens: exactly! 123 héllo"},
+    ]
     status, raw = post(sim.url + "/tokenize", {"model": MODEL, "messages": msgs})
     assert status == 200
     count = json.loads(raw)["count"]
-    _, body = post(sim.url + "/v1/chat/completions",
-                   {"model": MODEL, "messages": msgs, "max_tokens": 1})
+    _, body = post(
+        sim.url + "/v1/chat/completions", {"model": MODEL, "messages": msgs, "max_tokens": 1}
+    )
     assert json.loads(body)["usage"]["prompt_tokens"] == count
     status, raw = post(sim.url + "/tokenize", {"prompt": "a b", "return_token_strs": True})
     assert json.loads(raw)["token_strs"] == ["a", " b"]
@@ -29,8 +32,11 @@ def test_tokenize_count_equals_usage_prompt_tokens(sim) -> None:
 def test_same_prompt_same_text_across_spec_and_prefix_settings(sim_factory) -> None:
     prompt = "repeat after me: the cache the batch the cache the batch " * 5
     texts = []
-    for args in ([], ["--speculative-config", SPEC, "--enable-prefix-caching"],
-                 ["--speculative-config", '{"method":"ngram","num_speculative_tokens":3}']):
+    for args in (
+        [],
+        ["--speculative-config", SPEC, "--enable-prefix-caching"],
+        ["--speculative-config", '{"method":"ngram","num_speculative_tokens":3}'],
+    ):
         s = sim_factory("--profile", "tiny", *args)
         out = [chat(s.url, prompt, 60)["choices"][0]["message"]["content"] for _ in range(2)]
         assert out[0] == out[1]
@@ -43,9 +49,15 @@ def test_honours_max_tokens_min_tokens_and_stop(sim) -> None:
     body = chat(sim.url, "hello", 9)
     assert body["usage"]["completion_tokens"] == 9
     assert body["choices"][0]["finish_reason"] == "length"
-    _, raw = post(sim.url + "/v1/chat/completions", {
-        "model": MODEL, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 600,
-        "min_tokens": 550})
+    _, raw = post(
+        sim.url + "/v1/chat/completions",
+        {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "hello"}],
+            "max_tokens": 600,
+            "min_tokens": 550,
+        },
+    )
     assert json.loads(raw)["usage"]["completion_tokens"] >= 550
     full = chat(sim.url, "stop test", 80)["choices"][0]["message"]["content"]
     word = full.split()[5]
@@ -81,8 +93,9 @@ def test_shared_prefix_raises_prefix_hits_and_reports_cached_tokens(sim_factory)
     assert second["usage"]["prompt_tokens_details"]["cached_tokens"] >= 384
     m = metrics(s.url)
     assert m["vllm:prefix_cache_hits_total"] >= 384
-    assert m["vllm:prefix_cache_queries_total"] == (first["usage"]["prompt_tokens"]
-                                                    + second["usage"]["prompt_tokens"])
+    assert m["vllm:prefix_cache_queries_total"] == (
+        first["usage"]["prompt_tokens"] + second["usage"]["prompt_tokens"]
+    )
     assert post(s.url + "/reset_prefix_cache", b"")[0] == 200
     third = chat(s.url, prefix + "question three", 4)
     assert third["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
@@ -109,14 +122,22 @@ def test_metrics_carry_vllm_names_and_model_label(sim) -> None:
     import urllib.request
 
     text = urllib.request.urlopen(sim.url + "/metrics").read().decode()
-    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting",
-                 "vllm:kv_cache_usage_perc", "vllm:prompt_tokens_total",
-                 "vllm:generation_tokens_total", "vllm:prefix_cache_queries_total",
-                 "vllm:time_to_first_token_seconds_bucket",
-                 "vllm:inter_token_latency_seconds_bucket", "vllm:e2e_request_latency_seconds",
-                 "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds",
-                 "vllm:request_decode_time_seconds",
-                 "vllm:request_time_per_output_token_seconds", "specload_sim_step_lag_seconds"):
+    for name in (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
+        "vllm:prefix_cache_queries_total",
+        "vllm:time_to_first_token_seconds_bucket",
+        "vllm:inter_token_latency_seconds_bucket",
+        "vllm:e2e_request_latency_seconds",
+        "vllm:request_queue_time_seconds",
+        "vllm:request_prefill_time_seconds",
+        "vllm:request_decode_time_seconds",
+        "vllm:request_time_per_output_token_seconds",
+        "specload_sim_step_lag_seconds",
+    ):
         assert name in text, name
     assert f'model_name="{MODEL}"' in text
     assert get_json(sim.url + "/v1/models")["data"][0]["id"] == MODEL
@@ -124,9 +145,17 @@ def test_metrics_carry_vllm_names_and_model_label(sim) -> None:
 
 def test_speculative_chunks_carry_several_tokens(sim_factory) -> None:
     s = sim_factory("--profile", "tiny", "--ground-truth", "--speculative-config", SPEC)
-    status, _ = post(s.url + "/v1/chat/completions", {
-        "model": MODEL, "messages": [{"role": "user", "content": "multi"}], "max_tokens": 100,
-        "ignore_eos": True, "stream": True}, headers={"X-Request-Id": "spec-1"})
+    status, _ = post(
+        s.url + "/v1/chat/completions",
+        {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "multi"}],
+            "max_tokens": 100,
+            "ignore_eos": True,
+            "stream": True,
+        },
+        headers={"X-Request-Id": "spec-1"},
+    )
     assert status == 200
     truth = get_json(s.url + "/debug/requests/spec-1")
     assert sum(truth["chunk_tokens"]) == 100

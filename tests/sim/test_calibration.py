@@ -19,13 +19,22 @@ from specload.sim import load_profile, parse_spec_config
 from specload.sim.engine import EngineConfig
 from specload.sim.virtual import run_poisson
 
-CALIBRATION = (Path(__file__).resolve().parents[2] / "benchmarks" / "data"
-               / "h200-vllm0.26-llama8b-draft1b.json")
-BASELINE = {int(r["rate_rps"]): r["tpot_p50_ms"]
-            for r in json.loads(CALIBRATION.read_text())["rows"]
-            if r["condition"] == "baseline" and 1 <= r["rate_rps"] <= 28}
-SPEC = {"method": "draft_model", "num_speculative_tokens": 4,
-        "synthetic_acceptance_rates": [0.8, 0.55, 0.3, 0.15]}
+CALIBRATION = (
+    Path(__file__).resolve().parents[2]
+    / "benchmarks"
+    / "data"
+    / "h200-vllm0.26-llama8b-draft1b.json"
+)
+BASELINE = {
+    int(r["rate_rps"]): r["tpot_p50_ms"]
+    for r in json.loads(CALIBRATION.read_text())["rows"]
+    if r["condition"] == "baseline" and 1 <= r["rate_rps"] <= 28
+}
+SPEC = {
+    "method": "draft_model",
+    "num_speculative_tokens": 4,
+    "synthetic_acceptance_rates": [0.8, 0.55, 0.3, 0.15],
+}
 
 
 def _p50_tpot_ms(spec, rate: float) -> float:
@@ -53,8 +62,14 @@ def test_calibrate_sim_reproduces_the_committed_results() -> None:
     """From a clone, benchmarks/calibrate_sim.py recomputes the committed profile's figures
     exactly (virtual time, seeded arrivals) from the measurements in benchmarks/data/."""
     repo = Path(__file__).resolve().parents[2]
-    proc = subprocess.run([sys.executable, "benchmarks/calibrate_sim.py", "--check"], cwd=repo,
-                          capture_output=True, text=True, timeout=600, check=False)
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/calibrate_sim.py", "--check"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "reproduces the committed calibration_h200.json" in proc.stdout
     assert "PASS: baseline p50 TPOT within 15 %" in proc.stdout

@@ -21,17 +21,30 @@ from tests.sim.helpers import MODEL, stream_raw
         (["--fault-error-rate", "3"], "error_rate"),
         (["--max-num-seqs", "0"], "--max-num-seqs"),
         (["--profile-set", "nope=1"], "--profile-set"),
-        (["--speculative-config", ('{"method":"ngram","num_speculative_tokens":2,'
-                                   '"num_speculative_tokens_per_batch_size":[[2,4,1]]}')],
-         "must start at 1"),
+        (
+            [
+                "--speculative-config",
+                (
+                    '{"method":"ngram","num_speculative_tokens":2,'
+                    '"num_speculative_tokens_per_batch_size":[[2,4,1]]}'
+                ),
+            ],
+            "must start at 1",
+        ),
         (["--spec-overhead-scale", "0"], "--spec-overhead-scale"),
         (["--start-jitter", "abc"], "--start-jitter"),
         (["--start-jitter", "--profile-set", "slow_window_prob=2"], "slow_window_prob"),
     ],
 )
 def test_bad_flag_exits_2_with_one_line(args, needle) -> None:
-    proc = subprocess.run([sys.executable, "-m", "specload", "sim", "--port", "1", *args],
-                          check=False, capture_output=True, text=True, cwd=REPO, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "specload", "sim", "--port", "1", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in proc.stderr
@@ -39,8 +52,12 @@ def test_bad_flag_exits_2_with_one_line(args, needle) -> None:
 
 def test_served_model_name_flag_sets_the_model(sim_factory) -> None:
     s = sim_factory("--profile", "tiny", "--served-model-name", "my-model")
-    body = {"model": "my-model", "messages": [{"role": "user", "content": "x"}],
-            "max_tokens": 2, "stream": True}
+    body = {
+        "model": "my-model",
+        "messages": [{"role": "user", "content": "x"}],
+        "max_tokens": 2,
+        "stream": True,
+    }
     raw, err = stream_raw(s.url, body)
     assert err is None and b'"model":"my-model"' in raw
 
@@ -50,11 +67,23 @@ def test_completions_stream_has_text_chunks_and_usage(sim) -> None:
 
     req = urllib.request.Request(
         sim.url + "/v1/completions",
-        data=json.dumps({"model": MODEL, "prompt": "Once upon", "max_tokens": 4, "stream": True,
-                         "ignore_eos": True, "stream_options": {"include_usage": True}}).encode(),
-        headers={"Content-Type": "application/json"})
-    events = [e[6:] for e in urllib.request.urlopen(req).read().decode().split("\n\n")
-              if e.startswith("data: ")]
+        data=json.dumps(
+            {
+                "model": MODEL,
+                "prompt": "Once upon",
+                "max_tokens": 4,
+                "stream": True,
+                "ignore_eos": True,
+                "stream_options": {"include_usage": True},
+            }
+        ).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    events = [
+        e[6:]
+        for e in urllib.request.urlopen(req).read().decode().split("\n\n")
+        if e.startswith("data: ")
+    ]
     assert events[-1] == "[DONE]"
     objs = [json.loads(e) for e in events[:-1]]
     assert all(o["object"] == "text_completion" for o in objs)

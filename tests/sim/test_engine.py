@@ -19,8 +19,14 @@ RATES = [0.8, 0.55, 0.3, 0.15]
 
 
 def _spec(**extra):
-    return parse_spec_config({"method": "draft_model", "num_speculative_tokens": 4,
-                              "synthetic_acceptance_rates": RATES, **extra})
+    return parse_spec_config(
+        {
+            "method": "draft_model",
+            "num_speculative_tokens": 4,
+            "synthetic_acceptance_rates": RATES,
+            **extra,
+        }
+    )
 
 
 def test_per_position_acceptance_matches_configured_rates_over_many_steps() -> None:
@@ -33,8 +39,9 @@ def test_per_position_acceptance_matches_configured_rates_over_many_steps() -> N
 
 
 def test_acceptance_length_setting_gives_that_mean_length() -> None:
-    spec = parse_spec_config({"method": "eagle", "num_speculative_tokens": 3,
-                              "synthetic_acceptance_length": 2.2})
+    spec = parse_spec_config(
+        {"method": "eagle", "num_speculative_tokens": 3, "synthetic_acceptance_length": 2.2}
+    )
     m = run_poisson(EngineConfig(TINY, spec), 20.0, 100, input_len=64, output_len=200).metrics
     assert 1 + m.num_accepted / m.num_drafts == pytest.approx(2.2, abs=0.05)
 
@@ -48,8 +55,14 @@ def _repetitive_prompt(rng: random.Random, n: int, phrase_len: int, n_phrases: i
 
 
 def test_ngram_acceptance_rises_with_prompt_repetition() -> None:
-    spec = parse_spec_config({"method": "ngram", "num_speculative_tokens": 4,
-                              "prompt_lookup_min": 2, "prompt_lookup_max": 4})
+    spec = parse_spec_config(
+        {
+            "method": "ngram",
+            "num_speculative_tokens": 4,
+            "prompt_lookup_min": 2,
+            "prompt_lookup_max": 4,
+        }
+    )
     rng = random.Random(3)
     rates = []
     for prompts in (
@@ -68,9 +81,11 @@ def test_output_is_identical_with_and_without_speculation_and_prefix_caching() -
     rng = random.Random(5)
     prompts = [_repetitive_prompt(rng, 300, 8, 6) for _ in range(6)]
     texts = []
-    for spec, prefix in ((None, False), (_spec(), True),
-                         (parse_spec_config({"method": "ngram", "num_speculative_tokens": 5}),
-                          True)):
+    for spec, prefix in (
+        (None, False),
+        (_spec(), True),
+        (parse_spec_config({"method": "ngram", "num_speculative_tokens": 5}), True),
+    ):
         sinks: list[list[str]] = [[] for _ in prompts]
         engine = Engine(EngineConfig(TINY, spec, prefix_caching=prefix), SimMetrics("m", 5))
         for i, p in enumerate(prompts):
@@ -97,8 +112,15 @@ def _req(rid: str, prompt: list[str], n: int, out: list[str], seed: int = 0) -> 
     from specload.sim.kvcache import block_hashes
     from specload.sim.spec import NgramIndex
 
-    r = Request(rid=rid, prompt=prompt, text=OutputText(prompt, seed), target_len=n,
-                finish_reason="length", sink=_ListSink(out), arrival=0.0)
+    r = Request(
+        rid=rid,
+        prompt=prompt,
+        text=OutputText(prompt, seed),
+        target_len=n,
+        finish_reason="length",
+        sink=_ListSink(out),
+        arrival=0.0,
+    )
     r.block_hashes = block_hashes(prompt, 16)
     r.ngram = NgramIndex(prompt, 1, 4)
     return r
@@ -165,8 +187,9 @@ def test_shared_prefix_hits_cache_and_cuts_ttft_in_virtual_time() -> None:
     prompts = [prefix + random_prompt(rng, 40) for _ in range(6)]
     arrivals = [i * 1.0 for i in range(6)]  # one at a time: TTFT is pure prefill
     cold = run_requests(EngineConfig(TINY), prompts, arrivals, 8, repetition=0.0)
-    warm = run_requests(EngineConfig(TINY, prefix_caching=True), prompts, arrivals, 8,
-                        repetition=0.0)
+    warm = run_requests(
+        EngineConfig(TINY, prefix_caching=True), prompts, arrivals, 8, repetition=0.0
+    )
     assert warm.metrics.prefix_hits >= 5 * 1488
     assert cold.metrics.prefix_hits == 0
     assert warm.results[0].ttft_s == pytest.approx(cold.results[0].ttft_s)
@@ -199,8 +222,14 @@ def test_full_kv_budget_queues_requests_and_preempts_without_losing_output() -> 
 def test_random_mixed_load_keeps_kv_accounting_and_output_exact(seed: int) -> None:
     """Shared prefixes, a tight KV budget (preemption), n-gram drafting: nothing is lost."""
     rng = random.Random(seed)
-    spec = parse_spec_config({"method": "ngram", "num_speculative_tokens": 3,
-                              "prompt_lookup_min": 1, "prompt_lookup_max": 3})
+    spec = parse_spec_config(
+        {
+            "method": "ngram",
+            "num_speculative_tokens": 3,
+            "prompt_lookup_min": 1,
+            "prompt_lookup_max": 3,
+        }
+    )
     cfg = EngineConfig(TINY, spec, prefix_caching=True, num_gpu_blocks=96, seed=seed)
     engine = Engine(cfg, SimMetrics("m", 3))
     prefixes = [random_prompt(rng, rng.randint(16, 200)) for _ in range(3)]

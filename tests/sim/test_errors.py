@@ -34,8 +34,10 @@ def test_bad_chat_request_gets_error_status_and_object(shared_sim, body, status)
 
 
 def test_too_long_prompt_message_names_the_context_length(shared_sim) -> None:
-    _, raw = post(shared_sim.url + "/v1/chat/completions",
-                  {"model": MODEL, "messages": [{"role": "user", "content": "w " * 5000}]})
+    _, raw = post(
+        shared_sim.url + "/v1/chat/completions",
+        {"model": MODEL, "messages": [{"role": "user", "content": "w " * 5000}]},
+    )
     assert "maximum context length is 4096" in json.loads(raw)["error"]["message"]
 
 

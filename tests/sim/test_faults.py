@@ -6,12 +6,18 @@ import json
 
 from tests.sim.helpers import MODEL, get_json, post, stream_raw
 
-BODY = {"model": MODEL, "messages": [{"role": "user", "content": "faults"}], "max_tokens": 30,
-        "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+BODY = {
+    "model": MODEL,
+    "messages": [{"role": "user", "content": "faults"}],
+    "max_tokens": 30,
+    "ignore_eos": True,
+    "stream": True,
+    "stream_options": {"include_usage": True},
+}
 
 
 def _events(raw: bytes) -> list[str]:
-    return [e[len("data: "):] for e in raw.decode().split("\n\n") if e.startswith("data: ")]
+    return [e[len("data: ") :] for e in raw.decode().split("\n\n") if e.startswith("data: ")]
 
 
 def test_drop_after_n_tokens_breaks_the_stream_mid_way(sim_factory) -> None:
@@ -53,8 +59,9 @@ def test_no_done_ends_stream_cleanly_without_done(sim) -> None:
 
 
 def test_stall_holds_back_bytes_for_the_stall_time(sim_factory) -> None:
-    s = sim_factory("--profile", "tiny", "--ground-truth", "--fault-stall-after", "4",
-                    "--fault-stall-s", "0.5")
+    s = sim_factory(
+        "--profile", "tiny", "--ground-truth", "--fault-stall-after", "4", "--fault-stall-s", "0.5"
+    )
     raw, err = stream_raw(s.url, BODY, headers={"X-Request-Id": "stalled"})
     assert err is None and _events(raw)[-1] == "[DONE]"
     truth = get_json(s.url + "/debug/requests/stalled")
@@ -78,8 +85,12 @@ def test_client_leaving_mid_stream_frees_the_request(sim) -> None:
 
     u = urlparse(sim.url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-    conn.request("POST", "/v1/chat/completions", json.dumps({**BODY, "max_tokens": 3000}),
-                 {"Content-Type": "application/json"})
+    conn.request(
+        "POST",
+        "/v1/chat/completions",
+        json.dumps({**BODY, "max_tokens": 3000}),
+        {"Content-Type": "application/json"},
+    )
     resp = conn.getresponse()
     got = b""
     while got.count(b"data: ") < 3:  # role chunk plus content: the request is running

@@ -32,25 +32,41 @@ from tests.conftest import REPO
 from tests.sim.helpers import get_json, metrics
 
 H200 = load_profile("h200-llama8b")
-SPEC = parse_spec_config({"method": "draft_model", "num_speculative_tokens": 4,
-                          "synthetic_acceptance_rates": [0.8, 0.55, 0.3, 0.15]})
+SPEC = parse_spec_config(
+    {
+        "method": "draft_model",
+        "num_speculative_tokens": 4,
+        "synthetic_acceptance_rates": [0.8, 0.55, 0.3, 0.15],
+    }
+)
 CALIBRATED = JitterParams.from_profile(H200)
 
 # One decoding request (the 1 req/s regime): the spec step drafts k=4 and verifies.
-SPEC_STEP = BatchShape(n_seqs=1, decode_tokens=1, verify_tokens=4, ctx_tokens=700, draft_k=4,
-                       draft_seqs=1, spec_seqs=1, spec="model")
+SPEC_STEP = BatchShape(
+    n_seqs=1,
+    decode_tokens=1,
+    verify_tokens=4,
+    ctx_tokens=700,
+    draft_k=4,
+    draft_seqs=1,
+    spec_seqs=1,
+    spec="model",
+)
 BASE_STEP = BatchShape(n_seqs=1, decode_tokens=1, ctx_tokens=700)
-BIG_BASE_STEP = BatchShape(n_seqs=40, n_prefill=2, prefill_tokens=1024, decode_tokens=38,
-                           ctx_tokens=30_000)
+BIG_BASE_STEP = BatchShape(
+    n_seqs=40, n_prefill=2, prefill_tokens=1024, decode_tokens=38, ctx_tokens=30_000
+)
 
 
 # -- cost model ------------------------------------------------------------------------------
 @pytest.mark.parametrize("scale", [0.5, 1.3, HOST_A_SCALE, 3.0])
 def test_scale_multiplies_only_the_launch_bound_part_of_a_spec_step(scale: float) -> None:
     launch = spec_launch_time(H200, SPEC_STEP)
-    assert launch == pytest.approx(H200.spec_step_overhead_s + H200.spec_per_seq_overhead_s
-                                   + 4 * (H200.draft_step_overhead_s
-                                          + H200.draft_per_seq_overhead_s))
+    assert launch == pytest.approx(
+        H200.spec_step_overhead_s
+        + H200.spec_per_seq_overhead_s
+        + 4 * (H200.draft_step_overhead_s + H200.draft_per_seq_overhead_s)
+    )
     t1 = step_time(H200, SPEC_STEP)
     assert step_time(H200, SPEC_STEP, scale) == pytest.approx(t1 + (scale - 1) * launch)
     for b in (BASE_STEP, BIG_BASE_STEP):
@@ -75,7 +91,8 @@ def test_host_a_scale_reproduces_spec_never_helping_and_leaves_baseline_alone() 
                 cfg = EngineConfig(H200, SPEC if spec else None, host=HostDraw(scale=scale))
                 run = run_poisson(cfg, rate, n, seed=0)
                 tpot[spec, scale] = statistics.median(
-                    r.tpot_s for r in run.results if r.tpot_s is not None)
+                    r.tpot_s for r in run.results if r.tpot_s is not None
+                )
         assert tpot[False, HOST_A_SCALE] == tpot[False, 1.0]  # baseline: identical timeline
         assert tpot[True, 1.0] < 0.9 * tpot[False, 1.0]  # calibration host: spec helps
         assert tpot[True, HOST_A_SCALE] > 0.95 * tpot[False, 1.0]  # host A: it never does
@@ -138,12 +155,22 @@ def _step_durations(spec: bool, host: HostDraw, t0: float) -> list[tuple[float, 
     """(seconds since start, duration) of every step of one long request from t0."""
     import random
 
-    engine = Engine(EngineConfig(H200, SPEC if spec else None, seed=3, host=host),
-                    SimMetrics("m", 4))
+    engine = Engine(
+        EngineConfig(H200, SPEC if spec else None, seed=3, host=host), SimMetrics("m", 4)
+    )
     engine.t0 = t0
     prompt = random_prompt(random.Random(1), 64)
-    engine.add(Request(rid="r", prompt=prompt, text=OutputText(prompt, 0), target_len=400,
-                       finish_reason="length", sink=_Sink(), arrival=t0))
+    engine.add(
+        Request(
+            rid="r",
+            prompt=prompt,
+            text=OutputText(prompt, 0),
+            target_len=400,
+            finish_reason="length",
+            sink=_Sink(),
+            arrival=t0,
+        )
+    )
     t, out = t0, []
     while engine.has_work:
         plan = engine.plan(t)
@@ -182,16 +209,29 @@ def _host(url: str) -> dict:
     """What a start drew (without the clock-dependent fields)."""
     d = get_json(url + "/debug/host")
     if d["slow_window"] is not None:
-        d["slow_window"] = {k: v for k, v in d["slow_window"].items()
-                            if k not in ("start_at", "end_at")}
-    return {k: v for k, v in d.items() if k not in ("started_at", "uptime_s", "in_slow_window",
-                                                    "current_scale")}
+        d["slow_window"] = {
+            k: v for k, v in d["slow_window"].items() if k not in ("start_at", "end_at")
+        }
+    return {
+        k: v
+        for k, v in d.items()
+        if k not in ("started_at", "uptime_s", "in_slow_window", "current_scale")
+    }
 
 
 def test_server_reports_its_drawn_host_and_the_draw_follows_the_start_seed(sim_factory) -> None:
     spec = '{"method":"draft_model","num_speculative_tokens":4}'
-    args = ("--profile", "h200-llama8b", "--speculative-config", spec,
-            "--spec-overhead-scale", "1.5", "--start-jitter", "--start-seed", "4")
+    args = (
+        "--profile",
+        "h200-llama8b",
+        "--speculative-config",
+        spec,
+        "--spec-overhead-scale",
+        "1.5",
+        "--start-jitter",
+        "--start-seed",
+        "4",
+    )
     a, b = sim_factory(*args), sim_factory(*args)
     c = sim_factory(*args[:-1], "5")
     ha, hb, hc = _host(a.url), _host(b.url), _host(c.url)
@@ -205,9 +245,11 @@ def test_server_reports_its_drawn_host_and_the_draw_follows_the_start_seed(sim_f
     full = get_json(a.url + "/debug/host")
     if want.window is not None:  # seed 4 draws a window at 13.8 s: absolute times given too
         assert full["slow_window"]["start_at"] == pytest.approx(
-            full["started_at"] + want.window.start_s)
-        assert full["in_slow_window"] is (want.window.start_s <= full["uptime_s"]
-                                          < want.window.end_s)
+            full["started_at"] + want.window.start_s
+        )
+        assert full["in_slow_window"] is (
+            want.window.start_s <= full["uptime_s"] < want.window.end_s
+        )
     assert f"host_factor={want.factor:.4f}" in a.log.read_text()
     assert not [k for k in metrics(a.url) if "host" in k or "jitter" in k]
 
@@ -220,19 +262,40 @@ def test_server_without_host_flags_is_the_calibration_host(shared_sim) -> None:
 
 
 def test_profile_set_changes_the_calibrated_jitter(sim_factory) -> None:
-    s = sim_factory("--profile", "tiny", "--start-jitter", "calibrated",
-                    "--profile-set", "slow_window_prob=1", "--profile-set",
-                    "slow_window_latest_s=0")
+    s = sim_factory(
+        "--profile",
+        "tiny",
+        "--start-jitter",
+        "calibrated",
+        "--profile-set",
+        "slow_window_prob=1",
+        "--profile-set",
+        "slow_window_latest_s=0",
+    )
     d = get_json(s.url + "/debug/host")
     assert d["slow_window"]["start_s"] == 0.0 and d["slow_window"]["end_s"] == 15.0
     assert d["start_seed"] == 0
 
 
 def test_host_flags_are_explained_in_help() -> None:
-    out = subprocess.run([sys.executable, "-m", "specload", "sim", "--help"], check=True,
-                         capture_output=True, text=True, cwd=REPO, timeout=60).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "specload", "sim", "--help"],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    ).stdout
     text = " ".join(out.split())
-    for needle in ("--spec-overhead-scale S", "launch-bound", "baseline steps are unchanged",
-                   "--start-jitter [SIGMA|calibrated]", "lognormal", "slow window",
-                   "/debug/host", "--start-seed N", "replicate"):
+    for needle in (
+        "--spec-overhead-scale S",
+        "launch-bound",
+        "baseline steps are unchanged",
+        "--start-jitter [SIGMA|calibrated]",
+        "lognormal",
+        "slow window",
+        "/debug/host",
+        "--start-seed N",
+        "replicate",
+    ):
         assert needle in text, needle

@@ -23,14 +23,18 @@ def _raw_stream(url: str, body: dict, headers: dict | None = None) -> list[str]:
     )
     with urllib.request.urlopen(req, timeout=30) as r:
         text = r.read().decode()
-    return [line[len("data: "):] for line in text.split("\n\n") if line.startswith("data: ")]
+    return [line[len("data: ") :] for line in text.split("\n\n") if line.startswith("data: ")]
 
 
 def test_openai_sdk_streams_content_and_usage(sim) -> None:
     client = openai.OpenAI(base_url=sim.url + "/v1", api_key="x")
     stream = client.chat.completions.create(
-        model=MODEL, messages=MSGS, max_tokens=12, stream=True,
-        stream_options={"include_usage": True}, extra_body={"ignore_eos": True},
+        model=MODEL,
+        messages=MSGS,
+        max_tokens=12,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True},
     )
     chunks = list(stream)
     assert chunks[0].choices[0].delta.role == "assistant"
@@ -44,9 +48,17 @@ def test_openai_sdk_streams_content_and_usage(sim) -> None:
 
 
 def test_raw_sequence_is_role_content_finish_usage_done(sim) -> None:
-    events = _raw_stream(sim.url, {"model": MODEL, "messages": MSGS, "max_tokens": 5,
-                                   "stream": True, "ignore_eos": True,
-                                   "stream_options": {"include_usage": True}})
+    events = _raw_stream(
+        sim.url,
+        {
+            "model": MODEL,
+            "messages": MSGS,
+            "max_tokens": 5,
+            "stream": True,
+            "ignore_eos": True,
+            "stream_options": {"include_usage": True},
+        },
+    )
     assert events[-1] == "[DONE]"
     objs = [json.loads(e) for e in events[:-1]]
     assert objs[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
@@ -58,19 +70,22 @@ def test_raw_sequence_is_role_content_finish_usage_done(sim) -> None:
 
 
 def test_usage_chunk_absent_without_include_usage(sim) -> None:
-    events = _raw_stream(sim.url, {"model": MODEL, "messages": MSGS, "max_tokens": 3,
-                                   "stream": True})
+    events = _raw_stream(
+        sim.url, {"model": MODEL, "messages": MSGS, "max_tokens": 3, "stream": True}
+    )
     objs = [json.loads(e) for e in events[:-1]]
     assert all(o["choices"] for o in objs)
 
 
 def test_non_stream_and_stream_give_same_text(sim) -> None:
     client = openai.OpenAI(base_url=sim.url + "/v1", api_key="x")
-    full = client.chat.completions.create(model=MODEL, messages=MSGS, max_tokens=20,
-                                          extra_body={"ignore_eos": True})
+    full = client.chat.completions.create(
+        model=MODEL, messages=MSGS, max_tokens=20, extra_body={"ignore_eos": True}
+    )
     parts = []
-    for c in client.chat.completions.create(model=MODEL, messages=MSGS, max_tokens=20,
-                                            stream=True, extra_body={"ignore_eos": True}):
+    for c in client.chat.completions.create(
+        model=MODEL, messages=MSGS, max_tokens=20, stream=True, extra_body={"ignore_eos": True}
+    ):
         if c.choices and c.choices[0].delta.content:
             parts.append(c.choices[0].delta.content)
     assert full.choices[0].message.content == "".join(parts)
@@ -79,9 +94,11 @@ def test_non_stream_and_stream_give_same_text(sim) -> None:
 
 def test_ground_truth_records_each_content_chunk(sim_factory) -> None:
     s = sim_factory("--profile", "tiny", "--ground-truth")
-    events = _raw_stream(s.url, {"model": MODEL, "messages": MSGS, "max_tokens": 6,
-                                 "stream": True, "ignore_eos": True},
-                         headers={"X-Request-Id": "req-1"})
+    events = _raw_stream(
+        s.url,
+        {"model": MODEL, "messages": MSGS, "max_tokens": 6, "stream": True, "ignore_eos": True},
+        headers={"X-Request-Id": "req-1"},
+    )
     with urllib.request.urlopen(s.url + "/debug/requests/req-1") as r:
         truth = json.loads(r.read())
     content_chunks = len(events) - 2  # minus role chunk and [DONE]
@@ -100,8 +117,11 @@ def test_info_endpoints_answer(shared_sim, path: str) -> None:
 def test_ground_truth_store_is_bounded_oldest_first(sim_factory) -> None:
     s = sim_factory("--profile", "tiny", "--ground-truth", "--ground-truth-max", "2")
     for rid in ("a", "b", "c"):
-        _raw_stream(s.url, {"model": MODEL, "messages": MSGS, "max_tokens": 2, "stream": True},
-                    headers={"X-Request-Id": rid})
+        _raw_stream(
+            s.url,
+            {"model": MODEL, "messages": MSGS, "max_tokens": 2, "stream": True},
+            headers={"X-Request-Id": rid},
+        )
     with urllib.request.urlopen(s.url + "/debug/requests") as r:
         ids = [t["request_id"] for t in json.loads(r.read())]
     assert ids == ["b", "c"]
@@ -113,7 +133,6 @@ def test_ground_truth_endpoints_404_when_off(sim) -> None:
     with pytest.raises(urllib.error.HTTPError) as exc:
         urllib.request.urlopen(sim.url + "/debug/requests")
     assert exc.value.code == 404
-
 
 
 def _first_two_arrivals(url: str, body: dict, out: dict, started=None) -> None:
@@ -136,11 +155,15 @@ def test_role_chunk_waits_for_the_first_token_like_vllm(sim_factory) -> None:
     # that waits in the queue gets no body bytes until it runs. One sequence at a time: the
     # second request queues behind a long first one.
     sim = sim_factory("--profile", "tiny", "--max-num-seqs", "1")
-    long_body = {"model": MODEL, "messages": MSGS, "max_tokens": 400, "ignore_eos": True,
-                 "stream": True}
+    long_body = {
+        "model": MODEL,
+        "messages": MSGS,
+        "max_tokens": 400,
+        "ignore_eos": True,
+        "stream": True,
+    }
     running = threading.Event()
-    first = threading.Thread(target=_first_two_arrivals,
-                             args=(sim.url, long_body, {}, running))
+    first = threading.Thread(target=_first_two_arrivals, args=(sim.url, long_body, {}, running))
     first.start()
     assert running.wait(30), "the first request never started streaming"
     seen: dict = {}
@@ -149,4 +172,5 @@ def test_role_chunk_waits_for_the_first_token_like_vllm(sim_factory) -> None:
     queued = seen["content"] - seen["sent"]
     assert queued > 0.1, f"the second request did not queue ({queued:.3f} s): test is moot"
     assert seen["role"] - seen["sent"] > 0.8 * queued, (
-        f"role chunk after {seen['role'] - seen['sent']:.3f} s, content after {queued:.3f} s")
+        f"role chunk after {seen['role'] - seen['sent']:.3f} s, content after {queued:.3f} s"
+    )

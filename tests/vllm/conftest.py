@@ -104,7 +104,9 @@ class VllmServers:
                 wait_http(server.url + "/health", timeout_s=START_TIMEOUT_S, proc=server.proc)
             except (RuntimeError, TimeoutError) as exc:
                 self.running.pop(server.flags).stop()
-                raise RuntimeError(f"vLLM {server.flags} did not start: {exc}\n{server.log_tail()}") from exc
+                raise RuntimeError(
+                    f"vLLM {server.flags} did not start: {exc}\n{server.log_tail()}"
+                ) from exc
         return [self.running[f] for f in wanted]
 
     def _spawn(self, flags: tuple[str, ...]) -> VllmServer:
@@ -116,7 +118,9 @@ class VllmServers:
                 cmd, stdout=fh, stderr=subprocess.STDOUT, env=server_env(),
                 start_new_session=True, cwd=self.log_dir,
             )  # fmt: skip
-        return VllmServer(url=f"http://127.0.0.1:{port}", port=port, proc=proc, log=log, flags=flags)
+        return VllmServer(
+            url=f"http://127.0.0.1:{port}", port=port, proc=proc, log=log, flags=flags
+        )
 
     def stop_all(self) -> None:
         while self.running:

@@ -31,13 +31,26 @@ def _listening(port: int) -> bool:
 def test_dry_run_runs_the_whole_kit(vllm_env: Path, tmp_path: Path) -> None:
     out, port = tmp_path / "kit", free_port()
     env = server_env() | {
-        "PY": sys.executable, "OUT": str(out), "PORT": str(port),
-        "REPLICATES": "2", "STEPS": "2 8", "STEP_S": "2", "WARMUP_S": "1", "BENCH_RATES": "8", "BENCH": "first",
+        "PY": sys.executable,
+        "OUT": str(out),
+        "PORT": str(port),
+        "REPLICATES": "2",
+        "STEPS": "2 8",
+        "STEP_S": "2",
+        "WARMUP_S": "1",
+        "BENCH_RATES": "8",
+        "BENCH": "first",
         "VLLM": shlex.join(vllm_cli(vllm_env)),
     }
-    proc = subprocess.Popen(["bash", "benchmarks/gpu/run.sh", "--dry-run"], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        ["bash", "benchmarks/gpu/run.sh", "--dry-run"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         log, _ = proc.communicate(timeout=280)
     finally:
@@ -58,7 +71,9 @@ def test_dry_run_runs_the_whole_kit(vllm_env: Path, tmp_path: Path) -> None:
     # vLLM's client on the first start of each condition (BENCH=first), on the same server
     rows = json.loads((out / "vllm-bench" / "r1.json").read_text())["rows"]
     assert {(r["condition"], r["rate_rps"], r["status"]) for r in rows} == {
-        ("baseline", 8.0, "ok"), ("spec", 8.0, "ok")}
+        ("baseline", 8.0, "ok"),
+        ("spec", 8.0, "ok"),
+    }
     assert all(r["tpot_p50_ms"] > 0 and r["completed"] >= 4 for r in rows)
     table = (out / "vllm-bench" / "table-r1.md").read_text()
     assert "| baseline | 8 |" in table and "TPOT p50 vllm" in table
@@ -66,6 +81,10 @@ def test_dry_run_runs_the_whole_kit(vllm_env: Path, tmp_path: Path) -> None:
 
     with tarfile.open(f"{out}.tar.gz") as tar:
         names = set(tar.getnames())
-    assert {"kit/sweep/report/report.json", "kit/servers/spec-r2.log", "kit/table.md",
-            "kit/vllm-bench/r1.json"} <= names
+    assert {
+        "kit/sweep/report/report.json",
+        "kit/servers/spec-r2.log",
+        "kit/table.md",
+        "kit/vllm-bench/r1.json",
+    } <= names
     assert not any(n.startswith("kit/models") for n in names)  # the dummy configs are not results

@@ -48,7 +48,9 @@ def smoke_run(vllm_baseline, tmp_path_factory) -> dict[str, Any]:
          "--scenario", str(SMOKE), "--label", "baseline", "--out", str(out)],
         check=False, capture_output=True, text=True, timeout=600, cwd=REPO,
     )  # fmt: skip
-    assert proc.returncode == 0, f"specload run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, (
+        f"specload run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
     with urllib.request.urlopen(vllm_baseline.url + "/metrics", timeout=30) as r:
         after = parse_metrics(r.read().decode())
     with urllib.request.urlopen(vllm_baseline.url + "/version", timeout=30) as r:
@@ -93,7 +95,9 @@ def test_server_identity_is_recorded(smoke_run) -> None:
     target = smoke_run["meta"]["target"]
     assert target["server_version"] == smoke_run["version"] == "0.32.0"
     assert target["model"] == "tiny-llama"
-    assert "vllm:generation_tokens_total" in {split_key(k)[0] for k in smoke_run["scrapes"][-1]["values"]}
+    assert "vllm:generation_tokens_total" in {
+        split_key(k)[0] for k in smoke_run["scrapes"][-1]["values"]
+    }
 
 
 def test_server_counters_agree_with_the_records(smoke_run) -> None:
@@ -103,7 +107,9 @@ def test_server_counters_agree_with_the_records(smoke_run) -> None:
     before = [s for s in smoke_run["scrapes"] if s["t"] < first_sent]
     assert before, "no /metrics scrape before the first request"
     start, end = before[-1]["values"], smoke_run["metrics_after"]
-    generated = _counter(end, "vllm:generation_tokens_total") - _counter(start, "vllm:generation_tokens_total")
+    generated = _counter(end, "vllm:generation_tokens_total") - _counter(
+        start, "vllm:generation_tokens_total"
+    )
     assert generated == sum(r["output_tokens"] for r in records)
     finished = _counter(end, "vllm:request_success_total", finished_reason="length") - _counter(
         start, "vllm:request_success_total", finished_reason="length"

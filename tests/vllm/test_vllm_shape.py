@@ -197,7 +197,9 @@ def _metrics(url: str) -> dict[str, tuple[str, frozenset[str]]]:
 @pytest.fixture(scope="module")
 def real_pair(vllm_server_factory) -> dict[str, str]:
     """Real vLLM without and with n-gram speculation (started together), by URL."""
-    base, spec = vllm_server_factory.start_many(CONDITION_FLAGS["baseline"], CONDITION_FLAGS["ngram"])
+    base, spec = vllm_server_factory.start_many(
+        CONDITION_FLAGS["baseline"], CONDITION_FLAGS["ngram"]
+    )
     return {"baseline": base.url, "ngram": spec.url}
 
 
@@ -260,7 +262,10 @@ def test_side_endpoints_match_vllm(real_pair, sim_pair) -> None:
     for name, url in (("real", real_pair["baseline"]), ("sim", sim_pair["baseline"])):
         model = _model(url)
         assert isinstance(_get_json(url + "/version")["version"], str)
-        status, tok = _post(url + "/tokenize", {"model": model, "messages": [{"role": "user", "content": "hi there"}]})
+        status, tok = _post(
+            url + "/tokenize",
+            {"model": model, "messages": [{"role": "user", "content": "hi there"}]},
+        )
         assert status == 200, tok[:300]
         count = json.loads(tok)
         assert count["count"] == len(count["tokens"]) > 2
@@ -272,7 +277,11 @@ def test_side_endpoints_match_vllm(real_pair, sim_pair) -> None:
             "tokenize": _paths(count),
             "error": _paths(json.loads(err)),
         }
-    diffs = [f"{ep}: {d}" for ep in shapes["real"] for d in _key_diff(shapes["real"][ep], shapes["sim"][ep])]
+    diffs = [
+        f"{ep}: {d}"
+        for ep in shapes["real"]
+        for d in _key_diff(shapes["real"][ep], shapes["sim"][ep])
+    ]
     assert not diffs, "simulator endpoints differ from vLLM 0.32:\n" + "\n".join(diffs)
 
 
@@ -283,7 +292,9 @@ def test_metric_names_types_and_labels_match_vllm(real_pair, sim_pair, condition
     real, sim = _metrics(real_pair[condition]), _metrics(sim_pair[condition])
     used = dict(USED_METRICS, **(SPEC_METRICS if condition == "ngram" else {}))
     missing_in_real = sorted(n for n in used if n not in real)
-    assert not missing_in_real, f"vLLM 0.32 no longer exports {missing_in_real}: fix the docs/readers"
+    assert not missing_in_real, (
+        f"vLLM 0.32 no longer exports {missing_in_real}: fix the docs/readers"
+    )
     diffs = [
         f"{name}: vLLM {real[name][0]} {sorted(real[name][1])}, sim {sim.get(name, ('absent', ()))[0]} "
         f"{sorted(sim.get(name, ('', ()))[1])}"

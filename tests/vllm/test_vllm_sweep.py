@@ -75,7 +75,9 @@ def test_every_condition_ran_with_one_fixed_length_record_per_request(sweep) -> 
     for name, run in sweep["runs"].items():
         meta, records = run["meta"], run["records"]
         assert meta["status"] == "completed", name
-        assert records and meta["counts"]["sent"] == meta["counts"]["recorded"] == len(records), name
+        assert records and meta["counts"]["sent"] == meta["counts"]["recorded"] == len(records), (
+            name
+        )
         assert all(r["ok"] for r in records), [r["error"] for r in records if not r["ok"]][:3]
         assert {r["output_tokens"] for r in records} == {meta["scenario"]["max_tokens"]}, name
         assert {r["tokens_source"] for r in records} == {"usage"}, name
