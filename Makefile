@@ -19,7 +19,8 @@ env: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/specload demo --out runs/demo
 
-test: $(STAMP)
+# lint first: a change that breaks ruff, the formatting or mypy --strict fails in seconds
+test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # the quick loop while working (under 2 minutes): unit and in-process tests; the end-to-end
@@ -31,8 +32,10 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not vllm and not browser" \
 	  $(addprefix --ignore=,$(E2E)) -x $(PYTEST_ARGS)
 
+LINTED := specload tests benchmarks scripts
 lint: $(STAMP)
-	$(BIN)/ruff check specload tests benchmarks scripts
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy
 
 bench: $(STAMP)
