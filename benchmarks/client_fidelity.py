@@ -52,15 +52,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from specload.client import ChatRequest, make_client
+from specload.ports import free_port
 from specload.records import RequestRecord
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_sim(profile: str) -> tuple[subprocess.Popen, str]:

@@ -31,6 +31,7 @@ from typing import Any
 
 from specload.condition import Condition, parse_condition
 from specload.errors import ConfigError, TargetError
+from specload.ports import free_port
 from specload.target import ExternalTarget, ManagedServer, Target, log_tail, reset_prefix_cache
 
 __all__ = [
@@ -195,7 +196,7 @@ def _make_target(
     return ManagedServer(
         template=plan.server_cmd,
         extra_flags=cond.flags,
-        port=plan.port or _free_port(),
+        port=plan.port or free_port(),
         log_path=log_path,
         health_timeout_s=plan.health_timeout_s,
         replicate=replicate,
@@ -448,14 +449,6 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def degraded_lines(results: Sequence[ConditionResult]) -> list[str]:

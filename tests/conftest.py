@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,7 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from specload.ports import free_port
+
 REPO = Path(__file__).resolve().parent.parent
+__all__ = ["REPO", "free_port", "start_sim", "stop_process", "wait_http"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -30,13 +32,6 @@ def pytest_configure(config: pytest.Config) -> None:
     all: give SIGINT back its usual meaning here, for this process and all it starts."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_http(url: str, timeout_s: float = 20.0, proc: subprocess.Popen | None = None) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from specload.errors import ConfigError
+from specload.ports import free_port
 from specload.scenario import load_scenario, parse_scenario
 from specload.scenario.prompts import build_prompt_set, estimate_tokens, server_tokenizer
 
@@ -144,11 +145,7 @@ def test_exact_counts_against_the_simulator_tokenize(sim) -> None:
 
 @pytest.fixture
 def free_port_() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_port()
 
 
 def test_parallel_tokenize_fitting_is_deterministic() -> None:

@@ -11,7 +11,6 @@ Verbs:
                                                   same server, for reference; its figures are
                                                   added to F as rows in the calibration's format
                                                   (benchmarks/data/), which table.py reads
-  free-port                                       print a free loopback port
 
 Why a separate reference client: specload's TTFT/TPOT should match what vLLM's own client
 measures on the same server start; ``table.py`` sets the two side by side per rate.
@@ -23,7 +22,6 @@ import argparse
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import threading
@@ -249,13 +247,6 @@ def cmd_bench(a: argparse.Namespace) -> int:
     return 0 if failed == 0 else 1
 
 
-def cmd_free_port(_a: argparse.Namespace) -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        print(s.getsockname()[1])
-    return 0
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -286,13 +277,11 @@ def main() -> int:
     b.add_argument("--seconds", type=float, default=20, help="arrivals per rate, in seconds")
     b.add_argument("--min-prompts", type=int, default=32)
     b.add_argument("--rate-timeout", type=float, default=300)
-    sub.add_parser("free-port")
     a = ap.parse_args()
     verbs = {
         "health": cmd_health,
         "warmup": cmd_warmup,
         "bench": cmd_bench,
-        "free-port": cmd_free_port,
     }
     return verbs[a.verb](a)
 

@@ -106,7 +106,7 @@ if [ "$DRY" = 1 ]; then
   WARMUP_S=${WARMUP_S:-1}
   BENCH_S=${BENCH_S:-3}
   MIN_PROMPTS=4
-  PORT=${PORT:-$("$PY" "$KIT/kit.py" free-port)}
+  PORT=${PORT:-$("$PY" -c 'from specload.ports import free_port; print(free_port())')}
   SPEC=${SPEC_CONFIG//@DRAFT@/draft-1b}
 else
   : "${DRAFT:?set DRAFT to the draft model (folder or name) when TARGET is set}"

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from specload.budget import DEFAULT_MAX_ERROR_RATE
+from specload.ports import free_port
 
 __all__ = ["add_parser", "locust_command", "run"]
 
@@ -192,7 +193,7 @@ def locust_command(args: argparse.Namespace, out: Path) -> list[str]:
         # A port of its own on loopback: Locust's fixed default (5557) made two runs with
         # --processes on one host collide (the second never started), and "*" listened on
         # every interface for workers that are only ever local.
-        port = str(_free_port())
+        port = str(free_port())
         cmd += [
             "--processes",
             str(args.processes),
@@ -214,14 +215,6 @@ def locust_command(args: argparse.Namespace, out: Path) -> list[str]:
         if value:
             cmd += [flag, value]
     return cmd
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class _Forwarder:
