@@ -11,6 +11,7 @@ requests that have finished, so "errors 0/110 finished (168 sent)" compares like
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -19,14 +20,18 @@ from typing import Any
 __all__ = ["LiveStats", "StepTally", "budget_reasons", "percentile"]
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """Linear-interpolated percentile (``q`` in 0..100) of unsorted ``values``; None if empty."""
-    if not values:
+def percentile(ordered: list[float], q: float) -> float | None:
+    """Linear-interpolated percentile (``q`` in 0..100) of ascending ``ordered``; None if empty.
+
+    The tallies keep their values sorted as they arrive (``bisect.insort``), so a snapshot,
+    taken every few seconds by the progress line and the web UI, reads percentiles without
+    sorting a step's values again.
+    """
+    if not ordered:
         return None
-    s = sorted(values)
-    k = (len(s) - 1) * q / 100.0
+    k = (len(ordered) - 1) * q / 100.0
     lo, hi = math.floor(k), math.ceil(k)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 @dataclass
@@ -43,6 +48,7 @@ class StepTally:
     measured: int = 0
     errors: int = 0
     measured_errors: int = 0
+    #: measured successful requests' figures, each list kept in ascending order
     ttft_s: list[float] = field(default_factory=list)
     tpot_s: list[float] = field(default_factory=list)
     e2e_s: list[float] = field(default_factory=list)
@@ -62,10 +68,10 @@ class StepTally:
         for key, dest in (("ttft_s", self.ttft_s), ("tpot_s", self.tpot_s), ("e2e_s", self.e2e_s)):
             v = r.get(key)
             if v is not None:
-                dest.append(float(v))
+                bisect.insort(dest, float(v))
         chunks, tokens = r.get("content_chunks"), r.get("output_tokens")
         if chunks and tokens:
-            self.tokens_per_chunk.append(tokens / chunks)
+            bisect.insort(self.tokens_per_chunk, tokens / chunks)
 
     @property
     def sent(self) -> int:
