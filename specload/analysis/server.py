@@ -25,12 +25,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from specload.metrics.histogram import (
-    bucket_deltas,
-    histogram_mean,
-    histogram_quantile,
-    parse_key,
-)
+from specload.metrics.counters import counter_deltas
+from specload.metrics.histogram import bucket_deltas, histogram_mean, histogram_quantile
+from specload.metrics.scrape import split_key
 
 __all__ = ["SERVER_HISTOGRAMS", "ServerStep", "server_steps"]
 
@@ -105,7 +102,7 @@ def _per_position(values: Mapping[str, float]) -> dict[int, float]:
     name = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
     for key, value in values.items():
         if key.startswith(name):
-            base, labels = parse_key(key)
+            base, labels = split_key(key)
             if base == name and "position" in labels:
                 out[int(labels["position"])] += value
     return dict(out)
@@ -126,12 +123,9 @@ def _instance(scrapes: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str
     """Counter deltas and gauge maxima over one step execution's scrapes."""
     start = scrapes[0].get("values") or {}
     end = scrapes[-1].get("values") or {}
-    deltas: dict[str, float] = {}
-    for key, value in end.items():
-        base = key.split("{", 1)[0]
-        if base.endswith(_CUMULATIVE):
-            before = start.get(key, 0.0)
-            deltas[key] = value - before if value >= before else value
+    cumulative = [k for k in end if k.split("{", 1)[0].endswith(_CUMULATIVE)]
+    # a series the server reset (restarted) in the window is left out: its delta is unknown
+    deltas, _resets = counter_deltas(start, end, cumulative)
     gauges: dict[str, float] = {}
     for s in scrapes:
         now: dict[str, float] = {}

@@ -19,25 +19,16 @@ Keys follow ``metrics.jsonl``: ``name_bucket{le="0.01",model_name="m"}``; labels
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
+
+from specload.metrics.counters import counter_deltas
+from specload.metrics.scrape import split_key
 
 __all__ = [
     "bucket_deltas",
     "histogram_mean",
     "histogram_quantile",
-    "parse_key",
 ]
-
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def parse_key(key: str) -> tuple[str, dict[str, str]]:
-    """Split a flattened sample key ``name{a="1",b="2"}`` into its name and labels."""
-    brace = key.find("{")
-    if brace < 0:
-        return key, {}
-    return key[:brace], dict(_LABEL.findall(key, brace))
 
 
 def _le(value: str) -> float:
@@ -51,20 +42,20 @@ def bucket_deltas(
 
     ``name`` is the histogram's base name (``vllm:time_to_first_token_seconds``); the
     result is ``[(le, count), ...]`` sorted by ``le`` and ending with ``+Inf`` when the
-    server exposed it. A counter that went backwards (server restart) counts from zero.
+    server exposed it. A bucket that went backwards (the server restarted between the
+    scrapes) makes the whole histogram unknown for the window: ``[]``.
     """
     bucket_name = f"{name}_bucket"
+    keys = [k for k in end if k.startswith(bucket_name) and split_key(k)[0] == bucket_name]
+    deltas, resets = counter_deltas(start, end, keys)
+    if resets:
+        return []
     totals: dict[float, float] = {}
-    for key, value in end.items():
-        if not key.startswith(bucket_name):
-            continue
-        base, labels = parse_key(key)
-        if base != bucket_name or "le" not in labels:
-            continue
-        before = start.get(key, 0.0)
-        delta = value - before if value >= before else value
-        le = _le(labels["le"])
-        totals[le] = totals.get(le, 0.0) + delta
+    for key, delta in deltas.items():
+        labels = split_key(key)[1]
+        if "le" in labels:
+            le = _le(labels["le"])
+            totals[le] = totals.get(le, 0.0) + delta
     return sorted(totals.items())
 
 

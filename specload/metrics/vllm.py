@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from specload.metrics.counters import counter_deltas
 from specload.metrics.scrape import split_key
 
 __all__ = [
@@ -61,10 +62,14 @@ def group_by_label(values: dict[str, float], names: Sequence[str], label: str) -
 
 
 def _delta(start: dict[str, float], end: dict[str, float], names: Sequence[str]) -> float | None:
-    a, b = total(start, names), total(end, names)
-    if a is None or b is None or b < a:  # absent, or the server restarted (counter reset)
-        return None
-    return b - a
+    """Delta over the step of the first of ``names`` the server exports, summed over labels;
+    None when it exports none of them or a series was reset (``metrics/counters.py``)."""
+    for name in names:
+        keys = [k for k in end if split_key(k)[0] == name]
+        if keys:
+            deltas, resets = counter_deltas(start, end, keys)
+            return None if resets else float(sum(deltas.values()))
+    return None
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:

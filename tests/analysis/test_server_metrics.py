@@ -8,7 +8,8 @@ import pytest
 
 from analysis.synth_rundir import SPEC, Cond, write_run
 from specload.analysis.compare import compare_runs
-from specload.metrics.histogram import bucket_deltas, histogram_quantile, parse_key
+from specload.metrics.histogram import bucket_deltas, histogram_quantile
+from specload.metrics.scrape import metric_key, split_key
 
 
 def test_histogram_quantile_interpolates_like_prometheus() -> None:
@@ -33,7 +34,9 @@ def test_bucket_deltas_sum_over_model_name_and_engine_labels() -> None:
         'h_count{engine="0",model_name="m"}': 9.0,
     }
     assert bucket_deltas(start, end, "h") == [(0.1, 5.0), (float("inf"), 9.0)]
-    assert parse_key('a{position="1",x="q\\"z"}') == ("a", {"position": "1", "x": 'q\\"z'})
+    # one label parser for every reader: escapes undone, the inverse of metric_key
+    assert split_key('a{position="1",x="q\\"z"}') == ("a", {"position": "1", "x": 'q"z'})
+    assert split_key(metric_key("a", {"x": 'q"z\\'})) == ("a", {"x": 'q"z\\'})
 
 
 def test_acceptance_prefix_kv_and_running_come_from_step_deltas(tmp_path: Path) -> None:
