@@ -18,20 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import gevent
-from gevent import GreenletExit
-
 from specload.client.assemble import RecordBuilder
+from specload.client.attempt import attempt
 from specload.client.request import ChatRequest, RecordMeta
-from specload.client.stream import RequestCancelled
 from specload.client.timing import CLOCK
 from specload.records import ErrorInfo, RequestRecord
 
 __all__ = ["OpenAIStreamClient"]
-
-
-class _Deadline(Exception):
-    """Our own whole-request deadline (the SDK's timeout is per read)."""
 
 
 class _Broken(Exception):
@@ -114,27 +107,22 @@ class OpenAIStreamClient:
             scheduled_at=scheduled_at,
         )
         kwargs = _sdk_kwargs(req, request_id)
-        sent_at = CLOCK.now()
-        b = RecordBuilder(
-            req, meta, sent_at, store_text=self.store_text, record_itl=self.record_itl
+
+        def settle(b: RecordBuilder) -> None:
+            # TTFT starts when httpx sent the request (``_on_request``), not before the SDK
+            # built it; a request that never went out keeps the attempt's own start
+            b.timing.sent_at = self._sent.pop(request_id, b.timing.sent_at)
+
+        return attempt(
+            req,
+            meta,
+            timeout_s=self.timeout_s,
+            store_text=self.store_text,
+            record_itl=self.record_itl,
+            exchange=lambda b: self._exchange(kwargs, b, req.stream),
+            classify=self._classify,
+            settle=settle,
         )
-        error: ErrorInfo | None = None
-        timer = gevent.Timeout(self.timeout_s, _Deadline)
-        timer.start()
-        try:
-            self._exchange(kwargs, b, req.stream)
-        except _Deadline:
-            error = ErrorInfo("timeout", f"no complete response within {self.timeout_s:g} s")
-        except GreenletExit:
-            b.timing.sent_at = self._sent.pop(request_id, sent_at)
-            rec = b.build(ErrorInfo("cancelled", "greenlet killed"), CLOCK.now())
-            raise RequestCancelled(rec) from None
-        except Exception as exc:  # noqa: BLE001 - a request must never crash the run
-            error = self._classify(exc, b)
-        finally:
-            timer.close()
-            b.timing.sent_at = self._sent.pop(request_id, sent_at)
-        return b.build(error, b.done_at if b.done_at is not None else CLOCK.now())
 
     def _exchange(self, kwargs: dict[str, Any], b: RecordBuilder, stream: bool) -> None:
         create = self._sdk.chat.completions.create

@@ -35,7 +35,6 @@ from typing import Any
 
 import gevent
 import orjson
-from gevent import GreenletExit
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import (
     HTTPConnectionClosed,
@@ -45,6 +44,7 @@ from geventhttpclient.response import (
 from geventhttpclient.url import URL
 
 from specload.client.assemble import RecordBuilder
+from specload.client.attempt import RequestCancelled, attempt
 from specload.client.request import ChatRequest, RecordMeta
 from specload.client.rxstamp import RX, stamp_pool
 from specload.client.sse import SSEDecoder
@@ -59,18 +59,6 @@ _MAX_ERROR_BODY = 2048
 #: arrival stamp, instead of many chunks sharing the stamp of the last one.
 _READ_BLOCK = 512
 _DRAIN_S = 1.0  # longest wait for the end of a body after [DONE] (seconds)
-
-
-class RequestCancelled(GreenletExit):  # type: ignore[misc,unused-ignore]
-    """The sending greenlet was killed; ``record`` is the request's ``cancelled`` record."""
-
-    def __init__(self, record: RequestRecord) -> None:
-        super().__init__("request cancelled")
-        self.record = record
-
-
-class _Deadline(Exception):
-    """Raised by our own ``gevent.Timeout`` when a request exceeds ``timeout_s``."""
 
 
 class _Failure(Exception):
@@ -158,28 +146,20 @@ class StreamClient:
         )
         body = orjson.dumps(req.body())
         headers = {"X-Request-Id": request_id}
-        sent_at = CLOCK.now()
-        b = RecordBuilder(
-            req, meta, sent_at, store_text=self.store_text, record_itl=self.record_itl
-        )
-        error: ErrorInfo | None = None
-        timer = gevent.Timeout(self.timeout_s, _Deadline)
-        timer.start()
-        try:
+
+        def exchange(b: RecordBuilder) -> None:
             RX.last_rx_at = None  # only reads of this request may stamp its chunks
             self._exchange(body, headers, b, req.stream)
-        except _Failure as f:
-            error = f.info
-        except _Deadline:
-            error = ErrorInfo("timeout", f"no complete response within {self.timeout_s:g} s")
-        except GreenletExit:
-            rec = b.build(ErrorInfo("cancelled", "greenlet killed"), CLOCK.now())
-            raise RequestCancelled(rec) from None
-        except Exception as exc:  # noqa: BLE001 - a request must never crash the run
-            error = _classify(exc)
-        finally:
-            timer.close()
-        return b.build(error, b.done_at if b.done_at is not None else CLOCK.now())
+
+        return attempt(
+            req,
+            meta,
+            timeout_s=self.timeout_s,
+            store_text=self.store_text,
+            record_itl=self.record_itl,
+            exchange=exchange,
+            classify=_classify_failure,
+        )
 
     def _exchange(
         self, body: bytes, headers: dict[str, str], b: RecordBuilder, stream: bool
@@ -326,6 +306,11 @@ def _http_detail(resp: HTTPSocketPoolResponse) -> str:
 def _short(exc: BaseException) -> str:
     text = str(exc) or exc.__class__.__name__
     return f"{exc.__class__.__name__}: {text}"[:200]
+
+
+def _classify_failure(exc: Exception, _b: RecordBuilder) -> ErrorInfo:
+    """A classified ``_Failure`` as it is; anything else through ``_classify``."""
+    return exc.info if isinstance(exc, _Failure) else _classify(exc)
 
 
 def _classify(exc: Exception) -> ErrorInfo:

@@ -1,0 +1,75 @@
+"""One request attempt, one record: the part both clients share.
+
+``StreamClient`` (geventhttpclient, the default) and ``OpenAIStreamClient`` (the official
+SDK) differ in how they talk to the server, not in what a request's record must say. Here,
+once for both: the whole-request deadline (a ``gevent.Timeout``: the SDK's and the pool's
+timeouts are per read), a killed greenlet (Locust stopping its users) turned into
+``RequestCancelled`` carrying the request's ``cancelled`` record, and any other exception
+turned into an ``ErrorInfo`` by the client's own classifier, so that a request never crashes
+the run and always leaves exactly one record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import gevent
+from gevent import GreenletExit
+
+from specload.client.assemble import RecordBuilder
+from specload.client.request import ChatRequest, RecordMeta
+from specload.client.timing import CLOCK
+from specload.records import ErrorInfo, RequestRecord
+
+__all__ = ["Deadline", "RequestCancelled", "attempt"]
+
+
+class RequestCancelled(GreenletExit):  # type: ignore[misc,unused-ignore]
+    """The sending greenlet was killed; ``record`` is the request's ``cancelled`` record."""
+
+    def __init__(self, record: RequestRecord) -> None:
+        super().__init__("request cancelled")
+        self.record = record
+
+
+class Deadline(Exception):
+    """Raised by the attempt's own ``gevent.Timeout`` when a request exceeds ``timeout_s``."""
+
+
+def attempt(
+    req: ChatRequest,
+    meta: RecordMeta,
+    *,
+    timeout_s: float,
+    store_text: bool,
+    record_itl: bool,
+    exchange: Callable[[RecordBuilder], None],
+    classify: Callable[[Exception, RecordBuilder], ErrorInfo],
+    settle: Callable[[RecordBuilder], None] | None = None,
+) -> RequestRecord:
+    """Run ``exchange`` against a fresh ``RecordBuilder`` and return the request's one record.
+
+    ``classify`` names any exception the exchange raised; ``settle`` runs last, whatever
+    happened (the SDK client sets the send time its transport saw there).
+    """
+    b = RecordBuilder(req, meta, CLOCK.now(), store_text=store_text, record_itl=record_itl)
+    error: ErrorInfo | None = None
+    timer = gevent.Timeout(timeout_s, Deadline)
+    timer.start()
+    try:
+        exchange(b)
+    except Deadline:
+        error = ErrorInfo("timeout", f"no complete response within {timeout_s:g} s")
+    except GreenletExit:
+        if settle is not None:
+            settle(b)
+        raise RequestCancelled(
+            b.build(ErrorInfo("cancelled", "greenlet killed"), CLOCK.now())
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - a request must never crash the run
+        error = classify(exc, b)
+    finally:
+        timer.close()
+        if settle is not None:
+            settle(b)
+    return b.build(error, b.done_at if b.done_at is not None else CLOCK.now())
