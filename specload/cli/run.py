@@ -29,8 +29,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specload.budget import DEFAULT_MAX_ERROR_RATE
 from specload.ports import free_port
+from specload.run_options import add_run_options, resolve_run_options
 
 __all__ = ["add_parser", "locust_command", "run"]
 
@@ -46,59 +46,7 @@ def add_parser(subparsers: Any) -> None:
         "and write a run directory (run.json, requests.jsonl, metrics.jsonl, "
         "steps.json).",
     )
-    p.add_argument("--host", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
-    p.add_argument("--scenario", required=True, help="scenario YAML file")
-    p.add_argument("--label", required=True, help="condition label, e.g. baseline")
-    p.add_argument("--out", required=True, help="run directory to create")
-    p.add_argument(
-        "--processes",
-        type=int,
-        default=0,
-        help="Locust worker processes on this host (0: one local process)",
-    )
-    p.add_argument(
-        "--store-text",
-        action="store_true",
-        help="also write raw prompt and output text (off by default)",
-    )
-    p.add_argument(
-        "--api-key",
-        default=None,
-        help="bearer token (else $OPENAI_API_KEY); never written anywhere",
-    )
-    p.add_argument(
-        "--speculative-config",
-        default="",
-        help="declare the server's --speculative-config JSON, or 'off', for run.json "
-        "(else compare reads it from the server's /metrics where it can)",
-    )
-    p.add_argument(
-        "--prefix-caching",
-        choices=["on", "off"],
-        default="",
-        help="declare whether the server has prefix caching on, for run.json",
-    )
-    p.add_argument("--server-cmd", default="", help="the server's command line, for run.json")
-    p.add_argument(
-        "--gpu-metrics-url",
-        default="",
-        help="GPU memory: a DCGM exporter /metrics URL, or 'nvml' (default: NVML "
-        "when the server is on this host, else not sampled)",
-    )
-    p.add_argument(
-        "--max-error-rate",
-        type=float,
-        default=DEFAULT_MAX_ERROR_RATE,
-        metavar="FRACTION",
-        help="error budget (default %(default)s): a run whose error rate in any step or "
-        "overall exceeds it, or that loses a worker, ends 'degraded', exit 1",
-    )
-    p.add_argument(
-        "--skip-preflight",
-        action="store_true",
-        help="do not check the target (reachable, model served, one streamed "
-        "completion with usage) before the run",
-    )
+    add_run_options(p, locust=False)
     p.set_defaults(func=run)
 
 
@@ -108,12 +56,9 @@ def _validate(args: argparse.Namespace) -> Path:
     The pre-flight talks to the server, so it comes after the local checks; the output
     directory it needed to prove writable is removed again when the pre-flight fails.
     """
-    from specload.budget import max_error_rate
     from specload.recorder.rundir import check_out_dir, remove_new_dirs
-    from specload.scenario import load_scenario
 
-    scenario = _validate_args(args, load_scenario)
-    max_error_rate(args.max_error_rate)
+    scenario = _validate_args(args)
     created = _first_missing(Path(args.out))
     out = check_out_dir(args.out)
     if not args.skip_preflight:
@@ -141,23 +86,14 @@ def _first_missing(path: Path) -> Path | None:
     return missing
 
 
-def _validate_args(args: argparse.Namespace, load_scenario: Any) -> Any:
+def _validate_args(args: argparse.Namespace) -> Any:
     """The checks that need no server and no disk: arguments and the scenario."""
-    from specload.condition import declared_speculative
     from specload.errors import ConfigError
 
-    if not args.host.startswith(("http://", "https://")):
-        raise ConfigError(
-            f"{args.host!r} has no scheme (expected http://... or https://...)", path="--host"
-        )
     if args.processes < 0:
         raise ConfigError(f"{args.processes} is negative (expected 0 or more)", path="--processes")
-    declared_speculative(args.speculative_config)  # ConfigError for anything but JSON / off
-    if args.gpu_metrics_url and args.gpu_metrics_url != "nvml":
-        from specload.metrics.gpu import DcgmSource
-
-        DcgmSource(args.gpu_metrics_url)  # ConfigError for anything but an http(s) URL
-    return load_scenario(args.scenario)
+    _opts, scenario = resolve_run_options(args, host=args.host, run_dir=args.out, headless=True)
+    return scenario
 
 
 def locust_command(args: argparse.Namespace, out: Path) -> list[str]:

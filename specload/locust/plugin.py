@@ -23,9 +23,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from specload.budget import DEFAULT_MAX_ERROR_RATE, max_error_rate
-from specload.condition import declared_speculative
-from specload.errors import ConfigError, SpecloadError
+from specload.errors import SpecloadError
 from specload.locust.events import install_buckets
 from specload.locust.load import LoadProcess
 from specload.locust.messages import (
@@ -36,8 +34,9 @@ from specload.locust.messages import (
     StepChange,
     WorkerReady,
 )
-from specload.locust.session import RunOptions, RunSession
+from specload.locust.session import RunSession
 from specload.locust.workers import LOCAL_WORKER
+from specload.run_options import RunOptions, add_run_options, resolve_run_options
 
 __all__ = ["MasterSide", "add_options", "install", "load_process", "master_side"]
 
@@ -67,76 +66,10 @@ def master_side(environment: Any) -> MasterSide | None:
 
 
 def add_options(parser: Any) -> None:
-    """specload's Locust options (``init_command_line_parser``)."""
-    g = parser  # Locust's own add_argument (an argument group would drop include_in_web_ui)
-    g.add_argument("--scenario", type=str, default="", help="specload scenario YAML file")
-    g.add_argument(
-        "--label",
-        type=str,
-        default="run",
-        help="this run's condition label, e.g. baseline or spec-ngram-k4",
-    )
-    g.add_argument(
-        "--run-dir",
-        type=str,
-        default="",
-        help="run directory to write (default runs/<label>; -2, -3... if taken)",
-    )
-    g.add_argument(
-        "--store-text",
-        action="store_true",
-        default=False,
-        help="also write raw prompt and output text into requests.jsonl",
-    )
-    g.add_argument(
-        "--api-key",
-        type=str,
-        default="",
-        include_in_web_ui=False,
-        help="bearer token for the server (else $OPENAI_API_KEY); never written",
-    )
-    g.add_argument(
-        "--speculative-config",
-        type=str,
-        default="",
-        help="declare the server's --speculative-config JSON, or 'off' (for run.json; "
-        "else read from the server's /metrics where it can be)",
-    )
-    g.add_argument(
-        "--prefix-caching",
-        type=str,
-        default="",
-        choices=["", "on", "off"],
-        help="declare whether the server has prefix caching on (for run.json)",
-    )
-    g.add_argument(
-        "--server-cmd",
-        type=str,
-        default="",
-        help="the server's command line, recorded verbatim in run.json",
-    )
-    g.add_argument(
-        "--gpu-metrics-url",
-        type=str,
-        default="",
-        help="GPU memory source: a DCGM exporter /metrics URL, or 'nvml' (default: "
-        "NVML when the server is on this host, else not sampled)",
-    )
-    g.add_argument(
-        "--max-error-rate",
-        type=float,
-        default=DEFAULT_MAX_ERROR_RATE,
-        help="error budget: a run whose error rate in any step or overall exceeds "
-        "this fraction, or that loses a worker, ends 'degraded' (headless: "
-        "exit code 1)",
-    )
-    g.add_argument(
-        "--skip-preflight",
-        action="store_true",
-        default=False,
-        help="do not check the target (reachable, model served, one streamed "
-        "completion) before the run",
-    )
+    """specload's Locust options (``init_command_line_parser``): the run options table.
+
+    Locust's own ``add_argument`` (an argument group would drop ``include_in_web_ui``)."""
+    add_run_options(parser, locust=True)
 
 
 def _api_key(environment: Any) -> str | None:
@@ -144,16 +77,6 @@ def _api_key(environment: Any) -> str | None:
     return (
         (getattr(opts, "api_key", "") if opts else "") or os.environ.get("OPENAI_API_KEY") or None
     )
-
-
-def _check_host(host: str | None) -> str:
-    if not host:
-        raise ConfigError("no target: give --host http://HOST:PORT", path="--host")
-    if not host.startswith(("http://", "https://")):
-        raise ConfigError(
-            f"{host!r} has no scheme (expected http://... or https://...)", path="--host"
-        )
-    return host.rstrip("/")
 
 
 class MasterSide:
@@ -165,27 +88,13 @@ class MasterSide:
 
     def resolve(self) -> tuple[RunOptions, Any]:
         """Options and scenario, validated; ``ConfigError`` names what is wrong."""
-        from specload.scenario import load_scenario
-
         o = self.environment.parsed_options
-        if not getattr(o, "scenario", ""):
-            raise ConfigError("no scenario: give --scenario FILE", path="--scenario")
-        scenario = load_scenario(o.scenario)
-        label = o.label or "run"
-        opts = RunOptions(
-            scenario_path=os.path.abspath(o.scenario),
-            label=label,
-            run_dir=o.run_dir or os.path.join("runs", label),
-            host=_check_host(self.environment.host),
-            store_text=bool(o.store_text),
-            speculative=declared_speculative(o.speculative_config),
-            prefix_caching={"on": True, "off": False}.get(o.prefix_caching),
-            server_cmd=o.server_cmd or None,
-            headless=bool(o.headless),
-            gpu_metrics_url=getattr(o, "gpu_metrics_url", "") or None,
-            max_error_rate=max_error_rate(getattr(o, "max_error_rate", DEFAULT_MAX_ERROR_RATE)),
+        return resolve_run_options(
+            o,
+            host=self.environment.host,
+            run_dir=getattr(o, "run_dir", "") or None,
+            headless=bool(getattr(o, "headless", False)),
         )
-        return opts, scenario
 
     def preflight(self, opts: RunOptions, scenario: Any) -> None:
         """Check the target before any load, unless ``--skip-preflight``; raises

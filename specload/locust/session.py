@@ -19,7 +19,6 @@ import logging
 import secrets
 import time
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +42,9 @@ from specload.metrics.gpu import GpuMemorySampler, open_gpu_source
 from specload.metrics.scrape import MetricsScraper, fetch_server_info
 from specload.metrics.vllm import step_server_metrics
 from specload.recorder.rundir import RunMeta, RunWriter
+from specload.run_options import RunOptions
 
-__all__ = ["LEAD_S", "RunOptions", "RunSession"]
+__all__ = ["LEAD_S", "RunSession"]
 
 log = logging.getLogger("specload")
 
@@ -60,24 +60,6 @@ EDGE_WAIT_S = 5.0
 ABORT_WAIT_S = 3.0
 #: Seconds after a step's end before its progress line (batches arrive every 0.5 s).
 PROGRESS_DELAY_S = 0.8
-
-
-@dataclass(frozen=True, slots=True)
-class RunOptions:
-    """What the user declared for this run (Locust options); never holds the API key."""
-
-    scenario_path: str | None
-    label: str
-    run_dir: str
-    host: str
-    store_text: bool = False
-    #: ``--speculative-config`` as declared: (config or None, whether declared at all)
-    speculative: tuple[dict[str, Any] | None, bool] = (None, False)
-    prefix_caching: bool | None = None
-    server_cmd: str | None = None
-    headless: bool = True
-    gpu_metrics_url: str | None = None  # DCGM exporter URL, "nvml", or None (metrics/gpu.py)
-    max_error_rate: float = 0.05  # errors / records in any step or overall; above: degraded
 
 
 def new_run_id(label: str) -> str:

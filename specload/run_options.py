@@ -1,0 +1,211 @@
+"""A run's options: declared once, offered by ``specload run`` and by Locust, checked once.
+
+A run is started two ways: ``specload run`` (its own argparse parser, then a Locust child) and
+Locust itself (the locustfile's ``install()`` adds these options to Locust's parser, so they
+show in ``locust --help`` and the web UI and travel to workers). Both parsers are fed from
+``RUN_OPTIONS``, so a flag has one name, one default and one help text, and both turn what
+the user gave into a ``RunOptions`` with ``resolve_run_options``, so the same bad input gets
+the same one-line error (``ConfigError``, exit 2) whichever way the run was started.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from specload.budget import DEFAULT_MAX_ERROR_RATE, max_error_rate
+from specload.condition import declared_speculative
+from specload.errors import ConfigError
+
+__all__ = [
+    "RUN_OPTIONS",
+    "Option",
+    "RunOptions",
+    "add_run_options",
+    "check_host",
+    "resolve_run_options",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One option of a run. ``where``: ``both``, ``cli`` (``specload run`` only) or ``locust``."""
+
+    flag: str
+    help: str
+    default: Any = ""
+    type: Any = str  # None: a store_true switch
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    where: str = "both"
+    required_in_cli: bool = False
+    in_web_ui: bool = True
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+RUN_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "--host",
+        "server base URL, e.g. http://127.0.0.1:8000",
+        where="cli",
+        required_in_cli=True,
+    ),
+    Option("--scenario", "specload scenario YAML file", required_in_cli=True),
+    Option(
+        "--label",
+        "this run's condition label, e.g. baseline or spec-ngram-k4",
+        default="run",
+        required_in_cli=True,
+    ),
+    Option("--out", "run directory to create", where="cli", required_in_cli=True),
+    Option(
+        "--run-dir",
+        "run directory to write (default runs/<label>; -2, -3... if taken)",
+        where="locust",
+    ),
+    Option(
+        "--processes",
+        "Locust worker processes on this host (0: one local process)",
+        default=0,
+        type=int,
+        where="cli",
+    ),
+    Option(
+        "--store-text",
+        "also write raw prompt and output text into requests.jsonl (off by default)",
+        default=False,
+        type=None,
+    ),
+    Option(
+        "--api-key",
+        "bearer token for the server (else $OPENAI_API_KEY); never written anywhere",
+        in_web_ui=False,
+    ),
+    Option(
+        "--speculative-config",
+        "declare the server's --speculative-config JSON, or 'off', for run.json (else "
+        "compare reads it from the server's /metrics where it can)",
+    ),
+    Option(
+        "--prefix-caching",
+        "declare whether the server has prefix caching on, for run.json",
+        choices=("", "on", "off"),
+        metavar="on|off",
+    ),
+    Option("--server-cmd", "the server's command line, recorded verbatim in run.json"),
+    Option(
+        "--gpu-metrics-url",
+        "GPU memory: a DCGM exporter /metrics URL, or 'nvml' (default: NVML when the "
+        "server is on this host, else not sampled)",
+    ),
+    Option(
+        "--max-error-rate",
+        f"error budget (default {DEFAULT_MAX_ERROR_RATE}): a run whose error rate in any step "
+        "or overall exceeds this fraction, or that loses a worker, ends 'degraded' (exit 1)",
+        default=DEFAULT_MAX_ERROR_RATE,
+        type=float,
+        metavar="FRACTION",
+    ),
+    Option(
+        "--skip-preflight",
+        "do not check the target (reachable, model served, one streamed completion with "
+        "usage) before the run",
+        default=False,
+        type=None,
+    ),
+)
+
+
+def add_run_options(parser: Any, *, locust: bool) -> None:
+    """Add the run options to ``specload run``'s parser (``locust=False``) or Locust's."""
+    for o in RUN_OPTIONS:
+        if o.where != "both" and (o.where == "locust") != locust:
+            continue
+        kwargs: dict[str, Any] = {"help": o.help}
+        if o.type is None:
+            kwargs.update(action="store_true", default=False)
+        else:
+            kwargs.update(type=o.type, default=o.default)
+        if o.choices is not None:
+            kwargs["choices"] = list(o.choices)
+        if o.metavar is not None:
+            kwargs["metavar"] = o.metavar
+        if locust:
+            if not o.in_web_ui:
+                kwargs["include_in_web_ui"] = False
+        elif o.required_in_cli:
+            kwargs.update(required=True)
+            kwargs.pop("default", None)
+        parser.add_argument(o.flag, **kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """What the user declared for this run, checked; never holds the API key."""
+
+    scenario_path: str | None
+    label: str
+    run_dir: str
+    host: str
+    store_text: bool = False
+    #: ``--speculative-config`` as declared: (config or None, whether declared at all)
+    speculative: tuple[dict[str, Any] | None, bool] = (None, False)
+    prefix_caching: bool | None = None
+    server_cmd: str | None = None
+    headless: bool = True
+    gpu_metrics_url: str | None = None  # DCGM exporter URL, "nvml", or None (metrics/gpu.py)
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE  # errors / records, any step or overall
+
+
+def check_host(host: str | None) -> str:
+    """The server base URL without a trailing slash; ConfigError without one or a scheme."""
+    if not host:
+        raise ConfigError(
+            "no target (expected a base URL with a scheme, http://HOST:PORT)", path="--host"
+        )
+    if not host.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"{host!r} has no scheme (expected http://... or https://...)", path="--host"
+        )
+    return host.rstrip("/")
+
+
+def resolve_run_options(
+    values: Any, *, host: str | None, run_dir: str | None, headless: bool
+) -> tuple[RunOptions, Any]:
+    """Check what the user gave (an argparse namespace of the options above) and load the
+    scenario; ``ConfigError`` names the first thing wrong. Checks that need no file come
+    first, so a typo in a flag is reported before a scenario's."""
+    host = check_host(host)
+    speculative = declared_speculative(getattr(values, "speculative_config", "") or "")
+    gpu_url = getattr(values, "gpu_metrics_url", "") or None
+    if gpu_url and gpu_url != "nvml":
+        from specload.metrics.gpu import DcgmSource
+
+        DcgmSource(gpu_url)  # ConfigError for anything but an http(s) URL
+    budget = max_error_rate(getattr(values, "max_error_rate", DEFAULT_MAX_ERROR_RATE))
+    scenario_path = getattr(values, "scenario", "") or ""
+    if not scenario_path:
+        raise ConfigError("no scenario: give --scenario FILE", path="--scenario")
+    from specload.scenario import load_scenario
+
+    scenario = load_scenario(scenario_path)
+    label = getattr(values, "label", "") or "run"
+    opts = RunOptions(
+        scenario_path=os.path.abspath(scenario_path),
+        label=label,
+        run_dir=run_dir or os.path.join("runs", label),
+        host=host,
+        store_text=bool(getattr(values, "store_text", False)),
+        speculative=speculative,
+        prefix_caching={"on": True, "off": False}.get(getattr(values, "prefix_caching", "")),
+        server_cmd=getattr(values, "server_cmd", "") or None,
+        headless=headless,
+        gpu_metrics_url=gpu_url,
+        max_error_rate=budget,
+    )
+    return opts, scenario

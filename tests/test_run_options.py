@@ -1,0 +1,82 @@
+"""One option table feeds ``specload run`` and Locust's parser; one function checks both."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specload.cli.main import build_parser
+from specload.errors import ConfigError
+from specload.run_options import RUN_OPTIONS, resolve_run_options
+
+
+def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {a.option_strings[0]: a for a in parser._actions if a.option_strings}
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["run"]
+
+
+#: Locust's parser, built in a child: importing locust monkey-patches the process it runs in
+LOCUST_OPTIONS = """
+import json
+from locust.argument_parser import LocustArgumentParser
+from specload.locust.plugin import add_options
+p = LocustArgumentParser()
+add_options(p)
+print(json.dumps({a.option_strings[0]: [a.help, a.default, a.required]
+                  for a in p._actions if a.option_strings}))
+"""
+
+
+def test_both_parsers_offer_the_shared_options_with_one_help_and_default() -> None:
+    child = subprocess.run(
+        [sys.executable, "-c", LOCUST_OPTIONS], capture_output=True, text=True, check=True
+    )
+    lo = json.loads(child.stdout)
+    cli = _actions(_run_parser())
+    shared = [o for o in RUN_OPTIONS if o.where == "both"]
+    assert len(shared) >= 8
+    for o in shared:
+        assert cli[o.flag].help == lo[o.flag][0] == o.help, o.flag
+        assert lo[o.flag][1] == o.default, o.flag
+    assert "--out" in cli and "--out" not in lo and "--run-dir" in lo and "--run-dir" not in cli
+    assert cli["--scenario"].required and not lo["--scenario"][2]
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("speculative_config", "{not json", "--speculative-config"),
+        ("gpu_metrics_url", "dcgm-host:9400", "--gpu-metrics-url"),
+        ("max_error_rate", 1.5, "--max-error-rate"),
+        ("scenario", "", "no scenario"),
+    ],
+)
+def test_bad_input_is_one_config_error_whichever_way_the_run_started(
+    tmp_path: Path, flag: str, value: object, message: str
+) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("model: m\nsteps: [1]\nstep_duration_s: 1\n")
+    values = argparse.Namespace(
+        scenario=str(scenario),
+        label="x",
+        speculative_config="",
+        gpu_metrics_url="",
+        max_error_rate=0.05,
+        prefix_caching="",
+        store_text=False,
+        server_cmd="",
+    )
+    opts, _ = resolve_run_options(values, host="http://127.0.0.1:1/", run_dir=None, headless=True)
+    assert opts.host == "http://127.0.0.1:1" and opts.run_dir == "runs/x"
+    setattr(values, flag, value)
+    with pytest.raises(ConfigError, match=message):
+        resolve_run_options(values, host="http://127.0.0.1:1", run_dir=None, headless=True)
