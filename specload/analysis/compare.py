@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from specload.analysis.attribution import Attribution, attribute
+from specload.analysis.batch_schedule import ScheduleOptions
 from specload.analysis.comparable import differences, not_comparable_message
 from specload.analysis.completeness import error_budget, incomplete_steps
 from specload.analysis.crossover import Crossover, find_crossover
@@ -29,7 +30,6 @@ from specload.analysis.decode_step import DecodeStep, decode_steps
 from specload.analysis.dynamic import ScheduleAnalysis, analyse_schedules
 from specload.analysis.features import Features, features_of, role_of
 from specload.analysis.gates import Gate, GateResult, evaluate_gates
-from specload.analysis.load import RunData, load_runs
 from specload.analysis.quality import (
     ContractCheck,
     check_contract,
@@ -44,13 +44,13 @@ from specload.analysis.replicates import (
     per_start_statuses,
     per_start_steps,
 )
+from specload.analysis.run_columns import RunColumns, load_runs
 from specload.analysis.samples import OutputSample, output_samples
-from specload.analysis.schedule import ScheduleOptions
 from specload.analysis.server import server_steps
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats, condition_steps, metric_names
 from specload.analysis.verdict import sentence
-from specload.analysis.vllm_schedule import is_dynamic
+from specload.analysis.vllm_schedule_rules import is_dynamic
 from specload.errors import ConfigError
 from specload.host import host_differences
 
@@ -165,12 +165,14 @@ def expand_run_dirs(paths: list[str | Path]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
-def load_conditions(run_dirs: list[str | Path]) -> tuple[dict[str, list[RunData]], list[RunData]]:
+def load_conditions(
+    run_dirs: list[str | Path],
+) -> tuple[dict[str, list[RunColumns]], list[RunColumns]]:
     """Load run dirs (see ``expand_run_dirs``) and group them by label, in first-seen order."""
     if not run_dirs:
         raise ConfigError("compare needs at least one RUN_DIR")
     runs = load_runs(list(expand_run_dirs(run_dirs)))
-    groups: dict[str, list[RunData]] = {}
+    groups: dict[str, list[RunColumns]] = {}
     for run in runs:
         groups.setdefault(run.label, []).append(run)
     return groups, runs
@@ -189,7 +191,7 @@ def _pick_baseline(infos: dict[str, ConditionInfo], baseline: str | None) -> str
     return next(iter(infos))
 
 
-def _lost(run: RunData, lost: dict[str, Any]) -> dict[str, Any]:
+def _lost(run: RunColumns, lost: dict[str, Any]) -> dict[str, Any]:
     """A lost worker placed in its step: its share of that step went unsent from its death
     until the master noticed (``at``) and re-split the load."""
     at = lost.get("at")
@@ -209,7 +211,7 @@ def _lost(run: RunData, lost: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _features(runs: list[RunData]) -> Features:
+def _features(runs: list[RunColumns]) -> Features:
     """The condition's features from its first run; other runs that differ are noted."""
     feats = [features_of(r.meta, r.metrics) for r in runs]
     f = feats[0]
@@ -219,7 +221,7 @@ def _features(runs: list[RunData]) -> Features:
     return f
 
 
-def _info(label: str, runs: list[RunData]) -> ConditionInfo:
+def _info(label: str, runs: list[RunColumns]) -> ConditionInfo:
     f = _features(runs)
     return ConditionInfo(
         label=label,
@@ -262,7 +264,7 @@ def _crossovers(
     return out
 
 
-def _notes(groups: dict[str, list[RunData]], steps: dict[str, list[StepStats]]) -> list[str]:
+def _notes(groups: dict[str, list[RunColumns]], steps: dict[str, list[StepStats]]) -> list[str]:
     notes = []
     for label, runs in groups.items():
         if len(runs) > 1:
@@ -321,7 +323,7 @@ def _check_options(metric: str, min_gain: float, bootstrap: int) -> None:
 
 
 def _all_steps(
-    groups: dict[str, list[RunData]], bootstrap: int, seed: int
+    groups: dict[str, list[RunColumns]], bootstrap: int, seed: int
 ) -> dict[str, list[StepStats]]:
     """Client statistics per condition and step, with the server's figures attached."""
     steps: dict[str, list[StepStats]] = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specload.analysis.load import RunData
+from specload.analysis.run_columns import RunColumns
 from specload.analysis.steps import StepStats
 from specload.analysis.wording import pct
 from specload.budget import DEFAULT_MAX_ERROR_RATE
@@ -19,7 +19,7 @@ from specload.budget import DEFAULT_MAX_ERROR_RATE
 __all__ = ["error_budget", "incomplete_steps"]
 
 
-def error_budget(runs: list[RunData], override: float | None = None) -> float:
+def error_budget(runs: list[RunColumns], override: float | None = None) -> float:
     """``override``, else the strictest ``max_error_rate`` the runs recorded, else 5 %."""
     if override is not None:
         return override

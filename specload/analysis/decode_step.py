@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from specload.analysis.load import RunData
+from specload.analysis.run_columns import RunColumns
 from specload.analysis.server import ServerStep
 
 __all__ = ["CLIENT_MEAN_FIELDS", "DecodeStep", "decode_steps"]
@@ -70,7 +70,7 @@ class DecodeStep:
         }
 
 
-def _measured_ok(runs: list[RunData]) -> dict[str, np.ndarray]:
+def _measured_ok(runs: list[RunColumns]) -> dict[str, np.ndarray]:
     """Successful, non-warm-up records of all runs, the columns this module needs."""
     names = ("target_qps", "ttft_s", "e2e_s", "tpot_s", "content_chunks", "output_tokens")
     parts = []
@@ -109,7 +109,7 @@ def _one(qps: float, cols: dict[str, np.ndarray], server: ServerStep | None) -> 
 
 
 def decode_steps(
-    runs: list[RunData], servers: dict[float, ServerStep | None] | None = None
+    runs: list[RunColumns], servers: dict[float, ServerStep | None] | None = None
 ) -> list[DecodeStep]:
     """Per target QPS (sorted) of one condition's pooled runs; ``servers`` maps QPS → server."""
     if not runs:

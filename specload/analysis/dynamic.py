@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from specload.analysis.schedule import (
+from specload.analysis.batch_schedule import (
     BatchCrossover,
     ScheduleOptions,
     ScheduleProposal,
@@ -37,7 +37,7 @@ from specload.analysis.schedule import (
 )
 from specload.analysis.stats import Estimate, percentile_ci, ratio_estimate
 from specload.analysis.verdict import metric_label
-from specload.analysis.vllm_schedule import SCHEDULE_KEY, is_dynamic
+from specload.analysis.vllm_schedule_rules import SCHEDULE_KEY, is_dynamic
 
 if TYPE_CHECKING:
     from specload.analysis.compare import Comparison, ConditionInfo

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from specload.analysis.load import RunData
+from specload.analysis.run_columns import RunColumns
 
 __all__ = [
     "ContractCheck",
@@ -78,7 +78,7 @@ def scenario_temperature(scenario: Any) -> float | None:
     return None
 
 
-def contract_side(runs: list[RunData]) -> ContractSide:
+def contract_side(runs: list[RunColumns]) -> ContractSide:
     """Pool the successful records of a condition's runs."""
     fins: Counter[str] = Counter()
     lengths, jv, tools, prompts, outputs = [], [], [], [], []

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specload.analysis.crossover import Crossover, find_crossover
-from specload.analysis.load import RunData
 from specload.analysis.ratios import RatioRow, step_ratios
+from specload.analysis.run_columns import RunColumns
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats, condition_steps
 from specload.analysis.verdict import metric_label
@@ -78,10 +78,10 @@ class Disagreement:
         )
 
 
-def order_starts(runs: list[RunData]) -> list[RunData]:
+def order_starts(runs: list[RunColumns]) -> list[RunColumns]:
     """Runs in replicate order (``run.json`` ``replicate``, else start time, else name)."""
 
-    def key(r: RunData) -> tuple[float, float, str]:
+    def key(r: RunColumns) -> tuple[float, float, str]:
         rep = r.meta.get("replicate")
         started = r.meta.get("started_at")
         return (
@@ -93,7 +93,9 @@ def order_starts(runs: list[RunData]) -> list[RunData]:
     return sorted(runs, key=key)
 
 
-def per_start_steps(label: str, runs: list[RunData], bootstrap: int, seed: int) -> list[PerStart]:
+def per_start_steps(
+    label: str, runs: list[RunColumns], bootstrap: int, seed: int
+) -> list[PerStart]:
     """Each start's own step statistics (within-start bootstrap); empty with one start."""
     if len(runs) < 2:
         return []

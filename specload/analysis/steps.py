@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specload.analysis.load import RunData
+from specload.analysis.run_columns import RunColumns
 from specload.analysis.server import ServerStep
 from specload.analysis.stats import Estimate, Units, estimate, rng_for
 
@@ -83,7 +83,7 @@ class StepStats:
     runs: int = 1
 
 
-def _windows(run: RunData, measured: np.ndarray) -> dict[float, tuple[float, int]]:
+def _windows(run: RunColumns, measured: np.ndarray) -> dict[float, tuple[float, int]]:
     """Measured seconds and number of executions per target QPS of one run."""
     out: dict[float, tuple[float, int]] = {}
     cols = run.cols
@@ -111,7 +111,7 @@ def _windows(run: RunData, measured: np.ndarray) -> dict[float, tuple[float, int
     return out
 
 
-def _pool(runs: list[RunData]) -> tuple[dict[str, np.ndarray], dict[float, tuple[float, int]]]:
+def _pool(runs: list[RunColumns]) -> tuple[dict[str, np.ndarray], dict[float, tuple[float, int]]]:
     """Concatenated measured (non-warm-up) columns of all runs, and their summed windows."""
     parts: list[dict[str, np.ndarray]] = []
     windows: dict[float, tuple[float, int]] = {}
@@ -217,7 +217,7 @@ def _per_execution(cols: dict[str, np.ndarray], ok: np.ndarray) -> dict[str, lis
 
 
 def condition_steps(
-    cond: str, runs: list[RunData], *, b: int = 1000, seed: int = 0
+    cond: str, runs: list[RunColumns], *, b: int = 1000, seed: int = 0
 ) -> list[StepStats]:
     """Per-step statistics of one condition (its runs pooled), sorted by target QPS.
 

@@ -111,9 +111,9 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from specload.analysis.batch_schedule import ScheduleOptions
     from specload.analysis.compare import compare_runs
     from specload.analysis.gates import parse_gate
-    from specload.analysis.schedule import ScheduleOptions
     from specload.errors import ConfigError
     from specload.report import write_report_files
     from specload.report.model import build_report

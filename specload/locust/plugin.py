@@ -25,7 +25,7 @@ from typing import Any
 
 from specload.errors import SpecloadError
 from specload.locust.events import install_buckets
-from specload.locust.load import LoadProcess
+from specload.locust.load_process import LoadProcess
 from specload.locust.messages import (
     Drain,
     FinalCounts,

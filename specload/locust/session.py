@@ -36,7 +36,7 @@ from specload.locust.messages import (
     WorkerReady,
     split_slots,
 )
-from specload.locust.schedule import TimedStep, timed_steps
+from specload.locust.step_plan import TimedStep, timed_steps
 from specload.locust.workers import WorkerView
 from specload.metrics.gpu import GpuMemorySampler, open_gpu_source
 from specload.metrics.scrape import MetricsScraper, fetch_server_info

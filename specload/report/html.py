@@ -13,7 +13,7 @@ import html
 from specload.analysis.samples import diff_segments
 from specload.report.model import Report
 from specload.report.plots import Plot, render_plots
-from specload.report.schedules import (
+from specload.report.schedule_tables import (
     batch_table,
     best_of_both_tables,
     best_of_both_verdicts,

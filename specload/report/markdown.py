@@ -8,7 +8,7 @@ contract, the gates and the runs. Plots live in the HTML report.
 from __future__ import annotations
 
 from specload.report.model import Report
-from specload.report.schedules import batch_table, best_of_both_verdicts
+from specload.report.schedule_tables import batch_table, best_of_both_verdicts
 from specload.report.tables import (
     Table,
     attribution_table,
@@ -58,7 +58,7 @@ def table_markdown(t: Table, level: int = 3) -> str:
 
 def schedule_markdown(report: Report) -> list[str]:
     """Issue 12: batch-size schedule proposals (ready to paste) and best-of-both checks."""
-    from specload.report.schedules import best_of_both_tables, proposal_lines
+    from specload.report.schedule_tables import best_of_both_tables, proposal_lines
 
     proposals = proposal_lines(report)
     tables = best_of_both_tables(report)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import IO, Any
 
 from specload.report.model import Report
-from specload.report.schedules import batch_table, best_of_both_tables
+from specload.report.schedule_tables import batch_table, best_of_both_tables
 from specload.report.tables import (
     Table,
     crossover_table,
@@ -76,7 +76,7 @@ _STYLE = {"helps": "green", "hurts": "red", "incomplete": "dim"}
 def _best_of_both(console: Any, report: Report) -> None:
     from rich.markup import escape
 
-    from specload.report.schedules import best_of_both_verdicts
+    from specload.report.schedule_tables import best_of_both_verdicts
 
     for sentence in best_of_both_verdicts(report):
         console.print(f"[bold magenta]▶[/bold magenta] {escape(sentence)}", soft_wrap=True)
@@ -86,7 +86,7 @@ def _proposals(console: Any, report: Report) -> None:
     """Schedule proposals; the flag to paste on its own line, never wrapped."""
     from rich.markup import escape
 
-    from specload.report.schedules import proposal_lines
+    from specload.report.schedule_tables import proposal_lines
 
     for text, flag in proposal_lines(report):
         console.print(f"[cyan]→[/cyan] {escape(text)}", soft_wrap=True)

@@ -7,7 +7,7 @@ Prompt sets live in ``specload.scenario.prompts`` (``build_prompt_set``).
 The schema is documented for users in ``docs/scenarios.md``.
 """
 
-from specload.scenario.load import load_scenario, parse_scenario
+from specload.scenario.parse import load_scenario, parse_scenario
 from specload.scenario.schema import ContractSpec, PromptSpec, Scenario, StepPlan
 
 __all__ = [

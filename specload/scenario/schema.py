@@ -1,7 +1,7 @@
 """The validated scenario: what must stay fixed for two runs to be comparable.
 
 A ``Scenario`` is a frozen dataclass with every default filled. It is built only by
-``specload.scenario.load`` (from YAML or a dict), which validates every key and names the
+``specload.scenario.parse`` (from YAML or a dict), which validates every key and names the
 key path of anything wrong. ``Scenario.schedule()`` expands the QPS ladder and its repeats
 into ``StepPlan``s, the unit the Locust shape (master) walks through.
 

@@ -9,7 +9,7 @@ import pytest
 
 from analysis.synth_rundir import Cond, write_run
 from specload.analysis import columns
-from specload.analysis.load import load_runs
+from specload.analysis.run_columns import load_runs
 
 
 def _corrupt(path: Path, line_no: int) -> None:
@@ -127,7 +127,7 @@ def test_workers_do_not_rerun_the_callers_main_module(tmp_path: Path) -> None:
     code = (
         "import os; os.environ['SPECLOAD_COMPARE_PROCS'] = '2'\n"
         "from specload.analysis import columns; columns.PARALLEL_MIN_BYTES = 0\n"
-        "from specload.analysis.load import load_runs\n"
+        "from specload.analysis.run_columns import load_runs\n"
         f"print('n', load_runs([{str(run)!r}])[0].n)\n"
     )
     # Fed on stdin: a spawned child that re-imported __main__ would fail on '<stdin>'.

@@ -11,7 +11,7 @@ import pytest
 from analysis.synth_rundir import SPEC, Cond, scenario, write_run
 from specload.analysis.comparable import differences, key_differences
 from specload.analysis.compare import compare_runs
-from specload.analysis.load import load_runs
+from specload.analysis.run_columns import load_runs
 from specload.errors import ConfigError
 
 

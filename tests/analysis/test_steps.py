@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from analysis.synth_rundir import Cond, write_run
-from specload.analysis.load import RunData, load_runs
+from specload.analysis.run_columns import RunColumns, load_runs
 from specload.analysis.stats import bootstrap_quantile, estimate, quantile_sorted, rng_for
 from specload.analysis.steps import (
     LATENCY_FIELDS,
@@ -18,7 +18,7 @@ from specload.analysis.steps import (
 )
 
 
-def _single_level(runs: list[RunData], qps: float, b: int, seed: int) -> dict[str, np.ndarray]:
+def _single_level(runs: list[RunColumns], qps: float, b: int, seed: int) -> dict[str, np.ndarray]:
     """What condition_steps computed before replicates: one pooled single-level bootstrap."""
     out = {}
     for fam, col in LATENCY_FIELDS.items():
@@ -37,7 +37,7 @@ def _single_level(runs: list[RunData], qps: float, b: int, seed: int) -> dict[st
 
 
 @pytest.fixture(scope="module")
-def disagreeing(tmp_path_factory: pytest.TempPathFactory) -> list[RunData]:
+def disagreeing(tmp_path_factory: pytest.TempPathFactory) -> list[RunColumns]:
     """Two server starts of one condition whose TPOT differs by 30 % (and one extra step)."""
     d = tmp_path_factory.mktemp("replicates")
     a = write_run(d / "start1", Cond("baseline"), qps=(2, 4), n=400, seed=1, metrics=False)
@@ -52,7 +52,7 @@ def _step(steps: list[StepStats], qps: float) -> StepStats:
 
 
 def test_replicates_that_disagree_widen_the_ci_far_beyond_pooled_resampling(
-    disagreeing: list[RunData],
+    disagreeing: list[RunColumns],
 ) -> None:
     s = _step(condition_steps("baseline", disagreeing, b=1000, seed=0), 2.0)
     assert s.runs == 2 and s.n == 800 and s.executions == 2
@@ -82,7 +82,7 @@ def test_replicates_that_disagree_widen_the_ci_far_beyond_pooled_resampling(
 
 
 def test_a_step_only_one_run_dir_reached_is_the_single_level_bootstrap(
-    disagreeing: list[RunData],
+    disagreeing: list[RunColumns],
 ) -> None:
     s = _step(condition_steps("baseline", disagreeing, b=300, seed=4), 4.0)
     assert s.runs == 1
@@ -123,7 +123,7 @@ def test_repeats_inside_one_run_dir_are_pooled_not_replicates(tmp_path: Path) ->
         assert np.array_equal(s.replicates[name], reps), name
 
 
-def test_replicated_steps_are_deterministic_for_a_seed(disagreeing: list[RunData]) -> None:
+def test_replicated_steps_are_deterministic_for_a_seed(disagreeing: list[RunColumns]) -> None:
     a = _step(condition_steps("baseline", disagreeing, b=300, seed=1), 2.0)
     b = _step(condition_steps("baseline", disagreeing, b=300, seed=1), 2.0)
     c = _step(condition_steps("baseline", disagreeing, b=300, seed=2), 2.0)

@@ -348,7 +348,7 @@ def test_worker_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> 
     assert len(ids) == len(records) and {kind_of(r) for r in records} == {"ok"}
     truth = set(ground_truth(sim.url))
     missing = truth - ids
-    from specload.locust.load import worker_tag
+    from specload.locust.load_process import worker_tag
 
     tag = f"-{worker_tag(lost['worker'])}-"
     assert all(tag in rid for rid in missing), "only the killed worker may lose records"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specload.locust.schedule import timed_steps
+from specload.locust.step_plan import timed_steps
 from specload.scenario import StepPlan
 
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import gevent
 import pytest
 
-from specload.locust.load import LoadProcess, RecordOutbox
+from specload.locust.load_process import LoadProcess, RecordOutbox
 from specload.locust.messages import RunStart, StepChange
 
 

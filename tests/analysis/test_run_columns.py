@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from analysis.synth_rundir import Cond, write_run
-from specload.analysis.load import load_run
+from specload.analysis.run_columns import load_run
 from specload.errors import ConfigError
 
 

@@ -13,9 +13,9 @@ import pytest
 
 from specload.cli.main import main
 from specload.errors import ConfigError
-from specload.inspect import inspect_path
 from specload.recorder.rundir import RunMeta, RunWriter
 from specload.records import RequestRecord
+from specload.traffic_profile import inspect_path
 
 VOCAB = [f"w{i}" for i in range(5000)]
 REPO = Path(__file__).resolve().parent.parent

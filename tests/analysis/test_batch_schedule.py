@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from analysis.synth_rundir import SPEC, Cond, linear_gain, true_crossover, write_run
+from specload.analysis.batch_schedule import LoadPoint, ScheduleOptions, derive_schedule, running_at
 from specload.analysis.compare import compare_runs
 from specload.analysis.crossover import find_crossover
 from specload.analysis.effect import classify
-from specload.analysis.schedule import LoadPoint, ScheduleOptions, derive_schedule, running_at
 from specload.analysis.stats import Estimate
-from specload.analysis.vllm_schedule import SCHEDULE_KEY, check_schedule, k_for_batch
+from specload.analysis.vllm_schedule_rules import SCHEDULE_KEY, check_schedule, k_for_batch
 from specload.report.html import render_html
 from specload.report.jsonout import report_dict
 from specload.report.markdown import render_markdown

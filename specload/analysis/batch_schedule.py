@@ -44,7 +44,7 @@ import numpy as np
 from specload.analysis.advise import POSITION_MIN
 from specload.analysis.crossover import BETWEEN, MIXED, NEVER, STARTS, Crossover
 from specload.analysis.effect import HURTS
-from specload.analysis.vllm_schedule import SCHEDULE_KEY, check_schedule, is_dynamic
+from specload.analysis.vllm_schedule_rules import SCHEDULE_KEY, check_schedule, is_dynamic
 
 if TYPE_CHECKING:
     from specload.analysis.compare import Comparison

@@ -22,11 +22,11 @@ from specload.errors import ConfigError
 from specload.recorder.run_json import load_run_json
 from specload.records import SCHEMA_VERSION
 
-__all__ = ["RunData", "load_run", "load_runs", "read_jsonl"]
+__all__ = ["RunColumns", "load_run", "load_runs", "read_jsonl"]
 
 
 @dataclass(slots=True)
-class RunData:
+class RunColumns:
     """One run directory: metadata, the executed steps, scrapes and the records as columns.
 
     ``cols`` maps a record field to an array with one entry per record (see
@@ -97,7 +97,7 @@ def _merge(path: Path, parts: list[Part], warnings: list[str]) -> dict[str, np.n
     return cols[0] if len(cols) == 1 else {k: np.concatenate([c[k] for c in cols]) for k in cols[0]}
 
 
-def load_runs(paths: list[str | Path]) -> list[RunData]:
+def load_runs(paths: list[str | Path]) -> list[RunColumns]:
     """Read run directories (records in parallel when big); ConfigError on the first bad one."""
     dirs = [Path(p) for p in paths]
     metas = [_load_meta(d) for d in dirs]
@@ -120,7 +120,7 @@ def load_runs(paths: list[str | Path]) -> list[RunData]:
         if status not in (None, "completed"):
             warnings.append(f"{d}: run status is {status!r}, not 'completed'")
         runs.append(
-            RunData(
+            RunColumns(
                 path=d,
                 meta=meta,
                 steps=_load_steps(d, warnings),
@@ -132,6 +132,6 @@ def load_runs(paths: list[str | Path]) -> list[RunData]:
     return runs
 
 
-def load_run(path: str | Path) -> RunData:
-    """Read one run directory into a ``RunData``; ConfigError when it is not one."""
+def load_run(path: str | Path) -> RunColumns:
+    """Read one run directory into a ``RunColumns``; ConfigError when it is not one."""
     return load_runs([path])[0]
