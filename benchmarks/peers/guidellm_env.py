@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from specload.vllm_env import cache_root
+from tools.vllm_env import cache_root
 
 __all__ = ["GUIDELLM_VERSION", "GuidellmEnvError", "ensure_guidellm_env"]
 

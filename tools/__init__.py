@@ -1,0 +1,1 @@
+"""Development tooling for specload's tests and benchmarks; not installed with the package."""
