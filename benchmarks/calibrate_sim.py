@@ -290,7 +290,7 @@ def report(sim_rows: list[dict]) -> tuple[str, dict, bool]:
 
 
 def ideal_dynamic_rows(prof: Profile, seeds: tuple[int, ...]) -> list[dict]:
-    """The dynamic schedule with its per-step overhead set to 0 (issue 12's ideal)."""
+    """The dynamic schedule with its per-step overhead set to 0 (the ideal dynamic schedule)."""
     ideal = prof.with_overrides(dynamic_step_overhead_s=0.0, dynamic_per_seq_overhead_s=0.0)
     rows = []
     for m in measured_rows():

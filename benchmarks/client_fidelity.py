@@ -19,7 +19,7 @@ enough to load the client; so the same clients also run against a canned *replay
 (one pre-rendered chunk per stream every ``--replay-interval-ms``, nothing else), which
 measures what one client process can take (no ground truth there: capacity only).
 
-Goals (issue 3): ≥ 50k tok/s per process, TTFT error p99 ≤ 5 ms at 256 streams, ≥ 4× the
+Goals (the client's fidelity bar): ≥ 50k tok/s per process, TTFT error p99 ≤ 5 ms at 256 streams, ≥ 4× the
 SDK's capacity. Results go to ``benchmarks/results/client_fidelity.{md,json}``.
 
 Run: ``.venv/bin/python benchmarks/client_fidelity.py [--streams 4,64,256] [--window-s 8]``.
@@ -343,7 +343,7 @@ def summarize(
 
 
 def verdict(rows: list[dict[str, Any]]) -> list[str]:
-    """The issue's three goals, checked on the figures, in words."""
+    """The client's three goals, checked on the figures, in words."""
     sim_rows = [r for r in rows if r.get("server", "simulator") == "simulator"]
     replay = [r for r in rows if r.get("server") == "replay"]
     by = {(r["client"], r["streams"]): r for r in sim_rows}

@@ -1,7 +1,7 @@
 """Where a number came from: the host fingerprint in run.json (``host``) and its differences.
 
 Two starts of the same server on two hosts of the same kind gave speculative decoding a 20 %
-win on one and nothing on the other (issue 16): the speculative decode step is sensitive to
+win on one and nothing on the other (docs/gpu-validation.md): the speculative decode step is sensitive to
 the host's CPU launch overhead in a way the baseline is not. So every run records what it ran
 on, and ``host_differences`` names what differs between runs before anyone compares them.
 

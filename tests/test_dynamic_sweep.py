@@ -1,4 +1,4 @@
-"""Issue 12 end to end: a sweep on the simulator with baseline / static spec / dynamic schedules.
+"""Dynamic speculation schedules end to end: a sweep on the simulator with baseline / static spec / dynamic schedules.
 
 One real sweep (simulator subprocesses, Locust runs, compare) with four conditions: the
 baseline, static draft-model speculation, and the same config with a batch-size schedule twice:

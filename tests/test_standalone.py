@@ -36,6 +36,8 @@ LAB_TOOLING = re.compile(
             r"\.lib" + r"rary/",
             r"\bissues (show|resolved|note|blocked) ",
             r"\bduplicates " + "--change",
+            # a ticket of the lab's tracker instead of the feature's name
+            r"\b[Ii]ssues? " + r"#?[0-9]+\b",
         ]
     )
 )

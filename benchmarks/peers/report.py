@@ -91,7 +91,7 @@ def _best_peer(rows: list[dict[str, Any]], rate: float, key: str) -> dict[str, A
 
 
 def goals(rows: list[dict[str, Any]], cap: dict[str, dict[str, Any]]) -> list[str]:
-    """The issue's two goals, checked on the figures, in words."""
+    """The peers comparison's two goals, checked on the figures, in words."""
     lines = []
     for key, what in (
         ("ttft_err_ms_p99", "TTFT error p99 (ms)"),

@@ -180,7 +180,7 @@ def rate_tolerance(arrivals: int, rate_tol: float = 0.10) -> float:
 
 
 def sustained(row: dict[str, Any], *, ttft_p99_ms: float = 5.0) -> bool:
-    """The issue's bar: achieved within 10 % of target (or Poisson noise), TTFT error p99
+    """The bar: achieved within 10 % of target (or Poisson noise), TTFT error p99
     <= 5 ms, and no failed request."""
     ratio, p99 = row["achieved_ratio"], row["ttft_err_ms_p99"]
     return (

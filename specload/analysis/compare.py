@@ -121,7 +121,7 @@ class Comparison:
     gates: GateResult | None
     bootstrap: int
     seed: int
-    #: Issue 12: crossovers in running-batch terms, schedule proposals, best-of-both checks.
+    #: Dynamic schedules: crossovers in running-batch terms, schedule proposals, best-of-both checks.
     schedules: ScheduleAnalysis | None = None
     #: condition -> side-by-side output samples against the baseline (``--store-text`` runs)
     samples: dict[str, list[OutputSample]] = field(default_factory=dict)
@@ -520,7 +520,7 @@ def _attribution(
     """Attribution over the four roles, when the runs cover them (see ``attribution``)."""
     labels: dict[str, str] = {"baseline": base}
     for label, info in infos.items():
-        # a batch-size schedule is not "the" spec-only condition (issue 12)
+        # a batch-size schedule is not "the" spec-only condition
         dynamic = is_dynamic(info.features.spec_config() or None)
         if label != base and info.role not in ("baseline", "unknown") and not dynamic:
             labels.setdefault(info.role, label)

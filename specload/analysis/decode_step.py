@@ -2,7 +2,7 @@
 
 Speculative decoding trades a longer engine step (draft passes plus one verify pass) for
 more tokens per step. Whether it pays off on a given host depends on how much longer that
-step gets, so the report shows the step itself (issue 16: "spec's step is 15 % slower on
+step gets, so the report shows the step itself (the GPU validation: "spec's step is 15 % slower on
 this host" must be visible, not inferred):
 
 - **client chunk gap**: per successful request, ``(e2e − ttft) / (content_chunks − 1)``,

@@ -226,7 +226,7 @@ def best_of_both(comparison: Comparison) -> list[BestOfBoth]:
 
 @dataclass(slots=True)
 class ScheduleAnalysis:
-    """Issue 12 in one place: crossovers as running batches, proposals, best-of-both checks."""
+    """Dynamic speculation schedules in one place: crossovers as running batches, proposals, best-of-both checks."""
 
     batch_crossovers: list[BatchCrossover] = field(default_factory=list)
     proposals: list[ScheduleProposal] = field(default_factory=list)
@@ -243,7 +243,7 @@ class ScheduleAnalysis:
 def analyse_schedules(
     comparison: Comparison, options: ScheduleOptions | None = None
 ) -> ScheduleAnalysis:
-    """Everything issue 12 adds to a comparison (see ``schedule`` and this module)."""
+    """Everything dynamic schedules add to a comparison (see ``schedule`` and this module)."""
     return ScheduleAnalysis(
         batch_crossovers=batch_crossovers(comparison),
         proposals=propose_schedules(comparison, options),

@@ -29,7 +29,7 @@ from specload.analysis.wording import pct
 
 __all__ = ["SINGLE_START_CAVEAT", "metric_label", "sentence", "status_words", "where_effect"]
 
-#: Said wherever a CI covers one server start only (issue 16).
+#: Said wherever a CI covers one server start only.
 SINGLE_START_CAVEAT = "within one server start; run --replicates 2+ for a decision"
 
 

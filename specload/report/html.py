@@ -101,7 +101,7 @@ def _figure(p: Plot) -> str:
 
 
 def _schedule_sections(report: Report) -> list[str]:
-    """Issue 12: crossover as a running batch, schedule proposals to paste, best of both."""
+    """Dynamic schedules: crossover as a running batch, schedule proposals to paste, best of both."""
     batch = batch_table(report)
     proposals = proposal_lines(report)
     checks = best_of_both_tables(report)

@@ -5,7 +5,7 @@ baseline, status`` (``always_helps|never_helps|crosses|starts_helping|helps_betw
 ``stops_at`` / ``starts_at`` (``{qps, ci: [lo, hi], ci_beyond}``; a CI bound is null where the
 data cannot bound it inside the tested range), ``steps`` (each step's ``effect``),
 ``replicate_statuses`` and ``decided`` (docs/report.md). ``rule`` states the one
-classification rule every part uses. Bootstrap replicates are not written. ``schedules`` (issue 12; docs/dynamic-schedules.md): ``batch_crossovers``,
+classification rule every part uses. Bootstrap replicates are not written. ``schedules`` (docs/dynamic-schedules.md): ``batch_crossovers``,
 ``proposals`` (each with the ``speculative_config`` to paste) and ``best_of_both``.
 """
 

@@ -57,7 +57,7 @@ def table_markdown(t: Table, level: int = 3) -> str:
 
 
 def schedule_markdown(report: Report) -> list[str]:
-    """Issue 12: batch-size schedule proposals (ready to paste) and best-of-both checks."""
+    """Dynamic schedules: batch-size schedule proposals (ready to paste) and best-of-both checks."""
     from specload.report.schedule_tables import best_of_both_tables, proposal_lines
 
     proposals = proposal_lines(report)

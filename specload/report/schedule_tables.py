@@ -1,4 +1,4 @@
-"""The dynamic-schedule part of a report (issue 12), as tables and lines for every renderer.
+"""The dynamic-schedule part of a report, as tables and lines for every renderer.
 
 Three things: each crossover also in running-batch terms (``vllm:num_requests_running``),
 the proposed ``--speculative-config`` with ``num_speculative_tokens_per_batch_size`` for each

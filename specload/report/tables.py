@@ -337,7 +337,7 @@ def server_table(report: Report) -> Table | None:
 
 
 def decode_step_table(report: Report) -> Table | None:
-    """Decode step time per condition and step (issue 16); None when nothing streamed."""
+    """Decode step time per condition and step; None when nothing streamed."""
     c = report.comparison
     base = _decode_by_qps(report, c.baseline)
     rows = []

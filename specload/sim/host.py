@@ -40,7 +40,7 @@ __all__ = [
 
 #: ``--start-jitter`` given without a value.
 CALIBRATED = "calibrated"
-#: ``--spec-overhead-scale`` that reproduces issue 16's slow H200 host A on ``h200-llama8b``
+#: ``--spec-overhead-scale`` that reproduces the GPU validation's slow H200 host A on ``h200-llama8b``
 #: (fitted to its spec p50 TPOT by benchmarks/sim_hosts.py).
 HOST_A_SCALE = 1.68
 

@@ -1,5 +1,5 @@
 """Speculative decoding as the simulator models it: vLLM's ``--speculative-config`` JSON,
-per-position acceptance, n-gram prompt lookup, and the batch-size schedule of issue 12.
+per-position acceptance, n-gram prompt lookup, and the batch-size schedule (dynamic speculation).
 
 Acceptance for model-based drafting (``draft_model``, ``eagle``, ``mtp``, ...) is synthetic, as
 vLLM's ``rejection_sample_method: synthetic``: ``synthetic_acceptance_rates[i]`` is the

@@ -1,4 +1,4 @@
-"""Issue 12: batch-size schedules from compare results, vLLM's schedule rules, best of both."""
+"""Dynamic speculation: batch-size schedules from compare results, vLLM's schedule rules, best of both."""
 
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ def test_a_band_has_both_boundaries_and_scattered_help_has_none() -> None:
 
 
 def test_a_gain_whose_ci_crosses_zero_does_not_help() -> None:
-    # 7 % lower, CI from 10 % lower to 7 % higher: the issue's "not significant ... still helps".
+    # 7 % lower, CI from 10 % lower to 7 % higher: the "not significant ... still helps" case.
     est = Estimate(0.93, 0.90, 1.07)
     assert classify(est, 0.05) == NO_CHANGE
     x = _fixed([4], [(0.93, 0.90, 1.07)])
@@ -116,7 +116,7 @@ def test_crossover_ci_covers_truth_across_noise_seeds(tmp_path: Path, seed: int)
 
 
 def test_a_feature_that_helps_more_as_load_rises_starts_helping(tmp_path: Path) -> None:
-    """Prefix caching's shape: no gain at low load, more and more above (issue 15)."""
+    """Prefix caching's shape: no gain at low load, more and more above."""
 
     def factor(q: float) -> float:
         return 1.0 - max(0.0, 0.1 * math.log(q / 4))

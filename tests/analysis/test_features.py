@@ -1,4 +1,4 @@
-"""What a condition had on: declared, read from the server's /metrics, or unknown (issue 15:
+"""What a condition had on: declared, read from the server's /metrics, or unknown (
 "the condition is declared, never guessed from a label")."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One rule everywhere (issue 15): the verdict, the tables, the advice, the gates, the flags and
+"""One rule everywhere: the verdict, the tables, the advice, the gates, the flags and
 report.json classify every step the same way, so they cannot contradict each other.
 
 Each test builds run dirs whose steps sit on both sides of the rule (significantly better,
@@ -99,7 +99,7 @@ def test_a_gate_fails_exactly_where_the_table_says_hurts(mixed: tuple[Path, Path
 
 
 def test_not_significant_reads_the_same_everywhere(tmp_path: Path) -> None:
-    """Two short runs at one load, spec a few % faster inside the noise (the issue's two 4
+    """Two short runs at one load, spec a few % faster inside the noise (two 4
     req/s smoke runs): no part may call it a gain, none may call it a loss."""
     base = write_run(tmp_path / "b", Cond("baseline"), qps=(4,), n=12, metrics=False, seed=4)
     spec = write_run(

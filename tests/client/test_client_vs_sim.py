@@ -92,7 +92,7 @@ def test_ttft_and_tpot_match_the_simulator_ground_truth(sim_factory, kind: str) 
         f"{statistics.median(up) * 1e3:.3f} ms, "
         f"emit->read {statistics.median(down) * 1e3:.3f} ms)"
     )
-    # the default client is held to the bar; the SDK's CPU per chunk (pydantic,
+    # the default client is held to the fidelity bar; the SDK's CPU per chunk (pydantic,
     # httpx) makes it noisier on a busy 2-core machine: a looser bound, real figures in
     # benchmarks/results/client_fidelity.md
     ttft_bound, tpot_bound = (0.002, 0.01) if kind == "fast" else (0.006, 0.03)

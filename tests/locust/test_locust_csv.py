@@ -1,5 +1,5 @@
 """Locust's own views count each request once: the Aggregated row, RPS and failure ratio are
-the ``E2E`` row's, while ``TTFT`` and ``TPOT`` stay as rows of their own (issue 15).
+the ``E2E`` row's, while ``TTFT`` and ``TPOT`` stay as rows of their own.
 
 Read through what a Locust user reads: ``--csv`` stats and history and the ``--html``
 report of real headless Locust runs against the simulator (local and ``--processes 2``),

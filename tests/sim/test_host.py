@@ -1,4 +1,4 @@
-"""Host speed for speculation (issue 16): --spec-overhead-scale, --start-jitter, --start-seed.
+"""Host speed for speculation: --spec-overhead-scale, --start-jitter, --start-seed.
 
 Cost model, engine and draws are checked directly (virtual time, deterministic); the servers
 only show that the flags reach the engine and that /debug/host reports the draw.
@@ -75,7 +75,7 @@ def test_scale_multiplies_only_the_launch_bound_part_of_a_spec_step(scale: float
 
 
 def test_host_a_scale_makes_the_spec_step_15_to_30_percent_slower() -> None:
-    """Issue 16: host A's spec step was 15-30 % slower than host B's; baselines matched."""
+    """The GPU validation: host A's spec step was 15-30 % slower than host B's; baselines matched."""
     ratio = step_time(H200, SPEC_STEP, HOST_A_SCALE) / step_time(H200, SPEC_STEP)
     assert 1.15 <= ratio <= 1.30
     # The calibration host's one-request spec step is the measured 13.5-14.5 ms.
