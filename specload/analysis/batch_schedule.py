@@ -34,9 +34,8 @@ vLLM's rules (``vllm_schedule.check_schedule``).
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,18 +43,17 @@ import numpy as np
 from specload.analysis.advise import POSITION_MIN
 from specload.analysis.crossover import BETWEEN, MIXED, NEVER, STARTS, Crossover
 from specload.analysis.effect import HURTS
+from specload.analysis.schedule_results import BatchCrossover, ScheduleProposal
 from specload.analysis.vllm_schedule_rules import SCHEDULE_KEY, check_schedule, is_dynamic
 
 if TYPE_CHECKING:
-    from specload.analysis.compare import Comparison
+    from specload.analysis.comparison import Comparison
     from specload.analysis.ratios import RatioRow
     from specload.analysis.steps import StepStats
 
 __all__ = [
-    "BatchCrossover",
     "LoadPoint",
     "ScheduleOptions",
-    "ScheduleProposal",
     "batch_crossovers",
     "derive_schedule",
     "load_points",
@@ -87,72 +85,6 @@ class LoadPoint:
     running: float | None
     per_position: tuple[float, ...] = ()
     drafts: float | None = None
-
-
-@dataclass(slots=True)
-class BatchCrossover:
-    """A crossover also in running-batch terms (requests running at the crossover load)."""
-
-    condition: str
-    metric: str
-    status: str
-    qps: float | None
-    qps_ci: tuple[float | None, float | None]
-    running: float | None
-    running_ci: tuple[float | None, float | None]
-    source: str  # "server" (vllm:num_requests_running), "client" (Little's law) or ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "condition": self.condition,
-            "metric": self.metric,
-            "status": self.status,
-            "qps": self.qps,
-            "qps_ci": list(self.qps_ci),
-            "running": self.running,
-            "running_ci": list(self.running_ci),
-            "source": self.source,
-        }
-
-
-@dataclass(slots=True)
-class ScheduleProposal:
-    """The proposed schedule for one speculative condition, ready to paste."""
-
-    condition: str
-    baseline: str
-    metric: str
-    status: str
-    k_max: int
-    ranges: list[list[int]]
-    config: dict[str, Any]
-    batch: BatchCrossover
-    acceptance: list[float] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    def config_json(self) -> str:
-        """The ``--speculative-config`` value, compact JSON (keys in the run's order)."""
-        return json.dumps(self.config, separators=(",", ":"))
-
-    def flag(self) -> str:
-        return f"--speculative-config '{self.config_json()}'"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "condition": self.condition,
-            "baseline": self.baseline,
-            "metric": self.metric,
-            "status": self.status,
-            "k_max": self.k_max,
-            SCHEDULE_KEY: self.ranges,
-            "speculative_config": self.config,
-            "flag": self.flag(),
-            "batch_crossover": self.batch.to_dict(),
-            "acceptance_per_position": self.acceptance,
-            "notes": self.notes,
-            "errors": self.errors,
-        }
 
 
 def _running_curve(points: list[LoadPoint]) -> tuple[np.ndarray, np.ndarray] | None:

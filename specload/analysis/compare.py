@@ -24,10 +24,11 @@ from typing import Any
 from specload.analysis.attribution import Attribution, attribute
 from specload.analysis.batch_schedule import ScheduleOptions
 from specload.analysis.comparable import differences, not_comparable_message
+from specload.analysis.comparison import Comparison, ConditionInfo
 from specload.analysis.completeness import error_budget, incomplete_steps
 from specload.analysis.crossover import Crossover, find_crossover
-from specload.analysis.decode_step import DecodeStep, decode_steps
-from specload.analysis.dynamic import ScheduleAnalysis, analyse_schedules
+from specload.analysis.decode_step import decode_steps
+from specload.analysis.dynamic import analyse_schedules
 from specload.analysis.features import Features, features_of, role_of
 from specload.analysis.gates import Gate, GateResult, evaluate_gates
 from specload.analysis.quality import (
@@ -38,14 +39,13 @@ from specload.analysis.quality import (
 )
 from specload.analysis.ratios import Flag, RatioRow, p95_flags, step_ratios
 from specload.analysis.replicates import (
-    Disagreement,
     PerStart,
     disagreements,
     per_start_statuses,
     per_start_steps,
 )
 from specload.analysis.run_columns import RunColumns, load_runs
-from specload.analysis.samples import OutputSample, output_samples
+from specload.analysis.samples import output_samples
 from specload.analysis.server import server_steps
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats, condition_steps, metric_names
@@ -56,8 +56,6 @@ from specload.host import host_differences
 
 __all__ = [
     "CROSSOVER_METRICS",
-    "Comparison",
-    "ConditionInfo",
     "compare_runs",
     "expand_run_dirs",
     "load_conditions",
@@ -69,87 +67,6 @@ MIN_TAIL_N = 40
 REPEAT_SPREAD = 0.05
 #: Metrics whose crossover is always computed (the chosen ``metric`` is added).
 CROSSOVER_METRICS = ("tpot_p50", "tpot_p95", "e2e_p50", "e2e_p95", "ttft_p50")
-
-
-@dataclass(slots=True)
-class ConditionInfo:
-    """One condition: its label, role, declared settings and the run dirs pooled into it."""
-
-    label: str
-    role: str
-    #: the speculative config when known (on/off/unknown: ``features.spec_on``)
-    speculative: dict[str, Any] | None
-    prefix_caching: bool | None
-    runs: list[str]
-    meta: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)
-    #: run.json ``lost_workers`` of every run, each with ``run`` (dir name) and the ``step``
-    #: index / ``target_qps`` of the step it was noticed in (None outside the steps).
-    lost_workers: list[dict[str, Any]] = field(default_factory=list)
-    #: what the server had on and where that is known from (``analysis.features``)
-    features: Features = field(default_factory=lambda: Features(None, None))
-
-    #: run.json ``status`` of each run
-    statuses: list[str] = field(default_factory=list)
-
-    @property
-    def starts(self) -> int:
-        """Replicates: server starts (run dirs) pooled into this condition."""
-        return len(self.runs)
-
-
-@dataclass(slots=True)
-class Comparison:
-    """Everything compare found. ``steps``/``ratios`` are keyed by condition label."""
-
-    baseline: str
-    metric: str
-    min_gain: float
-    operating_qps: float | None
-    conditions: list[ConditionInfo]
-    steps: dict[str, list[StepStats]]
-    ratios: dict[str, dict[str, list[RatioRow]]]
-    crossovers: list[Crossover]
-    flags: list[Flag]
-    attribution: Attribution | None
-    contract: list[ContractCheck]
-    differences: list[str]
-    forced: bool
-    warnings: list[str]
-    notes: list[str]
-    verdicts: dict[str, str]
-    gates: GateResult | None
-    bootstrap: int
-    seed: int
-    #: Dynamic schedules: crossovers in running-batch terms, schedule proposals, best-of-both checks.
-    schedules: ScheduleAnalysis | None = None
-    #: condition -> side-by-side output samples against the baseline (``--store-text`` runs)
-    samples: dict[str, list[OutputSample]] = field(default_factory=dict)
-    #: condition -> decode step time and client means per step (``analysis.decode_step``)
-    decode: dict[str, list[DecodeStep]] = field(default_factory=dict)
-    #: condition -> target QPS left out of every conclusion -> why (``analysis.completeness``)
-    incomplete: dict[str, dict[float, str]] = field(default_factory=dict)
-    #: steps where a condition's server starts disagree beyond their within-start CIs
-    disagreements: list[Disagreement] = field(default_factory=list)
-    #: the error budget the incomplete steps were judged by
-    max_error_rate: float = 0.05
-    #: fields in which the runs' hosts differ (run.json ``host``; ``specload.host``)
-    host_differences: list[str] = field(default_factory=list)
-
-    def single_start(self, label: str) -> bool:
-        """True when the CIs of ``label`` vs the baseline cover one server start only."""
-        starts = {i.label: i.starts for i in self.conditions}
-        return min(starts.get(label, 1), starts.get(self.baseline, 1)) < 2
-
-    @property
-    def verdict(self) -> str:
-        """All conditions' sentences, one per line."""
-        return "\n".join(self.verdicts.values()) or "only one condition: nothing to compare"
-
-    def crossover(self, condition: str, metric: str) -> Crossover | None:
-        return next(
-            (x for x in self.crossovers if x.condition == condition and x.metric == metric), None
-        )
 
 
 def expand_run_dirs(paths: list[str | Path]) -> list[Path]:

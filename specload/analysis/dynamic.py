@@ -23,95 +23,37 @@ into the ``ScheduleAnalysis`` that ``compare_runs`` attaches to a ``Comparison``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from specload.analysis.batch_schedule import (
-    BatchCrossover,
     ScheduleOptions,
-    ScheduleProposal,
     batch_crossovers,
     propose_schedules,
+)
+from specload.analysis.schedule_results import (
+    BETTER,
+    COSTS,
+    DELIVERED,
+    NONE,
+    BestOfBoth,
+    BestOfBothRow,
+    ScheduleAnalysis,
 )
 from specload.analysis.stats import Estimate, percentile_ci, ratio_estimate
 from specload.analysis.verdict import metric_label
 from specload.analysis.vllm_schedule_rules import SCHEDULE_KEY, is_dynamic
 
 if TYPE_CHECKING:
-    from specload.analysis.compare import Comparison, ConditionInfo
+    from specload.analysis.comparison import Comparison, ConditionInfo
     from specload.analysis.steps import StepStats
 
 __all__ = [
-    "BestOfBoth",
-    "BestOfBothRow",
-    "ScheduleAnalysis",
     "analyse_schedules",
     "best_of_both",
     "static_partner",
 ]
-
-DELIVERED, COSTS, BETTER, NONE = "delivered", "costs", "better", "n/a"
-
-
-@dataclass(slots=True)
-class BestOfBothRow:
-    """One step: the dynamic condition against the better fixed condition (seconds)."""
-
-    target_qps: float
-    dynamic: Estimate
-    best: Estimate
-    best_of: str
-    ratio: Estimate
-    verdict: str
-    drafts_dynamic: float | None = None
-    drafts_static: float | None = None
-    running_dynamic: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "target_qps": self.target_qps,
-            "dynamic_s": self.dynamic.to_dict(),
-            "best_s": self.best.to_dict(),
-            "best_of": self.best_of,
-            "ratio": self.ratio.to_dict(),
-            "verdict": self.verdict,
-            "drafts_dynamic": self.drafts_dynamic,
-            "drafts_static": self.drafts_static,
-            "running_dynamic": self.running_dynamic,
-        }
-
-
-@dataclass(slots=True)
-class BestOfBoth:
-    """The check for one dynamic condition; ``status`` is ``delivered``, ``costs`` or ``n/a``
-    (no static condition or no common step to judge it by)."""
-
-    condition: str
-    static: str | None
-    baseline: str
-    metric: str
-    schedule: list[Any]
-    rows: list[BestOfBothRow] = field(default_factory=list)
-    status: str = DELIVERED
-    cost_low: float | None = None
-    cost_high: float | None = None
-    verdict: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "condition": self.condition,
-            "static": self.static,
-            "baseline": self.baseline,
-            "metric": self.metric,
-            SCHEDULE_KEY: self.schedule,
-            "status": self.status,
-            "cost_low_load": self.cost_low,
-            "cost_high_load": self.cost_high,
-            "verdict": self.verdict,
-            "steps": [r.to_dict() for r in self.rows],
-        }
 
 
 def static_partner(dyn: ConditionInfo, conditions: list[ConditionInfo]) -> str | None:
@@ -222,22 +164,6 @@ def best_of_both(comparison: Comparison) -> list[BestOfBoth]:
         for info in comparison.conditions
         if info.label != comparison.baseline and is_dynamic(info.speculative)
     ]
-
-
-@dataclass(slots=True)
-class ScheduleAnalysis:
-    """Dynamic speculation schedules in one place: crossovers as running batches, proposals, best-of-both checks."""
-
-    batch_crossovers: list[BatchCrossover] = field(default_factory=list)
-    proposals: list[ScheduleProposal] = field(default_factory=list)
-    best_of_both: list[BestOfBoth] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "batch_crossovers": [b.to_dict() for b in self.batch_crossovers],
-            "proposals": [p.to_dict() for p in self.proposals],
-            "best_of_both": [b.to_dict() for b in self.best_of_both],
-        }
 
 
 def analyse_schedules(

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from specload.analysis.compare import Comparison
+    from specload.analysis.comparison import Comparison
     from specload.report.model import Report
 
 __all__ = ["write_report_files", "write_reports"]

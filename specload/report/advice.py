@@ -16,7 +16,7 @@ from specload.analysis.advise import (
     StepFigures,
     advise,
 )
-from specload.analysis.compare import Comparison, ConditionInfo
+from specload.analysis.comparison import Comparison, ConditionInfo
 from specload.analysis.crossover import NEVER, Boundary
 from specload.analysis.effect import HELPS
 from specload.analysis.ratios import RatioRow

@@ -15,7 +15,7 @@ from typing import Any
 
 from specload import __version__
 from specload.analysis.advise import Advice
-from specload.analysis.compare import Comparison
+from specload.analysis.comparison import Comparison
 
 __all__ = ["Report", "RunRow", "build_report"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from browser import artifact_path, chromium_page
 
-from specload.analysis.compare import Comparison
+from specload.analysis.comparison import Comparison
 from specload.report import write_reports
 
 pytestmark = pytest.mark.browser

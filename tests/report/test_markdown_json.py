@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specload.analysis.compare import Comparison
+from specload.analysis.comparison import Comparison
 from specload.report import write_reports
 from specload.report.model import build_report
 from specload.report.terminal import render_terminal

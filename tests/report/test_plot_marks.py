@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from specload.analysis.compare import Comparison
+from specload.analysis.comparison import Comparison
 from specload.report.model import build_report
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from specload.analysis.compare import Comparison
+from specload.analysis.comparison import Comparison
 from specload.report import write_reports
 from specload.report.model import build_report
 from specload.report.tables import DASH, decode_step_table, server_table
