@@ -16,16 +16,15 @@ run starts. ``--skip-preflight`` turns the check off. Either way no run director
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from specload.errors import SpecloadError
 from specload.locust.events import install_buckets
 from specload.locust.load_process import LoadProcess
+from specload.locust.master_side import MasterSide, api_key
 from specload.locust.messages import (
     Drain,
     FinalCounts,
@@ -34,35 +33,15 @@ from specload.locust.messages import (
     StepChange,
     WorkerReady,
 )
-from specload.locust.session import RunSession
+from specload.locust.registry import roles as roles_of
 from specload.locust.workers import LOCAL_WORKER
-from specload.run_options import RunOptions, add_run_options, resolve_run_options
+from specload.run_options import add_run_options
 
-__all__ = ["MasterSide", "add_options", "install", "load_process", "master_side"]
+__all__ = ["add_options", "install"]
 
 log = logging.getLogger("specload")
 
-
-@dataclass
-class _Roles:
-    load: LoadProcess | None = None
-    master: MasterSide | None = None
-
-
-_ROLES: dict[int, _Roles] = {}
 _installed = False
-
-
-def load_process(environment: Any) -> LoadProcess | None:
-    """This process's load side (None on a master, which runs no users)."""
-    roles = _ROLES.get(id(environment))
-    return roles.load if roles else None
-
-
-def master_side(environment: Any) -> MasterSide | None:
-    """This process's master side (None on a worker)."""
-    roles = _ROLES.get(id(environment))
-    return roles.master if roles else None
 
 
 def add_options(parser: Any) -> None:
@@ -70,62 +49,6 @@ def add_options(parser: Any) -> None:
 
     Locust's own ``add_argument`` (an argument group would drop ``include_in_web_ui``)."""
     add_run_options(parser, locust=True)
-
-
-def _api_key(environment: Any) -> str | None:
-    opts = environment.parsed_options
-    return (
-        (getattr(opts, "api_key", "") if opts else "") or os.environ.get("OPENAI_API_KEY") or None
-    )
-
-
-class MasterSide:
-    """Validates options and starts one ``RunSession`` per run (the UI can run several)."""
-
-    def __init__(self, environment: Any) -> None:
-        self.environment = environment
-        self.session: RunSession | None = None
-
-    def resolve(self) -> tuple[RunOptions, Any]:
-        """Options and scenario, validated; ``ConfigError`` names what is wrong."""
-        o = self.environment.parsed_options
-        return resolve_run_options(
-            o,
-            host=self.environment.host,
-            run_dir=getattr(o, "run_dir", "") or None,
-            headless=bool(getattr(o, "headless", False)),
-        )
-
-    def preflight(self, opts: RunOptions, scenario: Any) -> None:
-        """Check the target before any load, unless ``--skip-preflight``; raises
-        ``SpecloadError`` (exit 2) naming what is wrong."""
-        if getattr(self.environment.parsed_options, "skip_preflight", False):
-            return
-        from specload.preflight import preflight
-
-        preflight(opts.host, model=scenario.model, api_key=_api_key(self.environment))
-
-    def begin(self) -> RunSession | None:
-        """Start a run; on bad input log one line, set exit code 2 and return None."""
-        try:
-            opts, scenario = self.resolve()
-            if not opts.headless:  # headless: checked at start-up (_validate_early)
-                self.preflight(opts, scenario)
-            session = RunSession(
-                self.environment.runner, scenario, opts, _api_key(self.environment)
-            )
-        except SpecloadError as exc:
-            log.error("specload: %s", exc)
-            print(f"specload: error: {exc}", file=sys.stderr, flush=True)
-            self.environment.process_exit_code = exc.exit_code
-            return None
-        self.session = session
-        session.start()
-        return session
-
-    def stop(self) -> None:
-        if self.session is not None:
-            self.session.stop()
 
 
 def _wire(runner: Any, cls: Any, handler: Any) -> None:
@@ -196,13 +119,13 @@ def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_kw: An
 
     runner = runner or environment.runner
     _graceful_signals()
-    roles = _ROLES.setdefault(id(environment), _Roles())
+    roles = roles_of(environment)
     if isinstance(runner, (LocalRunner, WorkerRunner)):
         worker = LOCAL_WORKER if isinstance(runner, LocalRunner) else runner.client_id
         load = LoadProcess(
             worker,
             lambda t, d: runner.send_message(t, d),
-            api_key=lambda: _api_key(environment),
+            api_key=lambda: api_key(environment),
             stop_users=runner.stop,
         )
         roles.load = load
@@ -222,6 +145,8 @@ def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_kw: An
             lambda client_id, **kw: on_connect(client_id)
         )
         _validate_early(environment, master)
+        # the run starts with Locust's test start; the shape prepared it at its first tick
+        environment.events.test_start.add_listener(lambda **_kw: master.begin())
         if web_ui is not None:
             from specload.locust.webui import install_web_ui
 

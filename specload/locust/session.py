@@ -19,6 +19,7 @@ import logging
 import secrets
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ from specload.metrics.vllm import step_server_metrics
 from specload.recorder.rundir import RunMeta, RunWriter
 from specload.run_options import RunOptions
 
-__all__ = ["LEAD_S", "RunSession"]
+__all__ = ["LEAD_S", "RunSession", "SessionSnapshot"]
 
 log = logging.getLogger("specload")
 
@@ -74,6 +75,31 @@ def free_run_dir(path: str) -> Path:
     while (p.parent / (p.name if n == 1 else f"{p.name}-{n}") / "run.json").exists():
         n += 1
     return p if n == 1 else p.parent / f"{p.name}-{n}"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSnapshot:
+    """What a run looks like right now, for the web UI: copies, never the session's own state.
+
+    ``live`` is ``LiveStats.snapshot()`` (per-step figures); ``plans`` the scenario's steps as
+    ``(index, repeat, target_qps)``; ``workers`` maps each load process to what it says it
+    sent, what arrived here and whether it is ``connected``, ``gone`` or ``lost``.
+    """
+
+    run_id: str
+    label: str
+    status: str
+    finished: bool
+    run_dir: str
+    host: str
+    model: str
+    plans: tuple[tuple[int, int, float], ...]
+    live: dict[str, Any]
+    sent: int
+    recorded: int
+    workers: dict[str, dict[str, Any]]
+    lost_workers: tuple[dict[str, Any], ...]
+    notes: tuple[str, ...]
 
 
 class RunSession:
@@ -157,6 +183,37 @@ class RunSession:
             gevent.spawn(self._guarded, self._scrape_interval),
             gevent.spawn(self._guarded, self._flush_loop),
         ]
+
+    def snapshot(self) -> SessionSnapshot:
+        """The run as it stands (see ``SessionSnapshot``)."""
+        meta = self.writer.meta
+        lost = {x["worker"] for x in meta.lost_workers}
+        connected = set(self.workers.connected())
+        names = sorted(set(self.ready) | set(self.sent) | set(self.received))
+        workers = {
+            w: {
+                "sent": self.sent.get(w, 0),
+                "recorded": self.received.get(w, 0),
+                "state": "lost" if w in lost else ("connected" if w in connected else "gone"),
+            }
+            for w in names
+        }
+        return SessionSnapshot(
+            run_id=self.run_id,
+            label=self.opts.label,
+            status=self.status,
+            finished=self.finished,
+            run_dir=str(self.writer.path),
+            host=self.opts.host,
+            model=self.model,
+            plans=tuple((p.index, p.repeat, p.target_qps) for p in self.scenario.schedule()),
+            live=self.live.snapshot(),
+            sent=sum(self.sent.values()),
+            recorded=sum(self.received.values()),
+            workers=workers,
+            lost_workers=tuple(dict(x) for x in meta.lost_workers),
+            notes=tuple(meta.notes),
+        )
 
     def on_worker_connect(self, worker: str) -> None:
         """A worker joined mid-run: it gets the run; it takes a share once ready with users."""

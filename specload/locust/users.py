@@ -19,7 +19,7 @@ from locust import User, task
 from locust.runners import STATE_RUNNING, STATE_SPAWNING
 
 from specload.locust.events import fire_request_events
-from specload.locust.plugin import load_process
+from specload.locust.registry import load_process
 
 __all__ = ["ChatUser"]
 

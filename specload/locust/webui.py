@@ -22,6 +22,9 @@ import json
 import time
 from typing import Any
 
+from specload.locust.registry import master_side
+from specload.locust.session import SessionSnapshot
+
 __all__ = [
     "LIVE_PATH",
     "RUN_TAB",
@@ -58,11 +61,11 @@ _STEP_COLUMNS = [
 _RUN_COLUMNS = [("name", "What"), ("value", "Value")]
 
 
-def _session(environment: Any) -> Any:
-    from specload.locust.plugin import master_side
-
+def _snapshot(environment: Any) -> SessionSnapshot | None:
+    """The current run as the session shows it; None before the first run."""
     side = master_side(environment)
-    return side.session if side is not None else None
+    session = side.session if side is not None else None
+    return session.snapshot() if session is not None else None
 
 
 def _state(step: dict[str, Any], current: int | None, finished: bool, now: float) -> str:
@@ -88,52 +91,35 @@ def _live_step(
     return out
 
 
-def _workers(session: Any) -> dict[str, dict[str, Any]]:
-    """Per load process: what it says it sent, what arrived here, whether it is still there."""
-    connected = set(session.workers.connected())
-    lost = {x["worker"] for x in session.writer.meta.lost_workers}
-    names = sorted(set(session.ready) | set(session.sent) | set(session.received))
-    return {
-        w: {
-            "sent": session.sent.get(w, 0),
-            "recorded": session.received.get(w, 0),
-            "state": "lost" if w in lost else ("connected" if w in connected else "gone"),
-        }
-        for w in names
-    }
-
-
 def live_view(environment: Any, now: float | None = None) -> dict[str, Any]:
     """The endpoint's JSON: ``run`` (None before the first run) and ``steps`` (seconds,
     fractions, QPS; ``None`` where nothing is known yet)."""
     now = time.time() if now is None else now
-    session = _session(environment)
-    if session is None:
+    snap = _snapshot(environment)
+    if snap is None:
         return {"updated_at": now, "run": None, "steps": []}
-    snap = session.live.snapshot()
-    plans = session.scenario.schedule()
-    steps = [_live_step(s, snap["current_step"], session.finished, now) for s in snap["steps"]]
+    current = snap.live["current_step"]
+    steps = [_live_step(s, current, snap.finished, now) for s in snap.live["steps"]]
     known = {s["index"] for s in steps}
     steps += [
-        {"index": p.index, "repeat": p.repeat, "target_qps": p.target_qps, "state": "next"}
-        for p in plans
-        if p.index not in known and not session.finished
+        {"index": index, "repeat": repeat, "target_qps": qps, "state": "next"}
+        for index, repeat, qps in snap.plans
+        if index not in known and not snap.finished
     ]
-    meta = session.writer.meta
     run = {
-        "run_id": session.run_id,
-        "label": session.opts.label,
-        "status": session.status,
-        "run_dir": str(session.writer.path),
-        "host": session.opts.host,
-        "model": session.model,
-        "total_steps": len(plans),
-        "current_step": snap["current_step"],
-        "sent": sum(session.sent.values()),
-        "recorded": sum(session.received.values()),
-        "workers": _workers(session),
-        "lost_workers": list(meta.lost_workers),
-        "notes": list(meta.notes),
+        "run_id": snap.run_id,
+        "label": snap.label,
+        "status": snap.status,
+        "run_dir": snap.run_dir,
+        "host": snap.host,
+        "model": snap.model,
+        "total_steps": len(snap.plans),
+        "current_step": current,
+        "sent": snap.sent,
+        "recorded": snap.recorded,
+        "workers": snap.workers,
+        "lost_workers": list(snap.lost_workers),
+        "notes": list(snap.notes),
     }
     return {"updated_at": now, "run": run, "steps": steps}
 
