@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from analysis.synth_rundir import SPEC, Cond, linear_gain, write_run
 
-from specload.analysis.compare import Comparison, compare_runs
+from specload.analysis.compare import compare_runs
+from specload.analysis.comparison import Comparison
 
 
 @pytest.fixture(scope="session")
