@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from specload.analysis.crossover import fmt_qps
 from specload.cli.demo import DEMO_REPLICATES, SPEC_CONFIGS, demo_conditions
 from specload.scenario import load_scenario
 from tests.conftest import REPO
@@ -91,6 +92,10 @@ def test_short_demo_prints_verdict_and_finds_the_crossover_in_range(tmp_path: Pa
     if cross["decided"]:
         assert cross["status"] == "crosses", cross
         stop = cross["stops_at"]
-        assert stop["qps"] is None or 4 < stop["qps"] < 20, cross
+        # the headline states the boundary report.json holds, with its CI
+        if stop["qps"] is not None:
+            lo, hi = stop["ci"]
+            assert f"stops helping at ≈ {fmt_qps(stop['qps'])} req/s" in headline, (stop, headline)
+            assert lo is None or hi is None or lo <= stop["qps"] <= hi, stop
     else:  # the starts disagree: the verdict says so and claims no boundary
         assert "server starts disagree" in headline and "stops helping at ≈" not in headline

@@ -42,6 +42,17 @@ log = logging.getLogger("specload")
 Send = Callable[[str, dict[str, Any]], None]
 
 
+class PacingClock:
+    """Wall-clock time for the pacer: ``now()`` and a wait on an event that a new share cuts
+    short. A test puts a virtual clock in its place, so pacing is checked without real sleeps."""
+
+    def now(self) -> float:
+        return time.time()
+
+    def wait(self, event: gevent.event.Event, timeout: float) -> None:
+        event.wait(timeout)
+
+
 @dataclass(frozen=True, slots=True)
 class Arrival:
     """One open-loop arrival: which step it belongs to and when it was due (unix s)."""
@@ -138,8 +149,10 @@ class LoadProcess:
         *,
         api_key: Callable[[], str | None] = lambda: None,
         stop_users: Callable[[], None] = lambda: None,
+        clock: PacingClock | None = None,
     ) -> None:
         self.worker = worker
+        self._clock = clock or PacingClock()
         self._send = send
         self._api_key = api_key
         self._stop_users = stop_users
@@ -261,11 +274,11 @@ class LoadProcess:
         while True:
             if t >= self._limit(plan):
                 return False
-            remaining = t - time.time()
+            remaining = t - self._clock.now()
             if remaining <= 0:
                 return True
             self._changed.clear()
-            self._changed.wait(remaining)
+            self._clock.wait(self._changed, remaining)
 
     def _pace(self) -> None:
         self._ready.wait()

@@ -11,6 +11,7 @@ from gevent import socket as gsocket
 
 from specload.client import ChatRequest, StreamClient
 from specload.client.rxstamp import StampedSocket, supported
+from specload.records import RequestRecord
 from tests.client.rawserver import raw_server, sse_response
 from tests.client.test_stream_client import DONE, chunk
 
@@ -30,15 +31,16 @@ def test_stamp_is_arrival_time_not_read_time() -> None:
         read_at = time.time()
         assert client.recv(100) == b"hello"
         assert client.last_rx_at is not None
-        assert sent - 0.01 <= client.last_rx_at < read_at - 0.2
+        assert sent - 0.01 <= client.last_rx_at < read_at  # stamped on arrival, before the read
     finally:
         conn.close()
         client.close()
         listener.close()
 
 
-def ttft_with_blocked_hub(kernel_stamps: bool) -> tuple[float, str]:
-    """The answer arrives after 50 ms, while the client process is blocked for 0.5 s."""
+def answer_while_blocked(kernel_stamps: bool) -> tuple[RequestRecord, float, str]:
+    """The answer arrives 50 ms after the request, while the client process is blocked for
+    0.5 s: the record, the time the process could read again, and the stamp source."""
     events = [chunk({"content": "a"}), chunk({"content": "b"}, "stop"), DONE]
     with raw_server([0.05, *sse_response(events)]) as srv:  # answers 50 ms after the request
         client = StreamClient(srv.url, timeout_s=10, kernel_stamps=kernel_stamps)
@@ -57,18 +59,23 @@ def ttft_with_blocked_hub(kernel_stamps: bool) -> tuple[float, str]:
         while not srv.requests:  # let the greenlet connect and send
             gevent.sleep(0.001)
         time.sleep(0.5)  # the answer arrives while the whole process is blocked (out of CPU)
+        readable_at = time.time()
         rec = g.get(timeout=10)
-    assert rec.ok and rec.ttft_s is not None
-    return rec.ttft_s, client.stamp_source
+    assert rec.ok and rec.ttft_s is not None and rec.first_token_at is not None
+    return rec, readable_at, client.stamp_source
+
+
+# Orderings, not durations: what each stamp source promises is *when* the first token is
+# stamped relative to the client being able to read it (timing figures: benchmarks/).
 
 
 def test_kernel_stamps_keep_client_lag_out_of_ttft() -> None:
-    ttft, source = ttft_with_blocked_hub(kernel_stamps=True)
+    rec, readable_at, source = answer_while_blocked(kernel_stamps=True)
     assert source == "kernel"
-    assert 0.04 <= ttft < 0.25
+    assert rec.first_token_at < readable_at  # stamped on arrival, while the client was blocked
 
 
 def test_user_stamps_include_client_lag() -> None:
-    ttft, source = ttft_with_blocked_hub(kernel_stamps=False)
+    rec, readable_at, source = answer_while_blocked(kernel_stamps=False)
     assert source == "user"
-    assert ttft >= 0.45
+    assert rec.first_token_at >= readable_at  # stamped only when the client read it

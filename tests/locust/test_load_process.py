@@ -3,18 +3,45 @@ record outbox (no record is lost when a send to the master fails)."""
 
 from __future__ import annotations
 
-import time
 from types import SimpleNamespace
 
 import gevent
+import gevent.event
 import pytest
 
-from specload.locust.load_process import LoadProcess, RecordOutbox
+from specload.locust.load_process import LoadProcess, PacingClock, RecordOutbox
 from specload.locust.messages import RunStart, StepChange
 
 
-def _process() -> LoadProcess:
-    proc = LoadProcess("w1", lambda _type, _data: None)
+class VirtualClock(PacingClock):
+    """Pacing time that moves only when the test says: no real sleeps, no timing luck."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+        self._moved = gevent.event.Event()
+
+    def now(self) -> float:
+        return self.t
+
+    def wait(self, event: gevent.event.Event, timeout: float) -> None:
+        deadline = self.t + timeout
+        while self.t < deadline and not event.is_set():
+            self._moved.clear()
+            gevent.wait([event, self._moved], count=1)
+
+    def advance_to(self, t: float, step: float = 0.005) -> None:
+        """Move time forward in small steps, letting the pacer catch up after each."""
+        while self.t < t:
+            self.t = min(t, self.t + step)
+            self._moved.set()
+            gevent.sleep(0)
+
+
+T0 = 1_000.0
+
+
+def _process(clock: VirtualClock) -> LoadProcess:
+    proc = LoadProcess("w1", lambda _type, _data: None, clock=clock)
     proc.run = RunStart("run-1", {}, None, "m", "http://127.0.0.1:1")
     proc.scenario = SimpleNamespace(arrival="constant", seed=1)
     proc.requests = [object()] * 10
@@ -23,8 +50,8 @@ def _process() -> LoadProcess:
     return proc
 
 
-def _step(t0: float, begin_at: float, epoch: int, slot: int, slots: int) -> StepChange:
-    return StepChange("run-1", 0, 0, 40.0, t0, t0, t0 + 2.0, begin_at, epoch, slot, slots)
+def _step(begin_at: float, epoch: int, slot: int, slots: int) -> StepChange:
+    return StepChange("run-1", 0, 0, 40.0, T0, T0, T0 + 2.0, begin_at, epoch, slot, slots)
 
 
 def _drain(proc: LoadProcess) -> list[float]:
@@ -34,46 +61,60 @@ def _drain(proc: LoadProcess) -> list[float]:
     return out
 
 
-def test_worker_left_out_of_a_resplit_stops_drawing_arrivals() -> None:
-    proc = _process()
-    t0 = time.time() + 0.05
-    cut, back = t0 + 0.4, t0 + 1.2
-    proc.on_step(_step(t0, t0, epoch=0, slot=0, slots=1))
+def _paced(
+    proc: LoadProcess, clock: VirtualClock, script: list[tuple[float, StepChange]], until: float
+) -> tuple[list[float], bool]:
+    """Run the pacer, delivering each share at its (virtual) time; arrivals drawn, and
+    whether the pacer is still alive."""
     pacer = gevent.spawn(proc._pace)
     try:
-        gevent.sleep(0.1)
-        proc.on_step(_step(t0, cut, epoch=1, slot=0, slots=0))  # the master dropped us
-        gevent.sleep(0.5)
-        proc.on_step(_step(t0, back, epoch=2, slot=0, slots=1))  # ... and took us back
-        gevent.sleep(back + 0.3 - time.time())
-        arrivals = _drain(proc)
-        alive = not pacer.dead
+        for at, share in script:
+            clock.advance_to(at)
+            proc.on_step(share)
+        clock.advance_to(until)
+        return _drain(proc), not pacer.dead
     finally:
         pacer.kill()
+
+
+def test_worker_left_out_of_a_resplit_stops_drawing_arrivals() -> None:
+    clock = VirtualClock(T0 - 0.05)
+    cut, back = T0 + 0.4, T0 + 1.2
+    proc = _process(clock)
+    arrivals, alive = _paced(
+        proc,
+        clock,
+        [
+            (T0 - 0.05, _step(T0, epoch=0, slot=0, slots=1)),
+            (T0 + 0.1, _step(cut, epoch=1, slot=0, slots=0)),  # the master dropped us
+            (T0 + 0.6, _step(back, epoch=2, slot=0, slots=1)),  # ... and took us back
+        ],
+        until=back + 0.3,
+    )
     assert alive, "the pacer died on the empty share"
-    assert arrivals, "the first share drew no arrivals"
     assert not [a for a in arrivals if cut <= a < back], "arrivals drawn during the empty share"
-    # 40 qps over the 0.4 s before the cut: about 16 arrivals.
-    assert 12 <= len([a for a in arrivals if a < cut]) <= 17
-    assert [a for a in arrivals if a >= back], "pacing did not resume with the next share"
+    # 40 qps, constant arrivals, over the 0.4 s before the cut: exactly 16
+    assert len([a for a in arrivals if a < cut]) == 16
+    # and again from the new share on: 40 qps from back to back + 0.3 s, both ends included
+    assert len([a for a in arrivals if a >= back]) == 13
 
 
 def test_resplit_share_continues_at_the_new_rate() -> None:
-    proc = _process()
-    t0 = time.time() + 0.05
-    cut = t0 + 0.4
-    proc.on_step(_step(t0, t0, epoch=0, slot=0, slots=2))  # half of 40 qps
-    pacer = gevent.spawn(proc._pace)
-    try:
-        gevent.sleep(0.1)
-        proc.on_step(_step(t0, cut, epoch=1, slot=0, slots=1))  # the other worker left
-        gevent.sleep(1.0)
-        arrivals = _drain(proc)
-    finally:
-        pacer.kill()
+    clock = VirtualClock(T0 - 0.05)
+    cut = T0 + 0.4
+    proc = _process(clock)
+    arrivals, _ = _paced(
+        proc,
+        clock,
+        [
+            (T0 - 0.05, _step(T0, epoch=0, slot=0, slots=2)),  # half of 40 qps
+            (T0 + 0.1, _step(cut, epoch=1, slot=0, slots=1)),  # the other worker left
+        ],
+        until=cut + 0.5,
+    )
     before = [a for a in arrivals if a < cut]
     after = [a for a in arrivals if cut <= a < cut + 0.5]
-    assert len(after) > 1.5 * len(before), (len(before), len(after))
+    assert (len(before), len(after)) == (8, 20)  # 20 qps for 0.4 s, then 40 qps for 0.5 s
 
 
 def test_a_failing_send_to_the_master_loses_no_record() -> None:
