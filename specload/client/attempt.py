@@ -21,7 +21,7 @@ from specload.client.request import ChatRequest, RecordMeta
 from specload.client.timing import CLOCK
 from specload.records import ErrorInfo, RequestRecord
 
-__all__ = ["Deadline", "RequestCancelled", "attempt"]
+__all__ = ["AttemptClient", "Deadline", "Exchange", "RequestCancelled", "attempt"]
 
 
 class RequestCancelled(GreenletExit):  # type: ignore[misc,unused-ignore]
@@ -30,6 +30,10 @@ class RequestCancelled(GreenletExit):  # type: ignore[misc,unused-ignore]
     def __init__(self, record: RequestRecord) -> None:
         super().__init__("request cancelled")
         self.record = record
+
+
+#: What a client does with one request: the exchange itself, and what to settle at the end.
+Exchange = tuple[Callable[[RecordBuilder], None], Callable[[RecordBuilder], None] | None]
 
 
 class Deadline(Exception):
@@ -73,3 +77,51 @@ def attempt(
         if settle is not None:
             settle(b)
     return b.build(error, b.done_at if b.done_at is not None else CLOCK.now())
+
+
+class AttemptClient:
+    """The ``send`` both clients offer; a client supplies ``_exchange_for`` and ``_classify``."""
+
+    timeout_s: float
+    store_text: bool
+    record_itl: bool
+
+    def send(
+        self,
+        req: ChatRequest,
+        *,
+        request_id: str,
+        worker: str,
+        step: int,
+        repeat: int,
+        target_qps: float,
+        warmup: bool,
+        scheduled_at: float,
+    ) -> RequestRecord:
+        """Send ``req`` and return its one record (failures included)."""
+        meta = RecordMeta(
+            request_id=request_id,
+            worker=worker,
+            step=step,
+            repeat=repeat,
+            target_qps=target_qps,
+            warmup=warmup,
+            scheduled_at=scheduled_at,
+        )
+        exchange, settle = self._exchange_for(req, request_id)
+        return attempt(
+            req,
+            meta,
+            timeout_s=self.timeout_s,
+            store_text=self.store_text,
+            record_itl=self.record_itl,
+            exchange=exchange,
+            classify=self._classify,
+            settle=settle,
+        )
+
+    def _exchange_for(self, req: ChatRequest, request_id: str) -> Exchange:
+        raise NotImplementedError
+
+    def _classify(self, exc: Exception, b: RecordBuilder) -> ErrorInfo:
+        raise NotImplementedError

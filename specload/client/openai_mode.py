@@ -19,10 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 from specload.client.assemble import RecordBuilder
-from specload.client.attempt import attempt
-from specload.client.request import ChatRequest, RecordMeta
+from specload.client.attempt import AttemptClient, Exchange
+from specload.client.request import ChatRequest
 from specload.client.timing import CLOCK
-from specload.records import ErrorInfo, RequestRecord
+from specload.records import ErrorInfo
 
 __all__ = ["OpenAIStreamClient"]
 
@@ -31,7 +31,7 @@ class _Broken(Exception):
     """The stream ended (or broke) before it was complete."""
 
 
-class OpenAIStreamClient:
+class OpenAIStreamClient(AttemptClient):
     """Streams chat completions through ``openai.OpenAI``; safe to share between greenlets."""
 
     def __init__(
@@ -84,28 +84,7 @@ class OpenAIStreamClient:
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIStreamClient({self.base_url!r}, timeout_s={self.timeout_s:g})"
 
-    def send(
-        self,
-        req: ChatRequest,
-        *,
-        request_id: str,
-        worker: str,
-        step: int,
-        repeat: int,
-        target_qps: float,
-        warmup: bool,
-        scheduled_at: float,
-    ) -> RequestRecord:
-        """Send ``req`` with the SDK and return its one record (failures included)."""
-        meta = RecordMeta(
-            request_id=request_id,
-            worker=worker,
-            step=step,
-            repeat=repeat,
-            target_qps=target_qps,
-            warmup=warmup,
-            scheduled_at=scheduled_at,
-        )
+    def _exchange_for(self, req: ChatRequest, request_id: str) -> Exchange:
         kwargs = _sdk_kwargs(req, request_id)
 
         def settle(b: RecordBuilder) -> None:
@@ -113,16 +92,7 @@ class OpenAIStreamClient:
             # built it; a request that never went out keeps the attempt's own start
             b.timing.sent_at = self._sent.pop(request_id, b.timing.sent_at)
 
-        return attempt(
-            req,
-            meta,
-            timeout_s=self.timeout_s,
-            store_text=self.store_text,
-            record_itl=self.record_itl,
-            exchange=lambda b: self._exchange(kwargs, b, req.stream),
-            classify=self._classify,
-            settle=settle,
-        )
+        return (lambda b: self._exchange(kwargs, b, req.stream)), settle
 
     def _exchange(self, kwargs: dict[str, Any], b: RecordBuilder, stream: bool) -> None:
         create = self._sdk.chat.completions.create

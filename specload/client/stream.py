@@ -44,12 +44,12 @@ from geventhttpclient.response import (
 from geventhttpclient.url import URL
 
 from specload.client.assemble import RecordBuilder
-from specload.client.attempt import RequestCancelled, attempt
-from specload.client.request import ChatRequest, RecordMeta
+from specload.client.attempt import AttemptClient, Exchange, RequestCancelled
+from specload.client.request import ChatRequest
 from specload.client.rxstamp import RX, stamp_pool
 from specload.client.sse import SSEDecoder
 from specload.client.timing import CLOCK
-from specload.records import ErrorInfo, RequestRecord
+from specload.records import ErrorInfo
 
 __all__ = ["ChatRequest", "RequestCancelled", "StreamClient"]
 
@@ -69,7 +69,7 @@ class _Failure(Exception):
         self.info = ErrorInfo(kind=kind, detail=detail)
 
 
-class StreamClient:
+class StreamClient(AttemptClient):
     """Streams chat completions from one server; safe to share between greenlets."""
 
     def __init__(
@@ -122,28 +122,7 @@ class StreamClient:
     def __repr__(self) -> str:  # never shows the key
         return f"StreamClient({self.base_url!r}, timeout_s={self.timeout_s:g})"
 
-    def send(
-        self,
-        req: ChatRequest,
-        *,
-        request_id: str,
-        worker: str,
-        step: int,
-        repeat: int,
-        target_qps: float,
-        warmup: bool,
-        scheduled_at: float,
-    ) -> RequestRecord:
-        """Send ``req`` and return its one record (failures included; see module doc)."""
-        meta = RecordMeta(
-            request_id=request_id,
-            worker=worker,
-            step=step,
-            repeat=repeat,
-            target_qps=target_qps,
-            warmup=warmup,
-            scheduled_at=scheduled_at,
-        )
+    def _exchange_for(self, req: ChatRequest, request_id: str) -> Exchange:
         body = orjson.dumps(req.body())
         headers = {"X-Request-Id": request_id}
 
@@ -151,15 +130,11 @@ class StreamClient:
             RX.last_rx_at = None  # only reads of this request may stamp its chunks
             self._exchange(body, headers, b, req.stream)
 
-        return attempt(
-            req,
-            meta,
-            timeout_s=self.timeout_s,
-            store_text=self.store_text,
-            record_itl=self.record_itl,
-            exchange=exchange,
-            classify=_classify_failure,
-        )
+        return exchange, None
+
+    def _classify(self, exc: Exception, b: RecordBuilder) -> ErrorInfo:
+        """A classified ``_Failure`` as it is; anything else by the HTTP layer's rules."""
+        return exc.info if isinstance(exc, _Failure) else _classify(exc)
 
     def _exchange(
         self, body: bytes, headers: dict[str, str], b: RecordBuilder, stream: bool
@@ -306,11 +281,6 @@ def _http_detail(resp: HTTPSocketPoolResponse) -> str:
 def _short(exc: BaseException) -> str:
     text = str(exc) or exc.__class__.__name__
     return f"{exc.__class__.__name__}: {text}"[:200]
-
-
-def _classify_failure(exc: Exception, _b: RecordBuilder) -> ErrorInfo:
-    """A classified ``_Failure`` as it is; anything else through ``_classify``."""
-    return exc.info if isinstance(exc, _Failure) else _classify(exc)
 
 
 def _classify(exc: Exception) -> ErrorInfo:

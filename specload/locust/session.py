@@ -305,21 +305,25 @@ class RunSession:
 
     def _send_share(self, step: TimedStep, begin_at: float) -> None:
         for worker, (slot, slots) in self.split.items():
-            msg = StepChange(
-                self.run_id,
-                step.index,
-                step.repeat,
-                step.target_qps,
-                step.start,
-                step.warmup_end,
-                step.end,
-                begin_at,
-                self.epoch,
-                slot,
-                slots,
-                step.prompt_offset,
-            )
+            msg = self._step_change(step, begin_at, slot, slots)
             self.runner.send_message(StepChange.TYPE, msg.to_wire(), client_id=worker)
+
+    def _step_change(self, step: TimedStep, begin_at: float, slot: int, slots: int) -> StepChange:
+        """This step's message for one worker: its share ``slot`` of ``slots`` from ``begin_at``."""
+        return StepChange(
+            self.run_id,
+            step.index,
+            step.repeat,
+            step.target_qps,
+            step.start,
+            step.warmup_end,
+            step.end,
+            begin_at,
+            self.epoch,
+            slot,
+            slots,
+            step.prompt_offset,
+        )
 
     def _send_no_share(self, step: TimedStep, begin_at: float, workers: set[str]) -> None:
         """Tell workers left out of a re-split to stop pacing their old share.
@@ -329,20 +333,7 @@ class RunSession:
         ``slots=0`` is an empty share; a worker that is really gone never reads it.
         """
         for worker in sorted(workers):
-            msg = StepChange(
-                self.run_id,
-                step.index,
-                step.repeat,
-                step.target_qps,
-                step.start,
-                step.warmup_end,
-                step.end,
-                begin_at,
-                self.epoch,
-                0,
-                0,
-                step.prompt_offset,
-            )
+            msg = self._step_change(step, begin_at, 0, 0)
             self.runner.send_message(StepChange.TYPE, msg.to_wire(), client_id=worker)
 
     def _boundary(self, step: TimedStep | None) -> None:
