@@ -26,8 +26,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from specload.sim.engine import EngineConfig
@@ -143,12 +145,26 @@ def crossover(rows: list[dict], metric: str = "tpot_p50_ms") -> float | None:
     return None
 
 
+def simulate_all(jobs: list[tuple[Profile, str, float]], seeds: tuple[int, ...]) -> list[dict]:
+    """``simulate`` for each (profile, condition, rate), on every core: each row is
+    independent and seeded, so the rows (and their order) are those of a serial run."""
+    if len(jobs) < 2 or (os.cpu_count() or 1) < 2:
+        return [simulate(p, c, r, seeds) for p, c, r in jobs]
+    with ProcessPoolExecutor() as pool:
+        futures = [pool.submit(simulate, p, c, r, seeds) for p, c, r in jobs]
+        return [f.result() for f in futures]
+
+
+def evaluate_jobs(prof: Profile, conditions: tuple[str, ...]) -> list[tuple[Profile, str, float]]:
+    return [
+        (prof, m["condition"], m["rate_rps"])
+        for m in measured_rows()
+        if m["condition"] in conditions
+    ]
+
+
 def evaluate(prof: Profile, conditions: tuple[str, ...], seeds: tuple[int, ...]) -> list[dict]:
-    rows = []
-    for m in measured_rows():
-        if m["condition"] in conditions:
-            rows.append(simulate(prof, m["condition"], m["rate_rps"], seeds))
-    return rows
+    return simulate_all(evaluate_jobs(prof, conditions), seeds)
 
 
 def loss(prof: Profile, condition: str, seeds: tuple[int, ...]) -> float:
@@ -289,16 +305,14 @@ def report(sim_rows: list[dict]) -> tuple[str, dict, bool]:
     return "\n".join(lines) + "\n", data, ok
 
 
-def ideal_dynamic_rows(prof: Profile, seeds: tuple[int, ...]) -> list[dict]:
+def ideal_dynamic_jobs(prof: Profile) -> list[tuple[Profile, str, float]]:
     """The dynamic schedule with its per-step overhead set to 0 (the ideal dynamic schedule)."""
     ideal = prof.with_overrides(dynamic_step_overhead_s=0.0, dynamic_per_seq_overhead_s=0.0)
-    rows = []
-    for m in measured_rows():
-        if m["condition"] == "spec-dynamic":
-            row = simulate(ideal, "spec-dynamic", m["rate_rps"], seeds)
-            row["condition"] = "spec-dynamic-ideal"
-            rows.append(row)
-    return rows
+    return [
+        (ideal, "spec-dynamic", m["rate_rps"])
+        for m in measured_rows()
+        if m["condition"] == "spec-dynamic"
+    ]
 
 
 def _dynamic_section(rows: list[dict]) -> list[str]:
@@ -369,7 +383,12 @@ def main() -> int:
     for which in a.fit:
         prof = fit(prof, which, seeds, a.iters)
     t0 = time.perf_counter()
-    rows = evaluate(prof, tuple(CONDITIONS), seeds) + ideal_dynamic_rows(prof, seeds)
+    # one pool for every row, the ideal schedule's too
+    jobs = evaluate_jobs(prof, tuple(CONDITIONS))
+    ideal = ideal_dynamic_jobs(prof)
+    rows = simulate_all(jobs + ideal, seeds)
+    for row in rows[len(jobs) :]:
+        row["condition"] = "spec-dynamic-ideal"
     md, data, ok = report(rows)
     data["profile"] = prof.__dict__
     data["wall_s"] = round(time.perf_counter() - t0, 2)

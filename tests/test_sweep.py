@@ -424,8 +424,8 @@ def test_replicates_run_interleaved_and_starts_that_disagree_get_no_decision(
     tmp_path: Path,
 ) -> None:
     """Two starts per condition, interleaved; spec's second start runs on a host whose
-    speculation is twice as slow to launch (``--spec-overhead-scale {replicate}``), as issue
-    16's host A: compare says the starts disagree, first, and claims no boundary."""
+    speculation is twice as slow to launch (``--spec-overhead-scale {replicate}``), as the GPU
+    validation's host A: compare says the starts disagree, first, and claims no boundary."""
     scenario = tmp_path / "replicates.yaml"
     scenario.write_text(REPLICATE_SCENARIO)
     out_dir = tmp_path / "sweep"

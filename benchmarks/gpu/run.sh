@@ -76,6 +76,7 @@ if [ -n "${SITE:-}" ]; then
   export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
   VLLM=${VLLM:-$PY -m vllm.entrypoints.cli.main}
 fi
+VLLM_GIVEN=${VLLM:+1}
 VLLM=${VLLM:-vllm}
 T0=$(date +%s)
 say() { echo "[gpu-kit +$(( $(date +%s) - T0 ))s] $*"; }
@@ -125,7 +126,12 @@ RATES=$(sed -n 's/^steps: *\[\(.*\)\].*/\1/p' "$OUT/scenario.yaml" | tr -d ',')
 BENCH_RATES=${BENCH_RATES:-$RATES}
 
 case "$BENCH" in 0|1|first) ;; *) echo "gpu-kit: BENCH is 1, first or 0, not '$BENCH'" >&2; exit 2 ;; esac
-if [ "$BENCH" != 0 ] && ! $VLLM --version >/dev/null 2>&1; then
+vllm_runs() {  # the GPU run checks vLLM's CLI runs (seconds: it imports vLLM); a dry run
+  # trusts a VLLM you set, and otherwise only looks for a `vllm` command
+  if [ "$DRY" = 1 ]; then [ -n "$VLLM_GIVEN" ] || command -v vllm >/dev/null 2>&1
+  else $VLLM --version >/dev/null 2>&1; fi
+}
+if [ "$BENCH" != 0 ] && ! vllm_runs; then
   if [ "$DRY" = 1 ]; then
     say "vLLM's bench serve: skipped (no vLLM CLI as VLLM='$VLLM'); specload runs alone"
     BENCH=0

@@ -35,10 +35,9 @@ def test_dry_run_runs_the_whole_kit(vllm_env: Path, tmp_path: Path) -> None:
         "OUT": str(out),
         "PORT": str(port),
         "REPLICATES": "2",
-        "STEPS": "2 8",
+        "STEPS": "8",
         "STEP_S": "2",
         "WARMUP_S": "1",
-        "BENCH_RATES": "8",
         "BENCH": "first",
         "VLLM": shlex.join(vllm_cli(vllm_env)),
     }
