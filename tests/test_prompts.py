@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import socket
+import struct
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -153,3 +158,53 @@ def test_parallel_tokenize_fitting_is_deterministic() -> None:
     b = build_prompt_set(scenario(input_tokens=150, count=24), bpe_like)
     assert [content(p) for p in a] == [content(p) for p in b]
     assert [p.index for p in a] == list(range(24))
+
+
+class _FlakyTokenize(BaseHTTPRequestHandler):
+    """``/tokenize`` that counts words and resets every third connection (a busy server)."""
+
+    calls = 0
+    resets = 0
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        cls = type(self)
+        cls.calls += 1
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if cls.calls % 3 == 0:  # RST instead of an answer
+            cls.resets += 1
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+            self.close_connection = True
+            return
+        text = body["messages"][0]["content"] if "messages" in body else body["prompt"]
+        out = json.dumps({"count": len(text.split())}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        except OSError:  # the connection we reset ourselves
+            self.close_connection = True
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+def test_a_tokenize_that_resets_every_third_connection_still_gives_exact_counts() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FlakyTokenize)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        tok = server_tokenizer(f"http://127.0.0.1:{server.server_address[1]}")
+        assert tok is not None
+        ps = build_prompt_set(scenario(input_tokens=64, count=12), tok)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _FlakyTokenize.resets >= 5  # the preparation met resets, and came through them
+    assert ps.token_count_source == "tokenize" and ps.exact
+    assert all(len(content(p).split()) == 64 for p in ps)

@@ -37,6 +37,7 @@ from typing import Any
 
 from specload.errors import ConfigError
 from specload.pacer import derive_seed
+from specload.retry import with_retries
 from specload.scenario.schema import PromptSpec, Scenario
 
 __all__ = [
@@ -457,7 +458,9 @@ def server_tokenizer(
 
     Tries vLLM's chat form (``messages`` + ``add_generation_prompt``: the count includes the
     chat template, i.e. what ``usage.prompt_tokens`` will say), then the plain ``prompt``
-    form. Any failure of the probe (404, refused, non-JSON) means "no tokenizer".
+    form. Any failure of the probe (404, refused, non-JSON) means "no tokenizer". Transient
+    failures (reset, timeout, 5xx, 429) are retried with backoff, the probe's and every
+    count's.
     """
     url = base_url.rstrip("/").removesuffix("/v1") + "/tokenize"
     headers = {"Content-Type": "application/json"}
@@ -465,12 +468,17 @@ def server_tokenizer(
         headers["Authorization"] = f"Bearer {api_key}"
     base: dict[str, Any] = {"model": model} if model else {}
 
-    def post(payload: dict[str, Any]) -> int:
+    def post_once(payload: dict[str, Any]) -> int:
         req = urllib.request.Request(
             url, data=json.dumps({**base, **payload}).encode(), headers=headers, method="POST"
         )
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             return int(json.loads(resp.read())["count"])
+
+    def post(payload: dict[str, Any]) -> int:
+        # a reset, a timeout, a 5xx or a 429 is tried again (specload/retry.py): one hiccup
+        # of a busy server must not fail the preparation of a run
+        return with_retries(lambda: post_once(payload))
 
     def chat(text: str) -> int:
         return post(
