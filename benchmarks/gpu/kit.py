@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
-"""The GPU kit's helper for ``run.sh`` (standard library only; ``bench`` runs vLLM's own CLI).
+"""The GPU kit's helper for ``run.sh``: ``kit.py starts`` runs every server start.
 
-Verbs:
-  health  --url U --pid P --timeout S [--log F]   wait for GET /health == 200 (or the server dying)
-  warmup  --url U [--n 8 --max-tokens 32]         N concurrent short completions, so one-time
-                                                  compilation and lazy init are not billed to
-                                                  the first measured step
-  bench   --vllm CMD --url U --cond C --rates "1 4" --tokenizer T --raw DIR --summary F
-                                                  vLLM's ``bench serve`` per rate against the
-                                                  same server, for reference; its figures are
-                                                  added to F as rows in the calibration's format
-                                                  (benchmarks/data/), which table.py reads
+For each start, interleaved (baseline, spec, baseline, spec, ...), the server is started in a
+process group of its own and waited for, then stopped with its whole group, by specload's
+own ``specload.target.ManagedServer`` (what ``specload sweep`` uses). While it is up:
+
+- a warm-up: N concurrent short completions, so one-time compilation and lazy init are not
+  billed to the first measured step;
+- ``specload sweep --url ... --label <condition>`` (a second run of a label is a replicate);
+- for reference, vLLM's own ``bench serve`` per rate against the same server; its figures
+  are added to ``vllm-bench/r<K>.json`` as rows in the calibration's format
+  (benchmarks/data/), which ``table.py`` reads.
 
 Why a separate reference client: specload's TTFT/TPOT should match what vLLM's own client
 measures on the same server start; ``table.py`` sets the two side by side per rate.
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -36,59 +35,6 @@ T0 = time.time()
 
 def log(msg: str) -> None:
     print(f"[kit +{time.time() - T0:5.0f}s] {msg}", flush=True)
-
-
-def _get(url: str, timeout: float) -> int:
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        return int(r.status)
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` still runs (a zombie counts as dead)."""
-    if pid <= 0:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def _last_line(path: str) -> str:
-    try:
-        lines = [
-            ln for ln in Path(path).read_text(errors="replace")[-4096:].splitlines() if ln.strip()
-        ]
-    except OSError:
-        return ""
-    return lines[-1][-160:] if lines else ""
-
-
-def cmd_health(a: argparse.Namespace) -> int:
-    start = time.time()
-    next_note = start + 15
-    while True:
-        try:
-            if _get(a.url + "/health", 3) == 200:
-                log(f"server healthy after {time.time() - start:.0f} s")
-                return 0
-        except (urllib.error.URLError, OSError):
-            pass
-        if not _alive(a.pid):
-            log(f"the server (pid {a.pid}) exited before it was healthy; see {a.log}")
-            return 1
-        if time.time() - start > a.timeout:
-            log(f"the server was not healthy after {a.timeout:.0f} s; see {a.log}")
-            return 1
-        if time.time() >= next_note:
-            log(f"waiting for /health ({time.time() - start:.0f} s): {_last_line(a.log)}")
-            next_note += 15
-        time.sleep(1)
 
 
 def cmd_warmup(a: argparse.Namespace) -> int:
@@ -247,43 +193,96 @@ def cmd_bench(a: argparse.Namespace) -> int:
     return 0 if failed == 0 else 1
 
 
+def cmd_starts(a: argparse.Namespace) -> int:
+    """Every server start, interleaved (baseline, spec, baseline, spec, ...): the server is
+    started, stopped and waited for by ``specload.target.ManagedServer``, as ``specload
+    sweep`` does, and between the two this start's warm-up, sweep run and reference bench."""
+    from specload.errors import TargetError
+    from specload.target import ManagedServer
+
+    out, failed = Path(a.out), 0
+    commands = {"baseline": a.baseline_cmd, "spec": a.spec_cmd}
+    for rep in range(1, a.replicates + 1):
+        for cond in ("baseline", "spec"):
+            server = ManagedServer(
+                commands[cond],
+                [],
+                a.port,
+                out / "servers" / f"{cond}-r{rep}.log",
+                health_timeout_s=a.health_timeout,
+                replicate=rep,
+                on_waiting=lambda s: log(f"waiting for /health ({s:.0f} s)"),
+            )
+            log(f"start {rep}/{a.replicates} of {cond}: {server.command_line}")
+            try:
+                server.start()
+            except TargetError as exc:
+                log(f"{cond}, start {rep}: {exc}")
+                failed = 1
+                continue
+            try:
+                failed |= _one_start(a, server.url, cond, rep)
+            finally:
+                server.stop()
+    return failed
+
+
+def _one_start(a: argparse.Namespace, url: str, cond: str, rep: int) -> int:
+    """Warm-up, ``specload sweep --url`` and (when asked) vLLM's bench on a running server."""
+    if cmd_warmup(argparse.Namespace(**{**vars(a), "url": url})) != 0:
+        log("warm-up had errors (going on)")
+    declared = a.spec_declared if cond == "spec" else "off"
+    sweep = [
+        *shlex.split(a.specload), "sweep", "--url", url, "--label", cond,
+        "--speculative-config", declared, "--prefix-caching", "off", "--replicates", "1",
+        "--scenario", a.scenario, "--out", str(Path(a.out) / "sweep"), "--no-compare",
+    ]  # fmt: skip
+    failed = 0
+    if subprocess.call(sweep) != 0:
+        log(f"specload sweep failed for {cond}, start {rep}")
+        failed = 1
+    if a.bench == "1" or (a.bench == "first" and rep == 1):
+        bench_dir = Path(a.out) / "vllm-bench"
+        one = {"url": url, "cond": cond, "raw": str(bench_dir / f"raw-r{rep}"),
+               "summary": str(bench_dir / f"r{rep}.json")}  # fmt: skip
+        if cmd_bench(argparse.Namespace(**{**vars(a), **one})) != 0:
+            log(f"vLLM bench serve failed for {cond}, start {rep}")
+            failed = 1
+    return failed
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = ap.add_subparsers(dest="verb", required=True)
-    h = sub.add_parser("health")
-    h.add_argument("--url", required=True)
-    h.add_argument("--pid", type=int, default=0)
-    h.add_argument("--timeout", type=float, default=600)
-    h.add_argument("--log", default="")
-    w = sub.add_parser("warmup")
-    w.add_argument("--url", required=True)
-    w.add_argument("--model", default="target")
-    w.add_argument("--n", type=int, default=8)
-    w.add_argument("--max-tokens", type=int, default=32)
-    w.add_argument("--timeout", type=float, default=300)
-    b = sub.add_parser("bench")
-    b.add_argument("--vllm", required=True, help="how to run vLLM's CLI, e.g. 'vllm'")
-    b.add_argument("--url", required=True)
-    b.add_argument("--cond", required=True)
-    b.add_argument("--rates", required=True, help="request rates, space-separated")
-    b.add_argument("--model", default="target")
-    b.add_argument("--tokenizer", required=True)
-    b.add_argument("--raw", required=True, help="folder for vLLM's result JSON and logs")
-    b.add_argument("--summary", required=True, help="JSON the rows are merged into")
-    b.add_argument("--input-len", type=int, default=512)
-    b.add_argument("--output-len", type=int, default=256)
-    b.add_argument("--seconds", type=float, default=20, help="arrivals per rate, in seconds")
-    b.add_argument("--min-prompts", type=int, default=32)
-    b.add_argument("--rate-timeout", type=float, default=300)
+    st = sub.add_parser("starts", help="every server start: serve, warm up, sweep, bench, stop")
+    st.add_argument("--baseline-cmd", required=True, help="server command line, with {port}")
+    st.add_argument("--spec-cmd", required=True, help="server command line, with {port}")
+    st.add_argument("--spec-declared", required=True, help="the spec condition's config JSON")
+    st.add_argument("--port", type=int, required=True)
+    st.add_argument("--replicates", type=int, default=2)
+    st.add_argument("--health-timeout", type=float, default=600)
+    st.add_argument("--scenario", required=True)
+    st.add_argument("--out", required=True)
+    st.add_argument("--specload", required=True, help="how to run specload")
+    st.add_argument("--bench", choices=["1", "first", "0"], default="1")
+    st.add_argument("--model", default="target")
+    # warm-up
+    st.add_argument("--n", type=int, default=8)
+    st.add_argument("--max-tokens", type=int, default=32)
+    st.add_argument("--timeout", type=float, default=300)
+    # vLLM's bench serve
+    st.add_argument("--vllm", default="vllm", help="how to run vLLM's CLI")
+    st.add_argument("--rates", default="", help="request rates, space-separated")
+    st.add_argument("--tokenizer", default="")
+    st.add_argument("--input-len", type=int, default=512)
+    st.add_argument("--output-len", type=int, default=256)
+    st.add_argument("--seconds", type=float, default=20, help="arrivals per rate, in seconds")
+    st.add_argument("--min-prompts", type=int, default=32)
+    st.add_argument("--rate-timeout", type=float, default=300)
     a = ap.parse_args()
-    verbs = {
-        "health": cmd_health,
-        "warmup": cmd_warmup,
-        "bench": cmd_bench,
-    }
-    return verbs[a.verb](a)
+    return int(cmd_starts(a))
 
 
 if __name__ == "__main__":

@@ -116,7 +116,6 @@ else
   PORT=${PORT:-8000}
   SPEC=${SPEC_CONFIG//@DRAFT@/$DRAFT}
 fi
-URL=http://127.0.0.1:$PORT
 cp "$SCENARIO" "$OUT/scenario.yaml"
 [ -n "${STEPS:-}" ] && sed -i "s/^steps: .*/steps: [$(echo "$STEPS" | sed 's/ \+/, /g')]/" "$OUT/scenario.yaml"
 [ -n "${STEP_S:-}" ] && sed -i "s/^step_duration_s: .*/step_duration_s: $STEP_S/" "$OUT/scenario.yaml"
@@ -141,15 +140,17 @@ if [ "$BENCH" != 0 ] && ! vllm_runs; then
   fi
 fi
 
-server_argv() {  # server_argv COND REPLICATE -> SARGS
-  local cond=$1 rep=$2
+# The server's command line per condition; SPECLOADPORT and SPECLOADREP become the
+# {port} and {replicate} placeholders specload substitutes for each start.
+server_argv() {  # server_argv COND -> SARGS
+  local cond=$1
   if [ "$DRY" = 1 ]; then
-    SARGS=("$PY" -m specload sim --host 127.0.0.1 --port "$PORT" --profile h200-llama8b
-      --served-model-name target --start-jitter 0.05 --start-seed "$rep")
+    SARGS=("$PY" -m specload sim --host 127.0.0.1 --port SPECLOADPORT --profile h200-llama8b
+      --served-model-name target --start-jitter 0.05 --start-seed SPECLOADREP)
   else
     # shellcheck disable=SC2206  # VLLM is a command line, split on purpose
     SARGS=(env VLLM_USE_V2_MODEL_RUNNER=0 $VLLM serve "$TARGET" --load-format "$LOAD_FORMAT"
-      --host 127.0.0.1 --port "$PORT" --max-model-len 4096 --gpu-memory-utilization 0.85
+      --host 127.0.0.1 --port SPECLOADPORT --max-model-len 4096 --gpu-memory-utilization 0.85
       --served-model-name target --tokenizer "$TOKENIZER" --disable-uvicorn-access-log
       --no-enable-prefix-caching --no-async-scheduling)
     # shellcheck disable=SC2206
@@ -158,54 +159,29 @@ server_argv() {  # server_argv COND REPLICATE -> SARGS
   if [ "$cond" = spec ]; then SARGS+=(--speculative-config "$SPEC"); fi
   return 0
 }
-
-SPID=""
-alive() { local s; s=$(ps -o stat= -p "$1" 2>/dev/null) || return 1; [[ $s != Z* ]]; }
-stop_server() {  # the server runs in its own session: its process group id is its pid
-  [ -n "$SPID" ] || return 0
-  kill -TERM -- "-$SPID" 2>/dev/null
-  for _ in $(seq 1 30); do alive "$SPID" || break; sleep 1; done
-  kill -KILL -- "-$SPID" 2>/dev/null
-  wait "$SPID" 2>/dev/null
-  SPID=""
+server_cmd() {  # server_cmd COND -> one shell line, quoted, with the placeholders
+  local line
+  server_argv "$1"
+  line=$(printf '%q ' "${SARGS[@]}")
+  line=${line//SPECLOADPORT/\{port\}}
+  echo "${line//SPECLOADREP/\{replicate\}}"
 }
-trap 'stop_server' EXIT
-trap 'stop_server; exit 130' INT TERM
 
 if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm,power.limit \
     --format=csv > "$OUT/nvidia-smi.csv" 2>&1
 fi
-say "out=$OUT url=$URL replicates=$REPLICATES rates='$RATES' dry_run=$DRY bench=$BENCH"
+say "out=$OUT port=$PORT replicates=$REPLICATES rates='$RATES' dry_run=$DRY bench=$BENCH"
 
 FAILED=0
-for rep in $(seq 1 "$REPLICATES"); do
-  for cond in baseline spec; do
-    log="$OUT/servers/$cond-r$rep.log"
-    server_argv "$cond" "$rep"
-    say "start $rep/$REPLICATES of $cond: ${SARGS[*]}"
-    # a new session, so that stop_server reaches every process the server starts
-    "$PY" -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
-      "${SARGS[@]}" > "$log" 2>&1 < /dev/null &
-    SPID=$!
-    if ! "$PY" "$KIT/kit.py" health --url "$URL" --pid "$SPID" --timeout "$HEALTH_TIMEOUT" --log "$log"; then
-      tail -n 40 "$log"; stop_server; FAILED=1; continue
-    fi
-    "$PY" "$KIT/kit.py" warmup --url "$URL" || say "warm-up had errors (going on)"
-    if [ "$cond" = spec ]; then declared=$SPEC; else declared=off; fi
-    # shellcheck disable=SC2086  # SPECLOAD is a command line
-    $SPECLOAD sweep --url "$URL" --label "$cond" --speculative-config "$declared" \
-      --prefix-caching off --replicates 1 --scenario "$OUT/scenario.yaml" \
-      --out "$OUT/sweep" --no-compare || { say "specload sweep failed for $cond, start $rep"; FAILED=1; }
-    if [ "$BENCH" = 1 ] || { [ "$BENCH" = first ] && [ "$rep" = 1 ]; }; then
-      "$PY" "$KIT/kit.py" bench --vllm "$VLLM" --url "$URL" --cond "$cond" --rates "$BENCH_RATES" \
-        --tokenizer "$TOKENIZER" --raw "$OUT/vllm-bench/raw-r$rep" \
-        --summary "$OUT/vllm-bench/r$rep.json" --seconds "$BENCH_S" --min-prompts "$MIN_PROMPTS" \
-        || { say "vLLM bench serve failed for $cond, start $rep"; FAILED=1; }
-    fi
-    stop_server
-  done
-done
+# every start: the server up (its own process group), warm-up, specload sweep, vLLM's bench
+# on the same server, the server down (kit.py, with specload's ManagedServer)
+# shellcheck disable=SC2086  # VLLM is a command line
+"$PY" "$KIT/kit.py" starts --baseline-cmd "$(server_cmd baseline)" --spec-cmd "$(server_cmd spec)" \
+  --spec-declared "$SPEC" --port "$PORT" --replicates "$REPLICATES" \
+  --health-timeout "$HEALTH_TIMEOUT" --scenario "$OUT/scenario.yaml" --out "$OUT" \
+  --specload "$SPECLOAD" --bench "$BENCH" --vllm "$VLLM" --rates "$BENCH_RATES" \
+  --tokenizer "$TOKENIZER" --seconds "$BENCH_S" --min-prompts "$MIN_PROMPTS" || FAILED=1
 
 # ------------------------------------------------------------------ compare, tables, pack
 say "comparing every start"

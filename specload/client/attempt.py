@@ -11,6 +11,7 @@ the run and always leaves exactly one record.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 import gevent
@@ -79,12 +80,17 @@ def attempt(
     return b.build(error, b.done_at if b.done_at is not None else CLOCK.now())
 
 
-class AttemptClient:
-    """The ``send`` both clients offer; a client supplies ``_exchange_for`` and ``_classify``."""
+class AttemptClient(ABC):
+    """What both clients share: their settings and ``send``. A client supplies how one
+    request is exchanged (``_exchange_for``) and how its failures are named (``_classify``)."""
 
-    timeout_s: float
-    store_text: bool
-    record_itl: bool
+    def __init__(
+        self, base_url: str, *, timeout_s: float, store_text: bool, record_itl: bool
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = float(timeout_s)
+        self.store_text = store_text
+        self.record_itl = record_itl
 
     def send(
         self,
@@ -120,8 +126,10 @@ class AttemptClient:
             settle=settle,
         )
 
+    @abstractmethod
     def _exchange_for(self, req: ChatRequest, request_id: str) -> Exchange:
-        raise NotImplementedError
+        """The exchange of one request, and what to settle after it (or None)."""
 
+    @abstractmethod
     def _classify(self, exc: Exception, b: RecordBuilder) -> ErrorInfo:
-        raise NotImplementedError
+        """The error kind of an exception the exchange raised."""

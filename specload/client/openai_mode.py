@@ -65,10 +65,9 @@ class OpenAIStreamClient(AttemptClient):
             default_headers=extra_headers or None,
         )
         self._openai = openai
-        self.base_url = base_url.rstrip("/")
-        self.timeout_s = float(timeout_s)
-        self.store_text = store_text
-        self.record_itl = record_itl
+        super().__init__(
+            base_url, timeout_s=timeout_s, store_text=store_text, record_itl=record_itl
+        )
 
     def _on_request(self, request: Any) -> None:
         """httpx hook, right before the request goes out: the SDK's own request building

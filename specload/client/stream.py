@@ -85,14 +85,13 @@ class StreamClient(AttemptClient):
         connect_timeout_s: float = 10.0,
         kernel_stamps: bool = True,
     ) -> None:
-        url = URL(base_url.rstrip("/") + "/")
-        self.base_url = base_url.rstrip("/")
+        super().__init__(
+            base_url, timeout_s=timeout_s, store_text=store_text, record_itl=record_itl
+        )
+        url = URL(self.base_url + "/")
         self._path = url.path.rstrip("/") + (
             "/chat/completions" if url.path.rstrip("/").endswith("/v1") else "/v1/chat/completions"
         )
-        self.timeout_s = float(timeout_s)
-        self.store_text = store_text
-        self.record_itl = record_itl
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         headers.update(extra_headers or {})
         if api_key:

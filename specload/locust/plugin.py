@@ -175,6 +175,8 @@ def _validate_early(environment: Any, master: MasterSide) -> None:
     except SpecloadError as exc:
         print(f"specload: error: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(exc.exit_code) from None
+    if o.headless:  # checked in full: the run it starts needs no second look
+        master.pending = (opts, scenario)
 
 
 def install() -> None:
