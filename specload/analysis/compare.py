@@ -46,7 +46,7 @@ from specload.analysis.replicates import (
 )
 from specload.analysis.run_columns import RunColumns, load_runs
 from specload.analysis.samples import output_samples
-from specload.analysis.server import server_steps
+from specload.analysis.server import server_gaps, server_steps
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats, condition_steps, metric_names
 from specload.analysis.verdict import sentence
@@ -195,6 +195,8 @@ def _notes(groups: dict[str, list[RunColumns]], steps: dict[str, list[StepStats]
                 f"{label}: up to {max(reps)} executions per step (repeats within a server "
                 "start) pooled"
             )
+        for r in runs:
+            notes += [f"{label} ({r.path.name}): {gap}" for gap in server_gaps(r.metrics, r.steps)]
     return notes
 
 

@@ -25,11 +25,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from specload.metrics.counters import counter_deltas
+from specload.metrics.counters import counter_deltas, is_cumulative, restarted
 from specload.metrics.histogram import bucket_deltas, histogram_mean, histogram_quantile
 from specload.metrics.scrape import split_key
 
-__all__ = ["SERVER_HISTOGRAMS", "ServerStep", "server_steps"]
+__all__ = ["SERVER_HISTOGRAMS", "ServerStep", "scrapes_by_step", "server_gaps", "server_steps"]
 
 #: Short name → vLLM histogram (seconds). ``tpot`` is vLLM's per-request time per output token.
 SERVER_HISTOGRAMS = {
@@ -57,7 +57,6 @@ _GAUGES = (
     *_FRACTIONS,
     GPU_MEMORY_KEY,
 )
-_CUMULATIVE = ("_total", "_bucket", "_sum", "_count")
 
 
 @dataclass(slots=True)
@@ -84,6 +83,8 @@ class ServerStep:
     mean_s: dict[str, float] = field(default_factory=dict)
     #: Observations behind each mean (Δ_count).
     mean_n: dict[str, float] = field(default_factory=dict)
+    #: Step executions left out of the counters because the server restarted during them.
+    restarts: int = 0
 
 
 def _sum_name(values: Mapping[str, float], name: str) -> float | None:
@@ -123,7 +124,7 @@ def _instance(scrapes: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str
     """Counter deltas and gauge maxima over one step execution's scrapes."""
     start = scrapes[0].get("values") or {}
     end = scrapes[-1].get("values") or {}
-    cumulative = [k for k in end if k.split("{", 1)[0].endswith(_CUMULATIVE)]
+    cumulative = [k for k in end if is_cumulative(k)]
     # a series the server reset (restarted) in the window is left out: its delta is unknown
     deltas, _resets = counter_deltas(start, end, cumulative)
     gauges: dict[str, float] = {}
@@ -199,16 +200,16 @@ def server_steps(
     """Per target QPS, the pooled server figures of ``(metrics, steps)`` pairs of runs.
 
     Steps with fewer than two scrapes (no delta possible) are skipped; a QPS with no usable
-    step is absent from the result.
+    step is absent from the result. A step execution during which the server restarted
+    (``metrics/counters.py: restarted``) adds its gauges but no counters, and is counted in
+    ``restarts``.
     """
     deltas: dict[float, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     gauges: dict[float, dict[str, float]] = defaultdict(dict)
     counts: dict[float, int] = defaultdict(int)
+    restarts: dict[float, int] = defaultdict(int)
     for metrics, steps in runs:
-        by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
-        for m in metrics:
-            if m.get("step") is not None:
-                by_step[int(m["step"])].append(m)
+        by_step = scrapes_by_step(metrics)
         for s in steps:
             scrapes = by_step.get(int(s.get("index", -1)), [])
             window = _window(scrapes, s.get("warmup_end"))
@@ -217,9 +218,47 @@ def server_steps(
             qps = round(float(s["target_qps"]), 6)
             d, g = _instance(window)
             step_deltas = deltas[qps]  # created even when the server exposes only gauges
+            if restarted([w.get("values") or {} for w in window]):
+                restarts[qps] += 1
+                d = {}
             for k, v in d.items():
                 step_deltas[k] += v
             for k, v in g.items():
                 gauges[qps][k] = max(gauges[qps].get(k, v), v)
             counts[qps] += len(window)
-    return {q: _summarise(dict(deltas[q]), gauges[q], counts[q]) for q in deltas}
+    out = {q: _summarise(dict(deltas[q]), gauges[q], counts[q]) for q in deltas}
+    for q, n in restarts.items():
+        out[q].restarts = n
+    return out
+
+
+def scrapes_by_step(metrics: Iterable[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """``metrics.jsonl`` lines grouped by the step they belong to (lines of no step dropped)."""
+    by_step: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for m in metrics:
+        if m.get("step") is not None:
+            by_step[int(m["step"])].append(m)
+    return by_step
+
+
+def server_gaps(metrics: list[dict[str, Any]], steps: list[dict[str, Any]]) -> list[str]:
+    """One sentence per step of a run whose server figures are missing or incomplete: the
+    server restarted during it, or its scrapes failed (the reasons ``steps.json`` keeps).
+    Nothing for a server that never answered ``/metrics``: run.json's notes say that once."""
+    out: list[str] = []
+    if not metrics:
+        return out
+    by_step = scrapes_by_step(metrics)
+    for s in steps:
+        if s.get("target_qps") is None:
+            continue
+        where = f"the step at {float(s['target_qps']):g} req/s"
+        window = _window(by_step.get(int(s.get("index", -1)), []), s.get("warmup_end"))
+        if restarted([w.get("values") or {} for w in window]):
+            out.append(
+                f"the server restarted during {where} (its counters went back); "
+                "that step's server counters are left out"
+            )
+        for why in s.get("server_notes") or []:
+            out.append(f"server figures for {where} are incomplete: {why}")
+    return out

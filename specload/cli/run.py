@@ -238,8 +238,10 @@ def run(args: argparse.Namespace) -> int:
             f"specload run: run degraded (every record kept in {out}): {reasons}", file=sys.stderr
         )
         return 1
+    notes = _meta(out).get("notes") or []
+    why = f": {notes[-1]}" if notes else ""
     print(
-        f"specload run: run {status}; see {out / 'run.json'} notes and {out / 'locust.log'}",
+        f"specload run: run {status}{why}; see {out / 'run.json'} and {out / 'locust.log'}",
         file=sys.stderr,
     )
     return 1

@@ -203,19 +203,21 @@ class LoadProcess:
 
     # --- setup --------------------------------------------------------------------------
     def _prepare(self, msg: RunStart) -> None:
-        """Build scenario, prompts and client; tell the master (with how tokens were counted)."""
+        """Take the master's prompt set, build the requests and the client; tell the master."""
         from specload.client import make_client
         from specload.client.request import ChatRequest
         from specload.scenario import parse_scenario
-        from specload.scenario.prompts import build_prompt_set, server_tokenizer
+        from specload.scenario.prompts import PromptSet
 
-        error = source = None
+        error = None
         try:
             sc = parse_scenario(msg.scenario, file=msg.scenario_path or "<scenario>")
             key = self._api_key()  # read now: a worker may get its options after init
-            tokenize = server_tokenizer(msg.base_url, msg.model, key)
-            prompts = build_prompt_set(sc, tokenize)
-            source = getattr(prompts, "token_count_source", None)
+            if msg.prompts is None:
+                raise ValueError(
+                    "the run's start carries no prompt set (a master older than this worker?)"
+                )
+            prompts = PromptSet.from_wire(msg.prompts)
             contract = sc.contract
             self.requests = [
                 ChatRequest(
@@ -252,7 +254,7 @@ class LoadProcess:
             error = f"{type(exc).__name__}: {exc}"
         from specload.client.lookup import WordTokenizer  # the method RecordBuilder uses
 
-        ready = WorkerReady(msg.run_id, self.worker, source, WordTokenizer.method, error)
+        ready = WorkerReady(msg.run_id, self.worker, WordTokenizer.method, error)
         self._send(WorkerReady.TYPE, ready.to_wire())
 
     # --- pacing -------------------------------------------------------------------------

@@ -7,7 +7,7 @@ listener in-process), so one code path is tested for both.
 
 Master → workers: ``RunStart`` (scenario, model, run id), ``StepChange`` (a step's rate and
 window, and this worker's share), ``Drain`` (no more arrivals: finish and report).
-Workers → master: ``WorkerReady`` (prompts built), ``RecordBatch`` (records + cumulative
+Workers → master: ``WorkerReady`` (prompts taken, client built), ``RecordBatch`` (records + cumulative
 counts), ``FinalCounts`` (after the drain). This module imports nothing from Locust.
 """
 
@@ -52,7 +52,9 @@ class RunStart(_Wire):
     """A run begins: what every process needs to build its prompts and clients.
 
     ``scenario`` is ``Scenario.to_dict()`` so workers on other hosts need no scenario file;
-    ``model`` is resolved by the master (the scenario may leave it to ``/v1/models``).
+    ``model`` is resolved by the master (the scenario may leave it to ``/v1/models``);
+    ``prompts`` is the prompt set the master built once (``PromptSet.to_wire()``, with its
+    hash), so every process sends the same prompts and none calls ``/tokenize``.
     """
 
     TYPE: ClassVar[str] = "specload_run_start"
@@ -62,6 +64,7 @@ class RunStart(_Wire):
     model: str
     base_url: str
     store_text: bool = False
+    prompts: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,12 +111,11 @@ class Drain(_Wire):
 
 @dataclass(frozen=True, slots=True)
 class WorkerReady(_Wire):
-    """A worker built its prompt set for ``run_id`` and can take steps."""
+    """A worker took the run's prompt set and built its client: it can take steps."""
 
     TYPE: ClassVar[str] = "specload_ready"
     run_id: str
     worker: str
-    token_count_source: str | None = None
     lookup_method: str | None = None
     error: str | None = None
 

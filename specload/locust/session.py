@@ -39,11 +39,13 @@ from specload.locust.messages import (
 )
 from specload.locust.step_plan import TimedStep, timed_steps
 from specload.locust.workers import WorkerView
+from specload.metrics.counters import restarted
 from specload.metrics.gpu import GpuMemorySampler, open_gpu_source
 from specload.metrics.scrape import MetricsScraper, fetch_server_info
 from specload.metrics.vllm import step_server_metrics
 from specload.recorder.rundir import RunMeta, RunWriter
 from specload.run_options import RunOptions
+from specload.scenario.preparation import PreparationFailed, PreparedPrompts, prepare_prompts
 
 __all__ = ["LEAD_S", "RunSession", "SessionSnapshot"]
 
@@ -129,6 +131,9 @@ class RunSession:
         self._step_scrapes: list[dict[str, float]] = []
         self._edges: list[gevent.Greenlet] = []
         self._printed: set[int] = set()
+        self._api_key = api_key
+        self.prepared: PreparedPrompts | None = None
+        self._start_wire: dict[str, Any] | None = None
         self._scraper = MetricsScraper(opts.host, api_key=api_key)
         source, self._gpu_note = open_gpu_source(opts.gpu_metrics_url, opts.host)
         self._gpu = GpuMemorySampler(source) if source is not None else None
@@ -166,23 +171,56 @@ class RunSession:
 
     # --- lifecycle ----------------------------------------------------------------------
     def _run_start(self) -> dict[str, Any]:
-        return RunStart(
-            self.run_id,
-            self.scenario.to_dict(),
-            self.opts.scenario_path,
-            self.model,
-            self.opts.host,
-            self.opts.store_text,
-        ).to_wire()
+        """``RunStart`` with the prepared prompt set (built once, see ``_prepare``)."""
+        if self._start_wire is None:
+            assert self.prepared is not None
+            self._start_wire = RunStart(
+                self.run_id,
+                self.scenario.to_dict(),
+                self.opts.scenario_path,
+                self.model,
+                self.opts.host,
+                self.opts.store_text,
+                self.prepared.prompts.to_wire(),
+            ).to_wire()
+        return self._start_wire
 
     def start(self) -> None:
-        """Tell every load process about the run, then run the schedule in a greenlet."""
-        self.runner.send_message(RunStart.TYPE, self._run_start())
+        """Prepare the prompts, tell every load process about the run, then run the schedule
+        (in a greenlet: preparing may take seconds of ``/tokenize``)."""
         self._greenlets = [
-            gevent.spawn(self._guarded, self._schedule),
+            gevent.spawn(self._guarded, self._prepare_and_run),
             gevent.spawn(self._guarded, self._scrape_interval),
             gevent.spawn(self._guarded, self._flush_loop),
         ]
+
+    def _prepare_and_run(self) -> None:
+        if self._prepare():
+            self.runner.send_message(RunStart.TYPE, self._run_start())
+            self._schedule()
+
+    def _prepare(self) -> bool:
+        """Build the prompt set once, here (``scenario/preparation.py``); False: the run failed."""
+        n = self.scenario.prompts.count
+        self._say(f"preparing {n or 'the'} prompts (token counts from {self.opts.host}/tokenize)")
+        t0 = time.time()
+        try:
+            prepared = prepare_prompts(self.scenario, self.opts.host, self.model, self._api_key)
+        except PreparationFailed as exc:
+            self.writer.meta.notes.append(str(exc))
+            self.finish("failed")
+            return False
+        meta = self.writer.meta
+        meta.token_count_source = prepared.prompts.token_count_source
+        meta.prompt_set = prepared.summary()
+        meta.notes.extend(prepared.warnings)
+        self.prepared = prepared
+        self._say(
+            f"prompts ready: {len(prepared.prompts)} prompts, token counts by "
+            f"{prepared.prompts.token_count_source}, sha256 {prepared.prompts.sha256[:12]}, "
+            f"{time.time() - t0:.1f} s"
+        )
+        return True
 
     def snapshot(self) -> SessionSnapshot:
         """The run as it stands (see ``SessionSnapshot``)."""
@@ -227,7 +265,8 @@ class RunSession:
             gevent.sleep(0.5 if attempt == 0 else INVITE_EVERY_S)
             if self.finished or worker in self.ready or worker not in self.workers.connected():
                 return
-            self.runner.send_message(RunStart.TYPE, self._run_start(), client_id=worker)
+            if self.prepared is not None:  # else the run's own RunStart will reach it
+                self.runner.send_message(RunStart.TYPE, self._run_start(), client_id=worker)
 
     def _guarded(self, fn: Any) -> None:
         try:
@@ -352,9 +391,19 @@ class RunSession:
             if values is not None:
                 self.writer.add_metrics(t, prev.index, "end", values)
                 scrapes.append(values)
+            else:
+                self._scrape_failed(prev.index, "end")
+            if restarted(scrapes):
+                self._say(
+                    f"step {prev.index + 1} ({prev.target_qps:g} qps): the server restarted "
+                    "during this step (its counters went back); its server counters are "
+                    "left out"
+                )
             self.live.server[prev.index] = step_server_metrics(scrapes).to_dict()
             self.writer.end_step(prev.index, prev.end)
             gevent.spawn_later(PROGRESS_DELAY_S, self._progress, prev.index)
+        if step is not None and values is None:
+            self._scrape_failed(step.index, "start")
         if step is not None and values is not None:
             self.writer.add_metrics(t, step.index, "start", values)
             if step is self.current:
@@ -363,6 +412,11 @@ class RunSession:
             note = f"no server metrics: {self._scraper.last_error}"
             if note not in self.writer.meta.notes:
                 self.writer.meta.notes.append(note)
+
+    def _scrape_failed(self, index: int, phase: str) -> None:
+        """Keep why a step has no server figures, or fewer (its ``server_notes``)."""
+        why = self._scraper.last_error or "no answer"
+        self.writer.note_step(index, f"the {phase} scrape of /metrics failed: {why}")
 
     def _timed_scrape(self) -> tuple[float, dict[str, float] | None]:
         """``/metrics`` plus GPU memory (``specload:gpu_memory_used_mib{gpu}``) when sampled."""
@@ -381,7 +435,11 @@ class RunSession:
             gevent.sleep(interval)
             step = self.current
             t, values = self._timed_scrape()
-            if values is None or self.finished:
+            if self.finished:
+                continue
+            if values is None:
+                if step is not None:
+                    self._scrape_failed(step.index, "interval")
                 continue
             self.writer.add_metrics(t, step.index if step else None, "interval", values)
             if step is not None and step is self.current:
@@ -458,8 +516,6 @@ class RunSession:
             return
         self.ready[msg.worker] = msg
         meta = self.writer.meta
-        if msg.token_count_source and meta.token_count_source is None:
-            meta.token_count_source = msg.token_count_source
         if msg.lookup_method and meta.lookup_method is None:
             meta.lookup_method = msg.lookup_method
         if msg.worker not in meta.workers:

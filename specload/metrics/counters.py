@@ -8,13 +8,35 @@ scrapes, and what it counted across the restart is unknown. Its delta is ``None`
 the post-restart value (which would read as a step that did almost nothing) and never a
 negative number. The live figures (``metrics/vllm.py``), the report's server columns
 (``analysis/server.py``) and the histogram estimates (``metrics/histogram.py``) all use this.
+
+A counter that restarted and grew past its old value by the next scrape hides its reset from
+a two-scrape delta, so ``restarted`` looks at every consecutive pair of a step's scrapes and
+at ``process_start_time_seconds`` (which vLLM, like any prometheus_client exporter, serves):
+a step in which the server restarted has no trustworthy counter delta at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["counter_delta", "counter_deltas"]
+__all__ = [
+    "CUMULATIVE_SUFFIXES",
+    "START_TIME",
+    "counter_delta",
+    "counter_deltas",
+    "is_cumulative",
+    "restarted",
+]
+
+#: Sample-name endings of cumulative series (counters and histogram parts).
+CUMULATIVE_SUFFIXES = ("_total", "_bucket", "_sum", "_count")
+#: The exporter process's start (unix s): it changes when the server restarts.
+START_TIME = "process_start_time_seconds"
+
+
+def is_cumulative(key: str) -> bool:
+    """True for a counter or histogram sample key (``name{labels}``)."""
+    return key.split("{", 1)[0].endswith(CUMULATIVE_SUFFIXES)
 
 
 def counter_delta(before: float | None, after: float | None) -> float | None:
@@ -40,3 +62,15 @@ def counter_deltas(
         else:
             deltas[key] = d
     return deltas, resets
+
+
+def restarted(scrapes: Sequence[Mapping[str, float]]) -> bool:
+    """True when the server restarted between two consecutive ``scrapes`` (in time order):
+    its process start time changed, or a cumulative series went backwards."""
+    for before, after in zip(scrapes, scrapes[1:], strict=False):
+        t0, t1 = before.get(START_TIME), after.get(START_TIME)
+        if t0 is not None and t1 is not None and t1 != t0:
+            return True
+        if any(is_cumulative(k) and v < before.get(k, v) for k, v in after.items()):
+            return True
+    return False

@@ -74,23 +74,34 @@ def parse_metrics(text: str) -> dict[str, float]:
     return values
 
 
-def _get(url: str, api_key: str | None, timeout_s: float) -> bytes | None:
-    """GET ``url``; ``None`` for any network or HTTP failure (the endpoint is optional)."""
+def _fetch(url: str, api_key: str | None, timeout_s: float) -> tuple[bytes | None, str]:
+    """GET ``url``: ``(body, "")``, or ``(None, why)`` for any network or HTTP failure."""
     req = urllib.request.Request(url)
     if api_key:
         req.add_header("Authorization", f"Bearer {api_key}")
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            return bytes(resp.read())
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
+            return bytes(resp.read()), ""
+    except urllib.error.HTTPError as exc:
+        return None, f"HTTP {exc.code}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        if isinstance(reason, TimeoutError):
+            return None, f"no answer within {timeout_s:g} s"
+        return None, str(reason) or type(reason).__name__
+
+
+def _get(url: str, api_key: str | None, timeout_s: float) -> bytes | None:
+    """GET ``url``; ``None`` for any network or HTTP failure (the endpoint is optional)."""
+    return _fetch(url, api_key, timeout_s)[0]
 
 
 class MetricsScraper:
     """Scrapes ``{base_url}/metrics``; remembers whether the server has the endpoint at all.
 
-    ``scrape()`` returns ``None`` when the endpoint is absent or unreadable; ``last_error``
-    says why, once, for ``run.json``'s notes.
+    ``scrape()`` returns ``None`` when the endpoint is absent, failing, too slow (past
+    ``timeout_s``) or unreadable; ``last_error`` says why (for run.json's notes and the step's
+    ``server_notes`` in steps.json).
     """
 
     def __init__(
@@ -104,9 +115,9 @@ class MetricsScraper:
 
     def scrape(self) -> dict[str, float] | None:
         """One scrape, flattened; ``None`` when the server has no usable ``/metrics``."""
-        body = _get(self.url, self._api_key, self._timeout_s)
+        body, why = _fetch(self.url, self._api_key, self._timeout_s)
         if body is None:
-            self.last_error = f"{self.url} unavailable"
+            self.last_error = f"{self.url} unavailable ({why})"
             return None
         try:
             values = parse_metrics(body.decode("utf-8", errors="replace"))

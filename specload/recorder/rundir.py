@@ -79,6 +79,9 @@ class RunMeta:
     )
     lost_workers: list[dict[str, Any]] = field(default_factory=list)
     token_count_source: str | None = None
+    #: The prompt set every load process sent (``PreparedPrompts.summary()``): its sha256,
+    #: size, how tokens were counted and what preparing it met; None in older runs.
+    prompt_set: dict[str, Any] | None = None
     lookup_method: str | None = None
     notes: list[str] = field(default_factory=list)
     #: The error budget this run was held to (fraction of requests; ``--max-error-rate``).
@@ -186,6 +189,13 @@ class RunWriter:
         self.flush()
         self.write_steps()
         self.write_meta()
+
+    def note_step(self, index: int, text: str) -> None:
+        """Say why a step's server figures are incomplete (``server_notes`` in steps.json)."""
+        for s in self.steps:
+            if s["index"] == index and text not in s.setdefault("server_notes", []):
+                s["server_notes"].append(text)
+                self.write_steps()
 
     def flush(self) -> None:
         self._requests.flush()

@@ -55,7 +55,7 @@ _TOP_KEYS = {
     "contract",
     "source",
 }
-_SYNTH_KEYS = {"input_tokens", "shared_prefix_tokens", "repetition", "count"}
+_SYNTH_KEYS = {"input_tokens", "shared_prefix_tokens", "repetition", "count", "exact_tokens"}
 _CONTRACT_KEYS = {"json", "required_fields", "tools"}
 _MAX_STEPS = 1000
 
@@ -343,8 +343,14 @@ def _prompts(r: _Reader, value: Any, base_dir: Path | None) -> PromptSpec:
         )
     rep = r.number(s.get("repetition", 0.0), f"{base}.repetition", lo=0.0, hi=1.0)
     count = r.integer(s.get("count", 200), f"{base}.count", lo=1)
+    exact = r.boolean(s.get("exact_tokens", False), f"{base}.exact_tokens")
     return PromptSpec(
-        kind="synthetic", input_tokens=inp, shared_prefix_tokens=prefix, repetition=rep, count=count
+        kind="synthetic",
+        input_tokens=inp,
+        shared_prefix_tokens=prefix,
+        repetition=rep,
+        count=count,
+        exact_tokens=exact,
     )
 
 

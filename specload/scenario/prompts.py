@@ -25,6 +25,8 @@ is the count the server reported (or the estimate).
 
 from __future__ import annotations
 
+import hashlib
+import http.client
 import json
 import random
 import re
@@ -43,6 +45,7 @@ from specload.scenario.schema import PromptSpec, Scenario
 __all__ = [
     "Prompt",
     "PromptSet",
+    "TokenizeFailed",
     "build_prompt_set",
     "estimate_tokens",
     "server_tokenizer",
@@ -229,6 +232,11 @@ _FIT_ROUNDS = 12
 _TOKENIZE_WORKERS = 8  # concurrent /tokenize calls while building a prompt set
 
 
+class TokenizeFailed(Exception):
+    """The server's ``/tokenize`` kept failing after its retries while a prompt set was built
+    (the probe had worked): the caller decides between the estimate and failing the run."""
+
+
 def estimate_tokens(text: str) -> int:
     """Estimated tokens of ``text``: one per word and per punctuation mark."""
     return len(_TOKEN_RE.findall(text))
@@ -272,6 +280,50 @@ class PromptSet:
     def cycle(self, n: int) -> Prompt:
         """The prompt for the ``n``-th request: the set in order, then again from the start."""
         return self._prompts[n % len(self._prompts)]
+
+    @property
+    def sha256(self) -> str:
+        """The set's identity: a hash of every prompt's messages and counted tokens, in order.
+
+        Every load process sends the prompts the master built, and run.json records this, so
+        two runs that claim the same traffic can be checked to have sent the same prompts.
+        """
+        canon = [[list(p.messages), p.expected_prompt_tokens] for p in self._prompts]
+        blob = json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def to_wire(self) -> dict[str, Any]:
+        """The set as msgpack-able data, for the master's ``RunStart`` to the workers."""
+        return {
+            "token_count_source": self.token_count_source,
+            "input_tokens": self.input_tokens,
+            "shared_prefix_tokens": self.shared_prefix_tokens,
+            "repetition": self.repetition,
+            "prompts": [[list(p.messages), p.expected_prompt_tokens] for p in self._prompts],
+            "sha256": self.sha256,
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> PromptSet:
+        """Inverse of ``to_wire``; ``ValueError`` when the prompts do not match their hash
+        (a truncated or altered message must not become a run of other traffic)."""
+        prompts = [
+            Prompt(i, tuple(dict(m) for m in messages), None if n is None else int(n))
+            for i, (messages, n) in enumerate(data["prompts"])
+        ]
+        out = cls(
+            prompts,
+            token_count_source=str(data["token_count_source"]),
+            input_tokens=data.get("input_tokens"),
+            shared_prefix_tokens=int(data.get("shared_prefix_tokens") or 0),
+            repetition=float(data.get("repetition") or 0.0),
+        )
+        if out.sha256 != data.get("sha256"):
+            raise ValueError(
+                f"the prompt set received does not match its hash ({out.sha256[:12]} != "
+                f"{str(data.get('sha256'))[:12]})"
+            )
+        return out
 
     @property
     def exact(self) -> bool:
@@ -491,7 +543,37 @@ def server_tokenizer(
     for fn in (chat, plain):
         try:
             fn("probe")
-        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+        except _FAILURES:
             continue
-        return fn
+        return _failing_as(fn, url)
     return None
+
+
+_FAILURES = (
+    urllib.error.URLError,
+    http.client.HTTPException,
+    OSError,
+    ValueError,
+    KeyError,
+    TypeError,
+)
+
+
+def _failing_as(fn: Tokenize, url: str) -> Tokenize:
+    """``fn`` whose failures (after its retries) are ``TokenizeFailed``, saying why."""
+
+    def count(text: str) -> int:
+        try:
+            return fn(text)
+        except _FAILURES as exc:
+            raise TokenizeFailed(f"POST {url}: {_why(exc)}") from exc
+
+    return count
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code}"
+    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, BaseException):
+        return _why(exc.reason)
+    return str(exc) or type(exc).__name__

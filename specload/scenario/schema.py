@@ -47,6 +47,9 @@ class PromptSpec:
     which is where n-gram / suffix drafting wins).
     File: ``file`` is the absolute path of a JSONL file of ``{"messages": [...]}`` objects;
     ``count`` (0 = all) limits how many lines are used.
+    ``exact_tokens`` (synthetic): the run fails, with one line, unless the server's
+    ``/tokenize`` counted every prompt; by default a missing or failing ``/tokenize`` falls
+    back to the estimate, with a warning in run.json.
     """
 
     kind: str = "synthetic"
@@ -55,6 +58,7 @@ class PromptSpec:
     repetition: float = 0.0
     count: int = 200
     file: str | None = None
+    exact_tokens: bool = False
 
 
 @dataclass(frozen=True, slots=True)

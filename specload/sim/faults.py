@@ -6,6 +6,11 @@ of streamed requests, chosen when the request arrives: stall (no bytes for ``sta
 ``stall_after_tokens`` tokens were sent), drop (close the connection after ``drop_after_tokens``
 tokens, no terminating chunk), malformed (one non-JSON ``data:`` line after
 ``malformed_after_tokens`` tokens) and ``no_done`` (end the body without ``data: [DONE]``).
+
+Endpoint faults: ``tokenize_reset_every`` N resets the connection of every N-th ``/tokenize``
+request instead of answering (a busy server's hiccup while a run is prepared);
+``metrics_delay_s`` holds each ``/metrics`` answer that long (a scrape that hangs);
+``metrics_status`` answers ``/metrics`` with that HTTP status instead (a failing exporter).
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ class Faults:
     malformed_after_tokens: int | None = None
     no_done: bool = False
     stream_fault_rate: float = 1.0
+    tokenize_reset_every: int | None = None
+    metrics_delay_s: float = 0.0
+    metrics_status: int | None = None
 
     def update(self, changes: dict[str, Any]) -> None:
         """Apply a partial update; ``ValueError`` names the first bad key."""
@@ -55,8 +63,16 @@ class Faults:
             v = getattr(self, key)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
                 raise ValueError(f"{key}: must be null or an integer >= 0")
-        if not isinstance(self.stall_s, (int, float)) or self.stall_s < 0:
-            raise ValueError("stall_s: must be a number >= 0")
+        for key in ("stall_s", "metrics_delay_s"):
+            v = getattr(self, key)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"{key}: must be a number >= 0")
+        n = self.tokenize_reset_every
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+            raise ValueError("tokenize_reset_every: must be null or an integer >= 1")
+        m = self.metrics_status
+        if m is not None and (not isinstance(m, int) or isinstance(m, bool) or not 400 <= m <= 599):
+            raise ValueError("metrics_status: must be null or an integer 400..599")
         if not isinstance(self.no_done, bool):
             raise ValueError("no_done: must be true or false")  # noqa: TRY004 - a 400
 

@@ -105,6 +105,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fault-malformed-after", type=int, default=None, metavar="TOKENS")
     g.add_argument("--fault-no-done", action="store_true")
     g.add_argument(
+        "--fault-tokenize-reset-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="reset the connection of every N-th /tokenize request instead of answering",
+    )
+    g.add_argument(
+        "--fault-metrics-delay-s",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="hold every /metrics answer S seconds (a scrape that hangs)",
+    )
+    g.add_argument(
+        "--fault-metrics-status",
+        type=int,
+        default=None,
+        metavar="CODE",
+        help="answer /metrics with this HTTP status (4xx/5xx) instead of the metrics",
+    )
+    g.add_argument(
         "--fault-stream-rate",
         type=float,
         default=1.0,

@@ -44,6 +44,9 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
         malformed_after_tokens=a.fault_malformed_after,
         no_done=a.fault_no_done,
         stream_fault_rate=a.fault_stream_rate,
+        tokenize_reset_every=a.fault_tokenize_reset_every,
+        metrics_delay_s=a.fault_metrics_delay_s,
+        metrics_status=a.fault_metrics_status,
     )
     try:
         faults.validate()

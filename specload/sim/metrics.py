@@ -12,7 +12,7 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 __all__ = ["Histogram", "SimMetrics"]
@@ -163,6 +163,9 @@ class SimMetrics:
         )
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
+        # process_start_time_seconds & co., as vLLM's own exporter serves them: a reader
+        # tells a restarted server by its start time (metrics/counters.py: restarted)
+        ProcessCollector(registry=self.registry)
 
     def render(self) -> bytes:
         """Prometheus text exposition of every metric."""

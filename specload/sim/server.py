@@ -3,7 +3,7 @@
 Routes mirror vLLM's server: ``/v1/chat/completions`` and ``/v1/completions`` (streamed and
 not), ``/v1/models``, ``/version``, ``/health``, ``/metrics``, ``/tokenize``,
 ``/reset_prefix_cache``, plus the simulator's own ``/debug/requests[/{id}]`` (ground truth),
-``/debug/faults`` (GET/POST) and ``/debug/host`` (this start's host speed, ``host.py``).
+``/debug/faults`` (GET/POST), ``/debug/counts`` (what the endpoint faults met) and ``/debug/host`` (this start's host speed, ``host.py``).
 Handlers validate, build an engine ``Request`` with a sink, hand it to the engine loop and
 wait for its last token.
 """
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import socket
+import struct
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -99,6 +101,8 @@ class SimState:
         self.faults = s.faults
         self.rng = random.Random(s.seed ^ 0x5EED)
         self.created = int(time.time())
+        #: What the endpoint faults met (``GET /debug/counts``): tests hold runs against it.
+        self.counts = {"tokenize_requests": 0, "tokenize_resets": 0, "metrics_requests": 0}
         self.started_at = time.time()  # reset when the engine loop starts (the host's t = 0)
 
 
@@ -347,14 +351,36 @@ async def health(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     st: SimState = request.app["sim"]
+    st.counts["metrics_requests"] += 1
+    if st.faults.metrics_delay_s:
+        await asyncio.sleep(st.faults.metrics_delay_s)
+    if st.faults.metrics_status is not None:
+        return _error(st.faults.metrics_status, "metrics unavailable (fault switch)")
     return web.Response(
         body=st.metrics.render(),
         headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
     )
 
 
+def _reset(request: web.Request) -> web.Response:
+    """Close the connection with an RST (SO_LINGER 0): the client sees a reset, no answer."""
+    transport = request.transport
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    if transport is not None:
+        transport.abort()
+    return web.Response(status=499)  # never reaches the client
+
+
 async def tokenize_route(request: web.Request) -> web.Response:
     st: SimState = request.app["sim"]
+    st.counts["tokenize_requests"] += 1
+    every = st.faults.tokenize_reset_every
+    if every and st.counts["tokenize_requests"] % every == 0:
+        st.counts["tokenize_resets"] += 1
+        await request.read()
+        return _reset(request)
     try:
         body = orjson.loads(await request.read())
     except orjson.JSONDecodeError:
@@ -427,6 +453,10 @@ async def debug_host(request: web.Request) -> web.Response:
     return _json(out)
 
 
+async def get_counts(request: web.Request) -> web.Response:
+    return _json(request.app["sim"].counts)
+
+
 async def get_faults(request: web.Request) -> web.Response:
     return _json(request.app["sim"].faults.to_dict())
 
@@ -470,6 +500,7 @@ def build_app(settings: SimSettings) -> web.Application:
     r.add_get("/debug/requests", debug_requests)
     r.add_get("/debug/requests/{request_id}", debug_request)
     r.add_get("/debug/faults", get_faults)
+    r.add_get("/debug/counts", get_counts)
     r.add_get("/debug/host", debug_host)
     r.add_post("/debug/faults", post_faults)
     return app

@@ -30,7 +30,7 @@ def test_every_message_round_trips_through_msgpack() -> None:
         ),
         Drain("r1"),
         Drain("r1", abort=True),
-        WorkerReady("r1", "w1", "tokenize", "words"),
+        WorkerReady("r1", "w1", "words"),
         RecordBatch(
             "r1", "w1", [{"request_id": "a", "itl_s": [0.1], "error": {"kind": "http"}}], 7, {3: 5}
         ),
