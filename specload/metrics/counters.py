@@ -64,13 +64,19 @@ def counter_deltas(
     return deltas, resets
 
 
+#: Series that only count up (a histogram's ``_sum`` may shrink: negative observations).
+_MONOTONE_SUFFIXES = ("_total", "_bucket", "_count")
+
+
 def restarted(scrapes: Sequence[Mapping[str, float]]) -> bool:
     """True when the server restarted between two consecutive ``scrapes`` (in time order):
-    its process start time changed, or a cumulative series went backwards."""
+    its process start time changed, or a count (``_total``, ``_bucket``, ``_count``) went
+    backwards."""
     for before, after in zip(scrapes, scrapes[1:], strict=False):
         t0, t1 = before.get(START_TIME), after.get(START_TIME)
         if t0 is not None and t1 is not None and t1 != t0:
             return True
-        if any(is_cumulative(k) and v < before.get(k, v) for k, v in after.items()):
-            return True
+        for key, value in after.items():
+            if key.split("{", 1)[0].endswith(_MONOTONE_SUFFIXES) and value < before.get(key, value):
+                return True
     return False

@@ -89,11 +89,13 @@ def _num(v: float | None, fmt: str = ".3g") -> str:
 def step_table(report: Report, label: str) -> Table:
     """Client-side (and server counter) figures of one condition per step."""
     rows = []
+    restarts = False
     for s in report.comparison.steps[label]:
         lat, srv = s.latency, s.server
+        restarts = restarts or bool(srv and srv.restarts)
         rows.append(
             [
-                f"{s.target_qps:g}",
+                f"{s.target_qps:g}" + (" ↻" if srv and srv.restarts else ""),
                 _num(s.achieved_qps),
                 str(s.n),
                 fmt_pct(s.error_rate),
@@ -140,6 +142,12 @@ def step_table(report: Report, label: str) -> Table:
             "error kinds",
         ],
         rows,
+        note=(
+            "↻: the server restarted during this step (its counters went back); the server "
+            "columns leave that execution out (see the notes)."
+            if restarts
+            else ""
+        ),
     )
 
 

@@ -99,6 +99,7 @@ class Histogram:
         self.sum = 0.0
 
     def observe(self, v: float) -> None:
+        v = max(0.0, v)  # a duration: a hair below 0 from clock rounding would shrink the sum
         self.counts[bisect_left(self.bounds, v)] += 1
         self.sum += v
 

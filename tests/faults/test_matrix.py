@@ -21,13 +21,17 @@ import os
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
 import pytest
 
 from specload.recorder import read_run
-from tests.conftest import free_port
+from specload.scenario import load_scenario
+from specload.scenario.prompts import build_prompt_set
+from specload.sim.tokenizer import chat_tokens
+from tests.conftest import free_port, start_sim
 from tests.faults.matrix import (
     Row,
     check_records,
@@ -488,3 +492,183 @@ def test_run_killed_without_cleanup_keeps_what_it_wrote(
         "second and at each step end); step 1 is complete on disk"
     )
     check_report(row, run_dir, tmp_path / "report")
+
+
+def _sim_counts(url: str) -> dict[str, int]:
+    with urllib.request.urlopen(url + "/debug/counts", timeout=10) as r:
+        return dict(json.load(r))
+
+
+def _one_build_calls(scenario: Path) -> int:
+    """``/tokenize`` calls that building the scenario's prompt set once makes (no failures):
+    the same deterministic fitting, counted here with the simulator's own tokenizer."""
+    calls = 0
+
+    def count(text: str) -> int:
+        nonlocal calls
+        calls += 1
+        return len(chat_tokens([{"role": "user", "content": text}], True))
+
+    build_prompt_set(load_scenario(scenario), count)
+    return calls
+
+
+@pytest.mark.slow
+def test_tokenize_resets_every_third_connection(
+    sim_factory, tmp_path: Path, matrix_row: Row
+) -> None:
+    row = matrix_row
+    row.fault = "/tokenize resets every third connection"
+    row.injected = "sim --fault-tokenize-reset-every 3; specload run --processes 2"
+    sim = sim_factory("--profile", "tiny", "--ground-truth", "--fault-tokenize-reset-every", "3")
+    scenario = write_scenario(tmp_path)
+    run_dir = run_row(row, sim.url, tmp_path, scenario, "--processes", "2")
+    assert row.exit_code == 0
+    truth = ground_truth(sim.url)
+    records = check_records(row, run_dir, status="completed", allowed={"ok"}, server_ids=set(truth))
+    meta = read_run(run_dir).meta
+    prompt_set = meta["prompt_set"]
+    assert prompt_set["token_count_source"] == "tokenize" and prompt_set["exact"], prompt_set
+    assert prompt_set["count"] == 8 and not prompt_set["warnings"]
+    assert {r["prompt_tokens"] for r in records} == {16}  # exact, as the server charged them
+    assert len(meta["counts"]["by_worker"]) == 2
+    counts = _sim_counts(sim.url)
+    assert counts["tokenize_resets"] >= 3, counts  # the preparation met resets
+    # prepared once, on the master: the answered calls are one build plus the probe, not
+    # one build per worker
+    answered = counts["tokenize_requests"] - counts["tokenize_resets"]
+    assert answered == _one_build_calls(scenario) + 1, counts
+    row.note = (
+        f"{counts['tokenize_resets']} of {counts['tokenize_requests']} /tokenize requests reset; "
+        f"prompts built once on the master ({answered} answered calls, not one build per "
+        "worker), exact counts (every record: 16 prompt tokens), sha256 in run.json"
+    )
+    check_report(row, run_dir, tmp_path / "report")
+
+
+@pytest.mark.slow
+def test_server_restarted_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> None:
+    row = matrix_row
+    row.fault = "server restarted mid-run"
+    row.injected = "SIGKILL to the simulator 0.5 s into step 2, a new one on the same port"
+    sim = sim_factory("--profile", "tiny")
+    scenario = write_scenario(tmp_path, steps="[4, 6, 8]", duration=2.5, max_tokens=64)
+    proc = subprocess.Popen(
+        specload_cmd(
+            "run",
+            "--host",
+            sim.url,
+            "--scenario",
+            str(scenario),
+            "--label",
+            "fault",
+            "--out",
+            "out",
+        ),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    run_dir = tmp_path / "out"
+    second = None
+    try:
+        start = wait_for_step(run_dir, 1)["start"]
+        time.sleep(max(0.0, start + 0.5 - time.time()))
+        os.killpg(sim.proc.pid, signal.SIGKILL)
+        sim.proc.wait(timeout=10)
+        dead_at = time.time()
+        second = start_sim("--profile", "tiny", log_dir=tmp_path, port=sim.port)
+        back_at = time.time()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if second is not None:
+            second.stop()
+    row.exit_code = proc.returncode
+    assert proc.returncode == 1 and "Traceback" not in err.decode(), err.decode()[-2000:]
+    records = check_records(
+        row, run_dir, status="degraded", allowed={"ok", "stream_broken", "connect"}
+    )
+    assert row.kinds.get("connect") or row.kinds.get("stream_broken"), row.kinds
+    assert any(r["ok"] and r["sent_at"] > back_at for r in records)  # the run went on
+    assert all(not r["ok"] for r in records if dead_at < r["sent_at"] < back_at - 0.5)
+    # the live line and the report both say which step straddles the restart
+    assert "step 2 (6 qps): the server restarted during this step" in out.decode()
+    report = check_report(row, run_dir, tmp_path / "report")
+    notes = [n for n in report["notes"] if "restarted" in n]
+    assert len(notes) == 1 and "the step at 6 req/s" in notes[0], report["notes"]
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "| 6 ↻ |" in md and "| 4 |" in md and "| 8 |" in md
+    server = {s["target_qps"]: s["server"] for s in report["steps"]["fault"]}
+    assert server[6.0]["restarts"] == 1 and server[6.0]["generation_tokens"] is None
+    assert server[4.0]["restarts"] == 0 and server[4.0]["generation_tokens"] > 0
+    assert server[8.0]["generation_tokens"] > 0  # counted again on the new server
+    row.note = (
+        "in-flight requests failed with their kind, the run went on once the server was back; "
+        "the step that straddles the restart is marked (↻, a note) and its counters left out"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fault", "switch", "why"),
+    [
+        (
+            "/metrics hangs (past the 3 s scrape timeout)",
+            {"metrics_delay_s": 6},
+            "no answer within 3 s",
+        ),
+        ("/metrics fails (HTTP 503)", {"metrics_status": 503}, "HTTP 503"),
+    ],
+    ids=["metrics-hang", "metrics-503"],
+)
+def test_metrics_endpoint_fails_mid_run(
+    sim_factory, tmp_path: Path, matrix_row: Row, fault: str, switch: dict, why: str
+) -> None:
+    row = matrix_row
+    row.fault = fault
+    row.injected = f"POST /debug/faults {json.dumps(switch)} 0.5 s into step 1"
+    sim = sim_factory("--profile", "tiny", "--ground-truth")
+    scenario = write_scenario(tmp_path, duration=2.0)
+    proc = subprocess.Popen(
+        specload_cmd(
+            "run",
+            "--host",
+            sim.url,
+            "--scenario",
+            str(scenario),
+            "--label",
+            "fault",
+            "--out",
+            "out",
+        ),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    run_dir = tmp_path / "out"
+    try:
+        start = wait_for_step(run_dir)["start"]
+        time.sleep(max(0.0, start + 0.5 - time.time()))
+        req = urllib.request.Request(
+            sim.url + "/debug/faults", data=json.dumps(switch).encode(), method="POST"
+        )
+        urllib.request.urlopen(req, timeout=10).close()
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    row.exit_code = proc.returncode
+    # missing server figures are not failed requests: the run completes
+    assert proc.returncode == 0, err.decode()[-2000:]
+    truth = ground_truth(sim.url)
+    records = check_records(row, run_dir, status="completed", allowed={"ok"}, server_ids=set(truth))
+    # a hanging scrape never held arrivals back: no request waited near the 3 s the scrape
+    # blocked for (it would, had the scrape blocked the process that paces and sends)
+    assert max(r["queue_delay_s"] for r in records) < 1.0
+    steps = json.loads((run_dir / "steps.json").read_text())
+    assert all(any(why in n for n in s.get("server_notes", [])) for s in steps), steps
+    report = check_report(row, run_dir, tmp_path / "report")
+    gaps = [n for n in report["notes"] if "server figures for the step at" in n]
+    assert any("4 req/s" in n and why in n for n in gaps) and any("8 req/s" in n for n in gaps)
+    row.note = f"every step's server_notes (steps.json) and the report's notes say why: {why}"

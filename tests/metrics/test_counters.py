@@ -41,3 +41,22 @@ def test_a_histogram_reset_in_the_window_makes_it_unknown() -> None:
     end = {'h_bucket{le="0.1"}': 5.0, 'h_bucket{le="+Inf"}': 8.0}
     assert bucket_deltas(start, end, "h") == []
     assert bucket_deltas(end, start, "h") == [(0.1, 45.0), (float("inf"), 52.0)]
+
+
+def test_a_restart_is_told_by_the_start_time_or_a_count_going_back_anywhere_in_the_step() -> None:
+    from specload.metrics.counters import START_TIME, restarted
+
+    t = {START_TIME: 1000.0}
+    steady = [{**t, "a_total": 1.0}, {**t, "a_total": 4.0}, {**t, "a_total": 9.0}]
+    assert not restarted(steady) and not restarted(steady[:1]) and not restarted([])
+    # restarted and grown past the start value by the end: a start-to-end delta hides it,
+    # the pair in the middle does not
+    dip = [{"a_total": 5.0}, {"a_total": 1.0}, {"a_total": 9.0}]
+    assert counter_deltas(dip[0], dip[-1], ["a_total"]) == ({"a_total": 4.0}, [])
+    assert restarted(dip)
+    # no count went back, but the process is another one
+    assert restarted([{**t, "a_total": 1.0}, {START_TIME: 1005.0, "a_total": 2.0}])
+    assert restarted([{"h_count": 3.0}, {"h_count": 1.0}])
+    assert restarted([{'h_bucket{le="1"}': 3.0}, {'h_bucket{le="1"}': 1.0}])
+    # a histogram's sum may shrink (negative observations): not a restart; a gauge neither
+    assert not restarted([{"h_sum": 3.0, "g": 5.0}, {"h_sum": 2.5, "g": 1.0}])
