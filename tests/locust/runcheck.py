@@ -16,6 +16,7 @@ from typing import Any
 
 from specload.preflight import PREFLIGHT_ID_PREFIX
 from specload.recorder import read_run
+from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 LOCUSTFILE = REPO / "locustfiles" / "chat.py"
@@ -131,3 +132,56 @@ def check_steps(run_dir: Path, records: list[dict[str, Any]], targets: list[floa
 
 def run_dirs_under(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob("run.json"))
+
+
+def locust_proc(*args: str, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
+    """``locust -f locustfiles/chat.py ARGS`` in its own session, output to ``log``."""
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args]
+    return subprocess.Popen(
+        cmd, cwd=cwd, stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def master_and_workers(
+    sim_url: str, tmp_path: Path, scenario: Path, run_dir: Path, n: int = 2
+) -> tuple[subprocess.Popen[bytes], list[subprocess.Popen[bytes]]]:
+    """A headless Locust master on 127.0.0.1 expecting ``n`` workers, and the workers
+    (each in ``tmp_path/w{i}``, which must exist), logging to files under ``tmp_path``."""
+    port = free_port()
+    master = locust_proc(
+        "--master",
+        "--headless",
+        "--expect-workers",
+        str(n),
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(port),
+        "--host",
+        sim_url,
+        "--scenario",
+        str(scenario),
+        "--label",
+        "mw",
+        "--run-dir",
+        str(run_dir),
+        "--exit-code-on-error",
+        "0",
+        "--json-file",
+        str(tmp_path / "stats"),
+        cwd=tmp_path,
+        log=tmp_path / "master.log",
+    )
+    workers = [
+        locust_proc(
+            "--worker",
+            "--master-host",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            cwd=tmp_path / f"w{i}",
+            log=tmp_path / f"worker{i}.log",
+        )
+        for i in range(n)
+    ]
+    return master, workers

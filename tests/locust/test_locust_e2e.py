@@ -26,6 +26,8 @@ from runcheck import (
     check_steps,
     check_timing,
     ground_truth,
+    locust_proc,
+    master_and_workers,
     run_dirs_under,
     specload,
     write_scenario,
@@ -105,56 +107,6 @@ def test_processes_2_splits_each_step_and_master_alone_writes(sim_factory, tmp_p
         assert c["sent"] >= 0.4 * len(records)
 
 
-def _locust(*args: str, cwd: Path, log: Path) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args]
-    return subprocess.Popen(
-        cmd, cwd=cwd, stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True
-    )
-
-
-def _master_and_workers(
-    sim_url: str, tmp_path: Path, scenario: Path, run_dir: Path, n: int = 2
-) -> tuple[subprocess.Popen[bytes], list[subprocess.Popen[bytes]]]:
-    port = free_port()
-    master = _locust(
-        "--master",
-        "--headless",
-        "--expect-workers",
-        str(n),
-        "--master-bind-host",
-        "127.0.0.1",
-        "--master-bind-port",
-        str(port),
-        "--host",
-        sim_url,
-        "--scenario",
-        str(scenario),
-        "--label",
-        "mw",
-        "--run-dir",
-        str(run_dir),
-        "--exit-code-on-error",
-        "0",
-        "--json-file",
-        str(tmp_path / "stats"),
-        cwd=tmp_path,
-        log=tmp_path / "master.log",
-    )
-    workers = [
-        _locust(
-            "--worker",
-            "--master-host",
-            "127.0.0.1",
-            "--master-port",
-            str(port),
-            cwd=tmp_path / f"w{i}",
-            log=tmp_path / f"worker{i}.log",
-        )
-        for i in range(n)
-    ]
-    return master, workers
-
-
 @pytest.mark.slow
 def test_master_with_two_worker_processes_records_every_request(
     sim_factory, tmp_path: Path
@@ -164,7 +116,7 @@ def test_master_with_two_worker_processes_records_every_request(
     for i in range(2):
         (tmp_path / f"w{i}").mkdir()
     run_dir = tmp_path / "out" / "mw"
-    master, workers = _master_and_workers(sim.url, tmp_path, scenario, run_dir)
+    master, workers = master_and_workers(sim.url, tmp_path, scenario, run_dir)
     try:
         assert master.wait(timeout=90) == 0, (tmp_path / "master.log").read_text()[-3000:]
         for w in workers:
@@ -206,7 +158,7 @@ def test_killed_worker_is_marked_lost_and_the_other_takes_its_share(
     for i in range(2):
         (tmp_path / f"w{i}").mkdir()
     run_dir = tmp_path / "out" / "mw"
-    master, workers = _master_and_workers(sim.url, tmp_path, scenario, run_dir)
+    master, workers = master_and_workers(sim.url, tmp_path, scenario, run_dir)
     try:
         first = _first_step(run_dir, tmp_path / "master.log")
         time.sleep(max(0.0, first["start"] + 1.5 - time.time()))
@@ -276,7 +228,7 @@ def test_web_ui_form_offers_specload_options_but_never_the_api_key(tmp_path: Pat
     """Locust prints ``--help`` before importing a locustfile, so plugin options reach users
     through the web UI's form (and ``specload run --help``): check the real page."""
     port = free_port()
-    proc = _locust(
+    proc = locust_proc(
         "--web-host",
         "127.0.0.1",
         "--web-port",
@@ -329,7 +281,7 @@ def test_stopping_the_master_cancels_in_flight_and_keeps_every_record(
     for i in range(2):
         (tmp_path / f"w{i}").mkdir()
     run_dir = tmp_path / "out" / "mw"
-    master, workers = _master_and_workers(sim.url, tmp_path, scenario, run_dir)
+    master, workers = master_and_workers(sim.url, tmp_path, scenario, run_dir)
     try:
         start = _first_step(run_dir, tmp_path / "master.log")["start"]
         time.sleep(max(0.0, start + 4 - time.time()))
@@ -402,7 +354,7 @@ def test_worker_joining_mid_run_takes_a_share_without_changing_the_rate(
         (tmp_path / f"w{i}").mkdir()
     run_dir = tmp_path / "out" / "mw"
     port = free_port()
-    master = _locust(
+    master = locust_proc(
         "--master",
         "--headless",
         "--expect-workers",
@@ -424,11 +376,11 @@ def test_worker_joining_mid_run_takes_a_share_without_changing_the_rate(
         log=tmp_path / "master.log",
     )
     worker_args = ("--worker", "--master-host", "127.0.0.1", "--master-port", str(port))
-    workers = [_locust(*worker_args, cwd=tmp_path / "w0", log=tmp_path / "worker0.log")]
+    workers = [locust_proc(*worker_args, cwd=tmp_path / "w0", log=tmp_path / "worker0.log")]
     try:
         _first_step(run_dir, tmp_path / "master.log")
         time.sleep(1)
-        workers.append(_locust(*worker_args, cwd=tmp_path / "w1", log=tmp_path / "worker1.log"))
+        workers.append(locust_proc(*worker_args, cwd=tmp_path / "w1", log=tmp_path / "worker1.log"))
         deadline = time.time() + 60
         while "2 workers connected" not in (tmp_path / "master.log").read_text():
             assert time.time() < deadline, (tmp_path / "master.log").read_text()[-3000:]
