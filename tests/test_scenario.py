@@ -200,3 +200,14 @@ def test_specload_scenario_import_needs_no_locust() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
     )
     assert out.stdout.strip() == "False"
+
+
+def test_slo_in_the_scenario_is_validated_with_its_key_path(tmp_path: Path) -> None:
+    ok = load_scenario(write(tmp_path, "steps: [1]\nslo: {tpot_p95: 25ms, e2e_p99: 8s}\n"))
+    assert ok.slo == {"tpot_p95": "25ms", "e2e_p99": "8s"} and ok.to_dict()["slo"] == ok.slo
+    err = error_of(tmp_path, "steps: [1]\nslo: {tpot_p95: 25}\n")
+    assert err.path == "slo.tpot_p95" and "with a unit" in str(err)
+    err = error_of(tmp_path, "steps: [1]\nslo: {queue_p95: 1s}\n")
+    assert err.path == "slo.queue_p95" and "tpot_p95" in str(err)
+    err = error_of(tmp_path, "steps: [1]\nprompts: {synthetic: {exact_tokens: maybe}}\n")
+    assert err.path == "prompts.synthetic.exact_tokens"

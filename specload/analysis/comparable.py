@@ -64,6 +64,7 @@ IGNORED_SCENARIO_KEYS = frozenset(
         "source",
         "record_itl",
         "request_timeout_s",
+        "slo",  # the objective a run is judged by, not the traffic it sent
     }
 )
 

@@ -23,6 +23,13 @@ from typing import Any
 
 from specload.analysis.attribution import Attribution, attribute
 from specload.analysis.batch_schedule import ScheduleOptions
+from specload.analysis.capacity import (
+    capacity_change,
+    capacity_gate,
+    capacity_sentence,
+    find_capacity,
+    goodput,
+)
 from specload.analysis.comparable import differences, not_comparable_message
 from specload.analysis.comparison import Comparison, ConditionInfo
 from specload.analysis.completeness import error_budget, incomplete_steps
@@ -30,7 +37,7 @@ from specload.analysis.crossover import Crossover, find_crossover
 from specload.analysis.decode_step import decode_steps
 from specload.analysis.dynamic import analyse_schedules
 from specload.analysis.features import Features, features_of, role_of
-from specload.analysis.gates import Gate, GateResult, evaluate_gates
+from specload.analysis.gates import CAPACITY_GATE, Gate, GateResult, evaluate_gates
 from specload.analysis.quality import (
     ContractCheck,
     check_contract,
@@ -49,10 +56,11 @@ from specload.analysis.samples import output_samples
 from specload.analysis.server import server_gaps, server_steps
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats, condition_steps, metric_names
-from specload.analysis.verdict import sentence
+from specload.analysis.verdict import benefit_words, sentence
 from specload.analysis.vllm_schedule_rules import is_dynamic
 from specload.errors import ConfigError
 from specload.host import host_differences
+from specload.slo import Slo, slos_from_scenario
 
 __all__ = [
     "CROSSOVER_METRICS",
@@ -321,7 +329,40 @@ def _verdicts(
             excluded=vs.incomplete.get(label),
             single_start=c.single_start(label),
         )
+        cap, base = c.capacity.get(label), c.capacity.get(c.baseline)
+        if cap is not None and base is not None:
+            benefit = benefit_words(c.crossover(label, c.metric))
+            change = c.capacity_changes[label]
+            verdicts[label] += " " + capacity_sentence(cap, base, change, benefit, c.slos)
     return verdicts
+
+
+def _capacity(
+    c: Comparison, groups: dict[str, list[RunColumns]], slos: list[Slo] | None, gates: list[Gate]
+) -> None:
+    """Capacity within the SLOs and goodput per condition; the capacity gate, if asked."""
+    if slos is None:
+        slos = slos_from_scenario((groups[c.baseline][0].meta.get("scenario") or {}).get("slo"))
+    gate = next((g for g in gates if g.metric == CAPACITY_GATE), None)
+    if gate is not None and not slos:
+        raise ConfigError(
+            "--max-regression capacity: needs an SLO (--slo METRIC=DURATION, or slo: in the "
+            "scenario); the gate would check nothing"
+        )
+    c.slos = slos
+    if not slos:
+        return
+    for label, rs in groups.items():
+        found = find_capacity(label, c.steps[label], slos, set(c.incomplete.get(label, {})))
+        if found is not None:
+            c.capacity[label] = found
+        c.goodput[label] = goodput(rs, slos)
+    base = c.capacity.get(c.baseline)
+    for label, cap in c.capacity.items():
+        if label != c.baseline and base is not None:
+            c.capacity_changes[label] = capacity_change(cap, base)
+    if gate is not None:
+        c.gates = capacity_gate(gate, c.capacity, c.capacity_changes, c.baseline, c.gates)
 
 
 def _gates(
@@ -334,9 +375,19 @@ def _gates(
 ) -> GateResult | None:
     if not gates:
         return None
-    return evaluate_gates(
-        gates, steps[base], {c: steps[c] for c in vs.ratios}, vs.ratios, operating_qps, min_gain
+    step_gates = [g for g in gates if g.metric != CAPACITY_GATE]
+    if not step_gates:  # the capacity gate only: checked once capacities are known
+        return GateResult(gates=gates, operating_qps=operating_qps, min_gain=min_gain)
+    result = evaluate_gates(
+        step_gates,
+        steps[base],
+        {c: steps[c] for c in vs.ratios},
+        vs.ratios,
+        operating_qps,
+        min_gain,
     )
+    result.gates = gates
+    return result
 
 
 def compare_runs(
@@ -352,6 +403,7 @@ def compare_runs(
     seed: int = 0,
     schedule: ScheduleOptions | None = None,
     max_error_rate: float | None = None,
+    slos: list[Slo] | None = None,
 ) -> Comparison:
     """Compare run directories; ConfigError (exit 2) on bad input or incomparable runs.
 
@@ -359,7 +411,9 @@ def compare_runs(
     every step is classified by ``analysis.effect`` with ``min_gain``; ``gates`` apply to
     steps up to ``operating_qps`` req/s (all when None); ``schedule`` tunes the batch-size
     schedule proposal (``analysis.schedule``); ``max_error_rate`` overrides the error budget
-    the runs recorded (steps over it are left out of every conclusion).
+    the runs recorded (steps over it are left out of every conclusion); ``slos`` (else the
+    baseline scenario's ``slo:``) give each condition's capacity and goodput
+    (``analysis.capacity``).
     """
     _check_options(metric, min_gain, bootstrap)
     groups, runs = load_conditions(run_dirs)
@@ -416,6 +470,7 @@ def compare_runs(
             [r.meta for r in runs], [f"{r.label}/{r.path.name}" for r in runs]
         ),
     )
+    _capacity(comparison, groups, slos, gates or [])
     comparison.verdicts = _verdicts(vs, comparison, contract)
     comparison.schedules = analyse_schedules(comparison, schedule)
     comparison.decode = {

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specload.analysis.attribution import Attribution
+from specload.analysis.capacity import Capacity
 from specload.analysis.crossover import Crossover
 from specload.analysis.decode_step import DecodeStep
 from specload.analysis.features import Features
@@ -21,7 +22,9 @@ from specload.analysis.ratios import Flag, RatioRow
 from specload.analysis.replicates import Disagreement
 from specload.analysis.samples import OutputSample
 from specload.analysis.schedule_results import ScheduleAnalysis
+from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
+from specload.slo import Slo
 
 __all__ = ["Comparison", "ConditionInfo"]
 
@@ -90,6 +93,14 @@ class Comparison:
     max_error_rate: float = 0.05
     #: fields in which the runs' hosts differ (run.json ``host``; ``specload.host``)
     host_differences: list[str] = field(default_factory=list)
+    #: the latency SLOs capacity and goodput were judged by (``--slo`` or the scenario's)
+    slos: list[Slo] = field(default_factory=list)
+    #: condition -> its capacity within ``slos`` (``analysis.capacity``)
+    capacity: dict[str, Capacity] = field(default_factory=dict)
+    #: non-baseline condition -> its capacity against the baseline's (cond / base - 1)
+    capacity_changes: dict[str, Estimate] = field(default_factory=dict)
+    #: condition -> target QPS -> goodput (req/s meeting every per-request SLO)
+    goodput: dict[str, dict[float, float | None]] = field(default_factory=dict)
 
     def single_start(self, label: str) -> bool:
         """True when the CIs of ``label`` vs the baseline cover one server start only."""

@@ -51,6 +51,8 @@ __all__ = [
     "STATUSES",
     "Boundary",
     "Crossover",
+    "boundary_ci",
+    "crossing_qps",
     "find_crossover",
     "fmt_qps",
     "pattern_status",
@@ -222,7 +224,7 @@ def pattern_status(helps: list[bool]) -> str:
     return str(_statuses(np.asarray([helps], dtype=bool))[0])
 
 
-def _interp(
+def crossing_qps(
     log_q: np.ndarray, gains: np.ndarray, rows: np.ndarray, i: np.ndarray, level: float
 ) -> np.ndarray:
     """QPS between steps i and i+1 of each row where the gain crosses ``level``, log(QPS)."""
@@ -258,17 +260,17 @@ def boundaries(
     has_stop = any_ & after.any(axis=1)
     stops[any_] = np.inf
     rows = np.flatnonzero(has_stop)
-    stops[rows] = _interp(log_q, gains, rows, np.argmax(after[rows], axis=1) - 1, level)
+    stops[rows] = crossing_qps(log_q, gains, rows, np.argmax(after[rows], axis=1) - 1, level)
     before = below & (cols[None, :] < last[:, None])
     has_start = any_ & before.any(axis=1)
     starts[any_] = -np.inf
     rows = np.flatnonzero(has_start)
     k = s - 1 - np.argmax(before[rows, ::-1], axis=1)
-    starts[rows] = _interp(log_q, gains, rows, k, level)
+    starts[rows] = crossing_qps(log_q, gains, rows, k, level)
     return starts, stops
 
 
-def _ci(points: np.ndarray) -> tuple[tuple[float | None, float | None], tuple[str, str]]:
+def boundary_ci(points: np.ndarray) -> tuple[tuple[float | None, float | None], tuple[str, str]]:
     """Percentile CI of replicate boundaries; infinite bounds become None plus their side."""
     pts = np.sort(points[~np.isnan(points)])
     if pts.size == 0:
@@ -360,10 +362,10 @@ def find_crossover(
     if status in (CROSSES, STARTS, BETWEEN):
         start, stop = boundaries(log_q, gains[None, :], np.asarray([helps]), min_gain)
         if status in (STARTS, BETWEEN):
-            ci, beyond = _ci(starts)
+            ci, beyond = boundary_ci(starts)
             x.start = Boundary(float(start[0]), ci, beyond)
         if status in (CROSSES, BETWEEN):
-            ci, beyond = _ci(stops)
+            ci, beyond = boundary_ci(stops)
             x.stop = Boundary(float(stop[0]), ci, beyond)
     helping = [i for i, h in zip(keep, helps, strict=False) if h]
     if helping:

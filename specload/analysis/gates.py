@@ -14,17 +14,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from specload.analysis.crossover import fmt_qps
 from specload.analysis.effect import HURTS, INCOMPLETE
 from specload.analysis.ratios import RatioRow
 from specload.analysis.steps import StepStats, metric_names
 from specload.errors import ConfigError
 
-__all__ = ["Gate", "GateFailure", "GateResult", "evaluate_gates", "gate_metrics", "parse_gate"]
+__all__ = [
+    "CAPACITY_GATE",
+    "Gate",
+    "GateFailure",
+    "GateResult",
+    "evaluate_gates",
+    "gate_metrics",
+    "parse_gate",
+]
+
+
+#: The gate on SLO capacity (``analysis.capacity``): at most PCT percent less than the baseline.
+CAPACITY_GATE = "capacity"
 
 
 def gate_metrics() -> list[str]:
     """Metric names a gate accepts."""
-    return [*metric_names(), "error_rate"]
+    return [*metric_names(), "error_rate", CAPACITY_GATE]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +58,15 @@ class GateFailure:
     ci_pct: tuple[float | None, float | None] = (None, None)
 
     def message(self) -> str:
+        if self.metric == CAPACITY_GATE:
+            ci = ""
+            if self.ci_pct[0] is not None and self.ci_pct[1] is not None:
+                ci = f" (CI {self.ci_pct[0]:+.1f}…{self.ci_pct[1]:+.1f} %)"
+            return (
+                f"{self.condition}: capacity within the SLO {self.change_pct:+.1f} %{ci} "
+                f"({fmt_qps(self.target_qps)} req/s against the baseline's) loses more than the "
+                f"allowed {self.max_pct:g} %"
+            )
         unit = " pp" if self.metric == "error_rate" else " %"
         ci = ""
         if self.ci_pct[0] is not None and self.ci_pct[1] is not None:

@@ -33,6 +33,7 @@ __all__ = [
     "StepStats",
     "condition_steps",
     "metric_names",
+    "pool_runs",
 ]
 
 #: Metric family → record field (seconds).
@@ -111,7 +112,9 @@ def _windows(run: RunColumns, measured: np.ndarray) -> dict[float, tuple[float, 
     return out
 
 
-def _pool(runs: list[RunColumns]) -> tuple[dict[str, np.ndarray], dict[float, tuple[float, int]]]:
+def pool_runs(
+    runs: list[RunColumns],
+) -> tuple[dict[str, np.ndarray], dict[float, tuple[float, int]]]:
     """Concatenated measured (non-warm-up) columns of all runs, and their summed windows."""
     parts: list[dict[str, np.ndarray]] = []
     windows: dict[float, tuple[float, int]] = {}
@@ -224,7 +227,7 @@ def condition_steps(
     Each of ``runs`` is one replicate (server start): steps with latency values from two or
     more get two-level bootstrap replicates.
     """
-    cols, windows = _pool(runs)
+    cols, windows = pool_runs(runs)
     qps = np.round(cols["target_qps"], 6)
     keys, inverse = np.unique(qps, return_inverse=True)
     order = np.argsort(inverse, kind="stable")

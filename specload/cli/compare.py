@@ -82,7 +82,18 @@ def add_parser(subparsers: Any) -> None:
         metavar="METRIC=PCT",
         help="fail (exit 1) when a condition hurts METRIC (the report's rule: significantly "
         "worse) by more than PCT percent at a step up to --operating-qps (percentage points "
-        "for error_rate); a gate that would check no step is an error (exit 2); repeatable",
+        "for error_rate; capacity=PCT: its capacity within the --slo is significantly lower "
+        "than the baseline's by more than PCT percent); a gate that would check no step is "
+        "an error (exit 2); repeatable",
+    )
+    p.add_argument(
+        "--slo",
+        action="append",
+        default=[],
+        metavar="METRIC=DURATION",
+        help="a latency SLO, e.g. ttft_p95=500ms, tpot_p95=25ms, e2e_p99=8s (repeatable; "
+        "default: the scenario's slo:): per condition the highest load at which every SLO "
+        "holds (its capacity, with a CI) and goodput per step (req/s meeting every SLO)",
     )
     p.add_argument(
         "--force", action="store_true", help="compare runs even when they are not comparable"
@@ -118,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     from specload.report import write_report_files
     from specload.report.model import build_report
     from specload.report.terminal import render_terminal
+    from specload.slo import parse_slo
 
     if args.bootstrap < 100:
         raise ConfigError(f"--bootstrap {args.bootstrap}: expected at least 100 replicates")
@@ -130,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_num_seqs < 1:
         raise ConfigError(f"--max-num-seqs {args.max_num_seqs}: expected at least 1 request")
     gates = [parse_gate(spec) for spec in args.max_regression]
+    slos = [parse_slo(spec) for spec in args.slo] or None
     _check_out_dir(args.out)
     comparison = compare_runs(
         args.run_dirs,
@@ -143,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         schedule=ScheduleOptions(max_num_seqs=args.max_num_seqs),
         max_error_rate=args.max_error_rate,
+        slos=slos,
     )
     report = build_report(comparison)
     paths = write_report_files(report, args.out, html=not args.no_html)

@@ -7,6 +7,10 @@ data cannot bound it inside the tested range), ``steps`` (each step's ``effect``
 ``replicate_statuses`` and ``decided`` (docs/report.md). ``rule`` states the one
 classification rule every part uses. Bootstrap replicates are not written. ``schedules`` (docs/dynamic-schedules.md): ``batch_crossovers``,
 ``proposals`` (each with the ``speculative_config`` to paste) and ``best_of_both``.
+``slo`` lists the latency SLOs (``[{metric, limit_s}]``, empty without any); ``capacity`` is
+keyed by condition: ``{qps, beyond, ci, ci_beyond, status, limiting_slo, tested_range, steps,
+per_slo, change}`` (``analysis/capacity.py``; ``change`` against the baseline's, with its CI);
+each step carries ``goodput`` (req/s meeting every per-request SLO; null without SLOs).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ __all__ = ["JSON_SCHEMA", "report_dict"]
 JSON_SCHEMA = "specload.report/1"
 
 
-def _step(s: StepStats) -> dict[str, Any]:
+def _step(s: StepStats, goodput: dict[float, float | None] | None) -> dict[str, Any]:
     return {
         "target_qps": s.target_qps,
         "n": s.n,
@@ -44,6 +48,7 @@ def _step(s: StepStats) -> dict[str, Any]:
         "lookup_n": s.lookup_n,
         "execution_p50_s": s.execution_p50,
         "server": asdict(s.server) if s.server is not None else None,
+        "goodput": None if goodput is None else goodput.get(s.target_qps),
     }
 
 
@@ -149,7 +154,20 @@ def report_dict(report: Report) -> dict[str, Any]:
             }
             for i in c.conditions
         ],
-        "steps": {label: [_step(s) for s in steps] for label, steps in c.steps.items()},
+        "steps": {
+            label: [_step(s, c.goodput.get(label)) for s in steps]
+            for label, steps in c.steps.items()
+        },
+        "slo": [s.to_dict() for s in c.slos],
+        "capacity": {
+            label: {
+                **cap.to_dict(),
+                "change": c.capacity_changes[label].to_dict()
+                if label in c.capacity_changes
+                else None,
+            }
+            for label, cap in c.capacity.items()
+        },
         "decode_step": {label: [d.to_dict() for d in steps] for label, steps in c.decode.items()},
         "ratios": {
             label: {

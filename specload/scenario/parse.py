@@ -25,6 +25,7 @@ import yaml
 
 from specload.errors import ConfigError
 from specload.scenario.schema import ARRIVALS, CLIENTS, ContractSpec, PromptSpec, Scenario
+from specload.slo import EXPECTED_DURATION, duration_s, slo_metrics
 
 __all__ = ["apply_overrides", "load_scenario", "parse_scenario"]
 
@@ -53,6 +54,7 @@ _TOP_KEYS = {
     "stream",
     "prompts",
     "contract",
+    "slo",
     "source",
 }
 _SYNTH_KEYS = {"input_tokens", "shared_prefix_tokens", "repetition", "count", "exact_tokens"}
@@ -212,6 +214,7 @@ def parse_scenario(
     _load_shape(r, d, kw)
     kw["prompts"] = _prompts(r, d.get("prompts"), base_dir)
     kw["contract"] = _contract(r, d.get("contract"))
+    kw["slo"] = _slo(r, d.get("slo"))
     if d.get("source") is not None:
         kw["source"] = r.string(d["source"], "source")
     elif file and not file.startswith("<"):
@@ -352,6 +355,17 @@ def _prompts(r: _Reader, value: Any, base_dir: Path | None) -> PromptSpec:
         count=count,
         exact_tokens=exact,
     )
+
+
+def _slo(r: _Reader, value: Any) -> dict[str, str]:
+    """``slo: {tpot_p95: 25ms, ...}``: each key a latency percentile, each value a duration."""
+    if value is None:
+        return {}
+    m = r.mapping(value, "slo", set(slo_metrics()))
+    for key, limit in m.items():
+        if duration_s(limit) is None:
+            raise r.fail(f"slo.{key}", f"got {limit!r} (expected {EXPECTED_DURATION})")
+    return {str(k): str(v) for k, v in m.items()}
 
 
 def _contract(r: _Reader, value: Any) -> ContractSpec | None:

@@ -129,6 +129,8 @@ class Scenario:
     stream: bool = True
     prompts: PromptSpec = field(default_factory=PromptSpec)
     contract: ContractSpec | None = None
+    #: latency SLOs, ``{"tpot_p95": "25ms", ...}`` (``specload/slo.py``), for compare
+    slo: dict[str, str] = field(default_factory=dict)
     source: str | None = None  # the file it was loaded from, if any
 
     def schedule(self) -> list[StepPlan]:
