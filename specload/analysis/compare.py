@@ -333,7 +333,8 @@ def _verdicts(
         if cap is not None and base is not None:
             benefit = benefit_words(c.crossover(label, c.metric))
             change = c.capacity_changes[label]
-            verdicts[label] += " " + capacity_sentence(cap, base, change, benefit, c.slos)
+            head = verdicts[label].rstrip(".")
+            verdicts[label] = f"{head}. " + capacity_sentence(cap, base, change, benefit, c.slos)
     return verdicts
 
 

@@ -30,6 +30,7 @@ from specload.report.schedule_tables import (
 from specload.report.tables import (
     Table,
     attribution_table,
+    capacity_table,
     contract_table,
     crossover_table,
     decode_step_table,
@@ -128,6 +129,8 @@ def _blocks(report: Report) -> list[Block]:
         blocks.append(_table(gates))
     if c.crossovers:
         blocks.append(_table(crossover_table(report)))
+    if capacity := capacity_table(report):
+        blocks.append(_table(capacity))
     plots = [
         {"key": p.key, "title": p.title, "data": base64.b64encode(p.svg.encode()).decode()}
         for p in render_plots(report)

@@ -12,6 +12,7 @@ from specload.report.schedule_tables import batch_table, best_of_both_verdicts
 from specload.report.tables import (
     Table,
     attribution_table,
+    capacity_table,
     contract_table,
     crossover_table,
     decode_step_table,
@@ -98,6 +99,8 @@ def render_markdown(report: Report) -> str:
         out.append(table_markdown(gates))
     if c.crossovers:
         out.append(table_markdown(crossover_table(report)))
+    if capacity := capacity_table(report):
+        out.append(table_markdown(capacity))
     batch = batch_table(report)
     if batch:
         out.append(table_markdown(batch))

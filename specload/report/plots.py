@@ -268,11 +268,50 @@ def _decode_step(report: Report, colors: dict[str, str]) -> Plot | None:
     return Plot("decode-step", title, _svg(fig))
 
 
+def _goodput(report: Report, colors: dict[str, str]) -> Plot | None:
+    """Goodput vs load per condition, the offered load as a diagonal, each condition's SLO
+    capacity as a dotted line with its CI as a band (``analysis.capacity``)."""
+    c = report.comparison
+    if not c.goodput:
+        return None
+    fig, ax = _fig()
+    for label, per_qps in c.goodput.items():
+        pts = sorted((q, g) for q, g in per_qps.items() if g is not None)
+        if pts:
+            ax.plot(
+                [p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3,
+                color=colors[label], label=f"{label} goodput",
+            )  # fmt: skip
+    qs = sorted({q for per in c.goodput.values() for q in per})
+    ax.plot(qs, qs, color="#aaaaaa", linestyle=":", label="offered load")
+    _log_qps_axis(ax, report)
+    _from_zero(ax)
+    for i, (label, cap) in enumerate(c.capacity.items()):
+        if cap.qps is None:
+            continue
+        col = colors[label]
+        ax.axvline(cap.qps, color=col, linestyle=":", linewidth=1.2)
+        lo, hi = cap.boundary.ci
+        if lo is not None and hi is not None:
+            ax.axvspan(lo, hi, color=col, alpha=0.08)
+        ax.annotate(
+            f"{label} capacity\n≈{cap.qps:.3g} req/s", (cap.qps, 0.98 - 0.12 * i),
+            xycoords=("data", "axes fraction"), ha="center", va="top", fontsize=8, color=col,
+        )  # fmt: skip
+    slos = ", ".join(s.text() for s in c.slos)
+    title = "Goodput vs load (requests meeting every SLO)"
+    ax.set(ylabel="req/s within the SLO", title=title)
+    ax.text(0.01, 0.01, slos, transform=ax.transAxes, fontsize=7, color="#555555")
+    ax.legend(fontsize=8, loc="center left")
+    return Plot("goodput", title, _svg(fig))
+
+
 def render_plots(report: Report) -> list[Plot]:
     """Every figure that has data, in reading order."""
     colors = _colors(report)
     plots: list[Plot | None] = [
         _ratio(report, colors),
+        _goodput(report, colors),
         _latency(report, "tpot", colors),
         _latency(report, "ttft", colors),
         _latency(report, "e2e", colors),

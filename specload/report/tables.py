@@ -19,6 +19,7 @@ from specload.analysis.wording import signed_change
 from specload.report.model import Report
 
 __all__ = [
+    "capacity_table",
     "Table",
     "attribution_table",
     "contract_table",
@@ -208,6 +209,43 @@ def _starts_cell(x: Crossover) -> str:
         return "1 (single)"
     agree = sum(s == x.status for s in x.replicate_statuses)
     return f"{n}: all agree" if agree == n else f"{n}: {n - agree} disagree"
+
+
+def capacity_table(report: Report) -> Table | None:
+    """Per condition: the highest load within every SLO, its CI, what limits it, and the
+    change against the baseline (``analysis.capacity``); None without SLOs."""
+    c = report.comparison
+    if not c.capacity:
+        return None
+    rows = []
+    for label, cap in c.capacity.items():
+        change = c.capacity_changes.get(label)
+        cell = DASH
+        if change is not None and change.value is not None:
+            cell = f"{change.value * 100:+.0f} %"
+            if change.lo is not None and change.hi is not None:
+                cell += f" ({change.lo * 100:+.0f}…{change.hi * 100:+.0f})"
+        ci = cap.boundary.ci_text(cap.tested_range) if cap.qps is not None else DASH
+        rows.append(
+            [
+                label,
+                cap.qps_text(),
+                ci,
+                cap.status.replace("_", " "),
+                cap.limiting_slo or DASH,
+                cell,
+                f"{cap.tested_range[0]:g}–{cap.tested_range[1]:g}",
+            ]
+        )
+    return Table(
+        "Capacity within the SLO (" + ", ".join(s.text() for s in c.slos) + ")",
+        ["condition", "capacity req/s", "95 % CI", "status", "limited by", "vs baseline", "tested"],
+        rows,
+        note="The highest load at which every SLO holds at every tested step up to it, "
+        "interpolated in log load between the last step that holds and the first that does "
+        "not; '>32' holds at every tested step, '<2' misses at the lowest. Goodput per step "
+        "(requests/s meeting every SLO) is in report.json and the goodput plot.",
+    )
 
 
 def crossover_table(report: Report) -> Table:

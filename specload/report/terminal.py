@@ -12,6 +12,7 @@ from specload.report.model import Report
 from specload.report.schedule_tables import batch_table, best_of_both_tables
 from specload.report.tables import (
     Table,
+    capacity_table,
     crossover_table,
     decode_step_table,
     gate_table,
@@ -94,6 +95,31 @@ def _proposals(console: Any, report: Report) -> None:
             console.print(f"  {escape(flag)}", soft_wrap=True, overflow="ignore", crop=False)
 
 
+def _tables(report: Report) -> list[Table]:
+    """The tables the terminal shows, in order; those without data left out."""
+    c = report.comparison
+    crossover = _narrow(crossover_table(report), _CROSSOVER_COLUMNS) if c.crossovers else None
+    tables = [gate_table(report), crossover, capacity_table(report), batch_table(report)]
+    out = [t for t in tables if t]
+    out += best_of_both_tables(report)
+    out += [ratio_table(report, label) for label in c.ratios]
+    out += [_narrow(step_table(report, label), _STEP_COLUMNS) for label in c.steps]
+    decode = decode_step_table(report)
+    return out + ([decode] if decode else [])
+
+
+_CROSSOVER_COLUMNS = (
+    "condition",
+    "metric",
+    "status",
+    "starts helping",
+    "stops helping",
+    "tested",
+    "left out",
+    "server starts",
+)
+
+
 def render_terminal(report: Report, file: IO[str] | None = None, width: int | None = None) -> None:
     """Print the summary to ``file`` (stdout by default)."""
     from rich.console import Console
@@ -116,34 +142,7 @@ def render_terminal(report: Report, file: IO[str] | None = None, width: int | No
     for advice in report.advice:
         console.print(f"[cyan]→[/cyan] {escape(advice.text)}", markup=True, soft_wrap=True)
     _proposals(console, report)
-    gates = gate_table(report)
-    tables: list[Table] = [gates] if gates else []
-    if c.crossovers:
-        tables.append(
-            _narrow(
-                crossover_table(report),
-                (
-                    "condition",
-                    "metric",
-                    "status",
-                    "starts helping",
-                    "stops helping",
-                    "tested",
-                    "left out",
-                    "server starts",
-                ),
-            )
-        )
-    batch = batch_table(report)
-    if batch:
-        tables.append(batch)
-    tables += best_of_both_tables(report)
-    tables += [ratio_table(report, label) for label in c.ratios]
-    tables += [_narrow(step_table(report, label), _STEP_COLUMNS) for label in c.steps]
-    decode = decode_step_table(report)
-    if decode:
-        tables.append(decode)
-    for t in tables:
+    for t in _tables(report):
         console.print(_rich(t))
     for line in lookup_lines(report):
         console.print(escape(line), soft_wrap=True)
