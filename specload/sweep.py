@@ -71,6 +71,8 @@ class SweepPlan:
     skip_preflight: bool = False  # else each server is checked (specload.preflight) once healthy
     #: fresh server starts per condition, interleaved across conditions (``sweep_order``)
     replicates: int = 1
+    #: appended to each run dir's name (``-p2`` for the refine search's second pass)
+    dir_tag: str = ""
 
     def __post_init__(self) -> None:
         if self.replicates < 1:
@@ -89,6 +91,8 @@ class ConditionResult:
     interrupted: bool = False
     server_exit: int | None = None  # the server's exit code when it died during the run
     replicate: int = 1
+    #: seconds from the server's start to its stop (what a sweep spends of a GPU)
+    server_s: float = 0.0
 
 
 @dataclass
@@ -119,16 +123,17 @@ def planned_runs(plan: SweepPlan) -> list[tuple[Condition, int, Path]]:
     """(condition, replicate, run dir) in run order. A sweep that starts servers names its
     dirs ``NAME-rK`` when it plans several starts per condition; a ``--url`` run adds to what
     ``--out`` holds: its first replicate keeps the plain name, later ones are ``NAME-rK``."""
+    tag = plan.dir_tag
     if plan.url is None:
         numbered = plan.replicates > 1
         return [
-            (c, r, replicate_dir(plan.out, c.name, r, numbered))
+            (c, r, replicate_dir(plan.out, c.name + tag, r, numbered))
             for c, r in sweep_order(plan.conditions, plan.replicates)
         ]
     cond = plan.conditions[0]
     first = next_url_replicate(plan.out, cond.name)
     reps = range(first, first + plan.replicates)
-    return [(cond, r, replicate_dir(plan.out, cond.name, r, r > 1)) for r in reps]
+    return [(cond, r, replicate_dir(plan.out, cond.name + tag, r, r > 1)) for r in reps]
 
 
 def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> list[ConditionResult]:
@@ -247,7 +252,15 @@ def _run_condition(
     if interrupted:
         sweep.say(f"[sweep] interrupted: {cond.name} marked {status}; server stopped")
     return ConditionResult(
-        cond, run_dir, status, code, target.command_line, interrupted, server_exit, replicate
+        cond,
+        run_dir,
+        status,
+        code,
+        target.command_line,
+        interrupted,
+        server_exit,
+        replicate,
+        server_s=time.monotonic() - started,
     )
 
 

@@ -102,10 +102,15 @@ class Comparison:
     #: condition -> target QPS -> goodput (req/s meeting every per-request SLO)
     goodput: dict[str, dict[float, float | None]] = field(default_factory=dict)
 
+    def starts_per_step(self, label: str) -> int:
+        """The fewest server starts (run dirs) behind any of ``label``'s steps: what its CIs
+        cover. Runs of different ladders (``sweep --refine`` passes) add steps, not starts."""
+        return min((s.runs for s in self.steps.get(label, [])), default=1)
+
     def single_start(self, label: str) -> bool:
-        """True when the CIs of ``label`` vs the baseline cover one server start only."""
-        starts = {i.label: i.starts for i in self.conditions}
-        return min(starts.get(label, 1), starts.get(self.baseline, 1)) < 2
+        """True when the CIs of ``label`` vs the baseline cover one server start only (at
+        some step)."""
+        return min(self.starts_per_step(label), self.starts_per_step(self.baseline)) < 2
 
     @property
     def verdict(self) -> str:

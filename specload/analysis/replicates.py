@@ -34,6 +34,7 @@ __all__ = [
     "PerStart",
     "StartComparison",
     "disagreements",
+    "ladder",
     "order_starts",
     "per_start_comparisons",
     "per_start_statuses",
@@ -93,15 +94,30 @@ def order_starts(runs: list[RunColumns]) -> list[RunColumns]:
     return sorted(runs, key=key)
 
 
+def ladder(run: RunColumns) -> tuple[float, ...]:
+    """The loads a run stepped through (its ``steps.json``), in order."""
+    return tuple(
+        sorted(
+            {round(float(s["target_qps"]), 6) for s in run.steps if s.get("target_qps") is not None}
+        )
+    )
+
+
 def per_start_steps(
     label: str, runs: list[RunColumns], bootstrap: int, seed: int
 ) -> list[PerStart]:
-    """Each start's own step statistics (within-start bootstrap); empty with one start."""
-    if len(runs) < 2:
+    """Each start's own step statistics (within-start bootstrap), for the starts of one
+    ladder: the one most runs share (the first such). Starts on other ladders (the passes of
+    ``sweep --refine``) are not replicates of it: they add loads, not a second sample of the
+    same ones. Empty without two starts on one ladder."""
+    groups: dict[tuple[float, ...], list[RunColumns]] = {}
+    for r in order_starts(runs):
+        groups.setdefault(ladder(r), []).append(r)
+    same = max(groups.values(), key=len, default=[])
+    if len(same) < 2:
         return []
     return [
-        PerStart(r.path.name, condition_steps(label, [r], b=bootstrap, seed=seed))
-        for r in order_starts(runs)
+        PerStart(r.path.name, condition_steps(label, [r], b=bootstrap, seed=seed)) for r in same
     ]
 
 

@@ -13,6 +13,13 @@ condition N times, interleaved (baseline, spec, baseline, spec, ...), into ``OUT
 and the comparison's CIs then include the variance between starts. ``{replicate}`` in
 ``--server-cmd`` becomes the replicate number (e.g. a per-start seed).
 
+``--refine crossover|capacity`` searches instead of running a fixed ladder only: after the
+scenario's steps (a coarse ladder) it adds steps around the boundary, every condition at the
+same new rates on fresh server starts, until the boundary's 95 % CI is narrower than
+``--precision`` req/s or ``--budget-s`` server-seconds are spent; ``OUT/refine.json`` says
+what each pass added. ``capacity`` refines the highest load within ``--slo`` (or the
+scenario's ``slo:``).
+
 ``--url URL --label NAME`` measures a server someone else manages instead (one condition per
 invocation; runs already in ``OUT`` are compared with it; running the same label again adds a
 replicate). Say what that server runs with ``--speculative-config JSON|off`` and
@@ -117,6 +124,44 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "before its run",
     )
     p.add_argument("--no-compare", action="store_true", help="skip the comparison at the end")
+    search = p.add_argument_group("adaptive search (specload/refine.py)")
+    search.add_argument(
+        "--refine",
+        choices=["crossover", "capacity"],
+        help="after the scenario's steps, add steps around the boundary (the verdict "
+        "metric's crossover, or each condition's capacity within the SLO) until its CI is "
+        "narrower than --precision or the budget is spent",
+    )
+    search.add_argument(
+        "--precision",
+        type=float,
+        default=1.0,
+        metavar="QPS",
+        help="stop refining once every boundary's 95 %% CI is narrower than this (req/s; "
+        "default %(default)s)",
+    )
+    search.add_argument(
+        "--budget-s",
+        type=float,
+        metavar="S",
+        help="server-seconds the whole sweep may use (starts included); a pass that would "
+        "overrun it is not started (default: no limit)",
+    )
+    search.add_argument(
+        "--max-passes",
+        type=int,
+        default=8,
+        metavar="N",
+        help="at most N passes, the coarse ladder included (default %(default)s)",
+    )
+    search.add_argument(
+        "--slo",
+        action="append",
+        default=[],
+        metavar="METRIC=DURATION",
+        help="a latency SLO (e.g. tpot_p95=25ms) for --refine capacity and the comparison "
+        "(repeatable; default: the scenario's slo:)",
+    )
     p.set_defaults(func=run)
 
 
@@ -152,6 +197,7 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     rate = max_error_rate(args.max_error_rate)
     scenario = _validate_scenario(args.scenario)
+    _validate_refine(args, scenario)
     replicates = scenario.replicates if args.replicates is None else args.replicates
     _validate_out(args.out)
     return SweepPlan(
@@ -186,6 +232,41 @@ def _declared_url_condition(cond: Condition, args: argparse.Namespace) -> Condit
     return dataclasses.replace(cond, speculative=spec, prefix_caching=prefix, declared=declared)
 
 
+def _validate_refine(args: argparse.Namespace, scenario: Scenario) -> None:
+    """--refine's options, checked before any server starts."""
+    from specload.slo import parse_slo
+
+    for spec in args.slo:
+        parse_slo(spec)
+    if args.refine is None:
+        if args.budget_s is not None:
+            raise ConfigError("applies to --refine (the search's budget)", path="--budget-s")
+        return
+    if args.max_passes < 2:
+        raise ConfigError(
+            f"{args.max_passes} (expected 2 or more: the ladder, then a refining pass)",
+            path="--max-passes",
+        )
+    if not args.precision > 0:
+        raise ConfigError(f"{args.precision} (expected a CI width > 0, req/s)", path="--precision")
+    if args.budget_s is not None and not args.budget_s > 0:
+        raise ConfigError(f"{args.budget_s} (expected server-seconds > 0)", path="--budget-s")
+    if args.refine == "capacity" and not (args.slo or scenario.slo):
+        raise ConfigError(
+            "capacity needs an SLO: --slo METRIC=DURATION (e.g. tpot_p95=25ms) or slo: in "
+            "the scenario",
+            path="--refine",
+        )
+    if args.refine == "crossover" and args.url is not None:
+        raise ConfigError(
+            "crossover needs every condition at the same new rates, and --url measures one; "
+            "use --server-cmd, or --refine capacity (one condition at a time)",
+            path="--refine",
+        )
+    if args.no_compare:
+        raise ConfigError("--refine compares after each pass; drop --no-compare", path="--refine")
+
+
 def _validate_scenario(path: Path) -> Scenario:
     """Fail on a bad scenario before any server starts (a vLLM start can take minutes)."""
     if not path.is_file():
@@ -216,6 +297,8 @@ def run(args: argparse.Namespace) -> int:
     plan = _plan(args)
     try:
         results = run_sweep(plan)
+        if args.refine:
+            results += _refine(plan, results, args)
     except TargetError as exc:
         _print_results(getattr(exc, "results", []))
         raise
@@ -228,9 +311,25 @@ def run(args: argparse.Namespace) -> int:
     if args.no_compare:
         _print_degraded(results)
         return 1 if failed else 0
-    code = compare_sweep(plan.out, [r.run_dir for r in results])
+    compare_args = [a for spec in args.slo for a in ("--slo", spec)]
+    code = compare_sweep(plan.out, [r.run_dir for r in results], compare_args=compare_args)
     _print_degraded(results)
     return 1 if failed else code
+
+
+def _refine(plan, results: list, args: argparse.Namespace) -> list:  # type: ignore[no-untyped-def, type-arg]
+    """The adaptive search after the coarse ladder; its passes' runs."""
+    from specload.refine import run_refinement, write_refine_json
+    from specload.slo import parse_slo
+
+    slos = [parse_slo(s) for s in args.slo] or None
+    ref = run_refinement(
+        plan, results, args.refine, args.precision, args.budget_s, slos, max_passes=args.max_passes
+    )
+    path = write_refine_json(plan.out, ref.passes, args.refine, args.precision, ref.stopped)
+    total = sum(p.server_s for p in ref.passes)
+    print(f"[refine] stopped: {ref.stopped}; {total:.0f} server-s in all ({path})")
+    return ref.results
 
 
 def _print_degraded(results: list) -> None:  # type: ignore[type-arg]

@@ -71,10 +71,9 @@ def ci_scope(report: Report, label: str) -> str:
     c = report.comparison
     if c.single_start(label):
         return f"95 % CIs {SINGLE_START_CAVEAT}."
-    starts = {i.label: i.starts for i in c.conditions}
     return (
-        f"95 % CIs include the variance between server starts ({starts[label]} of {label}, "
-        f"{starts[c.baseline]} of {c.baseline})."
+        f"95 % CIs include the variance between server starts ({c.starts_per_step(label)} "
+        f"of {label}, {c.starts_per_step(c.baseline)} of {c.baseline}, at every step)."
     )
 
 

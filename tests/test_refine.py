@@ -1,0 +1,207 @@
+"""The adaptive search (``specload sweep --refine``): where it puts new steps, when it stops.
+
+Step placement and the stopping rules are held against constructed runs whose boundary is
+known (``tests/analysis/synth_rundir.py``) and whose sweep plan could only start a server
+that fails: a search that wrongly ran a pass would fail the test. The whole search runs once
+on the simulator: a coarse ladder, one refining pass on fresh servers, both conditions at
+the same new rates, and a report that pools the passes.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from specload.cli.main import main
+from specload.condition import parse_condition
+from specload.refine import Bound, converged, next_rates, pass_cost_s, run_refinement
+from specload.sweep import ConditionResult, SweepPlan
+from tests.analysis.synth_rundir import SPEC, Cond, linear_gain, write_run
+from tests.conftest import REPO
+
+PY = shlex.quote(sys.executable)
+
+
+def test_new_rates_sample_the_boundary_and_its_ci_never_a_tested_load() -> None:
+    b = Bound("spec crossover", 20.0, 16.0, 26.0, (16.0, 24.0))
+    assert next_rates([b], tested=[8, 16, 24, 32]) == [18.0, 20.0, 23.0]  # √(16·20), 20, √(20·26)
+    # a rate within 3 % of a tested one is not run again
+    assert next_rates([b], tested=[8, 16, 18.3, 24, 32]) == [20.0, 23.0]
+    # an open CI bound: the tested step on that side
+    open_hi = Bound("spec crossover", 20.0, 16.0, None, (16.0, 24.0))
+    assert next_rates([open_hi], tested=[16, 24]) == [18.0, 20.0, 22.0]
+    # beyond the tested range: nothing to place inside it
+    assert next_rates([Bound("x", None, None, None)], tested=[16, 24]) == []
+    assert next_rates([Bound("a", 2.5, 2.2, 2.9)], tested=[1, 4]) == [2.3, 2.5, 2.7]
+
+
+def test_converged_only_when_every_ci_is_inside_and_narrow_enough() -> None:
+    narrow, wide = Bound("a", 20.0, 19.6, 20.4), Bound("b", 20.0, 15.0, 26.0)
+    assert converged([narrow], 1.0) and not converged([narrow, wide], 1.0)
+    assert not converged([Bound("c", 20.0, None, 26.0)], 100.0) and not converged([], 1.0)
+    assert pass_cost_s([10, 12, 14], step_s=70, runs=4, start_s=30) == 4 * (30 + 3 * 70)
+
+
+def _plan(out: Path, scenario: Path) -> SweepPlan:
+    # a server that cannot start: any pass the search wrongly runs fails the test
+    return SweepPlan(
+        scenario=scenario,
+        out=out,
+        conditions=[parse_condition("baseline="), parse_condition("spec-ngram-k4=")],
+        server_cmd="false {port}",
+        health_timeout_s=1,
+    )
+
+
+@pytest.fixture
+def constructed(tmp_path: Path) -> tuple[Path, Path]:
+    """A baseline and a spec run (5 steps, 2–32 req/s) whose p50 TPOT crossover is known."""
+    out = tmp_path / "out"
+    write_run(out / "baseline", Cond("baseline"), qps=(2, 4, 8, 16, 32))
+    write_run(
+        out / "spec-ngram-k4",
+        Cond("spec-ngram-k4", speculative=SPEC, tpot=linear_gain(0.25, 2, 0.1)),
+        qps=(2, 4, 8, 16, 32),
+    )
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("steps: [2, 4, 8, 16, 32]\nstep_duration_s: 60\nwarmup_s: 10\n")
+    return out, scenario
+
+
+def _first(plan: SweepPlan, server_s: float) -> list[ConditionResult]:
+    return [
+        ConditionResult(c, plan.out / c.name, "completed", 0, server_s=server_s)
+        for c in plan.conditions
+    ]
+
+
+def test_the_search_stops_on_precision_budget_and_range_without_running_a_pass(
+    constructed: tuple[Path, Path],
+) -> None:
+    out, scenario = constructed
+    plan = _plan(out, scenario)
+    said: list[str] = []
+    # the crossover is inside (between 8 and 32), its CI a few req/s wide
+    done = run_refinement(plan, _first(plan, 400), "crossover", 100.0, None, None, said.append)
+    (first,) = done.passes
+    (bound,) = first.bounds
+    assert bound.qps is not None and 8 < bound.qps < 32 and bound.width is not None
+    assert done.results == [] and done.stopped.startswith("every CI is narrower than 100")
+    assert first.server_s == 800 and first.rates == [2, 4, 8, 16, 32]
+    # a precise answer wanted, but the next pass (2 starts × (start + 3 rates × 70 s)) > budget
+    done = run_refinement(plan, _first(plan, 400), "crossover", 0.1, 900.0, None, said.append)
+    assert done.results == [] and done.stopped.startswith("the budget: pass 2 would take")
+    assert "[refine] pass 1: 2, 4, 8, 16, 32 req/s, 800 server-s" in said[-1]
+
+
+def test_a_boundary_beyond_the_tested_range_is_not_refined(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    write_run(out / "baseline", Cond("baseline"), qps=(2, 4, 8))
+    write_run(
+        out / "spec-ngram-k4",
+        Cond("spec-ngram-k4", speculative=SPEC, tpot=lambda q: 0.7),
+        qps=(2, 4, 8),
+    )
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("steps: [2, 4, 8]\n")
+    plan = _plan(out, scenario)
+    done = run_refinement(plan, _first(plan, 100), "crossover", 1.0, None, None, lambda _s: None)
+    assert done.stopped.startswith("beyond the tested range (spec-ngram-k4 crossover)")
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--refine", "capacity"], "capacity needs an SLO"),
+        (["--refine", "crossover", "--max-passes", "1"], "--max-passes"),
+        (["--refine", "crossover", "--precision", "0"], "--precision"),
+        (["--budget-s", "100"], "applies to --refine"),
+        (["--refine", "crossover", "--slo", "tpot_p95=25"], "with a unit"),
+    ],
+)
+def test_bad_refine_options_exit_2_before_any_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], expected: str
+) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("steps: [1, 2]\n")
+    rc = main(["sweep", "--server-cmd", "false {port}", "--condition", "baseline=",
+               "--scenario", str(scenario), "--out", str(tmp_path / "o"), *extra])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and expected in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_crossover_refinement_needs_servers_it_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("steps: [1, 2]\n")
+    rc = main(["sweep", "--url", "http://127.0.0.1:9", "--label", "spec", "--skip-preflight",
+               "--scenario", str(scenario), "--out", str(tmp_path / "o"), "--refine", "crossover"])  # fmt: skip
+    assert rc == 2 and "use --server-cmd, or --refine capacity" in capsys.readouterr().err
+
+
+SIM = f"{PY} -m specload sim --host 127.0.0.1 --port {{port}} --profile h200-llama8b"
+SPEC_FLAGS = shlex.join(
+    ["--speculative-config", json.dumps(
+        {"method": "draft_model", "model": "llama-3.2-1b", "num_speculative_tokens": 4,
+         "synthetic_acceptance_rates": [0.8, 0.55, 0.3, 0.15]}, separators=(",", ":"))]
+)  # fmt: skip
+LADDER = """\
+name: refine
+max_tokens: 128
+min_tokens: 128
+ignore_eos: true
+arrival: constant
+steps: [8, 32, 96]
+step_duration_s: 2
+warmup_s: 0.5
+max_concurrency: 256
+metrics_interval_s: 1
+request_timeout_s: 30
+prompts:
+  synthetic: {input_tokens: 256, count: 50}
+"""
+
+
+@pytest.mark.slow
+def test_refine_on_the_simulator_adds_steps_around_the_crossover(tmp_path: Path) -> None:
+    import subprocess
+
+    scenario = tmp_path / "ladder.yaml"
+    scenario.write_text(LADDER)
+    out = tmp_path / "sweep"
+    res = subprocess.run(
+        [sys.executable, "-m", "specload", "sweep", "--server-cmd", SIM,
+         "--condition", "baseline=", "--condition", f"spec={SPEC_FLAGS}",
+         "--scenario", str(scenario), "--out", str(out),
+         "--refine", "crossover", "--precision", "0.5", "--max-passes", "2"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert "Traceback" not in res.stderr, res.stderr[-3000:]
+    refine = json.loads((out / "refine.json").read_text())
+    first, second = refine["passes"]
+    assert first["rates"] == [8, 32, 96] and refine["stopped"] == "the pass limit (2)"
+    (bound,) = first["bounds"]
+    assert bound["qps"] is not None and 8 < bound["qps"] < 96, bound
+    lo = bound["lo"] if bound["lo"] is not None else 8
+    hi = bound["hi"] if bound["hi"] is not None else 96
+    assert second["rates"] and all(lo * 0.97 <= r <= hi * 1.03 for r in second["rates"])
+    assert not set(second["rates"]) & {8, 32, 96}
+    # both conditions ran the new rates, each on a fresh server of its own
+    for name in ("baseline-p2", "spec-p2"):
+        steps = json.loads((out / name / "steps.json").read_text())
+        assert [s["target_qps"] for s in steps] == second["rates"]
+        assert (out / name / "server.log").is_file()
+        assert json.loads((out / name / "run.json").read_text())["status"] == "completed"
+    assert refine["server_s"] == pytest.approx(first["server_s"] + second["server_s"], abs=0.2)
+    assert "[refine] stopped: the pass limit (2)" in res.stdout
+    # the comparison pools the passes: every rate of both, for both conditions
+    report = json.loads((out / "report" / "report.json").read_text())
+    rates = sorted([8, 32, 96, *second["rates"]])
+    for label in ("baseline", "spec"):
+        assert [s["target_qps"] for s in report["steps"][label]] == rates
