@@ -133,9 +133,10 @@ def render(rows: list[dict[str, Any]], suites: dict[str, dict[str, int]], rc: in
     elsewhere = (
         "Narrower versions of some rows are also proved elsewhere: the client against "
         "scripted sockets (`tests/client/test_stream_client.py`), the simulator's fault "
-        "switches (`tests/sim/test_faults.py`), a worker killed under a separate Locust "
-        "master and SIGTERM to that master (`tests/locust/test_locust_e2e.py`), a partial "
-        "trailing line in requests.jsonl (`tests/test_recorder.py`)."
+        "switches (`tests/sim/test_faults.py`), SIGTERM to a separate Locust master "
+        "(`tests/locust/test_locust_e2e.py`), a worker lost in the web UI "
+        "(`tests/locust/test_webui_distributed.py`), a partial trailing line in "
+        "requests.jsonl (`tests/test_recorder.py`)."
     )
     out = [
         "# Reliability: faults, bad input, interruption, privacy",

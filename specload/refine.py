@@ -9,10 +9,16 @@ server-seconds. The boundary is the verdict metric's crossover of each non-basel
 (``crossover``), or each condition's capacity within the SLOs (``capacity``,
 ``analysis/capacity.py``).
 
-Where the new rates go: the point estimate and the geometric midpoints between it and each CI
-bound (a bound the bootstrap left open is the tested step on that side), so each pass samples
-the boundary's own neighbourhood more densely; rates within 3 % of one already tested are not
-repeated. A
+Where the rates go: each boundary's CI bounds and its estimate (a bound the bootstrap left open
+is the tested step on that side), each snapped to an already tested rate within 5 %. A pass
+measures the boundary's neighbourhood again on fresh server starts: starts accumulate at
+those rates, so the CI narrows with the variance between starts in it (one start is one
+sample; a fixed ladder spends most of its starts far from the boundary), and as the CI
+narrows the three rates close in on it. Where the next tested load beyond a CI bound is more
+than 25 % away, a load 12 % beyond the bound is added: interpolating across a wide gap
+would make the CI narrower than the truth, so the search also stops only once the loads
+around each boundary are at most 25 % apart. A mixed pattern (helps, not, helps again: no single
+boundary yet) measures again the loads where it flips. A
 boundary beyond the tested range cannot be refined inside it: the search stops and says so
 (extend the ladder instead). The proposed per-batch-size schedule (``num_speculative_tokens_
 per_batch_size``) follows from the refined crossover, because compare maps it onto the running
@@ -21,12 +27,13 @@ batch (``vllm:num_requests_running``) at that load.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specload.analysis.crossover import MIXED
+from specload.analysis.effect import HELPS
 from specload.errors import ConfigError
 
 __all__ = [
@@ -40,8 +47,13 @@ __all__ = [
 ]
 
 REFINE_TARGETS = ("crossover", "capacity")
-#: A new rate within this fraction of a tested one is not run again.
-SAME_RATE = 0.03
+#: A rate within this fraction of a tested one is that tested rate (its starts accumulate).
+SAME_RATE = 0.05
+#: Tested loads around a boundary at most this far apart (ratio), else a pass adds one
+#: between: an interpolation across a wide gap gives a CI narrower than the truth.
+MAX_SPACING = 1.25
+#: Where that load goes: this factor beyond the CI bound, toward the far step.
+GAP_STEP = 1.12
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +66,13 @@ class Bound:
     lo: float | None
     hi: float | None
     bracket: tuple[float, float] | None = None
+    #: no single boundary yet (a mixed pattern): the loads where it flips, to measure again
+    unsettled: tuple[float, ...] = ()
+
+    @property
+    def beyond(self) -> bool:
+        """The boundary lies outside the tested range: no pass inside it can find it."""
+        return self.qps is None and not self.unsettled
 
     @property
     def width(self) -> float | None:
@@ -61,6 +80,9 @@ class Bound:
         return None if self.lo is None or self.hi is None else self.hi - self.lo
 
     def text(self) -> str:
+        if self.unsettled:
+            flips = ", ".join(f"{q:g}" for q in self.unsettled)
+            return f"{self.name}: no single boundary yet (flips within {flips} req/s)"
         if self.qps is None:
             return f"{self.name}: beyond the tested range"
         ci = f"{self.lo:.3g}–{self.hi:.3g}" if self.width is not None else "open"
@@ -107,6 +129,9 @@ def current_bounds(comparison: Any, target: str) -> list[Bound]:
     for label in comparison.ratios:
         x = comparison.crossover(label, comparison.metric)
         b = None if x is None else (x.stop if x.stop is not None else x.start)
+        if x is not None and x.status == MIXED:
+            out.append(Bound(f"{label} crossover", None, None, None, unsettled=_flips(x)))
+            continue
         if x is None or b is None or not b.inside:
             out.append(Bound(f"{label} crossover", None, None, None))
             continue
@@ -115,43 +140,80 @@ def current_bounds(comparison: Any, target: str) -> list[Bound]:
     return out
 
 
+def _flips(x: Any) -> tuple[float, ...]:
+    """The loads of a mixed pattern from the first step that stops helping to the last that
+    helps, with the step on each side: where more starts decide between the patterns."""
+    helps = [e == HELPS for e in x.effects]
+    first_off = next((i for i in range(1, len(helps)) if helps[i - 1] and not helps[i]), 0)
+    last_on = max((i for i, h in enumerate(helps) if h), default=len(helps) - 1)
+    lo, hi = max(0, first_off - 1), min(len(helps) - 1, last_on + 1)
+    return tuple(float(q) for q in x.steps[lo : hi + 1])
+
+
 def _bracket_of(qps: float | None, steps: Sequence[float]) -> tuple[float, float] | None:
     return None if qps is None else _bracket(qps, sorted(steps))
 
 
 def converged(bounds: Sequence[Bound], precision: float) -> bool:
-    """Every boundary inside the tested range with a CI narrower than ``precision`` req/s."""
-    return bool(bounds) and all(b.width is not None and b.width <= precision for b in bounds)
+    """Every boundary inside the tested range with a CI narrower than ``precision`` req/s,
+    between tested loads at most ``MAX_SPACING`` apart."""
 
+    def close(b: Bound) -> bool:
+        return b.bracket is not None and b.bracket[1] <= b.bracket[0] * MAX_SPACING + 1e-9
 
-def _geo(a: float, b: float) -> float:
-    return math.sqrt(a * b)
+    return bool(bounds) and all(
+        b.width is not None and b.width <= precision and close(b) for b in bounds
+    )
 
 
 def _round_rate(q: float) -> float:
-    """Two significant digits, at least one decimal below 10 req/s: 13.4 → 13, 7.26 → 7.3."""
-    digits = 1 if q < 10 else 0
-    return round(q, digits) if q >= 1 else round(q, 2)
+    """One decimal (two below 1 req/s): 13.37 → 13.4, 0.856 → 0.86."""
+    return round(q, 1) if q >= 1 else round(q, 2)
 
 
-def next_rates(bounds: Sequence[Bound], tested: Sequence[float], per_bound: int = 3) -> list[float]:
-    """New rates around each boundary not yet precise enough (see module doc)."""
-    new: set[float] = set()
+def _snap(q: float, tested: Sequence[float]) -> float:
+    """A tested rate within ``SAME_RATE`` of ``q`` (so its starts accumulate), else ``q``
+    rounded."""
+    near = [t for t in tested if abs(t - q) <= SAME_RATE * t]
+    return min(near, key=lambda t: abs(t - q)) if near else _round_rate(q)
+
+
+def next_rates(bounds: Sequence[Bound], tested: Sequence[float]) -> list[float]:
+    """The next pass's rates (see module doc): for each boundary its CI's bounds and its
+    estimate, each snapped to a tested rate when one is within 5 %, so passes measure the
+    boundary's neighbourhood again on fresh starts and its CI narrows; for a boundary that
+    is not settled yet, the loads where its pattern flips."""
+    rates: set[float] = set()
     for b in bounds:
+        if b.unsettled:
+            rates.update(b.unsettled)
+            continue
         if b.qps is None:
             continue
         lo, hi = b.lo, b.hi
-        if b.bracket is not None:  # an open CI bound: the steps around the estimate
+        if b.bracket is not None:  # an open CI bound: the tested step on that side
             lo = b.bracket[0] if lo is None else lo
             hi = b.bracket[1] if hi is None else hi
-        lo = b.qps if lo is None else min(lo, b.qps)
-        hi = b.qps if hi is None else max(hi, b.qps)
-        picks = [b.qps, _geo(lo, b.qps), _geo(b.qps, hi)][:per_bound]
-        for q in picks:
-            r = _round_rate(q)
-            if r > 0 and all(abs(r - t) > SAME_RATE * t for t in [*tested, *new]):
-                new.add(r)
-    return sorted(new)
+        for q in (lo, b.qps, hi):
+            if q is not None and q > 0:
+                rates.add(_snap(q, tested))
+        rates.update(_gap_rates(lo, hi, tested))
+    return sorted(rates)
+
+
+def _gap_rates(lo: float | None, hi: float | None, tested: Sequence[float]) -> list[float]:
+    """A load just beyond each CI bound whose next tested load is more than ``MAX_SPACING``
+    away (see ``MAX_SPACING``)."""
+    out = []
+    if hi is not None:
+        above = [t for t in tested if t > hi * (1 + SAME_RATE)]
+        if not above or min(above) > hi * MAX_SPACING:
+            out.append(_round_rate(hi * GAP_STEP))
+    if lo is not None:
+        below = [t for t in tested if t < lo * (1 - SAME_RATE)]
+        if below and max(below) < lo / MAX_SPACING:
+            out.append(_round_rate(lo / GAP_STEP))
+    return out
 
 
 def pass_cost_s(rates: Sequence[float], step_s: float, runs: int, start_s: float) -> float:
@@ -242,13 +304,25 @@ def run_refinement(
     say: Say = print,
     *,
     max_passes: int = 8,
+    run_pass: Callable[[list[float], int], list[Any]] | None = None,
 ) -> Refinement:
     """Passes after the coarse ladder (``first``, already run) until the boundaries are
-    precise, the budget is spent or the boundary lies beyond the tested range."""
+    precise, the budget is spent or the boundary lies beyond the tested range.
+
+    ``run_pass(rates, index)`` runs one pass and returns its results (each with ``server_s``
+    and ``run_dir``, its run dir under ``plan.out``); by default a sweep of fresh servers
+    (``sweep.run_sweep``). ``benchmarks/adaptive.py`` gives a virtual-time one.
+    """
     import dataclasses
 
     from specload.scenario import load_scenario
     from specload.sweep import run_sweep
+
+    def sweep_pass(rates: list[float], index: int) -> list[Any]:
+        scenario = _pass_scenario(plan, rates, index)
+        return run_sweep(dataclasses.replace(plan, scenario=scenario, dir_tag=f"-p{index}"))
+
+    execute = run_pass or sweep_pass
 
     sc = load_scenario(plan.scenario)
     step_s = (sc.warmup_s + sc.step_duration_s) * sc.repeats
@@ -268,18 +342,12 @@ def run_refinement(
         bounds = passes[-1].bounds
         if converged(bounds, precision):
             return Refinement(extra, passes, f"every CI is narrower than {precision:g} req/s")
-        if any(b.qps is None for b in bounds):
-            beyond = ", ".join(b.name for b in bounds if b.qps is None)
+        if any(b.beyond for b in bounds):
+            beyond = ", ".join(b.name for b in bounds if b.beyond)
             return Refinement(
                 extra, passes, f"beyond the tested range ({beyond}): extend the steps"
             )
         rates = next_rates(bounds, tested)
-        if not rates:
-            return Refinement(
-                extra,
-                passes,
-                "no new rate left inside the CIs (they are as narrow as the steps allow)",
-            )
         n_runs = len(plan.conditions) * plan.replicates
         cost = pass_cost_s(rates, step_s, n_runs, start_s)
         if budget_s is not None and used + cost > budget_s:
@@ -290,10 +358,7 @@ def run_refinement(
         say(
             f"[refine] pass {index}: {', '.join(f'{r:g}' for r in rates)} req/s, ≈{cost:.0f} server-s"
         )
-        sub = dataclasses.replace(
-            plan, scenario=_pass_scenario(plan, rates, index), dir_tag=f"-p{index}"
-        )
-        results = run_sweep(sub)
+        results = execute(rates, index)
         extra += results
         spent = sum(r.server_s for r in results)
         used += spent

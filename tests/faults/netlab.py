@@ -10,7 +10,7 @@ outside is touched, everything vanishes with the last process). It builds::
       └─ veth vw2 ── netns w2: eth0 10.77.0.3/24, a Locust worker
 
 so the workers reach the master and the server only over their link, at real addresses
-(``--master-bind-host 10.77.0.1``, ``--master-host 10.77.0.1``). One second into the
+(``--master-bind-host 10.77.0.1``, ``--master-host 10.77.0.1``). Half a second into the
 second step it takes w2's link down (``ip link set vw2 down``). It writes ``OUT/lab.json``
 (what it checked and when it cut the link), ``OUT/truth.json`` (the simulator's requests)
 and the run directory ``OUT/run``; the test reads those. Every process it starts, it stops.
@@ -212,7 +212,7 @@ def main(out: Path, scenario: Path) -> int:
                 )
             )
         step = wait_step(out / "run", 1)
-        time.sleep(max(0.0, step["start"] + 1.0 - time.time()))
+        time.sleep(max(0.0, step["start"] + 0.5 - time.time()))
         sh("ip", "link", "set", "vw2", "down")
         lab["cut_at"] = time.time()
         lab["master_exit"] = master.wait(timeout=120)

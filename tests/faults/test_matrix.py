@@ -10,8 +10,10 @@ use its fault switches; the rest use ``tests/faults/rawserver.py``.
 
 Existing tests that prove narrower versions of some rows (kept, not repeated here): the
 client against scripted sockets (``tests/client/test_stream_client.py``), the simulator's
-switches (``tests/sim/test_faults.py``), a worker killed under a separate Locust master and
-SIGTERM to that master (``tests/locust/test_locust_e2e.py``).
+switches (``tests/sim/test_faults.py``), SIGTERM to a separate Locust master
+(``tests/locust/test_locust_e2e.py``), a worker lost in the web UI
+(``tests/locust/test_webui_distributed.py``). A worker cut off from a separate master on
+another network stack is a row of its own (``tests/faults/test_netns.py``).
 """
 
 from __future__ import annotations
