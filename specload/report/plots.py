@@ -58,8 +58,25 @@ def _log_qps_axis(ax: Any, report: Report) -> None:
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(FixedLocator(qs))
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    shown = _spaced(qs)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}" if v in shown else ""))
     ax.set_xlabel("target load (req/s)")
+
+
+def _spaced(qs: list[float], parts: int = 14) -> set[float]:
+    """The loads to label: each at least 1/``parts`` of the log axis from the last one
+    labelled (a refined search puts loads 2 % apart; their labels would overprint)."""
+    import math
+
+    if len(qs) < 2:
+        return set(qs)
+    gap = (math.log(qs[-1]) - math.log(qs[0])) / parts
+    out, last = {qs[0]}, math.log(qs[0])
+    for q in qs[1:]:
+        if math.log(q) - last >= gap:
+            out.add(q)
+            last = math.log(q)
+    return out
 
 
 def _svg(fig: Any) -> str:
