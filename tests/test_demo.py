@@ -54,7 +54,7 @@ def test_demo_scenario_brackets_the_calibrated_crossover_and_fits_the_budget() -
 @pytest.mark.slow
 def test_short_demo_prints_verdict_and_finds_the_crossover_in_range(tmp_path: Path) -> None:
     raw = yaml.safe_load(DEMO_YAML.read_text())
-    raw.update(steps=[4, 20], warmup_s=1, step_duration_s=3)
+    raw.update(steps=[4, 20], warmup_s=0.5, step_duration_s=2)
     short = tmp_path / "demo-short.yaml"
     short.write_text(yaml.safe_dump(raw))
     out = tmp_path / "demo"

@@ -171,7 +171,7 @@ min_tokens: 128
 ignore_eos: true
 arrival: constant
 steps: [8, 32, 96]
-step_duration_s: 2
+step_duration_s: 1.5
 warmup_s: 0.5
 max_concurrency: 256
 metrics_interval_s: 1
@@ -219,3 +219,8 @@ def test_refine_on_the_simulator_adds_steps_around_the_crossover(tmp_path: Path)
     rates = sorted([8, 32, 96, *second["rates"]])
     for label in ("baseline", "spec"):
         assert [s["target_qps"] for s in report["steps"][label]] == rates
+    # the batch-size view (vllm:num_requests_running) follows the refined boundary, so the
+    # proposed num_speculative_tokens_per_batch_size schedule comes from it
+    x = report["crossover"]["spec"]["tpot_p50"]
+    (bx,) = [b for b in report["schedules"]["batch_crossovers"] if b["metric"] == "tpot_p50"]
+    assert bx["qps"] == x["qps"] and (x["qps"] is None or bx["running"] is not None)
