@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -291,3 +292,26 @@ def test_speculation_declared_off_and_undeclared_are_told_apart(sim, tmp_path: P
         cwd=tmp_path,
     )
     assert bad.returncode == 2 and "--speculative-config" in bad.stderr and "'off'" in bad.stderr
+
+
+def test_exact_tokens_against_a_failing_tokenize_fails_with_the_reason_last(
+    sim_factory, tmp_path: Path
+) -> None:
+    """Every /tokenize connection resets: the estimate would do, but the scenario demands
+    exact counts, so the run fails before any load with the reason on the last line."""
+    sim = sim_factory("--profile", "tiny", "--fault-tokenize-reset-every", "1", "--ground-truth")
+    scenario = _scenario(tmp_path, duration=1)
+    scenario.write_text(
+        scenario.read_text().replace("count: 10}", "count: 10, exact_tokens: true}")
+    )
+    res = _run("--host", sim.url, "--scenario", str(scenario), "--label", "t", "--out", "o",
+               cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("specload run: run failed: ") and "exact_tokens: true" in last, last
+    meta = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert meta["status"] == "failed" and meta["counts"]["sent"] == 0
+    with urllib.request.urlopen(sim.url + "/debug/requests", timeout=10) as r:
+        assert [
+            g for g in json.load(r) if not g["request_id"].startswith("specload-preflight")
+        ] == []

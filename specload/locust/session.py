@@ -300,7 +300,7 @@ class RunSession:
         self.finish("completed")
 
     def _wait_ready(self) -> bool:
-        """Users spawned and every connected load process ready (prompts built)."""
+        """Users spawned and every connected load process ready (it took the prompt set)."""
         deadline = time.time() + 300.0
         resend_at = time.time() + INVITE_EVERY_S
         while time.time() < deadline:

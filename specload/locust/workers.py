@@ -45,7 +45,8 @@ class WorkerView:
         return sum(node.user_classes_count.values()) if node is not None else 0
 
     def candidates(self, ready: dict[str, Any]) -> set[str]:
-        """Connected, ready (prompts built, no error) and holding users: these split a step."""
+        """Connected, ready (prompts taken, client built, no error) and holding users: these
+        split a step."""
         return {
             w
             for w in self.connected()
