@@ -364,6 +364,7 @@ def run_refinement(
         used += spent
         tested = sorted({*tested, *rates})
         bounds = current_bounds(_compare(plan.out, baseline, slos), target)
-        passes.append(RefinePass(index, rates, spent, bounds, [str(r.run_dir) for r in results]))
+        names = [Path(r.run_dir).name for r in results]  # under OUT: refine.json moves with it
+        passes.append(RefinePass(index, rates, spent, bounds, names))
     say("[refine] " + refine_log_lines(passes)[-1])
     return Refinement(extra, passes, f"the pass limit ({max_passes})")

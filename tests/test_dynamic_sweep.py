@@ -49,7 +49,7 @@ min_tokens: 64
 ignore_eos: true
 arrival: constant
 steps: [{LOW:g}, {HIGH:g}]
-step_duration_s: 3
+step_duration_s: 2
 warmup_s: 1
 max_concurrency: 64
 metrics_interval_s: 0.5

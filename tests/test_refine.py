@@ -171,7 +171,7 @@ min_tokens: 128
 ignore_eos: true
 arrival: constant
 steps: [8, 32, 96]
-step_duration_s: 1.5
+step_duration_s: 1
 warmup_s: 0.5
 max_concurrency: 256
 metrics_interval_s: 1

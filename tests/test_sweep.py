@@ -411,7 +411,7 @@ min_tokens: 64
 ignore_eos: true
 arrival: constant
 steps: [2, 12]
-step_duration_s: 2
+step_duration_s: 3
 warmup_s: 1
 max_concurrency: 64
 metrics_interval_s: 1

@@ -84,7 +84,7 @@ def test_ten_distributed_runs_in_a_row_beside_two_cpu_hogs(
     for i in range(RUNS):
         tmp = tmp_path / f"run{i}"
         tmp.mkdir()
-        scenario = write_scenario(tmp, steps="[6]", duration=1.0)
+        scenario = write_scenario(tmp, steps="[6]", duration=0.7)
         run_dir = (_processes_2 if i % 2 == 0 else _master_2_workers)(sim.url, tmp, scenario)
         assert all(h.poll() is None for h in cpu_hogs), "a hog stopped: no contention"
         run = read_run(run_dir)

@@ -36,8 +36,8 @@ def test_dry_run_runs_the_whole_kit(vllm_env: Path, tmp_path: Path) -> None:
         "PORT": str(port),
         "REPLICATES": "2",
         "STEPS": "8",
-        "STEP_S": "2",
-        "WARMUP_S": "1",
+        "STEP_S": "1.5",
+        "WARMUP_S": "0.5",
         "BENCH": "first",
         "VLLM": shlex.join(vllm_cli(vllm_env)),
     }
