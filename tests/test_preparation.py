@@ -78,6 +78,7 @@ def test_a_prompt_altered_on_the_way_is_refused() -> None:
         PromptSet.from_wire(wire)
 
 
+@pytest.mark.slow  # real retries with their delays, or a simulator start
 def test_a_tokenize_that_keeps_failing_falls_back_to_the_estimate_with_a_warning(
     failing_tokenize: str,
 ) -> None:
@@ -92,6 +93,7 @@ def test_a_tokenize_that_keeps_failing_falls_back_to_the_estimate_with_a_warning
     assert _FailsAfterProbe.calls >= 1 + 5  # the probe, then one count tried five times
 
 
+@pytest.mark.slow  # real retries with their delays, or a simulator start
 def test_exact_tokens_fails_with_one_line_when_tokenize_keeps_failing(
     failing_tokenize: str,
 ) -> None:
@@ -109,6 +111,7 @@ def test_no_tokenize_is_the_estimate_or_with_exact_tokens_a_failure(free_tcp_por
         prepare_prompts(scenario(exact_tokens=True), url, None, None)
 
 
+@pytest.mark.slow  # real retries with their delays, or a simulator start
 def test_exact_tokens_against_the_simulator_gives_exact_counts(sim) -> None:
     prepared = prepare_prompts(scenario(count=4, exact_tokens=True), sim.url, None, None)
     assert prepared.prompts.exact and prepared.summary()["token_count_source"] == "tokenize"
