@@ -58,19 +58,16 @@ class GateFailure:
     ci_pct: tuple[float | None, float | None] = (None, None)
 
     def message(self) -> str:
+        unit = " pp" if self.metric == "error_rate" else " %"
+        ci = ""
+        if self.ci_pct[0] is not None and self.ci_pct[1] is not None:
+            ci = f" (CI {self.ci_pct[0]:+.1f}…{self.ci_pct[1]:+.1f}{unit.strip()})"
         if self.metric == CAPACITY_GATE:
-            ci = ""
-            if self.ci_pct[0] is not None and self.ci_pct[1] is not None:
-                ci = f" (CI {self.ci_pct[0]:+.1f}…{self.ci_pct[1]:+.1f} %)"
             return (
                 f"{self.condition}: capacity within the SLO {self.change_pct:+.1f} %{ci} "
                 f"({fmt_qps(self.target_qps)} req/s against the baseline's) loses more than the "
                 f"allowed {self.max_pct:g} %"
             )
-        unit = " pp" if self.metric == "error_rate" else " %"
-        ci = ""
-        if self.ci_pct[0] is not None and self.ci_pct[1] is not None:
-            ci = f" (CI {self.ci_pct[0]:+.1f}…{self.ci_pct[1]:+.1f}{unit.strip()})"
         return (
             f"{self.condition}: {self.metric} {self.change_pct:+.1f}{unit}{ci} at "
             f"{self.target_qps:g} req/s exceeds the allowed +{self.max_pct:g}{unit}"

@@ -35,6 +35,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from specload.errors import ConfigError
@@ -281,7 +282,7 @@ class PromptSet:
         """The prompt for the ``n``-th request: the set in order, then again from the start."""
         return self._prompts[n % len(self._prompts)]
 
-    @property
+    @cached_property
     def sha256(self) -> str:
         """The set's identity: a hash of every prompt's messages and counted tokens, in order.
 

@@ -60,6 +60,16 @@ def specload_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "specload", *args]
 
 
+def start_run(host: str, scenario: Path, cwd: Path, *extra: str) -> subprocess.Popen[bytes]:
+    """A headless ``specload run`` (label ``fault``, into ``cwd/out``) left running, so a
+    test can inject its fault mid-run; stdout and stderr are kept for its checks."""
+    cmd = specload_cmd(
+        "run", "--host", host, "--scenario", str(scenario), "--label", "fault", "--out", "out",
+        *extra,
+    )  # fmt: skip
+    return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
 def run_specload(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         specload_cmd(*args), cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False

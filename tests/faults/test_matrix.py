@@ -41,7 +41,7 @@ from tests.faults.matrix import (
     kind_of,
     run_specload,
     snapshot,
-    specload_cmd,
+    start_run,
     survived,
     wait_for_step,
     write_scenario,
@@ -242,22 +242,7 @@ def test_server_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> 
     row.fault, row.injected = "server killed mid-run", "SIGKILL to the simulator 1 s into step 1"
     sim = sim_factory("--profile", "tiny", "--ground-truth")
     scenario = write_scenario(tmp_path, duration=1.5, max_tokens=64)
-    proc = subprocess.Popen(
-        specload_cmd(
-            "run",
-            "--host",
-            sim.url,
-            "--scenario",
-            str(scenario),
-            "--label",
-            "fault",
-            "--out",
-            "out",
-        ),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = start_run(sim.url, scenario, tmp_path)
     run_dir = tmp_path / "out"
     try:
         start = wait_for_step(run_dir)["start"]
@@ -311,24 +296,7 @@ def test_worker_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> 
     row.injected = "specload run --processes 2; SIGKILL to one worker 1 s into step 1"
     sim = sim_factory("--profile", "tiny", "--ground-truth")
     scenario = write_scenario(tmp_path, steps="[4, 6, 8]", duration=2.0)
-    proc = subprocess.Popen(
-        specload_cmd(
-            "run",
-            "--host",
-            sim.url,
-            "--scenario",
-            str(scenario),
-            "--label",
-            "fault",
-            "--out",
-            "out",
-            "--processes",
-            "2",
-        ),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = start_run(sim.url, scenario, tmp_path, "--processes", "2")
     run_dir = tmp_path / "out"
     try:
         workers = _workers_of(proc, 2)
@@ -390,23 +358,7 @@ def test_signal_to_headless_run(
     row.injected = f"{name} to `specload run` 1.5 s into a step with ~6 requests in flight"
     sim = sim_factory("--profile", "tiny", "--ground-truth")
     scenario = write_scenario(tmp_path, steps="[8]", duration=20, timeout=20, max_tokens=160)
-    proc = subprocess.Popen(
-        specload_cmd(
-            "run",
-            "--host",
-            sim.url,
-            "--scenario",
-            str(scenario),
-            "--label",
-            "fault",
-            "--out",
-            "out",
-            *more,
-        ),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = start_run(sim.url, scenario, tmp_path, *more)
     run_dir = tmp_path / "out"
     try:
         start = wait_for_step(run_dir)["start"]
@@ -446,22 +398,7 @@ def test_run_killed_without_cleanup_keeps_what_it_wrote(
     row.injected = "SIGKILL to both processes 0.5 s into step 2 (no cleanup runs)"
     sim = sim_factory("--profile", "tiny", "--ground-truth")
     scenario = write_scenario(tmp_path, duration=1.5)
-    proc = subprocess.Popen(
-        specload_cmd(
-            "run",
-            "--host",
-            sim.url,
-            "--scenario",
-            str(scenario),
-            "--label",
-            "fault",
-            "--out",
-            "out",
-        ),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = start_run(sim.url, scenario, tmp_path)
     run_dir = tmp_path / "out"
     try:
         start = wait_for_step(run_dir, index=1)["start"]
@@ -555,22 +492,7 @@ def test_server_restarted_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) 
     row.injected = "SIGKILL to the simulator 0.5 s into step 2, a new one on the same port"
     sim = sim_factory("--profile", "tiny")
     scenario = write_scenario(tmp_path, steps="[4, 6, 8]", duration=2.5, max_tokens=64)
-    proc = subprocess.Popen(
-        specload_cmd(
-            "run",
-            "--host",
-            sim.url,
-            "--scenario",
-            str(scenario),
-            "--label",
-            "fault",
-            "--out",
-            "out",
-        ),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = start_run(sim.url, scenario, tmp_path)
     run_dir = tmp_path / "out"
     second = None
     try:
@@ -632,22 +554,7 @@ def test_metrics_endpoint_fails_mid_run(
     row.injected = f"POST /debug/faults {json.dumps(switch)} 0.5 s into step 1"
     sim = sim_factory("--profile", "tiny", "--ground-truth")
     scenario = write_scenario(tmp_path, duration=2.0)
-    proc = subprocess.Popen(
-        specload_cmd(
-            "run",
-            "--host",
-            sim.url,
-            "--scenario",
-            str(scenario),
-            "--label",
-            "fault",
-            "--out",
-            "out",
-        ),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = start_run(sim.url, scenario, tmp_path)
     run_dir = tmp_path / "out"
     try:
         start = wait_for_step(run_dir)["start"]
