@@ -111,6 +111,22 @@ RUN_OPTIONS: tuple[Option, ...] = (
         metavar="FRACTION",
     ),
     Option(
+        "--baseline-run",
+        "a finished run dir of the same scenario (another label): the specload tab shows "
+        "this run's ratios to it per step as steps complete, the verdict so far and, when the "
+        "run ends, a Report button",
+        metavar="RUN_DIR",
+        where="locust",
+    ),
+    Option(
+        "--runs-root",
+        "where the web UI looks for run dirs to offer as --baseline-run (default runs)",
+        default="runs",
+        metavar="DIR",
+        where="locust",
+        in_web_ui=False,
+    ),
+    Option(
         "--skip-preflight",
         "do not check the target (reachable, model served, one streamed completion with "
         "usage) before the run",
@@ -159,6 +175,8 @@ class RunOptions:
     headless: bool = True
     gpu_metrics_url: str | None = None  # DCGM exporter URL, "nvml", or None (metrics/gpu.py)
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE  # errors / records, any step or overall
+    #: ``--baseline-run``: a finished run compared live in the web UI (``locust/live_compare``)
+    baseline_run: str | None = None
 
 
 def check_host(host: str | None) -> str:
@@ -188,6 +206,11 @@ def resolve_run_options(
 
         DcgmSource(gpu_url)  # ConfigError for anything but an http(s) URL
     budget = max_error_rate(getattr(values, "max_error_rate", DEFAULT_MAX_ERROR_RATE))
+    baseline_run = getattr(values, "baseline_run", "") or None
+    if baseline_run:
+        from specload.provisional import load_baseline
+
+        load_baseline(baseline_run)  # ConfigError: not a run dir
     scenario_path = getattr(values, "scenario", "") or ""
     if not scenario_path:
         raise ConfigError("no scenario: give --scenario FILE", path="--scenario")
@@ -207,5 +230,6 @@ def resolve_run_options(
         headless=headless,
         gpu_metrics_url=gpu_url,
         max_error_rate=budget,
+        baseline_run=baseline_run,
     )
     return opts, scenario

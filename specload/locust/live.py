@@ -17,7 +17,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LiveStats", "StepTally", "budget_reasons", "percentile"]
+__all__ = ["SETTLE_S", "LiveStats", "StepTally", "budget_reasons", "percentile"]
+
+#: Seconds after a step's end before its sent counts are taken as final (workers report
+#: every 0.5 s).
+SETTLE_S = 1.5
 
 
 def percentile(ordered: list[float], q: float) -> float | None:
@@ -143,6 +147,16 @@ class LiveStats:
             tally = self.steps.get(step)
             if tally is not None:
                 tally.sent_in_window[worker] = n
+
+    def settled(self, now: float, grace_s: float) -> set[int]:
+        """Steps whose figures are final: ended at least ``SETTLE_S`` ago (the workers' last
+        sent count has arrived) with a record for every measured request sent, or ended more
+        than ``grace_s`` ago (the request timeout: whatever is missing will not come)."""
+        return {
+            i
+            for i, t in self.steps.items()
+            if now >= t.end + SETTLE_S and (t.measured >= t.sent or now >= t.end + grace_s)
+        }
 
     def progress_line(self, index: int, total_steps: int) -> str:
         """One line for the terminal: step, target/achieved QPS, live p50 TPOT, errors.

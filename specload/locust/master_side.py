@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 from specload.errors import SpecloadError
@@ -45,6 +47,8 @@ class MasterSide:
         self.pending: tuple[RunOptions, Any] | None = None
         #: ``begin()`` failed: the shape ends the run at its next tick
         self.failed = False
+        #: the last run that could not start: (when, why), shown as a banner in the web UI
+        self.last_error: tuple[float, str] | None = None
 
     def resolve(self) -> tuple[RunOptions, Any]:
         """Options and scenario, validated; ``ConfigError`` names what is wrong."""
@@ -84,6 +88,8 @@ class MasterSide:
         if pending is None:
             return None
         opts, scenario = pending
+        if self.session is not None and self.session.compare is not None:
+            self.session.compare.close()  # the previous run's scratch comparisons
         try:
             session = RunSession(self.environment.runner, scenario, opts, api_key(self.environment))
         except SpecloadError as exc:
@@ -91,11 +97,27 @@ class MasterSide:
             self.failed = True
             return None
         self.session = session
+        self.last_error = None
         session.start()
         return session
 
+    def make_report(self) -> dict[str, Any]:
+        """Start the full comparison of the finished run (the UI's Report button): against
+        the baseline run when there is one, else the run's own report. Written beside the run
+        dir, in ``reports/<run>-vs-<baseline>`` (or ``reports/<run>``) under its parent."""
+        s = self.session
+        if s is None or not s.finished:
+            return {"state": "none", "problem": "the report is made once the run has ended"}
+        dirs, name, base = [s.writer.path], s.writer.path.name, None
+        if s.compare is not None and s.compare.problem is None:
+            dirs.insert(0, s.compare.baseline.path)
+            name, base = f"{name}-vs-{s.compare.baseline.path.name}", s.compare.baseline.label
+        s.report.start(dirs, Path(s.writer.path).parent / "reports" / name, base)
+        return s.report.view()
+
     def _report(self, exc: SpecloadError) -> None:
         log.error("specload: %s", exc)
+        self.last_error = (time.time(), str(exc))
         print(f"specload: error: {exc}", file=sys.stderr, flush=True)
         self.environment.process_exit_code = exc.exit_code
 

@@ -28,6 +28,7 @@ import gevent
 from specload import host as hostinfo
 from specload.condition import declared_condition
 from specload.locust.live import LiveStats, budget_reasons
+from specload.locust.live_compare import LiveComparison, ReportJob
 from specload.locust.messages import (
     Drain,
     FinalCounts,
@@ -43,6 +44,7 @@ from specload.metrics.counters import restarted
 from specload.metrics.gpu import GpuMemorySampler, open_gpu_source
 from specload.metrics.scrape import MetricsScraper, fetch_server_info
 from specload.metrics.vllm import step_server_metrics
+from specload.provisional import load_baseline
 from specload.recorder.rundir import RunMeta, RunWriter
 from specload.run_options import RunOptions
 from specload.scenario.preparation import PreparationFailed, PreparedPrompts, prepare_prompts
@@ -102,6 +104,14 @@ class SessionSnapshot:
     workers: dict[str, dict[str, Any]]
     lost_workers: tuple[dict[str, Any], ...]
     notes: tuple[str, ...]
+    #: ``(index, start, warmup_end, end)`` per step once the schedule has started
+    timeline: tuple[tuple[int, float, float, float], ...] = ()
+    #: the error budget passed so far (``budget_reasons``): one sentence each
+    over_budget: tuple[str, ...] = ()
+    #: ``LiveComparison.view()`` with a baseline run, else None
+    compare: dict[str, Any] | None = None
+    #: ``ReportJob.view()``
+    report: dict[str, Any] | None = None
 
 
 class RunSession:
@@ -142,6 +152,20 @@ class RunSession:
         self.model = scenario.model or (models[0] if models else "default")
         self.writer = RunWriter(free_run_dir(opts.run_dir), self._meta(info))
         self._greenlets: list[gevent.Greenlet] = []
+        #: the steps with their times, once the schedule starts (the UI's time left)
+        self.timeline: list[TimedStep] = []
+        self.report = ReportJob()
+        self.compare = (
+            LiveComparison(
+                load_baseline(opts.baseline_run),
+                self.writer.path,
+                opts.label,
+                self.writer.meta.scenario,
+                self._say,
+            )
+            if opts.baseline_run
+            else None
+        )
 
     def _meta(self, info: dict[str, Any]) -> RunMeta:
         sc = {**self.scenario.to_dict(), "path": self.opts.scenario_path}
@@ -251,6 +275,12 @@ class RunSession:
             workers=workers,
             lost_workers=tuple(dict(x) for x in meta.lost_workers),
             notes=tuple(meta.notes),
+            timeline=tuple((t.index, t.start, t.warmup_end, t.end) for t in self.timeline),
+            over_budget=tuple(
+                budget_reasons(self.live.steps, meta.lost_workers, self.opts.max_error_rate)
+            ),
+            compare=self.compare.view() if self.compare is not None else None,
+            report=self.report.view(),
         )
 
     def on_worker_connect(self, worker: str) -> None:
@@ -287,6 +317,7 @@ class RunSession:
         if not self._wait_ready():
             return
         steps = timed_steps(self.scenario.schedule(), time.time() + LEAD_S)
+        self.timeline = steps
         for step in steps:
             self._sleep_until(step.start - LEAD_S)
             self._announce(step)
@@ -452,6 +483,9 @@ class RunSession:
             gevent.sleep(FLUSH_S)
             if not self.finished:
                 self.writer.flush()
+                if self.compare is not None:
+                    grace = float(self.scenario.request_timeout_s) + 5.0
+                    self.compare.update(self.live.settled(time.time(), grace))
 
     def _progress(self, index: int) -> None:
         if index in self._printed or index not in self.live.steps:
@@ -558,8 +592,8 @@ class RunSession:
                 g.kill(block=False)
         self._final_counts()
         status = self._judge(status)
+        now = time.time()
         if status not in ("completed", "degraded"):  # ended early: the steps end where it ended
-            now = time.time()
             self.writer.steps = [x for x in self.writer.steps if x["start"] < now]
             if self.current is not None:
                 self.writer.end_step(self.current.index, min(now, self.current.end))
@@ -570,6 +604,9 @@ class RunSession:
                 self._progress(step.index)
         recorded = self.writer.meta.counts["recorded"]
         self._say(f"run {status}: {recorded} records in {self.writer.path}")
+        if self.compare is not None:  # every step that ran to its end, every record in
+            ran = {i for i, t in self.live.steps.items() if t.end <= now and t.measured}
+            self.compare.update(ran, final=True)
         for why in self.writer.meta.degraded:
             log.warning("specload: run degraded: %s", why)
 

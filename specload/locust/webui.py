@@ -20,23 +20,30 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
+from specload.locust.live_view import live_view
 from specload.locust.registry import master_side
-from specload.locust.session import SessionSnapshot
+from specload.locust.start_form import baseline_choices, step_plan
 
 __all__ = [
     "LIVE_PATH",
     "RUN_TAB",
     "STEPS_TAB",
     "install_web_ui",
-    "live_view",
     "run_rows",
     "step_rows",
 ]
 
-#: The JSON endpoint, under Locust's ``--web-base-path``.
+#: The JSON endpoints, under Locust's ``--web-base-path``.
 LIVE_PATH = "/specload/live.json"
+PLAN_PATH = "/specload/plan.json"
+RUNS_PATH = "/specload/runs.json"
+#: POST: make the report of the finished run; GET ``REPORT_PATH/report.html``: read it.
+REPORT_PATH = "/specload/report"
+STATIC_PATH = "/specload/static"
+STATIC_DIR = Path(__file__).with_name("webui_static")
 #: Tab keys (they appear in the UI's URL as ``?tab=...``).
 STEPS_TAB = "specload"
 RUN_TAB = "specload-run"
@@ -59,69 +66,6 @@ _STEP_COLUMNS = [
     ("kv_usage_max", "KV usage max %"),
 ]
 _RUN_COLUMNS = [("name", "What"), ("value", "Value")]
-
-
-def _snapshot(environment: Any) -> SessionSnapshot | None:
-    """The current run as the session shows it; None before the first run."""
-    side = master_side(environment)
-    session = side.session if side is not None else None
-    return session.snapshot() if session is not None else None
-
-
-def _state(step: dict[str, Any], current: int | None, finished: bool, now: float) -> str:
-    if finished or now >= step["end"]:
-        return "done"
-    if now < step["start"]:
-        return "next"
-    if step["index"] == current and now < step["warmup_end"]:
-        return "warm-up"
-    return "running"
-
-
-def _live_step(
-    s: dict[str, Any], current: int | None, finished: bool, now: float
-) -> dict[str, Any]:
-    """A step's summary with its state; a running step's achieved QPS over the time elapsed
-    so far (``LiveStats`` divides by the whole measured window, right once the step ends)."""
-    out = {**s, "state": _state(s, current, finished, now)}
-    if out["state"] in ("running", "warm-up") and s["achieved_qps"] is not None:
-        elapsed = now - s["warmup_end"]
-        window = s["end"] - s["warmup_end"]
-        out["achieved_qps"] = s["achieved_qps"] * window / elapsed if elapsed > 0.5 else None
-    return out
-
-
-def live_view(environment: Any, now: float | None = None) -> dict[str, Any]:
-    """The endpoint's JSON: ``run`` (None before the first run) and ``steps`` (seconds,
-    fractions, QPS; ``None`` where nothing is known yet)."""
-    now = time.time() if now is None else now
-    snap = _snapshot(environment)
-    if snap is None:
-        return {"updated_at": now, "run": None, "steps": []}
-    current = snap.live["current_step"]
-    steps = [_live_step(s, current, snap.finished, now) for s in snap.live["steps"]]
-    known = {s["index"] for s in steps}
-    steps += [
-        {"index": index, "repeat": repeat, "target_qps": qps, "state": "next"}
-        for index, repeat, qps in snap.plans
-        if index not in known and not snap.finished
-    ]
-    run = {
-        "run_id": snap.run_id,
-        "label": snap.label,
-        "status": snap.status,
-        "run_dir": snap.run_dir,
-        "host": snap.host,
-        "model": snap.model,
-        "total_steps": len(snap.plans),
-        "current_step": current,
-        "sent": snap.sent,
-        "recorded": snap.recorded,
-        "workers": snap.workers,
-        "lost_workers": list(snap.lost_workers),
-        "notes": list(snap.notes),
-    }
-    return {"updated_at": now, "run": run, "steps": steps}
 
 
 def _ms(v: float | None) -> str:
@@ -198,9 +142,63 @@ def _extended_stats(environment: Any) -> list[dict[str, Any]]:
     return [{"key": STEPS_TAB, "data": step_rows(view)}, {"key": RUN_TAB, "data": run_rows(view)}]
 
 
+def _page_with_panel(html: str) -> str:
+    """Locust's index page with our stylesheet and script (``webui_static/``) added."""
+    tags = (
+        f'<link rel="stylesheet" href=".{STATIC_PATH}/specload-ui.css">'
+        f'<script defer src=".{STATIC_PATH}/specload-ui.js"></script>'
+    )
+    return html.replace("</body>", tags + "</body>", 1) if tags not in html else html
+
+
+def _routes(environment: Any) -> list[tuple[str, str, Any, list[str]]]:
+    """The endpoints under ``/specload/``: (path, name, view, methods)."""
+    from flask import jsonify, request, send_from_directory
+
+    def specload_live() -> Any:
+        return jsonify(live_view(environment))
+
+    def specload_plan() -> Any:
+        path = request.args.get("scenario")
+        if path is None:
+            path = getattr(environment.parsed_options, "scenario", "") or ""
+        return jsonify(step_plan(path))
+
+    def specload_runs() -> Any:
+        root = getattr(environment.parsed_options, "runs_root", "") or "runs"
+        return jsonify({"root": root, "runs": baseline_choices(root)})
+
+    def specload_report() -> Any:
+        side = master_side(environment)
+        if side is None:
+            return jsonify({"state": "none", "problem": "no run"}), 409
+        view = side.make_report()
+        return jsonify(view), (202 if view["state"] in ("running", "ready") else 409)
+
+    def specload_report_file(name: str) -> Any:
+        side = master_side(environment)
+        job = side.session.report if side is not None and side.session is not None else None
+        if job is None or job.state != "ready" or job.out is None:
+            return jsonify({"problem": "no report yet: press Report when the run has ended"}), 404
+        return send_from_directory(job.out, name)
+
+    def specload_static(name: str) -> Any:
+        return send_from_directory(STATIC_DIR, name)
+
+    return [
+        (LIVE_PATH, "specload_live", specload_live, ["GET"]),
+        (PLAN_PATH, "specload_plan", specload_plan, ["GET"]),
+        (RUNS_PATH, "specload_runs", specload_runs, ["GET"]),
+        (REPORT_PATH, "specload_report", specload_report, ["POST"]),
+        (REPORT_PATH + "/<path:name>", "specload_report_file", specload_report_file, ["GET"]),
+        (STATIC_PATH + "/<path:name>", "specload_static", specload_static, ["GET"]),
+    ]
+
+
 def install_web_ui(environment: Any, web_ui: Any) -> None:
-    """Add the tabs, the JSON endpoint and the ``extended_stats`` hook to Locust's web UI."""
-    from flask import Response, jsonify, request
+    """Add the tabs, the panel's script, the endpoints and the ``extended_stats`` hook to
+    Locust's web UI."""
+    from flask import Response, request
 
     web_ui.template_args["extended_tabs"] = [
         {"title": "specload", "key": STEPS_TAB},
@@ -215,26 +213,27 @@ def install_web_ui(environment: Any, web_ui: Any) -> None:
     ]
     opts = environment.parsed_options
     base = ((getattr(opts, "web_base_path", None) or "") if opts else "").rstrip("/")
-
-    def specload_live() -> Any:
-        return jsonify(live_view(environment))
-
     # registered without decorators: Locust's WebUI is untyped, and mypy --strict would call
     # a function under an untyped decorator untyped too
-    web_ui.app.add_url_rule(
-        base + LIVE_PATH, "specload_live", web_ui.auth_required_if_enabled(specload_live)
-    )
+    for path, name, view, methods in _routes(environment):
+        web_ui.app.add_url_rule(
+            base + path, name, web_ui.auth_required_if_enabled(view), methods=methods
+        )
 
-    def add_specload_rows(response: Response) -> Response:
-        if (
-            request.path != base + "/stats/requests"
-            or response.status_code != 200
-            or not response.is_json
-        ):
+    def add_specload_parts(response: Response) -> Response:
+        """Our rows into Locust's ``/stats/requests`` answer; our script into its page."""
+        if response.status_code != 200:
             return response
-        body = response.get_json()
-        body["extended_stats"] = [*body.get("extended_stats", []), *_extended_stats(environment)]
-        response.set_data(json.dumps(body))
+        if request.path == base + "/stats/requests" and response.is_json:
+            body = response.get_json()
+            body["extended_stats"] = [
+                *body.get("extended_stats", []),
+                *_extended_stats(environment),
+            ]
+            response.set_data(json.dumps(body))
+        elif request.path in (base + "/", base or "/") and response.mimetype == "text/html":
+            response.direct_passthrough = False
+            response.set_data(_page_with_panel(response.get_data(as_text=True)))
         return response
 
-    web_ui.app.after_request(add_specload_rows)
+    web_ui.app.after_request(add_specload_parts)

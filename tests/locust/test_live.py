@@ -37,3 +37,20 @@ def test_snapshot_percentiles_match_numpy_for_records_in_any_order() -> None:
     assert summary["tpot_s"]["p95"] == pytest.approx(np.percentile(tpots, 95))
     assert summary["tpot_s"]["n"] == 501
     assert summary["tokens_per_chunk"] == pytest.approx(1.25)
+
+
+def test_a_step_settles_when_every_request_sent_has_its_record() -> None:
+    """The live comparison takes a step only when its figures are final: ended, the sent
+    count in, and a record for each measured request sent (or the request timeout passed)."""
+    live = LiveStats()
+    live.begin_step(0, 0, 2.0, start=100.0, warmup_end=101.0, end=105.0)
+    live.begin_step(1, 0, 4.0, start=105.0, warmup_end=106.0, end=110.0)
+    live.set_sent_in_window("w1", {0: 3, 1: 2})
+    for _ in range(2):
+        live.add({"step": 0, "ok": True, "warmup": False, "ttft_s": 0.1, "tpot_s": 0.01})
+    assert live.settled(now=104.0, grace_s=30) == set()  # still running
+    assert live.settled(now=107.0, grace_s=30) == set()  # one request of step 0 in flight
+    live.add({"step": 0, "ok": False, "warmup": False})  # an error is a record too
+    assert live.settled(now=105.5, grace_s=30) == set()  # the last sent count may be late
+    assert live.settled(now=107.0, grace_s=30) == {0}
+    assert live.settled(now=141.0, grace_s=30) == {0, 1}  # step 1's records never came

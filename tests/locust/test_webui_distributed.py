@@ -86,9 +86,9 @@ def _start_master(
     return master, f"http://127.0.0.1:{web}", log, worker_args
 
 
-def _swarm(ui: str, host: str) -> None:
-    """Press Start as the UI's form does."""
-    form = urllib.parse.urlencode({"host": host}).encode()
+def _swarm(ui: str, host: str, **fields: str) -> None:
+    """Press Start as the UI's form does (``fields``: its Custom parameters)."""
+    form = urllib.parse.urlencode({"host": host, **fields}).encode()
     with urllib.request.urlopen(ui + "/swarm", data=form, timeout=10) as r:
         assert json.load(r)["success"]
 
@@ -130,6 +130,23 @@ def test_tab_json_shows_records_from_both_workers_including_one_that_joined(
             log,
         )
         rows = {x["key"]: x["data"] for x in _get(ui + "/stats/requests")["extended_stats"]}
+        # Start again from the form, against the first run as the baseline: the master holds
+        # it and computes the ratios from both workers' records (steps and durations may differ)
+        quick = tmp_path / "quick.yaml"
+        quick.write_text(SCENARIO.replace("steps: [5, 5, 5, 5]", "steps: [5, 5]"))
+        _wait(lambda: _get(ui + "/stats/requests")["state"] == "stopped", "Locust stopped", log)
+        fields = {"label": "again", "scenario": str(quick), "baseline_run": str(run_dir)}
+        _swarm(ui, sim.url, run_dir=str(tmp_path / "runs" / "again"), **fields)
+        again = _wait(
+            lambda: (
+                (v := _get(ui + "/specload/live.json"))["run"]["label"] == "again"
+                and v["compare"]
+                and not v["compare"]["provisional"]
+                and v
+            ),
+            "the second run's final comparison",
+            log,
+        )
     finally:
         for p in procs:
             stop_process(p)
@@ -156,6 +173,12 @@ def test_tab_json_shows_records_from_both_workers_including_one_that_joined(
     shown = {r["name"]: r["value"] for r in rows["specload-run"]}
     for w, c in workers.items():
         assert shown[f"worker {w}"] == f"connected: sent {c['sent']}, recorded {c['recorded']}"
+    cmp = again["compare"]
+    assert cmp["problem"] is None and cmp["baseline"]["path"] == str(run_dir.resolve())
+    assert cmp["compared_steps"] == [0, 1] and len(again["run"]["workers"]) == 2
+    (row,) = cmp["ratios"]  # both runs' steps are 5 req/s: one aligned load
+    assert row["target_qps"] == 5.0 and row["tpot_p50"]["lo"] <= row["tpot_p50"]["hi"]
+    assert cmp["verdict"] and cmp["verdict"].startswith("again ")
 
 
 KILL_SCENARIO = """\
@@ -216,6 +239,8 @@ def test_killed_worker_is_lost_in_the_tab_its_users_move_and_the_report_names_th
             stop_process(p)
 
     lost = live["run"]["lost_workers"]
+    banners = [b["text"] for b in live["banners"] if b["kind"] == "error"]
+    assert any(t.startswith(f"worker {lost[0]['worker']} lost at ") for t in banners), banners
     meta = read_run(run_dir).meta
     assert meta["status"] == "degraded"
     assert meta["degraded"] == [f"worker {lost[0]['worker']} lost at 4 req/s"]

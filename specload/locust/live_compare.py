@@ -1,0 +1,183 @@
+"""The web UI's answer while the run goes: this run against a baseline run, step by step.
+
+With ``--baseline-run DIR`` (or the start form's field) the master loads a finished run of
+the same scenario. Each time a step settles (it has ended and every request sent in it has
+its record) it re-runs the provisional comparison (``specload.provisional``, a child
+process: the same rule and code as ``specload compare``) over the settled steps, and keeps
+the figures the specload tab shows: ratios with CIs, the verdict so far, the crossover. When
+the run ends, one last comparison covers every step, and ``make_report`` writes the full
+comparison (``specload compare``'s files) for the UI's Report button.
+
+Problems never stop the run: a baseline with this run's label (``compare`` would pool the
+two as replicates), a baseline of another scenario, a comparison that fails: each becomes
+``problem``, shown as a banner, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gevent
+import orjson
+from gevent import subprocess
+
+from specload.provisional import Baseline, baseline_problem, summary
+
+__all__ = ["LiveComparison", "ReportJob"]
+
+log = logging.getLogger("specload")
+
+#: Bootstrap replicates of a provisional comparison (``compare``'s default).
+BOOTSTRAP = 1000
+#: Seconds a comparison child may take before it is given up (and reported).
+JOB_TIMEOUT_S = 300.0
+
+
+def _tail(text: str) -> str:
+    lines = [x for x in text.strip().splitlines() if x.strip()]
+    return lines[-1] if lines else "no message"
+
+
+class ReportJob:
+    """The full comparison (``specload compare``'s files) of a finished run, on request."""
+
+    def __init__(self) -> None:
+        self.state = "none"  # none | running | ready | failed
+        self.out: Path | None = None
+        self.problem: str | None = None
+        self.greenlet: gevent.Greenlet | None = None
+
+    def start(self, run_dirs: list[Path], out: Path, baseline: str | None) -> None:
+        """Run ``specload compare`` in a child process; ``state`` says how it went."""
+        if self.state == "running":
+            return
+        self.state, self.out, self.problem = "running", out, None
+        self.greenlet = gevent.spawn(self._run, run_dirs, out, baseline)
+
+    def _run(self, run_dirs: list[Path], out: Path, baseline: str | None) -> None:
+        cmd = [sys.executable, "-m", "specload", "compare", *map(str, run_dirs)]
+        cmd += ["--out", str(out), "--quiet", *(["--baseline", baseline] if baseline else [])]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.state, self.problem = "failed", f"compare took over {JOB_TIMEOUT_S:g} s"
+            return
+        # exit 1 is a verdict (a gate failed, nothing comparable), not a failure: files written
+        if proc.returncode in (0, 1) and (out / "report.html").is_file():
+            self.state = "ready"
+            print(f"[specload] report: {out / 'report.html'}", flush=True)
+        else:
+            self.state, self.problem = "failed", _tail(proc.stderr or proc.stdout)
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "path": str(self.out / "report.html") if self.out and self.state == "ready" else None,
+            "problem": self.problem,
+        }
+
+
+class LiveComparison:
+    """The provisional comparison of one run against its baseline (see module doc)."""
+
+    def __init__(
+        self,
+        baseline: Baseline,
+        run_dir: Path,
+        label: str,
+        scenario: dict[str, Any],
+        say: Callable[[str], None],
+    ) -> None:
+        self.baseline = baseline
+        self.run_dir = run_dir
+        self.label = label
+        self.say = say
+        self.problem = baseline_problem(baseline, label, scenario)
+        self._scratch = tempfile.TemporaryDirectory(prefix="specload-live-")
+        self.result: dict[str, Any] | None = None
+        self.compared: tuple[int, ...] = ()
+        self.final = False
+        self.updated_at: float | None = None
+        self._job: gevent.Greenlet | None = None
+        self._wanted: tuple[tuple[int, ...], bool] | None = None
+        self._launch((), final=False)  # the baseline's own curve, before any step settles
+
+    # --- provisional comparisons ----------------------------------------------------------
+    def update(self, settled: set[int], *, final: bool = False) -> None:
+        """Compare again when more steps have settled (or the run ended); one child at a time,
+        the newest request waits for the one in flight."""
+        steps = tuple(sorted(settled))
+        if self.problem is not None or (steps == self.compared and not final):
+            return
+        if final and steps == self.compared and self.result is not None:
+            self.final = True
+            return
+        self._wanted = (steps, final)
+        if self._job is None or self._job.dead:
+            self._next()
+
+    def _next(self) -> None:
+        if self._wanted is None:
+            return
+        steps, final = self._wanted
+        self._wanted = None
+        self._launch(steps, final)
+
+    def _launch(self, steps: tuple[int, ...], final: bool) -> None:
+        self._job = gevent.spawn(self._compare, steps, final)
+        self._job.link(lambda _g: self._next())
+
+    def _compare(self, steps: tuple[int, ...], final: bool) -> None:
+        out = Path(self._scratch.name) / f"c{len(steps)}"
+        cmd = [sys.executable, "-m", "specload.provisional", str(self.run_dir)]
+        cmd += [str(self.baseline.path), str(out), "--baseline", self.baseline.label]
+        cmd += ["--steps", ",".join(map(str, steps)), "--bootstrap", str(BOOTSTRAP)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.problem = f"the live comparison took over {JOB_TIMEOUT_S:g} s and was given up"
+            return
+        if proc.returncode != 0:
+            self.problem = f"live comparison failed: {_tail(proc.stderr)}"
+            log.warning("specload: %s", self.problem)
+            return
+        report = orjson.loads((out / "report.json").read_bytes())
+        self.result = summary(report, self.baseline.label, self.label if steps else None)
+        self.compared, self.final, self.updated_at = steps, final, time.time()
+        if steps and self.result.get("verdict"):
+            kind = "final" if final else "provisional"
+            self.say(
+                f"vs {self.baseline.label} ({kind}, {len(steps)} steps): {self.result['verdict']}"
+            )
+
+    # --- what the UI reads ----------------------------------------------------------------
+    @property
+    def computing(self) -> bool:
+        return self._job is not None and not self._job.dead
+
+    def view(self) -> dict[str, Any]:
+        """The ``compare`` part of the web UI's JSON (see docs/web-ui.md)."""
+        return {
+            "baseline": {
+                "path": str(self.baseline.path),
+                "label": self.baseline.label,
+                "run_id": self.baseline.run_id,
+            },
+            "problem": self.problem,
+            "computing": self.computing,
+            "provisional": not self.final,
+            "compared_steps": list(self.compared),
+            "updated_at": self.updated_at,
+            **(self.result or {"baseline_steps": [], "steps": [], "ratios": [], "verdict": None}),
+        }
+
+    def close(self) -> None:
+        if self._job is not None:
+            self._job.kill(block=False)
+        self._scratch.cleanup()

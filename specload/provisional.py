@@ -1,0 +1,224 @@
+"""The comparison of a run still in progress against a finished baseline run.
+
+The web UI shows, while a run goes, its ratios to a baseline run with CIs and the verdict
+so far. Those figures must follow the same rule as ``specload compare`` (one rule, one
+definition), so they are ``compare``'s own: this module writes a *view* of the live run
+directory holding only the steps that have settled (every request of the step has its
+record), then compares that view with the baseline by ``compare_runs`` and writes the same
+``report.json``. A step still running, or one whose in-flight requests have not returned,
+never enters: its tail would be missing, and p95 would read low.
+
+It runs as a child process (``python -m specload.provisional``) of the Locust master, so the
+bootstrap and the reading of ``requests.jsonl`` never hold up the master's event loop, which
+paces arrivals in a local run. ``summary()`` turns the report into the few figures the web
+UI shows. Exit codes as ``specload compare``: 2 with one line on stderr on bad input (for
+example runs that are not comparable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from specload.errors import ConfigError, SpecloadError
+
+__all__ = [
+    "UI_METRICS",
+    "Baseline",
+    "baseline_problem",
+    "load_baseline",
+    "main",
+    "scenario_differences",
+    "summary",
+    "write_view",
+]
+
+#: The ratios the web UI shows per step (the issue's four: p50/p95 TPOT, p50 TTFT, p50 E2E).
+UI_METRICS = ("tpot_p50", "tpot_p95", "ttft_p50", "e2e_p50")
+#: Per-step latencies the UI charts for both conditions.
+CHART_METRICS = ("tpot_p50", "tpot_p95", "ttft_p50", "ttft_p95")
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """A finished run the live run is compared with (its run.json, read once)."""
+
+    path: Path
+    label: str
+    run_id: str
+    status: str
+    scenario: dict[str, Any]
+
+
+def load_baseline(path: str | Path) -> Baseline:
+    """The run at ``path``; ConfigError (one line: path and what was expected) otherwise."""
+    from specload.recorder.run_json import load_run_json
+
+    p = Path(path)
+    if not (p / "run.json").is_file():
+        raise ConfigError(
+            "not a run directory (expected a finished specload run: run.json, requests.jsonl)",
+            path="--baseline-run",
+            file=str(p),
+        )
+    meta = load_run_json(p)
+    return Baseline(
+        path=p.resolve(),
+        label=str(meta.get("label")),
+        run_id=str(meta.get("run_id", p.name)),
+        status=str(meta.get("status", "unknown")),
+        scenario=dict(meta.get("scenario") or {}),
+    )
+
+
+def scenario_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Scenario keys that make two runs incomparable (``analysis.comparable``'s rule)."""
+    from specload.analysis.comparable import flatten
+
+    fa, fb = flatten(a), flatten(b)
+    return [k.rstrip(".") for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
+
+
+def baseline_problem(baseline: Baseline, label: str, scenario: dict[str, Any]) -> str | None:
+    """Why this run cannot be compared live with ``baseline``; None when it can."""
+    if baseline.label == label:
+        return (
+            f"the baseline run {baseline.path.name} has this run's label {label!r}: give this "
+            "run another label (compare pools runs of one label as server starts)"
+        )
+    if baseline.status not in ("completed", "degraded"):
+        return f"the baseline run {baseline.path.name} is {baseline.status!r}, not completed"
+    diff = scenario_differences(baseline.scenario, scenario)
+    if diff:
+        keys = ", ".join(diff[:4]) + (" ..." if len(diff) > 4 else "")
+        return f"the baseline run {baseline.path.name} ran another scenario (differs in {keys})"
+    return None
+
+
+def _step_of(line: bytes) -> int | None:
+    try:
+        step = orjson.loads(line).get("step")
+    except orjson.JSONDecodeError:  # a half-written last line: not settled, leave it out
+        return None
+    return step if isinstance(step, int) else None
+
+
+def _filter_jsonl(src: Path, dest: Path, steps: set[int]) -> int:
+    """Copy the lines of ``src`` whose ``step`` is in ``steps``; how many were copied."""
+    n = 0
+    with dest.open("wb") as out:
+        if src.exists():
+            with src.open("rb") as f:
+                for line in f:
+                    if line.strip() and _step_of(line) in steps:
+                        out.write(line if line.endswith(b"\n") else line + b"\n")
+                        n += 1
+    return n
+
+
+def write_view(run_dir: str | Path, dest: str | Path, steps: set[int]) -> Path:
+    """A run directory at ``dest`` holding only ``steps`` (indexes) of ``run_dir``.
+
+    run.json is copied as it is (its status stays ``running``: the view is not a finished
+    run) with its counts set to what the view holds; steps.json, requests.jsonl and
+    metrics.jsonl keep the settled steps' entries only.
+    """
+    src, out = Path(run_dir), Path(dest)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    meta = orjson.loads((src / "run.json").read_bytes())
+    plan = orjson.loads((src / "steps.json").read_bytes()) if (src / "steps.json").exists() else []
+    (out / "steps.json").write_bytes(orjson.dumps([s for s in plan if s.get("index") in steps]))
+    n = _filter_jsonl(src / "requests.jsonl", out / "requests.jsonl", steps)
+    _filter_jsonl(src / "metrics.jsonl", out / "metrics.jsonl", steps)
+    meta["counts"] = {**(meta.get("counts") or {}), "sent": n, "recorded": n, "by_worker": {}}
+    (out / "run.json").write_bytes(orjson.dumps(meta))
+    return out
+
+
+def _latency(step: dict[str, Any], metric: str) -> float | None:
+    v = (step.get("latency_s") or {}).get(metric) or {}
+    return v.get("value")
+
+
+def _curve(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"target_qps": s["target_qps"], **{m: _latency(s, m) for m in CHART_METRICS}} for s in steps
+    ]
+
+
+def summary(report: dict[str, Any], baseline: str, label: str | None) -> dict[str, Any]:
+    """What the web UI shows from a ``report.json``: the baseline's per-step latencies, and,
+    when ``label`` was compared, its ratios per step with CIs and effects, the verdict and
+    the crossover of the report's metric."""
+    steps = report.get("steps") or {}
+    out: dict[str, Any] = {
+        "metric": report.get("metric"),
+        "rule": report.get("rule"),
+        "baseline_steps": _curve(steps.get(baseline) or []),
+        "steps": _curve(steps.get(label) or []) if label else [],
+        "ratios": [],
+        "verdict": None,
+        "crossover": None,
+    }
+    if not label or label not in (report.get("ratios") or {}):
+        return out
+    ratios = report["ratios"][label]
+    by_qps: dict[float, dict[str, Any]] = {}
+    for metric in UI_METRICS:
+        for row in ratios.get(metric) or []:
+            cell = {k: row.get(k) for k in ("value", "lo", "hi", "effect")}
+            by_qps.setdefault(row["target_qps"], {"target_qps": row["target_qps"]})[metric] = cell
+    out["ratios"] = [by_qps[q] for q in sorted(by_qps)]
+    out["verdict"] = (report.get("verdict") or {}).get(label)
+    x = ((report.get("crossover") or {}).get(label) or {}).get(report.get("metric"))
+    if x:
+        keys = ("status", "qps", "ci", "last_helping_qps", "stops_at", "tested_range")
+        out["crossover"] = {k: x.get(k) for k in keys}
+    return out
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m specload.provisional",
+        description="Compare the settled steps of a run in progress with a baseline run "
+        "(what the web UI shows live); writes OUT/report.json.",
+    )
+    p.add_argument("run_dir", help="the run in progress")
+    p.add_argument("baseline_dir", help="a finished run of the same scenario")
+    p.add_argument("out", help="a scratch folder: OUT/view and OUT/report.json")
+    p.add_argument("--steps", default="", help="settled step indexes, comma-separated")
+    p.add_argument("--baseline", required=True, help="the baseline run's label")
+    p.add_argument("--bootstrap", type=int, default=1000)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the view and the comparison's report.json; exit code as ``specload compare``."""
+    args = _args(argv)
+    from specload.analysis.compare import compare_runs
+    from specload.report import write_reports
+
+    out = Path(args.out)
+    steps = {int(s) for s in args.steps.split(",") if s.strip()}
+    dirs: list[str | Path] = [Path(args.baseline_dir)]
+    try:
+        if steps:
+            dirs.append(write_view(args.run_dir, out / "view", steps))
+        comparison = compare_runs(dirs, baseline=args.baseline, bootstrap=args.bootstrap)
+        write_reports(comparison, out, html=False)
+    except SpecloadError as exc:
+        print(f"specload: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
