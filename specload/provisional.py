@@ -69,7 +69,7 @@ def load_baseline(path: str | Path) -> Baseline:
         )
     meta = load_run_json(p)
     return Baseline(
-        path=p.resolve(),
+        path=p,  # as the user gave it: the UI shows it; children share the master's cwd
         label=str(meta.get("label")),
         run_id=str(meta.get("run_id", p.name)),
         status=str(meta.get("status", "unknown")),

@@ -180,7 +180,7 @@ def _routes(environment: Any) -> list[tuple[str, str, Any, list[str]]]:
         job = side.session.report if side is not None and side.session is not None else None
         if job is None or job.state != "ready" or job.out is None:
             return jsonify({"problem": "no report yet: press Report when the run has ended"}), 404
-        return send_from_directory(job.out, name)
+        return send_from_directory(job.out.resolve(), name)  # Flask reads relative to its app
 
     def specload_static(name: str) -> Any:
         return send_from_directory(STATIC_DIR, name)

@@ -80,15 +80,16 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ui]:
     sim = start_sim("--profile", PROFILE, "--speculative-config", SPEC, log_dir=tmp)
     port = free_port()
     log = tmp / "locust.log"
+    # run from tmp with relative paths, as a user runs it from their project folder
     cmd = [
-        sys.executable, "-m", "locust", "-f", "locustfiles/chat.py",
+        sys.executable, "-m", "locust", "-f", str(REPO / "locustfiles" / "chat.py"),
         "--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url,
-        "--scenario", str(scenario), "--label", "spec", "--run-dir", str(tmp / "runs" / "spec"),
-        "--runs-root", str(tmp / "runs"), "--baseline-run", str(tmp / "runs" / "baseline"),
+        "--scenario", "s.yaml", "--label", "spec", "--run-dir", "runs/spec",
+        "--baseline-run", "runs/baseline",
     ]  # fmt: skip
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            cmd, cwd=tmp, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:
         wait_http(f"http://127.0.0.1:{port}/", proc=proc)
@@ -206,7 +207,7 @@ def test_report_button_writes_compares_files_and_opens_report_html(ui: Ui) -> No
     assert r.status == 200 and "<html" in html.lower() and "baseline" in html
     out = ui.run_dir.parent / "reports" / "spec-vs-baseline"
     assert {p.name for p in out.iterdir()} >= {"report.html", "report.json", "report.md"}
-    assert str(out / "report.html") in ui.log.read_text()  # the path is printed too
+    assert "report: runs/reports/spec-vs-baseline/report.html" in ui.log.read_text()  # printed
     # what the page showed is compare's answer on the same two run dirs (same bootstrap seed)
     report = json.loads((out / "report.json").read_text())
     ratios = report["ratios"]["spec"]

@@ -334,8 +334,11 @@
   }
 
   function panel(view) {
+    const stale = view.run && view.run.finished ?
+      el("div", { cls: "specload-muted", text: "Locust stops refreshing its table below when a run ends: reload the page for the table's final figures (this panel stays current)." }) : null;
     return el("div", { id: "specload-panel", "data-testid": "specload-panel" }, [
       el("div", { cls: "specload-clock", "data-testid": "specload-clock", text: clockLine(view) }),
+      stale,
       verdictBox(view),
       charts(view),
     ]);
