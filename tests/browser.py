@@ -77,3 +77,20 @@ def chromium_page(width: int = 1280, height: int = 900) -> Iterator[tuple[Any, l
             yield page, errors
         finally:
             browser.close()
+
+
+def poll_page(
+    page: Any, cond: Any, what: str, log: Path, *, timeout_s: float = 60.0, shot: str
+) -> Any:
+    """``cond()``'s first truthy value, polled every 0.25 s; on timeout a full-page screenshot
+    (``shot`` under test-artifacts/) and an AssertionError with the tail of ``log``."""
+    import time
+
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        value = cond()
+        if value:
+            return value
+        page.wait_for_timeout(250)
+    page.screenshot(path=str(artifact_path(shot)), full_page=True)
+    raise AssertionError(f"{what} not within {timeout_s} s; log:\n{log.read_text()[-3000:]}")

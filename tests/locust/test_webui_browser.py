@@ -14,7 +14,6 @@ import json
 import math
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 import pytest
 
 from specload.recorder import read_run
-from tests.browser import artifact_path, chromium_page
+from tests.browser import artifact_path, chromium_page, poll_page
 from tests.conftest import REPO, free_port, stop_process, wait_http
 
 SPEC = '{"method":"draft_model","model":"draft","num_speculative_tokens":4,"synthetic_acceptance_rates":[0.8,0.5,0.3,0.1]}'
@@ -60,14 +59,9 @@ def _p50(values: list[float]) -> float:
 
 
 def _poll(page: Any, cond: Any, what: str, log: Path, timeout_s: float = 60.0) -> Any:
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        value = cond()
-        if value:
-            return value
-        page.wait_for_timeout(300)
-    page.screenshot(path=str(artifact_path("webui-specload-tab-failed.png")), full_page=True)
-    raise AssertionError(f"{what} not within {timeout_s} s; locust log:\n{log.read_text()[-3000:]}")
+    return poll_page(
+        page, cond, what, log, timeout_s=timeout_s, shot="webui-specload-tab-failed.png"
+    )
 
 
 def _live(url: str) -> dict[str, Any]:

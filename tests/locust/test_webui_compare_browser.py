@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser import artifact_path, chromium_page
+from tests.browser import artifact_path, chromium_page, poll_page
 from tests.conftest import REPO, free_port, start_sim, stop_process, wait_http
 
 SPEC = (
@@ -100,14 +99,7 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ui]:
 
 
 def _poll(page: Any, cond: Any, what: str, ui: Ui, timeout_s: float = 90.0) -> Any:
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        value = cond()
-        if value:
-            return value
-        page.wait_for_timeout(250)
-    page.screenshot(path=str(artifact_path("webui-compare-failed.png")), full_page=True)
-    raise AssertionError(f"{what} not within {timeout_s} s; log:\n{ui.log.read_text()[-3000:]}")
+    return poll_page(page, cond, what, ui.log, timeout_s=timeout_s, shot="webui-compare-failed.png")
 
 
 def _panel(page: Any) -> dict[str, Any]:
