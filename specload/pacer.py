@@ -9,12 +9,18 @@ a client that falls behind sends late, and ``sent_at - scheduled_at`` says by ho
   by ``seed`` (``random.Random``, string-seeded: identical across processes and platforms).
   Arrival 0 is one gap after ``start_at``.
 - ``constant``: arrival ``i`` at ``start_at + (i + phase) / rate``.
+- ``gamma``: gaps are independent Gamma(shape ``burstiness``, scale ``1/(rate * burstiness)``)
+  draws: mean ``1/rate`` as Poisson, coefficient of variation ``1/sqrt(burstiness)`` (vLLM
+  ``bench serve --burstiness``: 1 is Poisson, below 1 burstier, above 1 smoother).
 
 Splitting one step over W processes: ``Pacer.share(rate_qps, arrival, seed, start_at,
 index=k, count=W)`` gives process ``k`` its own schedule at ``rate/W``. Poisson shares use
 independent seed streams (``derive_seed``), so their superposition is Poisson at ``rate``
 with no correlation between processes; constant shares are phase-shifted by ``k/rate`` so the
-merged stream is exactly evenly spaced at ``rate``.
+merged stream is exactly evenly spaced at ``rate``. Gamma shares take every ``W``-th arrival of
+one stream at ``rate`` (process ``k``: arrivals ``k``, ``k + W``, ...), because W independent
+gamma streams superpose into something smoother than gamma: the merged stream is exactly the
+one stream, with its burstiness, however many processes send it.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ from collections.abc import Iterator
 
 __all__ = ["ARRIVALS", "Pacer", "derive_seed"]
 
-ARRIVALS = ("constant", "poisson")
+#: Arrival processes the pacer knows (the scenario's ``arrival`` choices).
+ARRIVALS = ("constant", "poisson", "gamma")
 
 
 def derive_seed(seed: int, *parts: object) -> int:
@@ -42,10 +49,30 @@ def derive_seed(seed: int, *parts: object) -> int:
 class Pacer:
     """Absolute arrival times for one step at ``rate_qps`` requests per second."""
 
-    __slots__ = ("_gaps_sum", "_rng", "arrival", "phase", "rate_qps", "seed", "start_at")
+    __slots__ = (
+        "_gaps_sum",
+        "_rng",
+        "arrival",
+        "burstiness",
+        "offset",
+        "phase",
+        "rate_qps",
+        "seed",
+        "start_at",
+        "stride",
+    )
 
     def __init__(
-        self, rate_qps: float, arrival: str, seed: int, start_at: float, *, phase: float = 0.0
+        self,
+        rate_qps: float,
+        arrival: str,
+        seed: int,
+        start_at: float,
+        *,
+        phase: float = 0.0,
+        burstiness: float = 1.0,
+        stride: int = 1,
+        offset: int = 0,
     ) -> None:
         if arrival not in ARRIVALS:
             raise ValueError(f"arrival {arrival!r} not in {ARRIVALS}")
@@ -56,16 +83,35 @@ class Pacer:
         self.seed = seed
         self.start_at = float(start_at)
         self.phase = float(phase)
+        if not (burstiness > 0 and math.isfinite(burstiness)):
+            raise ValueError(f"burstiness must be a positive number, got {burstiness!r}")
+        self.burstiness = float(burstiness)
+        #: gamma shares: this process sends arrivals ``offset``, ``offset + stride``, ... of
+        #: one stream at ``rate_qps * stride``
+        self.stride, self.offset = stride, offset
         self._rng = random.Random(f"specload-pacer:{seed}")
         self._gaps_sum: list[float] = []  # cumulative Poisson offsets, extended lazily
 
     @classmethod
     def share(
-        cls, rate_qps: float, arrival: str, seed: int, start_at: float, *, index: int, count: int
+        cls,
+        rate_qps: float,
+        arrival: str,
+        seed: int,
+        start_at: float,
+        *,
+        index: int,
+        count: int,
+        burstiness: float = 1.0,
     ) -> Pacer:
         """Process ``index`` of ``count``'s part of a step at total ``rate_qps``."""
         if not 0 <= index < count:
             raise ValueError(f"share index {index} not in [0, {count})")
+        if arrival == "gamma":  # every count-th arrival of one stream (see module doc)
+            return cls(
+                rate_qps / count, arrival, seed, start_at, burstiness=burstiness,
+                stride=count, offset=index,
+            )  # fmt: skip
         if arrival == "constant":
             # Evenly interleaved: process k sends at start + (k + i*count) / rate.
             return cls(rate_qps / count, arrival, seed, start_at, phase=index / count)
@@ -77,12 +123,18 @@ class Pacer:
             raise ValueError(f"arrival index must be >= 0, got {i}")
         if self.arrival == "constant":
             return self.start_at + (i + self.phase) / self.rate_qps
+        j = i * self.stride + self.offset  # this process's i-th arrival in the whole stream
+        rate = self.rate_qps * self.stride
         sums = self._gaps_sum
         total = sums[-1] if sums else 0.0
-        while len(sums) <= i:
-            total += self._rng.expovariate(self.rate_qps)
+        while len(sums) <= j:
+            if self.arrival == "gamma":
+                b = self.burstiness
+                total += self._rng.gammavariate(b, 1.0 / (rate * b))
+            else:
+                total += self._rng.expovariate(rate)
             sums.append(total)
-        return self.start_at + sums[i]
+        return self.start_at + sums[j]
 
     def arrivals_until(self, end_at: float, first: int = 0) -> Iterator[tuple[int, float]]:
         """``(i, send_at)`` for every arrival due before ``end_at``, from index ``first``."""

@@ -105,3 +105,29 @@ def test_derive_seed_is_stable_and_label_sensitive() -> None:
 def test_bad_arguments_are_rejected(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         Pacer(seed=0, start_at=0.0, **kwargs)
+
+
+@pytest.mark.parametrize("b", [0.25, 1.0, 4.0])
+def test_gamma_gaps_have_the_rate_and_a_cv_of_one_over_sqrt_burstiness(b: float) -> None:
+    """vLLM's ``--burstiness``: mean gap 1/rate whatever b, CV 1/sqrt(b) (seeded moments)."""
+    g = gaps(Pacer(10.0, "gamma", seed=3, start_at=0.0, burstiness=b), 20_000)
+    mean = statistics.fmean(g)
+    assert mean == pytest.approx(0.1, rel=0.03)
+    assert statistics.pstdev(g) / mean == pytest.approx(1 / math.sqrt(b), rel=0.05)
+
+
+def test_gamma_shares_merge_into_the_one_bursty_stream() -> None:
+    """Three processes send every third arrival of one stream: merged, it is that stream
+    (independent gamma streams would superpose into something smoother)."""
+    whole = Pacer(12.0, "gamma", seed=5, start_at=100.0, burstiness=0.2)
+    parts = [
+        Pacer.share(12.0, "gamma", 5, 100.0, index=k, count=3, burstiness=0.2) for k in range(3)
+    ]
+    merged = sorted(t for p in parts for t in (p.next_send_at(i) for i in range(400)))
+    assert merged == [whole.next_send_at(j) for j in range(1200)]
+    assert all(p.expected_count(10.0) == pytest.approx(40.0) for p in parts)
+
+
+def test_burstiness_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="burstiness"):
+        Pacer(1.0, "gamma", seed=0, start_at=0.0, burstiness=0.0)

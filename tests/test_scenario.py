@@ -211,3 +211,15 @@ def test_slo_in_the_scenario_is_validated_with_its_key_path(tmp_path: Path) -> N
     assert err.path == "slo.queue_p95" and "tpot_p95" in str(err)
     err = error_of(tmp_path, "steps: [1]\nprompts: {synthetic: {exact_tokens: maybe}}\n")
     assert err.path == "prompts.synthetic.exact_tokens"
+
+
+def test_gamma_arrivals_take_a_burstiness_and_other_arrivals_refuse_it(tmp_path: Path) -> None:
+    s = load_scenario(write(tmp_path, "steps: [4]\narrival: gamma\nburstiness: 0.25\n"))
+    assert (s.arrival, s.burstiness) == ("gamma", 0.25)
+    assert load_scenario(write(tmp_path, "steps: [4]\narrival: gamma\n")).burstiness == 1.0
+    path = write(tmp_path, "steps: [4]\narrival: poisson\nburstiness: 2\n", name="b.yaml")
+    with pytest.raises(ConfigError) as exc:
+        load_scenario(path)
+    assert str(exc.value).startswith(f"{path}: burstiness: applies to arrival: gamma only")
+    with pytest.raises(ConfigError, match="burstiness: .*expected a number > 0"):
+        load_scenario(write(tmp_path, "steps: [4]\narrival: gamma\nburstiness: 0\n", name="c"))

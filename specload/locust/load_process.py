@@ -297,6 +297,7 @@ class LoadProcess:
                 plan.begin_at,
                 index=plan.slot,
                 count=plan.slots,
+                burstiness=sc.burstiness,
             )
             i = 0
             while self._sleep_until(t := pacer.next_send_at(i), plan):

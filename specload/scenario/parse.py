@@ -40,6 +40,7 @@ _TOP_KEYS = {
     "stop",
     "extra_body",
     "arrival",
+    "burstiness",
     "steps",
     "step_duration_s",
     "warmup_s",
@@ -258,6 +259,15 @@ def _sampling(r: _Reader, d: dict[str, Any], kw: dict[str, Any]) -> None:
 def _load_shape(r: _Reader, d: dict[str, Any], kw: dict[str, Any]) -> None:
     """How load is offered: arrivals, step timing, repeats, concurrency cap, seed."""
     kw["arrival"] = r.string(d.get("arrival", "poisson"), "arrival", choices=ARRIVALS)
+    if "burstiness" in d:
+        b = r.number(d["burstiness"], "burstiness", lo=0.0, lo_open=True)
+        if kw["arrival"] != "gamma" and b != 1.0:  # 1 is every process's own shape: harmless
+            raise r.fail(
+                "burstiness",
+                f"applies to arrival: gamma only (arrival is {kw['arrival']!r}; expected "
+                "arrival: gamma with burstiness: a number > 0)",
+            )
+        kw["burstiness"] = b
     kw["step_duration_s"] = r.number(
         d.get("step_duration_s", 60.0), "step_duration_s", lo=0.0, lo_open=True
     )

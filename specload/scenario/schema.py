@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from specload.pacer import ARRIVALS as PACER_ARRIVALS
+
 __all__ = [
     "ARRIVALS",
     "CLIENTS",
@@ -29,8 +31,8 @@ __all__ = [
     "StepPlan",
 ]
 
-#: Arrival processes the pacer knows.
-ARRIVALS = ("constant", "poisson")
+#: Arrival processes the pacer knows (defined there, once).
+ARRIVALS = PACER_ARRIVALS
 #: Client implementations: ``fast`` (geventhttpclient) or ``openai`` (official SDK).
 CLIENTS = ("fast", "openai")
 
@@ -114,6 +116,9 @@ class Scenario:
     stop: tuple[str, ...] | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
     arrival: str = "poisson"
+    #: ``arrival: gamma`` only: the gamma shape; gaps' coefficient of variation is
+    #: ``1/sqrt(burstiness)`` (vLLM ``bench serve --burstiness``; 1 = Poisson)
+    burstiness: float = 1.0
     step_duration_s: float = 60.0
     warmup_s: float = 10.0
     repeats: int = 1
