@@ -77,6 +77,8 @@ class RequestRecord:
     tool_calls: int | None = None
     repeat: int = 0
     prompt_index: int | None = None
+    #: the prompt's class (a prompt file's ``category``): compare answers per class too
+    category: str | None = None
     lookup_match_rate: float | None = None
     prompt_text: str | None = None  # only with --store-text
     output_text: str | None = None  # only with --store-text

@@ -64,7 +64,7 @@ FLOAT_FIELDS = (
     "lookup_match_rate",
 )
 HASH_FIELDS = ("prompt_sha256", "output_sha256")
-OBJECT_FIELDS = ("finish_reason", "error_kind")
+OBJECT_FIELDS = ("finish_reason", "error_kind", "category")
 CHUNK_BYTES = 32 << 20
 #: Below this many bytes of input, parsing stays in this process (spawning costs ~0.5 s).
 PARALLEL_MIN_BYTES = 96 << 20

@@ -197,6 +197,7 @@ class RecordBuilder:
             tool_calls=len(self._tool_ids),
             repeat=m.repeat,
             prompt_index=self.req.prompt_index,
+            category=self.req.category,
             prompt_text=_prompt_text(self.req) if self.store_text else None,
             output_text=output if self.store_text else None,
             extra=extra,

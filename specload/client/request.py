@@ -31,6 +31,8 @@ class ChatRequest:
     tools: Sequence[dict[str, Any]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     prompt_index: int | None = None
+    #: the prompt's class from a prompt file (labels the record, never sent)
+    category: str | None = None
     expect_json: bool = False
     required_fields: tuple[str, ...] = ()
 

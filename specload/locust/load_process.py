@@ -134,6 +134,14 @@ class RecordOutbox:
             self._loop = None
 
 
+def _min_tokens(scenario_min: int | None, prompt_cap: int | None) -> int | None:
+    """The scenario's ``min_tokens``, never above a prompt's own ``max_tokens`` (a prompt file
+    line with a smaller cap would otherwise ask for an impossible length)."""
+    if scenario_min is None or prompt_cap is None:
+        return scenario_min
+    return min(scenario_min, prompt_cap)
+
+
 def worker_tag(worker: str) -> str:
     """A short, stable tag for request ids (``local`` stays readable)."""
     return worker if len(worker) <= 8 else hashlib.sha1(worker.encode()).hexdigest()[:6]
@@ -223,8 +231,8 @@ class LoadProcess:
                 ChatRequest(
                     model=msg.model,
                     messages=prompts[i].messages,
-                    max_tokens=sc.max_tokens,
-                    min_tokens=sc.min_tokens,
+                    max_tokens=prompts[i].max_tokens or sc.max_tokens,
+                    min_tokens=_min_tokens(sc.min_tokens, prompts[i].max_tokens),
                     ignore_eos=sc.ignore_eos,
                     temperature=sc.temperature,
                     seed=sc.seed,
@@ -233,6 +241,7 @@ class LoadProcess:
                     tools=list(contract.tools) if contract and contract.tools else None,
                     extra=dict(sc.extra_body),
                     prompt_index=i,
+                    category=prompts[i].category,
                     expect_json=bool(contract and contract.json),
                     required_fields=tuple(contract.required_fields) if contract else (),
                 )
@@ -347,6 +356,7 @@ class LoadProcess:
                 queue_delay_s=now - a.scheduled_at,
                 repeat=plan.repeat,
                 prompt_index=a.prompt_index,
+                category=self.requests[a.prompt_index].category,
                 error=ErrorInfo("bad_payload", f"client error: {type(exc).__name__}"),
             )
         finally:

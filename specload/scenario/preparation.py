@@ -55,6 +55,7 @@ class PreparedPrompts:
             "count": len(self.prompts),
             "token_count_source": self.prompts.token_count_source,
             "exact": self.prompts.exact,
+            "format": self.prompts.source_format,
             "warnings": list(self.warnings),
         }
 

@@ -245,11 +245,23 @@ def estimate_tokens(text: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Prompt:
-    """One prompt: its index in the set, chat messages, and its token count if known."""
+    """One prompt: its index in the set, chat messages, and its token count if known; from a
+    prompt file also its class (``category``), its own output cap and its id."""
 
     index: int
     messages: tuple[dict[str, Any], ...]
     expected_prompt_tokens: int | None
+    category: str | None = None
+    max_tokens: int | None = None
+    id: str | None = None
+
+    def wire(self) -> list[Any]:
+        """Messages and counted tokens, then category, output cap and id when any is set
+        (synthetic sets keep the two-item form, and so their hash)."""
+        out: list[Any] = [list(self.messages), self.expected_prompt_tokens]
+        if (self.category, self.max_tokens, self.id) != (None, None, None):
+            out += [self.category, self.max_tokens, self.id]
+        return out
 
 
 class PromptSet:
@@ -263,6 +275,7 @@ class PromptSet:
         input_tokens: int | None = None,
         shared_prefix_tokens: int = 0,
         repetition: float = 0.0,
+        source_format: str = "synthetic",
     ) -> None:
         if not prompts:
             raise ValueError("a prompt set needs at least one prompt")
@@ -271,6 +284,8 @@ class PromptSet:
         self.input_tokens = input_tokens  # target per prompt; None for file prompts
         self.shared_prefix_tokens = shared_prefix_tokens
         self.repetition = repetition
+        #: ``synthetic``, or the prompt file's format (``scenario/prompt_files.py``)
+        self.source_format = source_format
 
     def __len__(self) -> int:
         return len(self._prompts)
@@ -289,7 +304,7 @@ class PromptSet:
         Every load process sends the prompts the master built, and run.json records this, so
         two runs that claim the same traffic can be checked to have sent the same prompts.
         """
-        canon = [[list(p.messages), p.expected_prompt_tokens] for p in self._prompts]
+        canon = [p.wire() for p in self._prompts]
         blob = json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
@@ -300,7 +315,8 @@ class PromptSet:
             "input_tokens": self.input_tokens,
             "shared_prefix_tokens": self.shared_prefix_tokens,
             "repetition": self.repetition,
-            "prompts": [[list(p.messages), p.expected_prompt_tokens] for p in self._prompts],
+            "source_format": self.source_format,
+            "prompts": [p.wire() for p in self._prompts],
             "sha256": self.sha256,
         }
 
@@ -309,8 +325,13 @@ class PromptSet:
         """Inverse of ``to_wire``; ``ValueError`` when the prompts do not match their hash
         (a truncated or altered message must not become a run of other traffic)."""
         prompts = [
-            Prompt(i, tuple(dict(m) for m in messages), None if n is None else int(n))
-            for i, (messages, n) in enumerate(data["prompts"])
+            Prompt(
+                i,
+                tuple(dict(m) for m in item[0]),
+                None if item[1] is None else int(item[1]),
+                *(item[2:5] if len(item) >= 5 else ()),
+            )
+            for i, item in enumerate(data["prompts"])
         ]
         out = cls(
             prompts,
@@ -318,6 +339,7 @@ class PromptSet:
             input_tokens=data.get("input_tokens"),
             shared_prefix_tokens=int(data.get("shared_prefix_tokens") or 0),
             repetition=float(data.get("repetition") or 0.0),
+            source_format=str(data.get("source_format") or "synthetic"),
         )
         if out.sha256 != data.get("sha256"):
             raise ValueError(
@@ -463,45 +485,19 @@ def _filler() -> list[str]:
 
 
 def _file_prompts(spec: PromptSpec, tokenize: Tokenize | None) -> PromptSet:
-    """Prompts from a JSONL file of ``{"messages": [...]}`` objects, in file order."""
+    """Prompts from a prompt file (``scenario/prompt_files.py``: its format is detected)."""
+    from specload.scenario.prompt_files import read_prompt_file
+
     assert spec.file is not None
+    entries, fmt = read_prompt_file(spec.file, spec.count)
     prompts: list[Prompt] = []
-    with open(spec.file, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            messages = _messages(line, spec.file, lineno)
-            single = len(messages) == 1 and isinstance(messages[0].get("content"), str)
-            n = tokenize(messages[0]["content"]) if (tokenize and single) else None
-            prompts.append(Prompt(len(prompts), messages, n))
-            if spec.count and len(prompts) >= spec.count:
-                break
-    if not prompts:
-        raise ConfigError(
-            'no prompts (expected JSONL lines of {"messages": [...]})', file=spec.file
-        )
-    return PromptSet(prompts, token_count_source="tokenize" if tokenize else "estimate")
-
-
-def _messages(line: str, file: str, lineno: int) -> tuple[dict[str, Any], ...]:
-    where = f"line {lineno}"
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f'not JSON ({exc.msg}; expected {{"messages": [...]}})', file=file, path=where
-        ) from None
-    msgs = obj.get("messages") if isinstance(obj, dict) else None
-    if not isinstance(msgs, list) or not msgs:
-        raise ConfigError(
-            'expected an object with a non-empty "messages" list', file=file, path=where
-        )
-    for j, m in enumerate(msgs):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or "content" not in m:
-            raise ConfigError(
-                'expected {"role": str, "content": ...}', file=file, path=f"{where}.messages[{j}]"
-            )
-    return tuple(msgs)
+    for e in entries:
+        single = len(e.messages) == 1 and isinstance(e.messages[0].get("content"), str)
+        n = tokenize(e.messages[0]["content"]) if (tokenize and single) else None
+        prompts.append(Prompt(len(prompts), e.messages, n, e.category, e.max_tokens, e.id))
+    return PromptSet(
+        prompts, token_count_source="tokenize" if tokenize else "estimate", source_format=fmt
+    )
 
 
 def server_tokenizer(
