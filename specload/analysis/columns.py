@@ -164,6 +164,7 @@ def _columns(recs: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     cols["error_kind"] = np.array(
         [e.get("kind") if isinstance(e, dict) else None for e in error], dtype=object
     )
+    cols["category"] = np.array([r.get("category") for r in recs], dtype=object)
     return cols
 
 

@@ -30,6 +30,7 @@ from specload.analysis.capacity import (
     find_capacity,
     goodput,
 )
+from specload.analysis.classes import ClassAnswer, class_masks, restrict
 from specload.analysis.comparable import differences, not_comparable_message
 from specload.analysis.comparison import Comparison, ConditionInfo
 from specload.analysis.completeness import error_budget, incomplete_steps
@@ -473,6 +474,7 @@ def compare_runs(
     )
     _capacity(comparison, groups, slos, gates or [])
     comparison.verdicts = _verdicts(vs, comparison, contract)
+    comparison.classes = _class_answers(groups, inputs, comparison)
     comparison.schedules = analyse_schedules(comparison, schedule)
     comparison.decode = {
         label: decode_steps(rs, {s.target_qps: s.server for s in steps[label]})
@@ -483,6 +485,44 @@ def compare_runs(
         if label != base and (found := output_samples(base_dirs, [r.path for r in rs])):
             comparison.samples[label] = found
     return comparison
+
+
+def _class_answers(
+    groups: dict[str, list[RunColumns]], inputs: _Inputs, c: Comparison
+) -> list[ClassAnswer]:
+    """The comparison per class (``analysis.classes``): every class's records through the
+    same steps, ratios, rule and crossover; steps left out overall stay left out."""
+    runs = [r for rs in groups.values() for r in rs]
+    kind, bounds, masks = class_masks(runs)
+    out = []
+    for name, per_run in masks.items():
+        it = iter(per_run)
+        sub = {label: [restrict(r, next(it)) for r in rs] for label, rs in groups.items()}
+        if any(sum(r.n for r in rs) == 0 for rs in sub.values()):
+            continue  # a class one condition never sent: nothing to compare
+        steps = _all_steps(sub, c.bootstrap, c.seed)
+        starts = {
+            label: per_start_steps(label, rs, c.bootstrap, c.seed) for label, rs in sub.items()
+        }
+        vs = _against(_Inputs(steps, inputs.incomplete, starts), c.baseline, c.metric, c.min_gain)
+        answer = ClassAnswer(
+            name, kind, {label: sum(r.n for r in rs) for label, rs in sub.items()}, bounds
+        )
+        answer.ratios, answer.steps = vs.ratios, steps
+        for label in vs.ratios:
+            answer.crossovers[label] = {x.metric: x for x in vs.crossovers if x.condition == label}
+            answer.verdicts[label] = sentence(
+                answer.crossovers[label].get(c.metric),
+                vs.ratios[label],
+                steps[label],
+                steps[c.baseline],
+                [],
+                metric=c.metric,
+                excluded=vs.incomplete.get(label),
+                single_start=c.single_start(label),
+            )
+        out.append(answer)
+    return out
 
 
 def _attribution(

@@ -13,6 +13,7 @@ from typing import Any
 
 from specload.analysis.attribution import Attribution
 from specload.analysis.capacity import Capacity
+from specload.analysis.classes import ClassAnswer
 from specload.analysis.crossover import Crossover
 from specload.analysis.decode_step import DecodeStep
 from specload.analysis.features import Features
@@ -101,6 +102,8 @@ class Comparison:
     capacity_changes: dict[str, Estimate] = field(default_factory=dict)
     #: condition -> target QPS -> goodput (req/s meeting every per-request SLO)
     goodput: dict[str, dict[float, float | None]] = field(default_factory=dict)
+    #: the comparison per class of request (``analysis.classes``), empty without classes
+    classes: list[ClassAnswer] = field(default_factory=list)
 
     def starts_per_step(self, label: str) -> int:
         """The fewest server starts (run dirs) behind any of ``label``'s steps: what its CIs

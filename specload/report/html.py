@@ -31,6 +31,7 @@ from specload.report.tables import (
     Table,
     attribution_table,
     capacity_table,
+    class_table,
     contract_table,
     crossover_table,
     decode_step_table,
@@ -131,6 +132,13 @@ def _blocks(report: Report) -> list[Block]:
         blocks.append(_table(crossover_table(report)))
     if capacity := capacity_table(report):
         blocks.append(_table(capacity))
+    if classes := class_table(report):
+        blocks.append(_table(classes))
+        blocks += [
+            {"kind": "note", "text": f"{a.name}: {v}"}
+            for a in c.classes
+            for v in a.verdicts.values()
+        ]
     plots = [
         {"key": p.key, "title": p.title, "data": base64.b64encode(p.svg.encode()).decode()}
         for p in render_plots(report)

@@ -18,8 +18,10 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from specload.analysis.comparison import Comparison
 from specload.analysis.effect import rule_text
 from specload.analysis.quality import ContractSide
+from specload.analysis.ratios import RatioRow
 from specload.analysis.steps import StepStats
 from specload.report.model import Report
 from specload.report.tables import lookup_overall
@@ -118,6 +120,34 @@ def _gates(report: Report) -> dict[str, Any] | None:
     }
 
 
+def _ratios(ratios: dict[str, dict[str, list[RatioRow]]]) -> dict[str, Any]:
+    return {
+        label: {
+            m: [{"target_qps": r.target_qps, **r.ratio.to_dict(), "effect": r.effect} for r in rows]
+            for m, rows in ms.items()
+        }
+        for label, ms in ratios.items()
+    }
+
+
+def _classes(c: Comparison) -> dict[str, Any]:
+    """``classes``: per class, the top level's shapes (verdict, crossover, steps, ratios)."""
+    return {
+        a.name: {
+            "kind": a.kind,
+            "bounds": a.bounds,
+            "n": a.n,
+            "verdict": a.verdicts,
+            "crossover": {
+                label: {m: x.to_dict() for m, x in xs.items()} for label, xs in a.crossovers.items()
+            },
+            "steps": {label: [_step(s, None) for s in steps] for label, steps in a.steps.items()},
+            "ratios": _ratios(a.ratios),
+        }
+        for a in c.classes
+    }
+
+
 def report_dict(report: Report) -> dict[str, Any]:
     """The whole report as JSON-ready data."""
     c = report.comparison
@@ -169,16 +199,8 @@ def report_dict(report: Report) -> dict[str, Any]:
             for label, cap in c.capacity.items()
         },
         "decode_step": {label: [d.to_dict() for d in steps] for label, steps in c.decode.items()},
-        "ratios": {
-            label: {
-                m: [
-                    {"target_qps": r.target_qps, **r.ratio.to_dict(), "effect": r.effect}
-                    for r in rows
-                ]
-                for m, rows in ms.items()
-            }
-            for label, ms in c.ratios.items()
-        },
+        "ratios": _ratios(c.ratios),
+        "classes": _classes(c),
         "rule": rule_text("the latency", c.min_gain),
         "max_error_rate": c.max_error_rate,
         "incomplete": {

@@ -13,6 +13,7 @@ from specload.report.tables import (
     Table,
     attribution_table,
     capacity_table,
+    class_table,
     contract_table,
     crossover_table,
     decode_step_table,
@@ -101,6 +102,9 @@ def render_markdown(report: Report) -> str:
         out.append(table_markdown(crossover_table(report)))
     if capacity := capacity_table(report):
         out.append(table_markdown(capacity))
+    if classes := class_table(report):
+        out.append(table_markdown(classes))
+        out += [f"- `{a.name}`: {v}" for a in c.classes for v in a.verdicts.values()] + [""]
     batch = batch_table(report)
     if batch:
         out.append(table_markdown(batch))

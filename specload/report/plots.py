@@ -200,6 +200,45 @@ def _ratio(report: Report, colors: dict[str, str]) -> Plot | None:
     return Plot("ratio", "Change vs baseline", _svg(fig))
 
 
+def _class_ratio(report: Report) -> Plot | None:
+    """The p50 ratio per class and condition vs load: where drafting pays, per content."""
+    c = report.comparison
+    if not c.classes:
+        return None
+    fig, ax = _fig()
+    cmap = plt_colors(len(c.classes))
+    styles = ["-", "--", ":", "-."]
+    for i, a in enumerate(c.classes):
+        for j, (label, rows) in enumerate(a.ratios.items()):
+            pts = [r for r in rows.get(c.metric, []) if r.ratio.value is not None]
+            if not pts:
+                continue
+            name = a.name if len(a.ratios) == 1 else f"{a.name} ({label})"
+            ax.plot(
+                [r.target_qps for r in pts],
+                [r.ratio.value for r in pts],
+                marker="o",
+                ms=3,
+                color=cmap[i],
+                linestyle=styles[j % len(styles)],
+                label=name,
+            )
+    ax.axhline(1.0, color="#888888", linewidth=1)
+    _log_qps_axis(ax, report)
+    ax.set(
+        ylabel=f"{metric_label(c.metric)} / baseline",
+        title=f"{metric_label(c.metric)} relative to {c.baseline}, per class",
+    )
+    ax.legend(fontsize=8)
+    return Plot("class_ratio", "Change vs baseline per class", _svg(fig))
+
+
+def plt_colors(n: int) -> list[str]:
+    """``n`` distinct colours (matplotlib's tab10 cycle)."""
+    cycle = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
+    return [cycle[i % len(cycle)] for i in range(n)]
+
+
 def _from_zero(ax: Any, top_at_least: float | None = None) -> None:
     """y axis from 0 (counts, rates and fractions never go below it; a zoomed axis that
     starts at 0.444 makes a 1-point wobble look like a cliff), up to ``top_at_least``."""
@@ -328,6 +367,7 @@ def render_plots(report: Report) -> list[Plot]:
     colors = _colors(report)
     plots: list[Plot | None] = [
         _ratio(report, colors),
+        _class_ratio(report),
         _goodput(report, colors),
         _latency(report, "tpot", colors),
         _latency(report, "ttft", colors),

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from specload.analysis.crossover import Boundary, Crossover
 from specload.analysis.decode_step import DecodeStep
 from specload.analysis.effect import effect_text, rule_text
+from specload.analysis.ratios import RatioRow
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
 from specload.analysis.verdict import SINGLE_START_CAVEAT, metric_label
@@ -20,6 +21,7 @@ from specload.report.model import Report
 
 __all__ = [
     "capacity_table",
+    "class_table",
     "Table",
     "attribution_table",
     "contract_table",
@@ -244,6 +246,67 @@ def capacity_table(report: Report) -> Table | None:
         "interpolated in log load between the last step that holds and the first that does "
         "not; '>32' holds at every tested step, '<2' misses at the lowest. Goodput per step "
         "(requests/s meeting every SLO) is in report.json and the goodput plot.",
+    )
+
+
+def _ratio_cell(rows: list[RatioRow], i: int) -> tuple[str, str]:
+    if not rows:
+        return DASH, ""
+    r = rows[i]
+    return f"{r.target_qps:g}: {fmt_change(r.ratio)}", r.effect
+
+
+def class_table(report: Report) -> Table | None:
+    """Per class of request and condition: records, where it helps, and the change at the
+    lowest and highest load (``analysis.classes``); None without classes."""
+    c = report.comparison
+    rows, effects = [], []
+    for a in c.classes:
+        for label, xs in a.crossovers.items():
+            x = xs.get(c.metric)
+            metric_rows = a.ratios.get(label, {}).get(c.metric, [])
+            low, low_effect = _ratio_cell(metric_rows, 0)
+            high, high_effect = _ratio_cell(metric_rows, -1)
+            helping = ", ".join(f"{q:g}" for q in x.helping) if x else ""
+            rows.append(
+                [
+                    a.name,
+                    label,
+                    f"{a.n.get(label, 0)} / {a.n.get(c.baseline, 0)}",
+                    x.status.replace("_", " ") if x else DASH,
+                    helping or DASH,
+                    _boundary_cell(x.stop, x) if x else DASH,
+                    low,
+                    high,
+                ]
+            )
+            effects.append(["", "", "", "", "", "", low_effect, high_effect])
+    if not rows:
+        return None
+    kind = c.classes[0].kind
+    how = (
+        "the prompt file's category"
+        if kind == "category"
+        else "input length, split at the median prompt length "
+        f"({c.classes[0].bounds.get('median_prompt_tokens', 0):.0f} tokens)"
+    )
+    return Table(
+        f"Per class of request ({how}): {metric_label(c.metric)}",
+        [
+            "class",
+            "condition",
+            "records (cond / base)",
+            "status",
+            "helps at",
+            "stops helping",
+            "lowest load",
+            "highest load",
+        ],
+        rows,
+        note="Each class's records compared on their own, by the same rule and bootstrap as "
+        "the whole; the change is condition / baseline - 1 with its 95 % CI. Server figures "
+        "(/metrics) are not per class.",
+        effects=effects,
     )
 
 

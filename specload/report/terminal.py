@@ -13,6 +13,7 @@ from specload.report.schedule_tables import batch_table, best_of_both_tables
 from specload.report.tables import (
     Table,
     capacity_table,
+    class_table,
     crossover_table,
     decode_step_table,
     gate_table,
@@ -99,7 +100,13 @@ def _tables(report: Report) -> list[Table]:
     """The tables the terminal shows, in order; those without data left out."""
     c = report.comparison
     crossover = _narrow(crossover_table(report), _CROSSOVER_COLUMNS) if c.crossovers else None
-    tables = [gate_table(report), crossover, capacity_table(report), batch_table(report)]
+    tables = [
+        gate_table(report),
+        crossover,
+        capacity_table(report),
+        class_table(report),
+        batch_table(report),
+    ]
     out = [t for t in tables if t]
     out += best_of_both_tables(report)
     out += [ratio_table(report, label) for label in c.ratios]
