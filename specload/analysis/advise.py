@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from specload.analysis.crossover import ALWAYS, BETWEEN, CROSSES, MIXED, NEVER, STARTS, fmt_qps
 from specload.analysis.effect import HELPS, HURTS
@@ -122,13 +123,13 @@ class AdviceInput:
 @dataclass(frozen=True, slots=True)
 class Advice:
     """One recommendation. ``kind``: ``keep``, ``starts``, ``off``, ``undecided``,
-    ``lower_k``, ``watch_p95``, ``attribution`` or ``memory``; ``figures`` are the numbers
-    it rests on."""
+    ``lower_k``, ``watch_p95``, ``attribution``, ``memory`` or ``by_class`` (report/advice.py);
+    ``figures`` are the numbers it rests on."""
 
     kind: str
     condition: str | None
     text: str
-    figures: dict[str, float | None] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
 
 
 def _feature(c: ConditionFigures) -> str | None:

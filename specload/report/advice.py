@@ -104,6 +104,34 @@ def advice_input(c: Comparison) -> AdviceInput:
     )
 
 
+def _class_advice(c: Comparison) -> list[Advice]:
+    """Where some classes of request gain and others never do: draft for those classes only
+    (route them to a speculative pool), whatever the overall verdict says."""
+    out = []
+    for label in c.ratios:
+        gain: list[tuple[str, float]] = []
+        never: list[str] = []
+        for a in c.classes:
+            x = a.crossovers.get(label, {}).get(c.metric)
+            if x is None or not x.decided:
+                continue
+            if x.helping:
+                gain.append((a.name, max(x.helping)))
+            elif x.status == NEVER:
+                never.append(a.name)
+        if gain and never:
+            helps = ", ".join(f"`{n}` (up to {q:g} req/s tested)" for n, q in gain)
+            rest = ", ".join(f"`{n}`" for n in never)
+            text = (
+                f"{label}: {metric_label(c.metric)} gains for {helps} and never for {rest}: draft "
+                f"for {', '.join(f'`{n}`' for n, _ in gain)} requests only (route them to a "
+                "pool with speculative decoding on) and serve the rest without it."
+            )
+            figures = {"helps": dict(gain), "never": never}
+            out.append(Advice("by_class", label, text, figures))
+    return out
+
+
 def advice_for(c: Comparison) -> list[Advice]:
-    """Recommendations for ``c``, in the rules' order."""
-    return advise(advice_input(c)) if c.ratios else []
+    """Recommendations for ``c``: per class first (when classes disagree), then the rules'."""
+    return [*_class_advice(c), *advise(advice_input(c))] if c.ratios else []

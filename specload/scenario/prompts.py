@@ -48,7 +48,9 @@ __all__ = [
     "PromptSet",
     "TokenizeFailed",
     "build_prompt_set",
+    "code_pieces",
     "estimate_tokens",
+    "prose_pieces",
     "server_tokenizer",
 ]
 
@@ -376,7 +378,7 @@ def build_prompt_set(scenario: Scenario, tokenize: Tokenize | None = None) -> Pr
         )
     prefix = ""
     if spec.shared_prefix_tokens:
-        pieces = _prose(
+        pieces = prose_pieces(
             random.Random(derive_seed(scenario.seed, "prefix")), spec.shared_prefix_tokens * 2 + 16
         )
         prefix, _ = _fit("", pieces, overhead + spec.shared_prefix_tokens, count_fn)
@@ -386,7 +388,11 @@ def build_prompt_set(scenario: Scenario, tokenize: Tokenize | None = None) -> Pr
         rng = random.Random(derive_seed(scenario.seed, "prompt", i))
         head = prefix + _instruction(spec.repetition, rng)
         budget = spec.input_tokens * 2 + 32
-        pieces = _code(rng, spec.repetition, budget) if spec.repetition > 0 else _prose(rng, budget)
+        pieces = (
+            code_pieces(rng, spec.repetition, budget)
+            if spec.repetition > 0
+            else prose_pieces(rng, budget)
+        )
         text, n_tokens = _fit(head, pieces, spec.input_tokens, count_fn)
         return Prompt(i, ({"role": "user", "content": text},), n_tokens)
 
@@ -421,8 +427,9 @@ def _instruction(repetition: float, rng: random.Random) -> str:
     )
 
 
-def _prose(rng: random.Random, n: int) -> list[str]:
-    """``n`` pieces of word salad: " word" pieces, a period and newline now and then."""
+def prose_pieces(rng: random.Random, n: int) -> list[str]:
+    """``n`` pieces of word salad: " word" pieces, a period and newline now and then
+    (about one token each; shared with ``sample_workloads``)."""
     out: list[str] = []
     for _ in range(n):
         out.append(" " + rng.choice(_WORDS) if out and out[-1] != "\n" else rng.choice(_WORDS))
@@ -438,7 +445,7 @@ def _code_line(rng: random.Random) -> list[str]:
     return ["   ", f" {a}", " =", f" {b}", f" {op}", f" {c}", "[", idx, "]", "\n"]
 
 
-def _code(rng: random.Random, repetition: float, n: int) -> list[str]:
+def code_pieces(rng: random.Random, repetition: float, n: int) -> list[str]:
     """Code-like lines, each a copy of an earlier one with probability ``repetition``."""
     lines: list[list[str]] = []
     out: list[str] = []

@@ -105,3 +105,6 @@ def test_the_reports_answer_per_class(tmp_path: Path) -> None:
     assert "Per class of request (the prompt file's category)" in md and "- `chat`: spec" in md
     html = paths["html"].read_text()
     assert "Per class of request" in html and "Change vs baseline per class" in html
+    by_class = [a for a in data["advice"] if a["kind"] == "by_class"]
+    assert len(by_class) == 1 and by_class[0]["figures"]["never"] == ["chat"]
+    assert "draft for `code` requests only" in by_class[0]["text"]
