@@ -99,3 +99,15 @@ def test_short_demo_prints_verdict_and_finds_the_crossover_in_range(tmp_path: Pa
             assert lo is None or hi is None or lo <= stop["qps"] <= hi, stop
     else:  # the starts disagree: the verdict says so and claims no boundary
         assert "server starts disagree" in headline and "stops helping at ≈" not in headline
+
+
+def test_mixed_workload_demo_compares_ngram_with_the_baseline_on_the_mixed_scenario() -> None:
+    from specload.cli.demo import _scenario_path, demo_conditions
+    from specload.scenario import load_scenario
+
+    conds = demo_conditions("h200-llama8b", "mixed")
+    assert [c.name for c in conds] == ["baseline", "ngram"]
+    assert '"method":"ngram"' in " ".join(conds[1].flags)
+    sc = load_scenario(_scenario_path(None, "mixed"))
+    assert sc.name == "mixed-demo" and sc.prompts.file is not None
+    assert sc.prompts.file.endswith("mixed-traffic.jsonl")

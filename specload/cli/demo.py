@@ -10,6 +10,11 @@ Each simulator start draws its own host, as real starts differ: a few percent on
 speculative step's launch-bound cost, and now and then a 15-second window where that step
 runs slower (seen on an H200: one 20-s step 30 % apart between two starts of one config).
 The report's CIs include that variance between starts, and it says where starts disagree.
+
+``--workload mixed`` runs the shipped mixed workload instead (code edits, summaries, short
+questions, open-ended writing; ``scenarios/mixed-demo.yaml``) on the baseline and with n-gram
+drafting, whose gain depends on the content: the report answers per class ("draft for `code`
+requests only").
 """
 
 from __future__ import annotations
@@ -46,6 +51,16 @@ SPEC_CONFIGS: dict[str, dict[str, object]] = {
     },
 }
 
+#: ``--workload``: the four-condition protocol, or the mixed workload answered per class.
+WORKLOADS = ("protocol", "mixed")
+#: The n-gram (prompt lookup) drafting the mixed workload compares with the baseline.
+NGRAM_CONFIG: dict[str, object] = {
+    "method": "ngram",
+    "num_speculative_tokens": 4,
+    "prompt_lookup_max": 4,
+    "prompt_lookup_min": 2,
+}
+
 #: ``specload compare`` options for the demo: "stops helping" = no longer faster at all.
 DEMO_COMPARE_ARGS = ("--min-gain", "0")
 #: Server starts per condition (interleaved: baseline, spec, prefix, both, baseline, ...).
@@ -79,7 +94,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help=f"simulator profile (default {DEFAULT_PROFILE}, calibrated)",
     )
     p.add_argument(
-        "--scenario", type=Path, default=None, help="scenario YAML (default scenarios/demo.yaml)"
+        "--workload",
+        choices=WORKLOADS,
+        default="protocol",
+        help="protocol: baseline, spec, prefix and both on scenarios/demo.yaml (default); "
+        "mixed: baseline and n-gram drafting on scenarios/mixed-demo.yaml (code edits, "
+        "summaries, short questions, open-ended writing), answered per class",
+    )
+    p.add_argument(
+        "--scenario",
+        type=Path,
+        default=None,
+        help="scenario YAML (default scenarios/demo.yaml, or mixed-demo.yaml with --workload mixed)",
     )
     p.add_argument(
         "--replicates",
@@ -96,9 +122,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.set_defaults(func=run)
 
 
-def demo_conditions(profile: str) -> list:  # type: ignore[type-arg]
-    """Baseline, spec, prefix and both, declared as the simulator is started for each."""
+def demo_conditions(profile: str, workload: str = "protocol") -> list:  # type: ignore[type-arg]
+    """Baseline, spec, prefix and both, declared as the simulator is started for each; for
+    the mixed workload, baseline and n-gram drafting (whose gain depends on the content)."""
     from specload.sweep import parse_condition
+
+    if workload == "mixed":
+        ngram = shlex.join(
+            ["--speculative-config", json.dumps(NGRAM_CONFIG, separators=(",", ":"))]
+        )
+        off = "--no-enable-prefix-caching"
+        return [parse_condition(f"baseline={off}"), parse_condition(f"ngram={ngram} {off}")]
 
     spec = json.dumps(
         SPEC_CONFIGS.get(profile, SPEC_CONFIGS[DEFAULT_PROFILE]), separators=(",", ":")
@@ -116,16 +150,16 @@ def demo_conditions(profile: str) -> list:  # type: ignore[type-arg]
     return [parse_condition(t) for t in texts]
 
 
-def _scenario_path(arg: Path | None) -> Path:
+def _scenario_path(arg: Path | None, workload: str = "protocol") -> Path:
     if arg is not None:
         return arg
-    relative = Path("scenarios") / "demo.yaml"
+    relative = Path("scenarios") / ("mixed-demo.yaml" if workload == "mixed" else "demo.yaml")
     if relative.is_file():
         return relative
     if (_REPO / relative).is_file():
         return _REPO / relative
     raise ConfigError(
-        "scenarios/demo.yaml not found (run from the repository, or give --scenario)",
+        f"{relative} not found (run from the repository, or give --scenario)",
         path="--scenario",
     )
 
@@ -150,8 +184,8 @@ def run(args: argparse.Namespace) -> int:
     )
 
     profile = _check_profile(args.profile)
-    scenario = _scenario_path(args.scenario)
-    conditions = demo_conditions(profile)
+    scenario = _scenario_path(args.scenario, args.workload)
+    conditions = demo_conditions(profile, args.workload)
     server_cmd = (
         f"{shlex.quote(sys.executable)} -m specload sim --host 127.0.0.1 "
         f"--port {{port}} --profile {shlex.quote(profile)} {DEMO_HOST_FLAGS}"
@@ -169,7 +203,8 @@ def run(args: argparse.Namespace) -> int:
     _clear_previous(args.out, [*dirs, *(c.name for c in conditions)])
     print(
         f"specload demo: simulator profile {profile}, scenario {scenario}, "
-        f"4 conditions x {args.replicates} server starts, interleaved -> {args.out}"
+        f"{len(conditions)} conditions x {args.replicates} server starts, interleaved "
+        f"-> {args.out}"
     )
     try:
         results = run_sweep(plan)

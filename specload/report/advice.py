@@ -113,7 +113,7 @@ def _class_advice(c: Comparison) -> list[Advice]:
         never: list[str] = []
         for a in c.classes:
             x = a.crossovers.get(label, {}).get(c.metric)
-            if x is None or not x.decided:
+            if x is None:  # the pooled rule per step decides; starts may still disagree
                 continue
             if x.helping:
                 gain.append((a.name, max(x.helping)))
