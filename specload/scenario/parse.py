@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from specload.errors import ConfigError
+from specload.scenario.lengths import parse_length
 from specload.scenario.schema import ARRIVALS, CLIENTS, ContractSpec, PromptSpec, Scenario
 from specload.slo import EXPECTED_DURATION, duration_s, slo_metrics
 
@@ -230,16 +231,16 @@ def _sampling(r: _Reader, d: dict[str, Any], kw: dict[str, Any]) -> None:
     if "description" in d:
         kw["description"] = r.string(d["description"] or "", "description")
     kw["temperature"] = r.number(d.get("temperature", 0.0), "temperature", lo=0.0, hi=2.0)
-    kw["max_tokens"] = r.integer(d.get("max_tokens", 256), "max_tokens", lo=1)
+    kw["max_tokens"], dist = parse_length(d.get("max_tokens", 256), "max_tokens", r.fail)
+    kw["max_tokens_dist"] = dist
+    top = dist.max if dist is not None else kw["max_tokens"]  # min_tokens follows each draw
     kw["ignore_eos"] = r.boolean(d.get("ignore_eos", True), "ignore_eos")
-    default_min = kw["max_tokens"] if kw["ignore_eos"] else None
+    default_min = top if kw["ignore_eos"] else None
     min_tokens = d.get("min_tokens", default_min)
     if min_tokens is not None:
         min_tokens = r.integer(min_tokens, "min_tokens", lo=0)
-        if min_tokens > kw["max_tokens"]:
-            raise r.fail(
-                "min_tokens", f"got {min_tokens} (expected <= max_tokens {kw['max_tokens']})"
-            )
+        if min_tokens > top:
+            raise r.fail("min_tokens", f"got {min_tokens} (expected <= max_tokens {top})")
     kw["min_tokens"] = min_tokens
     if d.get("stop") is not None:
         stop = d["stop"]
@@ -348,11 +349,14 @@ def _prompts(r: _Reader, value: Any, base_dir: Path | None) -> PromptSpec:
         )
     s = r.mapping(m["synthetic"] or {}, "prompts.synthetic", _SYNTH_KEYS)
     base = "prompts.synthetic"
-    inp = r.integer(s.get("input_tokens", 512), f"{base}.input_tokens", lo=1)
+    inp, inp_dist = parse_length(s.get("input_tokens", 512), f"{base}.input_tokens", r.fail)
+    shortest = inp_dist.min if inp_dist is not None and inp_dist.dist != "fixed" else inp
     prefix = r.integer(s.get("shared_prefix_tokens", 0), f"{base}.shared_prefix_tokens", lo=0)
-    if prefix >= inp:
+    if prefix >= shortest:
         raise r.fail(
-            f"{base}.shared_prefix_tokens", f"got {prefix} (expected fewer than input_tokens {inp})"
+            f"{base}.shared_prefix_tokens",
+            f"got {prefix} (expected fewer than input_tokens {shortest}"
+            + (", the distribution's min)" if shortest != inp else ")"),
         )
     rep = r.number(s.get("repetition", 0.0), f"{base}.repetition", lo=0.0, hi=1.0)
     count = r.integer(s.get("count", 200), f"{base}.count", lo=1)
@@ -364,6 +368,7 @@ def _prompts(r: _Reader, value: Any, base_dir: Path | None) -> PromptSpec:
         repetition=rep,
         count=count,
         exact_tokens=exact,
+        input_dist=inp_dist,
     )
 
 

@@ -32,9 +32,9 @@ import random
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -278,6 +278,7 @@ class PromptSet:
         shared_prefix_tokens: int = 0,
         repetition: float = 0.0,
         source_format: str = "synthetic",
+        targets: Sequence[int] | None = None,
     ) -> None:
         if not prompts:
             raise ValueError("a prompt set needs at least one prompt")
@@ -288,12 +289,17 @@ class PromptSet:
         self.repetition = repetition
         #: ``synthetic``, or the prompt file's format (``scenario/prompt_files.py``)
         self.source_format = source_format
+        #: per-prompt target lengths when ``input_tokens`` is a distribution (master side)
+        self.targets = tuple(targets) if targets is not None else None
 
     def __len__(self) -> int:
         return len(self._prompts)
 
     def __getitem__(self, i: int) -> Prompt:
         return self._prompts[i]
+
+    def __iter__(self) -> Iterator[Prompt]:
+        return iter(self._prompts)
 
     def cycle(self, n: int) -> Prompt:
         """The prompt for the ``n``-th request: the set in order, then again from the start."""
@@ -353,10 +359,14 @@ class PromptSet:
     @property
     def exact(self) -> bool:
         """True when every prompt has exactly ``input_tokens`` tokens as the server counts."""
-        return (
-            self.token_count_source == "tokenize"
-            and self.input_tokens is not None
-            and all(p.expected_prompt_tokens == self.input_tokens for p in self._prompts)
+        if self.token_count_source != "tokenize":
+            return False
+        if self.targets is not None:
+            return all(
+                p.expected_prompt_tokens == t for p, t in zip(self, self.targets, strict=True)
+            )
+        return self.input_tokens is not None and all(
+            p.expected_prompt_tokens == self.input_tokens for p in self._prompts
         )
 
 
@@ -364,13 +374,18 @@ def build_prompt_set(scenario: Scenario, tokenize: Tokenize | None = None) -> Pr
     """The scenario's prompts; exact lengths when ``tokenize`` is given, else estimated."""
     spec = scenario.prompts
     if spec.kind == "file":
-        return _file_prompts(spec, tokenize)
+        return _with_output_caps(_file_prompts(spec, tokenize), scenario)
     count_fn = tokenize if tokenize is not None else estimate_tokens
     overhead = count_fn("")
     where = scenario.source or "<scenario>"
-    if spec.input_tokens <= overhead + spec.shared_prefix_tokens:
+    dist = spec.input_dist
+    targets = [
+        dist.draw(scenario.seed, "input", i) if dist is not None else spec.input_tokens
+        for i in range(spec.count)
+    ]
+    if min(targets) <= overhead + spec.shared_prefix_tokens:
         raise ConfigError(
-            f"{spec.input_tokens} leaves no room after the chat template "
+            f"{min(targets)} leaves no room after the chat template "
             f"({overhead}) and the shared prefix ({spec.shared_prefix_tokens}) "
             "(expected a larger value)",
             file=where,
@@ -387,13 +402,13 @@ def build_prompt_set(scenario: Scenario, tokenize: Tokenize | None = None) -> Pr
     def make(i: int) -> Prompt:
         rng = random.Random(derive_seed(scenario.seed, "prompt", i))
         head = prefix + _instruction(spec.repetition, rng)
-        budget = spec.input_tokens * 2 + 32
+        budget = targets[i] * 2 + 32
         pieces = (
             code_pieces(rng, spec.repetition, budget)
             if spec.repetition > 0
             else prose_pieces(rng, budget)
         )
-        text, n_tokens = _fit(head, pieces, spec.input_tokens, count_fn)
+        text, n_tokens = _fit(head, pieces, targets[i], count_fn)
         return Prompt(i, ({"role": "user", "content": text},), n_tokens)
 
     if tokenize is None:
@@ -403,12 +418,35 @@ def build_prompt_set(scenario: Scenario, tokenize: Tokenize | None = None) -> Pr
         # so the set is the same whatever the order; threads are greenlets under Locust)
         with ThreadPoolExecutor(max_workers=min(_TOKENIZE_WORKERS, spec.count)) as pool:
             prompts = list(pool.map(make, range(spec.count)))
-    return PromptSet(
+    out = PromptSet(
         prompts,
         token_count_source="tokenize" if tokenize else "estimate",
-        input_tokens=spec.input_tokens,
+        input_tokens=spec.input_tokens if dist is None else None,
         shared_prefix_tokens=spec.shared_prefix_tokens,
         repetition=spec.repetition,
+        targets=targets if dist is not None else None,
+    )
+    return _with_output_caps(out, scenario)
+
+
+def _with_output_caps(prompts: PromptSet, scenario: Scenario) -> PromptSet:
+    """Each prompt's output cap drawn from ``max_tokens`` when it is a distribution (a prompt
+    file's own ``max_tokens`` wins); the set unchanged otherwise."""
+    dist = scenario.max_tokens_dist
+    if dist is None:
+        return prompts
+    capped = [
+        replace(p, max_tokens=p.max_tokens or dist.draw(scenario.seed, "output", p.index))
+        for p in prompts
+    ]
+    return PromptSet(
+        capped,
+        token_count_source=prompts.token_count_source,
+        input_tokens=prompts.input_tokens,
+        shared_prefix_tokens=prompts.shared_prefix_tokens,
+        repetition=prompts.repetition,
+        source_format=prompts.source_format,
+        targets=prompts.targets,
     )
 
 

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from specload.pacer import ARRIVALS as PACER_ARRIVALS
+from specload.scenario.lengths import LengthDist
 
 __all__ = [
     "ARRIVALS",
@@ -61,6 +62,8 @@ class PromptSpec:
     count: int = 200
     file: str | None = None
     exact_tokens: bool = False
+    #: ``input_tokens`` as a distribution (``scenario/lengths.py``); ``input_tokens`` is its mean
+    input_dist: LengthDist | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,8 @@ class Scenario:
     description: str = ""
     temperature: float = 0.0
     max_tokens: int = 256
+    #: ``max_tokens`` as a distribution, drawn per prompt; ``max_tokens`` is its mean
+    max_tokens_dist: LengthDist | None = None
     min_tokens: int | None = 256
     ignore_eos: bool = True
     stop: tuple[str, ...] | None = None
@@ -162,11 +167,17 @@ class Scenario:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict, defaults filled; ``load.parse_scenario`` reads it back."""
         d = asdict(self)
+        d.pop("max_tokens_dist")
+        if self.max_tokens_dist is not None:  # as written: the mapping, read back the same
+            d["max_tokens"] = self.max_tokens_dist.to_dict()
         d["steps"] = list(self.steps)
         if self.stop is not None:
             d["stop"] = list(self.stop)
         p = d["prompts"]
         kind = p.pop("kind")
+        p.pop("input_dist")
+        if self.prompts.input_dist is not None:
+            p["input_tokens"] = self.prompts.input_dist.to_dict()
         if kind == "file":
             d["prompts"] = {"file": p["file"], "count": p["count"]}
         else:

@@ -43,7 +43,7 @@ T0 = 1_000.0
 def _process(clock: VirtualClock) -> LoadProcess:
     proc = LoadProcess("w1", lambda _type, _data: None, clock=clock)
     proc.run = RunStart("run-1", {}, None, "m", "http://127.0.0.1:1")
-    proc.scenario = SimpleNamespace(arrival="constant", seed=1)
+    proc.scenario = SimpleNamespace(arrival="constant", seed=1, burstiness=1.0)
     proc.requests = [object()] * 10
     proc.outbox.run_id = "run-1"
     proc._ready.set()
