@@ -223,3 +223,14 @@ def test_gamma_arrivals_take_a_burstiness_and_other_arrivals_refuse_it(tmp_path:
     assert str(exc.value).startswith(f"{path}: burstiness: applies to arrival: gamma only")
     with pytest.raises(ConfigError, match="burstiness: .*expected a number > 0"):
         load_scenario(write(tmp_path, "steps: [4]\narrival: gamma\nburstiness: 0\n", name="c"))
+
+
+def test_class_bounds_are_increasing_prompt_lengths_and_not_part_of_comparability(
+    tmp_path: Path,
+) -> None:
+    from specload.analysis.comparable import flatten
+
+    s = load_scenario(write(tmp_path, "steps: [4]\nclass_bounds: [512, 2048]\n"))
+    assert s.class_bounds == (512, 2048) and "class_bounds" not in flatten(s.to_dict())
+    with pytest.raises(ConfigError, match="class_bounds: .*expected increasing"):
+        load_scenario(write(tmp_path, "steps: [4]\nclass_bounds: [2048, 512]\n", name="b"))

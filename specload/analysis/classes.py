@@ -8,7 +8,8 @@ per-step statistics, ratios, classification and crossover as the whole.
 
 Classes come from the records: a prompt file's ``category`` when the records carry one;
 otherwise, when prompt lengths vary (max over min above ``LENGTH_SPREAD``), ``short`` and
-``long``, split at the median prompt length of all runs. Fewer than two classes: no per-class
+``long``, split at the median prompt length of all runs, or, with the scenario's
+``class_bounds: [512, 2048]``, ``<=512``, ``513-2048`` and ``>2048``. Fewer than two classes: no per-class
 answer. The server's ``/metrics`` are not per class: a class's steps keep the step's server
 figures.
 """
@@ -57,14 +58,35 @@ def _categories(runs: list[RunColumns]) -> list[str]:
     return sorted(found)
 
 
+def _bounded(runs: list[RunColumns], bounds: tuple[int, ...]) -> dict[str, list[np.ndarray]]:
+    edges = [0, *bounds]
+    out = {}
+    for i, lo in enumerate(edges):
+        hi = edges[i + 1] if i + 1 < len(edges) else None
+        name = f"<={hi}" if i == 0 else (f">{lo}" if hi is None else f"{lo + 1}-{hi}")
+        out[name] = [
+            np.asarray(
+                (r.cols["prompt_tokens"] > lo)
+                & (r.cols["prompt_tokens"] <= (hi if hi is not None else np.inf)),
+                dtype=bool,
+            )
+            for r in runs
+        ]
+    return {k: v for k, v in out.items() if any(m.any() for m in v)}
+
+
 def class_masks(
-    runs: list[RunColumns],
+    runs: list[RunColumns], bounds: tuple[int, ...] = ()
 ) -> tuple[str, dict[str, float], dict[str, list[np.ndarray]]]:
     """``(kind, bounds, {class: [mask per run]})``; empty when there are fewer than two."""
     cats = _categories(runs)
     if len(cats) >= 2:
         masks = {c: [np.asarray(r.cols["category"] == c, dtype=bool) for r in runs] for c in cats}
         return "category", {}, masks
+    if bounds:
+        masks = _bounded(runs, bounds)
+        named = {f"bound_{i}": float(b) for i, b in enumerate(bounds)}
+        return ("input_length", named, masks) if len(masks) >= 2 else ("", {}, {})
     lengths = np.concatenate([r.cols["prompt_tokens"] for r in runs]) if runs else np.array([])
     lengths = lengths[np.isfinite(lengths)]
     if lengths.size < 4 or lengths.min() <= 0 or lengths.max() / lengths.min() <= LENGTH_SPREAD:

@@ -65,6 +65,7 @@ IGNORED_SCENARIO_KEYS = frozenset(
         "record_itl",
         "request_timeout_s",
         "slo",  # the objective a run is judged by, not the traffic it sent
+        "class_bounds",  # how compare groups requests, not the traffic
     }
 )
 

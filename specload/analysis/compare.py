@@ -493,7 +493,8 @@ def _class_answers(
     """The comparison per class (``analysis.classes``): every class's records through the
     same steps, ratios, rule and crossover; steps left out overall stay left out."""
     runs = [r for rs in groups.values() for r in rs]
-    kind, bounds, masks = class_masks(runs)
+    scenario = groups[c.baseline][0].meta.get("scenario") or {}
+    kind, bounds, masks = class_masks(runs, tuple(scenario.get("class_bounds") or ()))
     out = []
     for name, per_run in masks.items():
         it = iter(per_run)

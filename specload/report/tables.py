@@ -284,11 +284,14 @@ def class_table(report: Report) -> Table | None:
     if not rows:
         return None
     kind = c.classes[0].kind
+    bounds = c.classes[0].bounds
     how = (
         "the prompt file's category"
         if kind == "category"
         else "input length, split at the median prompt length "
-        f"({c.classes[0].bounds.get('median_prompt_tokens', 0):.0f} tokens)"
+        f"({bounds['median_prompt_tokens']:.0f} tokens)"
+        if "median_prompt_tokens" in bounds
+        else "input length in prompt tokens (class_bounds)"
     )
     return Table(
         f"Per class of request ({how}): {metric_label(c.metric)}",

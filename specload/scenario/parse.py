@@ -57,6 +57,7 @@ _TOP_KEYS = {
     "prompts",
     "contract",
     "slo",
+    "class_bounds",
     "source",
 }
 _SYNTH_KEYS = {"input_tokens", "shared_prefix_tokens", "repetition", "count", "exact_tokens"}
@@ -217,6 +218,7 @@ def parse_scenario(
     kw["prompts"] = _prompts(r, d.get("prompts"), base_dir)
     kw["contract"] = _contract(r, d.get("contract"))
     kw["slo"] = _slo(r, d.get("slo"))
+    kw["class_bounds"] = _class_bounds(r, d.get("class_bounds"))
     if d.get("source") is not None:
         kw["source"] = r.string(d["source"], "source")
     elif file and not file.startswith("<"):
@@ -370,6 +372,20 @@ def _prompts(r: _Reader, value: Any, base_dir: Path | None) -> PromptSpec:
         exact_tokens=exact,
         input_dist=inp_dist,
     )
+
+
+def _class_bounds(r: _Reader, value: Any) -> tuple[int, ...]:
+    """``class_bounds: [512, 2048]``: prompt-length bounds of compare's per-class answer."""
+    if value is None or value == []:  # [] is to_dict's "none"
+        return ()
+    if not isinstance(value, list):
+        raise r.fail(
+            "class_bounds", f"got {value!r} (expected a list of prompt lengths, e.g. [512, 2048])"
+        )
+    out = tuple(r.integer(v, f"class_bounds[{i}]", lo=1) for i, v in enumerate(value))
+    if list(out) != sorted(set(out)):
+        raise r.fail("class_bounds", f"got {list(out)} (expected increasing prompt lengths)")
+    return out
 
 
 def _slo(r: _Reader, value: Any) -> dict[str, str]:

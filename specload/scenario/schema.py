@@ -141,6 +141,9 @@ class Scenario:
     contract: ContractSpec | None = None
     #: latency SLOs, ``{"tpot_p95": "25ms", ...}`` (``specload/slo.py``), for compare
     slo: dict[str, str] = field(default_factory=dict)
+    #: prompt-length bounds of compare's per-class answer when prompts carry no category
+    #: (``analysis/classes.py``; default: short/long at the median)
+    class_bounds: tuple[int, ...] = ()
     source: str | None = None  # the file it was loaded from, if any
 
     def schedule(self) -> list[StepPlan]:
@@ -171,6 +174,7 @@ class Scenario:
         if self.max_tokens_dist is not None:  # as written: the mapping, read back the same
             d["max_tokens"] = self.max_tokens_dist.to_dict()
         d["steps"] = list(self.steps)
+        d["class_bounds"] = list(self.class_bounds)
         if self.stop is not None:
             d["stop"] = list(self.stop)
         p = d["prompts"]

@@ -108,3 +108,12 @@ def test_the_reports_answer_per_class(tmp_path: Path) -> None:
     by_class = [a for a in data["advice"] if a["kind"] == "by_class"]
     assert len(by_class) == 1 and by_class[0]["figures"]["never"] == ["chat"]
     assert "draft for `code` requests only" in by_class[0]["text"]
+
+
+def test_class_bounds_cut_prompt_lengths_into_named_classes(tmp_path: Path) -> None:
+    run = load_run(write_run(tmp_path / "r", Cond("baseline"), qps=QPS, n=60))
+    run.cols["prompt_tokens"] = np.resize(np.array([100.0, 512.0, 513.0, 3000.0]), run.n)
+    kind, bounds, masks = class_masks([run], (512, 2048))
+    assert kind == "input_length" and bounds == {"bound_0": 512.0, "bound_1": 2048.0}
+    assert list(masks) == ["<=512", "513-2048", ">2048"]
+    assert [int(m[0].sum()) for m in masks.values()] == [run.n // 2, run.n // 4, run.n // 4]
