@@ -12,6 +12,8 @@ a client that falls behind sends late, and ``sent_at - scheduled_at`` says by ho
 - ``gamma``: gaps are independent Gamma(shape ``burstiness``, scale ``1/(rate * burstiness)``)
   draws: mean ``1/rate`` as Poisson, coefficient of variation ``1/sqrt(burstiness)`` (vLLM
   ``bench serve --burstiness``: 1 is Poisson, below 1 burstier, above 1 smoother).
+- ``trace``: arrival ``i`` at ``start_at + offsets[i] / speed`` (a recorded trace replayed at
+  a speedup, ``scenario/trace.py``); past the trace's last request there is none (``inf``).
 
 Splitting one step over W processes: ``Pacer.share(rate_qps, arrival, seed, start_at,
 index=k, count=W)`` gives process ``k`` its own schedule at ``rate/W``. Poisson shares use
@@ -20,7 +22,8 @@ with no correlation between processes; constant shares are phase-shifted by ``k/
 merged stream is exactly evenly spaced at ``rate``. Gamma shares take every ``W``-th arrival of
 one stream at ``rate`` (process ``k``: arrivals ``k``, ``k + W``, ...), because W independent
 gamma streams superpose into something smoother than gamma: the merged stream is exactly the
-one stream, with its burstiness, however many processes send it.
+one stream, with its burstiness, however many processes send it. Trace shares split the same
+way.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from collections.abc import Iterator
 __all__ = ["ARRIVALS", "Pacer", "derive_seed"]
 
 #: Arrival processes the pacer knows (the scenario's ``arrival`` choices).
-ARRIVALS = ("constant", "poisson", "gamma")
+ARRIVALS = ("constant", "poisson", "gamma", "trace")
 
 
 def derive_seed(seed: int, *parts: object) -> int:
@@ -55,6 +58,8 @@ class Pacer:
         "arrival",
         "burstiness",
         "offset",
+        "offsets",
+        "speed",
         "phase",
         "rate_qps",
         "seed",
@@ -73,6 +78,8 @@ class Pacer:
         burstiness: float = 1.0,
         stride: int = 1,
         offset: int = 0,
+        offsets: tuple[float, ...] = (),
+        speed: float = 1.0,
     ) -> None:
         if arrival not in ARRIVALS:
             raise ValueError(f"arrival {arrival!r} not in {ARRIVALS}")
@@ -89,6 +96,8 @@ class Pacer:
         #: gamma shares: this process sends arrivals ``offset``, ``offset + stride``, ... of
         #: one stream at ``rate_qps * stride``
         self.stride, self.offset = stride, offset
+        #: ``trace``: each request's time in the trace (seconds), replayed ``speed`` times faster
+        self.offsets, self.speed = offsets, float(speed)
         self._rng = random.Random(f"specload-pacer:{seed}")
         self._gaps_sum: list[float] = []  # cumulative Poisson offsets, extended lazily
 
@@ -103,10 +112,17 @@ class Pacer:
         index: int,
         count: int,
         burstiness: float = 1.0,
+        offsets: tuple[float, ...] = (),
+        speed: float = 1.0,
     ) -> Pacer:
         """Process ``index`` of ``count``'s part of a step at total ``rate_qps``."""
         if not 0 <= index < count:
             raise ValueError(f"share index {index} not in [0, {count})")
+        if arrival == "trace":
+            return cls(
+                rate_qps / count, arrival, seed, start_at, offsets=offsets, speed=speed,
+                stride=count, offset=index,
+            )  # fmt: skip
         if arrival == "gamma":  # every count-th arrival of one stream (see module doc)
             return cls(
                 rate_qps / count, arrival, seed, start_at, burstiness=burstiness,
@@ -124,6 +140,10 @@ class Pacer:
         if self.arrival == "constant":
             return self.start_at + (i + self.phase) / self.rate_qps
         j = i * self.stride + self.offset  # this process's i-th arrival in the whole stream
+        if self.arrival == "trace":
+            if j >= len(self.offsets):
+                return math.inf
+            return self.start_at + self.offsets[j] / self.speed
         rate = self.rate_qps * self.stride
         sums = self._gaps_sum
         total = sums[-1] if sums else 0.0
@@ -135,6 +155,20 @@ class Pacer:
                 total += self._rng.expovariate(rate)
             sums.append(total)
         return self.start_at + sums[j]
+
+    def first_at_or_after(self, t: float) -> int:
+        """The index of this process's first arrival due at or after ``t`` (a share that
+        takes over mid-step continues a trace where it stands, not from its start)."""
+        lo, hi = 0, 1
+        while self.next_send_at(hi) < t:
+            lo, hi = hi, hi * 2
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.next_send_at(mid) < t:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     def arrivals_until(self, end_at: float, first: int = 0) -> Iterator[tuple[int, float]]:
         """``(i, send_at)`` for every arrival due before ``end_at``, from index ``first``."""

@@ -77,3 +77,22 @@ def test_ngram_gains_for_code_edits_and_not_for_open_ended_writing(
     assert effect["writing"] != "helps", effect
     advice = [a.text for a in advice_for(c)]
     assert any("draft for `code` requests only" in t for t in advice), advice
+
+
+def test_the_shipped_traces_are_what_the_code_makes_and_are_bursty() -> None:
+    import statistics
+
+    from specload.scenario.sample_workloads import sample_trace
+    from specload.scenario.trace import read_trace
+
+    for fmt, name in (("specload", "sample.jsonl"), ("mooncake", "mooncake-sample.jsonl")):
+        path = REPO / "scenarios" / "traces" / name
+        rows = [json.loads(x) for x in path.read_text().splitlines()]
+        assert rows == sample_trace(fmt=fmt)
+        trace = read_trace(str(path))
+        gaps = [b.at_s - a.at_s for a, b in zip(trace.entries, trace.entries[1:], strict=False)]
+        assert statistics.pstdev(gaps) / statistics.fmean(gaps) > 1.5  # bursts: CV about 2
+        assert 1.5 < trace.rate_qps < 2.5
+    sc = load_scenario(REPO / "scenarios" / "trace-replay.yaml")
+    assert [round(p.target_qps / sc.trace_rate_qps, 6) for p in sc.schedule()] == [1, 2, 4]
+    assert load_scenario(REPO / "scenarios" / "bursty.yaml").burstiness == 0.25

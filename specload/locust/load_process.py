@@ -169,6 +169,7 @@ class LoadProcess:
         self.run: RunStart | None = None
         self.scenario: Any = None
         self.requests: list[Any] = []
+        self.trace_offsets: tuple[float, ...] = ()  # a trace replay: each request's time
         self.client: Any = None
         self.recorded = 0
         self.inflight = 0
@@ -226,6 +227,7 @@ class LoadProcess:
                     "the run's start carries no prompt set (a master older than this worker?)"
                 )
             prompts = PromptSet.from_wire(msg.prompts)
+            self.trace_offsets = tuple(p.at_s or 0.0 for p in prompts)
             contract = sc.contract
             self.requests = [
                 ChatRequest(
@@ -291,24 +293,32 @@ class LoadProcess:
             self._changed.clear()
             self._clock.wait(self._changed, remaining)
 
+    def _pacer(self, plan: StepChange) -> tuple[Pacer, int]:
+        """This share's arrivals and the index of its first one. A trace is replayed from the
+        step's start at the step's speedup, so a share that takes over mid-step continues it
+        where it stands; other arrival processes start afresh at ``begin_at``."""
+        sc = self.scenario
+        seed = derive_seed(sc.seed, plan.index, plan.epoch)
+        if sc.arrival == "trace":
+            pacer = Pacer.share(
+                plan.target_qps, "trace", seed, plan.start, index=plan.slot, count=plan.slots,
+                offsets=self.trace_offsets, speed=plan.target_qps / sc.trace_rate_qps,
+            )  # fmt: skip
+            return pacer, pacer.first_at_or_after(plan.begin_at)
+        pacer = Pacer.share(
+            plan.target_qps, sc.arrival, seed, plan.begin_at, index=plan.slot, count=plan.slots,
+            burstiness=sc.burstiness,
+        )  # fmt: skip
+        return pacer, 0
+
     def _pace(self) -> None:
         self._ready.wait()
-        sc = self.scenario
         n_prompts = max(1, len(self.requests))
         while (plan := self._next_plan()) is not None:
             if plan.slots == 0:  # left out of a re-split: no arrivals until the next share
                 self.outbox.flush()
                 continue
-            pacer = Pacer.share(
-                plan.target_qps,
-                sc.arrival,
-                derive_seed(sc.seed, plan.index, plan.epoch),
-                plan.begin_at,
-                index=plan.slot,
-                count=plan.slots,
-                burstiness=sc.burstiness,
-            )
-            i = 0
+            pacer, i = self._pacer(plan)
             while self._sleep_until(t := pacer.next_send_at(i), plan):
                 prompt = (plan.prompt_offset + i * plan.slots + plan.slot) % n_prompts
                 self.queue.put(Arrival(plan, t, prompt))

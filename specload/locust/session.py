@@ -316,7 +316,11 @@ class RunSession:
     def _schedule(self) -> None:
         if not self._wait_ready():
             return
-        steps = timed_steps(self.scenario.schedule(), time.time() + LEAD_S)
+        steps = timed_steps(
+            self.scenario.schedule(),
+            time.time() + LEAD_S,
+            replay=self.scenario.arrival == "trace",
+        )
         self.timeline = steps
         for step in steps:
             self._sleep_until(step.start - LEAD_S)

@@ -28,8 +28,11 @@ class TimedStep:
     prompt_offset: int
 
 
-def timed_steps(plans: Sequence[Any], t0: float) -> list[TimedStep]:
-    """``Scenario.schedule()`` plans (index, repeat, target_qps, warmup_s, duration_s) from ``t0``."""
+def timed_steps(plans: Sequence[Any], t0: float, *, replay: bool = False) -> list[TimedStep]:
+    """``Scenario.schedule()`` plans (index, repeat, target_qps, warmup_s, duration_s) from ``t0``.
+
+    Each step goes on through the prompt set where the last one stopped (``prompt_offset``),
+    except a trace replay (``replay``), whose every step sends the trace's requests in order."""
     steps: list[TimedStep] = []
     t, offset = t0, 0
     for p in plans:
@@ -37,6 +40,6 @@ def timed_steps(plans: Sequence[Any], t0: float) -> list[TimedStep]:
         steps.append(
             TimedStep(p.index, p.repeat, p.target_qps, t, t + p.warmup_s, t + total, offset)
         )
-        offset += round(p.target_qps * total)
+        offset = 0 if replay else offset + round(p.target_qps * total)
         t += total
     return steps

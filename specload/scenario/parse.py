@@ -58,6 +58,9 @@ _TOP_KEYS = {
     "contract",
     "slo",
     "class_bounds",
+    "trace",
+    "trace_speedup",
+    "trace_info",
     "source",
 }
 _SYNTH_KEYS = {"input_tokens", "shared_prefix_tokens", "repetition", "count", "exact_tokens"}
@@ -215,7 +218,13 @@ def parse_scenario(
     kw["steps"] = _steps(r, d["steps"])
     _sampling(r, d, kw)
     _load_shape(r, d, kw)
-    kw["prompts"] = _prompts(r, d.get("prompts"), base_dir)
+    if kw["arrival"] == "trace":
+        _trace(r, d, kw, base_dir)
+    else:
+        for key in ("trace", "trace_speedup"):
+            if key in d:
+                raise r.fail(key, "applies to arrival: trace only (expected arrival: trace)")
+        kw["prompts"] = _prompts(r, d.get("prompts"), base_dir)
     kw["contract"] = _contract(r, d.get("contract"))
     kw["slo"] = _slo(r, d.get("slo"))
     kw["class_bounds"] = _class_bounds(r, d.get("class_bounds"))
@@ -372,6 +381,41 @@ def _prompts(r: _Reader, value: Any, base_dir: Path | None) -> PromptSpec:
         exact_tokens=exact,
         input_dist=inp_dist,
     )
+
+
+def _trace(r: _Reader, d: dict[str, Any], kw: dict[str, Any], base_dir: Path | None) -> None:
+    """``arrival: trace``: the trace file, its speedup, and the prompts it implies; a scenario
+    read back from ``to_dict`` (a worker's copy) carries ``trace_info`` and reads no file."""
+    from specload.scenario.trace import read_trace
+
+    if "trace" not in d:
+        raise r.fail("trace", "missing (arrival: trace needs trace: PATH, a JSONL trace file)")
+    if d.get("prompts") is not None:
+        raise r.fail("prompts", "not with arrival: trace (the prompts come from the trace)")
+    name = r.string(d["trace"], "trace")
+    path = Path(name)
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    kw["trace"] = str(path.resolve()) if base_dir is not None else name
+    kw["trace_speedup"] = r.number(
+        d.get("trace_speedup", 1.0), "trace_speedup", lo=0.0, lo_open=True
+    )
+    info = d.get("trace_info")
+    if isinstance(info, Mapping):
+        count, span, fmt = int(info["count"]), float(info["span_s"]), str(info["format"])
+    else:
+        if not path.is_file():
+            raise r.fail("trace", f"{name!r} not found (expected a JSONL trace file)")
+        trace = read_trace(str(path))
+        count, span, fmt = len(trace.entries), trace.span_s, trace.format
+    kw["trace_info"] = {"format": fmt, "count": count, "span_s": span}
+    shortest = span / (max(kw["steps"]) * kw["trace_speedup"])
+    if kw["warmup_s"] >= shortest:
+        raise r.fail(
+            "warmup_s",
+            f"got {kw['warmup_s']:g} (expected less than the fastest replay, {shortest:.3g} s)",
+        )
+    kw["prompts"] = PromptSpec(kind="trace", file=kw["trace"], count=count, input_tokens=0)
 
 
 def _class_bounds(r: _Reader, value: Any) -> tuple[int, ...]:

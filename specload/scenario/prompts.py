@@ -256,14 +256,15 @@ class Prompt:
     category: str | None = None
     max_tokens: int | None = None
     id: str | None = None
+    #: a trace's request: its time in the trace (seconds after the first request)
+    at_s: float | None = None
 
     def wire(self) -> list[Any]:
-        """Messages and counted tokens, then category, output cap and id when any is set
-        (synthetic sets keep the two-item form, and so their hash)."""
+        """Messages and counted tokens, then category, output cap, id and trace time when
+        any is set (synthetic sets keep the two-item form, and so their hash)."""
         out: list[Any] = [list(self.messages), self.expected_prompt_tokens]
-        if (self.category, self.max_tokens, self.id) != (None, None, None):
-            out += [self.category, self.max_tokens, self.id]
-        return out
+        extra = [self.category, self.max_tokens, self.id, self.at_s]
+        return out + extra if any(x is not None for x in extra) else out
 
 
 class PromptSet:
@@ -337,7 +338,7 @@ class PromptSet:
                 i,
                 tuple(dict(m) for m in item[0]),
                 None if item[1] is None else int(item[1]),
-                *(item[2:5] if len(item) >= 5 else ()),
+                *item[2:6],
             )
             for i, item in enumerate(data["prompts"])
         ]
@@ -375,6 +376,8 @@ def build_prompt_set(scenario: Scenario, tokenize: Tokenize | None = None) -> Pr
     spec = scenario.prompts
     if spec.kind == "file":
         return _with_output_caps(_file_prompts(spec, tokenize), scenario)
+    if spec.kind == "trace":
+        return _trace_prompts(scenario, tokenize)
     count_fn = tokenize if tokenize is not None else estimate_tokens
     overhead = count_fn("")
     where = scenario.source or "<scenario>"
@@ -427,6 +430,51 @@ def build_prompt_set(scenario: Scenario, tokenize: Tokenize | None = None) -> Pr
         targets=targets if dist is not None else None,
     )
     return _with_output_caps(out, scenario)
+
+
+def _trace_prompts(scenario: Scenario, tokenize: Tokenize | None) -> PromptSet:
+    """One prompt per trace request, in time order: its messages, or synthetic text of its
+    length; with Mooncake hash ids, text built from one seeded block per id, so requests that
+    shared blocks in the trace share that prefix here. Each prompt's output cap is the
+    request's output length (``min_tokens`` follows it)."""
+    from specload.scenario.trace import MOONCAKE_BLOCK, read_trace
+
+    assert scenario.trace is not None
+    trace = read_trace(scenario.trace)
+    count_fn = tokenize if tokenize is not None else estimate_tokens
+    blocks: dict[int, list[str]] = {}
+
+    def block(h: int) -> list[str]:
+        if h not in blocks:
+            rng = random.Random(derive_seed(scenario.seed, "trace-block", h))
+            blocks[h] = prose_pieces(rng, MOONCAKE_BLOCK)
+        return blocks[h]
+
+    def make(i: int) -> Prompt:
+        e = trace.entries[i]
+        if e.messages is not None:
+            single = len(e.messages) == 1 and isinstance(e.messages[0].get("content"), str)
+            n = tokenize(e.messages[0]["content"]) if (tokenize and single) else None
+            return Prompt(i, e.messages, n, e.category, e.output_tokens, None, e.at_s)
+        rng = random.Random(derive_seed(scenario.seed, "trace", i))
+        pieces = [p for h in e.hash_ids for p in block(h)]
+        pieces += prose_pieces(rng, e.input_tokens * 2 + 32)
+        text, n = _fit("", pieces, e.input_tokens, count_fn)
+        msg = ({"role": "user", "content": text},)
+        return Prompt(i, msg, n, e.category, e.output_tokens, None, e.at_s)
+
+    for h in {h for e in trace.entries for h in e.hash_ids}:
+        block(h)  # built once, before any thread: equal ids are equal text
+    if tokenize is None:
+        prompts = [make(i) for i in range(len(trace.entries))]
+    else:
+        with ThreadPoolExecutor(max_workers=_TOKENIZE_WORKERS) as pool:
+            prompts = list(pool.map(make, range(len(trace.entries))))
+    return PromptSet(
+        prompts,
+        token_count_source="tokenize" if tokenize else "estimate",
+        source_format=f"trace-{trace.format}",
+    )
 
 
 def _with_output_caps(prompts: PromptSet, scenario: Scenario) -> PromptSet:

@@ -24,7 +24,7 @@ from typing import Any
 from specload.pacer import derive_seed
 from specload.scenario.prompts import code_pieces, prose_pieces
 
-__all__ = ["CATEGORIES", "mixed_traffic"]
+__all__ = ["CATEGORIES", "mixed_traffic", "sample_trace"]
 
 #: category -> (output cap, how the prompt is made)
 CATEGORIES = ("code", "summary", "qa", "writing")
@@ -68,4 +68,43 @@ def mixed_traffic(seed: int = 0, per_category: int = 60) -> list[dict[str, Any]]
                     "messages": [{"role": "user", "content": _prompt(category, rng)}],
                 }
             )
+    return out
+
+
+def sample_trace(seed: int = 0, count: int = 120, fmt: str = "specload") -> list[dict[str, Any]]:
+    """A bursty request trace, about 2 req/s over a minute, for ``arrival: trace``.
+
+    Arrivals come in bursts (gamma gaps, coefficient of variation 2); lengths are log-normal
+    (prompts ~600 tokens, outputs ~150). ``mooncake``: times in ms and ``hash_ids`` (512-token
+    blocks) where a third of requests continue an earlier request's conversation, so they
+    share its leading blocks, as the Mooncake traces record.
+    """
+    rng = random.Random(derive_seed(seed, "sample-trace", fmt))
+    t = 0.0
+    out: list[dict[str, Any]] = []
+    next_block = 0
+    chains: list[list[int]] = []
+    for _ in range(count):
+        t += rng.gammavariate(0.25, 0.5 / 0.25)
+        n_in = min(4000, max(32, int(rng.lognormvariate(6.3, 0.6))))
+        n_out = min(1024, max(8, int(rng.lognormvariate(4.9, 0.5))))
+        if fmt == "specload":
+            out.append({"timestamp": round(t, 3), "input_tokens": n_in, "output_tokens": n_out})
+            continue
+        blocks = -(-n_in // 512)
+        if chains and rng.random() < 1 / 3:
+            chain = rng.choice(chains)
+            ids = (chain + list(range(next_block, next_block + blocks)))[:blocks]
+        else:
+            ids = list(range(next_block, next_block + blocks))
+        next_block += blocks
+        chains.append(ids)
+        out.append(
+            {
+                "timestamp": int(t * 1000),
+                "input_length": n_in,
+                "output_length": n_out,
+                "hash_ids": ids,
+            }
+        )
     return out

@@ -144,19 +144,37 @@ class Scenario:
     #: prompt-length bounds of compare's per-class answer when prompts carry no category
     #: (``analysis/classes.py``; default: short/long at the median)
     class_bounds: tuple[int, ...] = ()
+    #: ``arrival: trace``: the trace file (absolute), its base speedup, and what it holds
+    #: (``{format, count, span_s}``, so a worker's copy needs no file); ``steps`` are speedups
+    trace: str | None = None
+    trace_speedup: float = 1.0
+    trace_info: dict[str, Any] | None = None
     source: str | None = None  # the file it was loaded from, if any
 
+    @property
+    def trace_rate_qps(self) -> float:
+        """A trace's mean arrival rate at 1x (0 without a trace)."""
+        info = self.trace_info or {}
+        return float(info.get("count", 0)) / float(info.get("span_s", 1.0))
+
     def schedule(self) -> list[StepPlan]:
-        """The run's steps in order: the whole ladder once per repeat."""
+        """The run's steps in order: the whole ladder once per repeat. With a trace, each step
+        replays it once at its speedup (``steps`` x ``trace_speedup``): it lasts the trace's
+        span over that speedup, and its target QPS is the trace's mean rate times it."""
         plans: list[StepPlan] = []
         for repeat in range(self.repeats):
-            for qps in self.steps:
+            for x in self.steps:
+                qps, duration = x, self.step_duration_s
+                if self.trace_info is not None:
+                    speed = x * self.trace_speedup
+                    qps = self.trace_rate_qps * speed
+                    duration = float(self.trace_info["span_s"]) / speed - self.warmup_s
                 plans.append(
                     StepPlan(
                         index=len(plans),
                         repeat=repeat,
                         target_qps=qps,
-                        duration_s=self.step_duration_s,
+                        duration_s=duration,
                         warmup_s=self.warmup_s,
                     )
                 )
@@ -175,6 +193,9 @@ class Scenario:
             d["max_tokens"] = self.max_tokens_dist.to_dict()
         d["steps"] = list(self.steps)
         d["class_bounds"] = list(self.class_bounds)
+        if self.trace is None:
+            for key in ("trace", "trace_speedup", "trace_info"):
+                d.pop(key)
         if self.stop is not None:
             d["stop"] = list(self.stop)
         p = d["prompts"]
@@ -182,7 +203,9 @@ class Scenario:
         p.pop("input_dist")
         if self.prompts.input_dist is not None:
             p["input_tokens"] = self.prompts.input_dist.to_dict()
-        if kind == "file":
+        if kind == "trace":  # the prompts come from the trace
+            d.pop("prompts")
+        elif kind == "file":
             d["prompts"] = {"file": p["file"], "count": p["count"]}
         else:
             p.pop("file")
