@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = [
+    "ANSWER_KEY",
     "ERROR_KINDS",
     "SCHEMA_VERSION",
     "ErrorInfo",
@@ -79,6 +80,9 @@ class RequestRecord:
     prompt_index: int | None = None
     #: the prompt's class (a prompt file's ``category``): compare answers per class too
     category: str | None = None
+    #: multi-turn conversations (``scenario/conversation.py``): which one, and which turn
+    conversation_id: str | None = None
+    turn: int | None = None
     lookup_match_rate: float | None = None
     prompt_text: str | None = None  # only with --store-text
     output_text: str | None = None  # only with --store-text
@@ -100,8 +104,9 @@ class RequestRecord:
         for key in ("prompt_text", "output_text"):
             if d[key] is None:
                 del d[key]
-        if self.extra:
-            d["extra"] = copy.deepcopy(self.extra)
+        extra = {k: v for k, v in self.extra.items() if k != ANSWER_KEY}
+        if extra:
+            d["extra"] = copy.deepcopy(extra)
         else:
             del d["extra"]
         return d
@@ -121,6 +126,10 @@ class RequestRecord:
             kwargs["extra"] = {**kwargs.get("extra", {}), **unknown}
         return cls(**kwargs)
 
+
+#: ``extra`` key holding a conversation turn's answer text for the next turn's history, in
+#: memory only: ``to_dict`` never writes it (records hold text only with ``--store-text``).
+ANSWER_KEY = "_answer"
 
 #: Field names of ``RequestRecord`` in declaration order (``to_dict`` builds from them).
 _RECORD_FIELDS = tuple(f.name for f in fields(RequestRecord))

@@ -6,8 +6,9 @@ averages that away, so compare also answers per class, by the same rule: each cl
 are cut out of every run (``RunColumns`` restricted to the class) and go through the same
 per-step statistics, ratios, classification and crossover as the whole.
 
-Classes come from the records: a prompt file's ``category`` when the records carry one;
-otherwise, when prompt lengths vary (max over min above ``LENGTH_SPREAD``), ``short`` and
+Classes come from the records: a prompt file's ``category`` when the records carry one; else
+a conversation's ``turn`` (``turn 1``, ``turn 2``, ...: later turns resend the history, which
+is where prefix caching shortens TTFT); otherwise, when prompt lengths vary (max over min above ``LENGTH_SPREAD``), ``short`` and
 ``long``, split at the median prompt length of all runs, or, with the scenario's
 ``class_bounds: [512, 2048]``, ``<=512``, ``513-2048`` and ``>2048``. Fewer than two classes: no per-class
 answer. The server's ``/metrics`` are not per class: a class's steps keep the step's server
@@ -83,6 +84,14 @@ def class_masks(
     if len(cats) >= 2:
         masks = {c: [np.asarray(r.cols["category"] == c, dtype=bool) for r in runs] for c in cats}
         return "category", {}, masks
+    turns = np.concatenate([r.cols["turn"] for r in runs]) if runs else np.array([])
+    turns = turns[np.isfinite(turns)]
+    if turns.size and turns.max() > 1:
+        masks = {
+            f"turn {t}": [np.asarray(r.cols["turn"] == t, dtype=bool) for r in runs]
+            for t in sorted({int(x) for x in turns})
+        }
+        return "turn", {}, masks
     if bounds:
         masks = _bounded(runs, bounds)
         named = {f"bound_{i}": float(b) for i, b in enumerate(bounds)}

@@ -62,6 +62,7 @@ FLOAT_FIELDS = (
     "cached_tokens",
     "tool_calls",
     "lookup_match_rate",
+    "turn",
 )
 HASH_FIELDS = ("prompt_sha256", "output_sha256")
 OBJECT_FIELDS = ("finish_reason", "error_kind", "category")

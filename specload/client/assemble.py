@@ -19,7 +19,7 @@ from specload.client.contract import check_output, messages_sha256, sha256_text
 from specload.client.lookup import LookupMatcher, prompt_text
 from specload.client.request import ChatRequest, RecordMeta
 from specload.client.timing import StreamTiming, itl_s
-from specload.records import ErrorInfo, RequestRecord
+from specload.records import ANSWER_KEY, ErrorInfo, RequestRecord
 
 __all__ = ["RecordBuilder"]
 
@@ -162,6 +162,8 @@ class RecordBuilder:
             content, want_json=self.req.expect_json, required_fields=self.req.required_fields
         )
         extra: dict[str, Any] = {}
+        if self.req.keep_answer and error is None:
+            extra[ANSWER_KEY] = content  # for the next turn's history; never written
         if contract.missing_fields:
             extra["missing_fields"] = list(contract.missing_fields)
         m = self.meta

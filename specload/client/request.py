@@ -33,6 +33,8 @@ class ChatRequest:
     prompt_index: int | None = None
     #: the prompt's class from a prompt file (labels the record, never sent)
     category: str | None = None
+    #: a conversation turn with another to follow: the client hands back the answer's text
+    keep_answer: bool = False
     expect_json: bool = False
     required_fields: tuple[str, ...] = ()
 

@@ -17,7 +17,7 @@ import time
 from bisect import insort
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gevent
@@ -33,7 +33,7 @@ from specload.locust.messages import (
     WorkerReady,
 )
 from specload.pacer import Pacer, derive_seed
-from specload.records import ErrorInfo, RequestRecord
+from specload.records import ANSWER_KEY, ErrorInfo, RequestRecord
 
 __all__ = ["Arrival", "LoadProcess", "RecordOutbox"]
 
@@ -55,11 +55,15 @@ class PacingClock:
 
 @dataclass(frozen=True, slots=True)
 class Arrival:
-    """One open-loop arrival: which step it belongs to and when it was due (unix s)."""
+    """One arrival: which step it belongs to and when it was due (unix s). An open-loop
+    arrival is turn 1; a conversation's later turns carry their id and the history so far."""
 
     plan: StepChange
     scheduled_at: float
     prompt_index: int
+    turn: int = 1
+    conversation_id: str | None = None
+    history: tuple[dict[str, Any], ...] | None = None
 
 
 class RecordOutbox:
@@ -179,6 +183,7 @@ class LoadProcess:
         self._ready = gevent.event.Event()
         self._draining = False
         self._greenlets: list[gevent.Greenlet] = []
+        self._steps_seen: dict[int, StepChange] = {}
 
     # --- messages from the master -------------------------------------------------------
     def on_run_start(self, msg: RunStart) -> None:
@@ -187,6 +192,7 @@ class LoadProcess:
         self.stop()
         self.run, self.recorded, self.inflight, self._seq = msg, 0, 0, 0
         self._pending, self._draining = [], False
+        self._steps_seen = {}
         self._ready = gevent.event.Event()
         while not self.queue.empty():  # users may be blocked on this queue: keep the object
             self.queue.get_nowait()
@@ -201,6 +207,7 @@ class LoadProcess:
             p for p in self._pending if not (p[2].index == msg.index and p[2].epoch < msg.epoch)
         ]
         insort(self._pending, (msg.begin_at, msg.epoch, msg), key=lambda p: (p[0], p[1]))
+        self._steps_seen[msg.index] = msg  # a conversation's next turn finds its step here
         self._changed.set()
 
     def on_drain(self, msg: Drain) -> None:
@@ -336,11 +343,13 @@ class LoadProcess:
         request_id = f"{run.run_id}-{worker_tag(self.worker)}-{self._seq}"
         warmup = a.scheduled_at < plan.warmup_end
         now = time.time()
-        self.outbox.count_sent(plan.index if (not warmup and now < plan.end) else None)
+        # the step's achieved rate counts open-loop arrivals (a conversation's first turn)
+        in_window = not warmup and now < plan.end and a.turn == 1
+        self.outbox.count_sent(plan.index if in_window else None)
         self.inflight += 1
         try:
             rec: RequestRecord = self.client.send(
-                self.requests[a.prompt_index],
+                self._request(a),
                 request_id=request_id,
                 worker=self.worker,
                 step=plan.index,
@@ -350,7 +359,7 @@ class LoadProcess:
                 scheduled_at=a.scheduled_at,
             )
         except RequestCancelled as exc:
-            self._keep(exc.record)
+            self._keep(self._converse(a, exc.record))
             raise
         except Exception as exc:  # a client bug must still leave exactly one record
             log.exception("specload: client raised")
@@ -371,12 +380,62 @@ class LoadProcess:
             )
         finally:
             self.inflight -= 1
+        rec = self._converse(a, rec)
         self._keep(rec)
         return rec
 
     def _keep(self, rec: RequestRecord) -> None:
         self.recorded += 1
         self.outbox.add(rec.to_dict())
+
+    # --- conversations ------------------------------------------------------------------
+    def _request(self, a: Arrival) -> Any:
+        """The request of arrival ``a``: its prompt, or, in a conversation, the history so far,
+        asking for the answer's text when another turn follows."""
+        req = self.requests[a.prompt_index]
+        conv = self.scenario.conversation if self.scenario is not None else None
+        if conv is None:
+            return req
+        return replace(
+            req,
+            messages=a.history if a.history is not None else req.messages,
+            keep_answer=a.turn < conv.turns,
+        )
+
+    def _converse(self, a: Arrival, rec: RequestRecord) -> RequestRecord:
+        """A conversation's record, labelled; after a good answer, the next turn is scheduled
+        (its think time after the answer; the answer text goes into the history only)."""
+        conv = self.scenario.conversation if self.scenario is not None else None
+        answer = rec.extra.pop(ANSWER_KEY, None)
+        if conv is None:
+            return rec
+        rec = replace(rec, turn=a.turn, conversation_id=a.conversation_id or rec.request_id)
+        if a.turn >= conv.turns or not rec.ok or answer is None or rec.done_at is None:
+            return rec
+        base = a.history if a.history is not None else self.requests[a.prompt_index].messages
+        nxt = a.turn + 1
+        history = (
+            *base,
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": conv.follow_up(self.scenario.seed, a.prompt_index, nxt)},
+        )
+        due = rec.done_at + conv.think_time(self.scenario.seed, rec.conversation_id, a.turn)
+        later = Arrival(a.plan, due, a.prompt_index, nxt, rec.conversation_id, history)
+        self._greenlets.append(gevent.spawn(self._next_turn, later))
+        return rec
+
+    def _next_turn(self, a: Arrival) -> None:
+        """Send a later turn when it is due, in the step running then; none once the run
+        drains or past its last step (the conversation ends there)."""
+        run = self.run
+        gevent.sleep(max(0.0, a.scheduled_at - self._clock.now()))
+        if self._draining or self.run is not run:
+            return
+        plan = next(
+            (s for s in self._steps_seen.values() if s.start <= a.scheduled_at < s.end), None
+        )
+        if plan is not None:  # a worker left out of a re-split still ends its conversations
+            self.queue.put(replace(a, plan=plan))
 
     # --- ending -------------------------------------------------------------------------
     def _finish(self) -> None:

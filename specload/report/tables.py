@@ -288,6 +288,8 @@ def class_table(report: Report) -> Table | None:
     how = (
         "the prompt file's category"
         if kind == "category"
+        else "conversation turn"
+        if kind == "turn"
         else "input length, split at the median prompt length "
         f"({bounds['median_prompt_tokens']:.0f} tokens)"
         if "median_prompt_tokens" in bounds

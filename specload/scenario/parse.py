@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from specload.errors import ConfigError
+from specload.scenario.conversation import parse_conversation
 from specload.scenario.lengths import parse_length
 from specload.scenario.schema import ARRIVALS, CLIENTS, ContractSpec, PromptSpec, Scenario
 from specload.slo import EXPECTED_DURATION, duration_s, slo_metrics
@@ -58,6 +59,7 @@ _TOP_KEYS = {
     "contract",
     "slo",
     "class_bounds",
+    "conversation",
     "trace",
     "trace_speedup",
     "trace_info",
@@ -228,6 +230,10 @@ def parse_scenario(
     kw["contract"] = _contract(r, d.get("contract"))
     kw["slo"] = _slo(r, d.get("slo"))
     kw["class_bounds"] = _class_bounds(r, d.get("class_bounds"))
+    if d.get("conversation") is not None:
+        if kw["arrival"] == "trace":
+            raise r.fail("conversation", "not with arrival: trace (a trace lists single requests)")
+        kw["conversation"] = parse_conversation(d["conversation"], r.fail)
     if d.get("source") is not None:
         kw["source"] = r.string(d["source"], "source")
     elif file and not file.startswith("<"):

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from specload.pacer import ARRIVALS as PACER_ARRIVALS
+from specload.scenario.conversation import ConversationSpec
 from specload.scenario.lengths import LengthDist
 
 __all__ = [
@@ -146,6 +147,9 @@ class Scenario:
     class_bounds: tuple[int, ...] = ()
     #: ``arrival: trace``: the trace file (absolute), its base speedup, and what it holds
     #: (``{format, count, span_s}``, so a worker's copy needs no file); ``steps`` are speedups
+    #: multi-turn conversations (``scenario/conversation.py``); ``steps`` then count
+    #: conversation starts per second
+    conversation: ConversationSpec | None = None
     trace: str | None = None
     trace_speedup: float = 1.0
     trace_info: dict[str, Any] | None = None
@@ -196,6 +200,8 @@ class Scenario:
         if self.trace is None:
             for key in ("trace", "trace_speedup", "trace_info"):
                 d.pop(key)
+        if self.conversation is not None:
+            d["conversation"] = self.conversation.to_dict()
         if self.stop is not None:
             d["stop"] = list(self.stop)
         p = d["prompts"]
