@@ -83,6 +83,8 @@ class RequestRecord:
     #: multi-turn conversations (``scenario/conversation.py``): which one, and which turn
     conversation_id: str | None = None
     turn: int | None = None
+    #: a closed-loop step's requests in flight (``{concurrency: N}`` steps; target_qps 0)
+    concurrency: int | None = None
     lookup_match_rate: float | None = None
     prompt_text: str | None = None  # only with --store-text
     output_text: str | None = None  # only with --store-text

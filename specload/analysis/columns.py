@@ -63,6 +63,7 @@ FLOAT_FIELDS = (
     "tool_calls",
     "lookup_match_rate",
     "turn",
+    "concurrency",
 )
 HASH_FIELDS = ("prompt_sha256", "output_sha256")
 OBJECT_FIELDS = ("finish_reason", "error_kind", "category")

@@ -31,6 +31,7 @@ from specload.analysis.capacity import (
     goodput,
 )
 from specload.analysis.classes import ClassAnswer, class_masks, restrict
+from specload.analysis.closed_loop import closed_loop, has_closed_loop, ladder_only
 from specload.analysis.comparable import differences, not_comparable_message
 from specload.analysis.comparison import Comparison, ConditionInfo
 from specload.analysis.completeness import error_budget, incomplete_steps
@@ -419,6 +420,10 @@ def compare_runs(
     """
     _check_options(metric, min_gain, bootstrap)
     groups, runs = load_conditions(run_dirs)
+    closed_groups = groups if has_closed_loop(runs) else None
+    if closed_groups is not None:  # the QPS ladder alone from here; closed loop at the end
+        groups = {label: [ladder_only(r) for r in rs] for label, rs in groups.items()}
+        runs = [r for rs in groups.values() for r in rs]
     diffs = differences(runs)
     if diffs and not force:
         raise ConfigError(not_comparable_message(runs))
@@ -475,6 +480,8 @@ def compare_runs(
     _capacity(comparison, groups, slos, gates or [])
     comparison.verdicts = _verdicts(vs, comparison, contract)
     comparison.classes = _class_answers(groups, inputs, comparison)
+    if closed_groups is not None:
+        comparison.closed_loop = closed_loop(closed_groups, base, min_gain, bootstrap, seed)
     comparison.schedules = analyse_schedules(comparison, schedule)
     comparison.decode = {
         label: decode_steps(rs, {s.target_qps: s.server for s in steps[label]})

@@ -14,6 +14,7 @@ from typing import Any
 from specload.analysis.attribution import Attribution
 from specload.analysis.capacity import Capacity
 from specload.analysis.classes import ClassAnswer
+from specload.analysis.closed_loop import ClosedLoop
 from specload.analysis.crossover import Crossover
 from specload.analysis.decode_step import DecodeStep
 from specload.analysis.features import Features
@@ -104,6 +105,8 @@ class Comparison:
     goodput: dict[str, dict[float, float | None]] = field(default_factory=dict)
     #: the comparison per class of request (``analysis.classes``), empty without classes
     classes: list[ClassAnswer] = field(default_factory=list)
+    #: closed-loop ``{concurrency: N}`` steps, compared level by level (``analysis.closed_loop``)
+    closed_loop: list[ClosedLoop] = field(default_factory=list)
 
     def starts_per_step(self, label: str) -> int:
         """The fewest server starts (run dirs) behind any of ``label``'s steps: what its CIs

@@ -58,6 +58,8 @@ class StepTally:
     e2e_s: list[float] = field(default_factory=list)
     tokens_per_chunk: list[float] = field(default_factory=list)
     sent_in_window: dict[str, int] = field(default_factory=dict)
+    #: a closed-loop step's requests in flight (0: open loop at target_qps)
+    concurrency: int = 0
 
     def add(self, r: dict[str, Any]) -> None:
         self.records += 1
@@ -95,6 +97,7 @@ class StepTally:
             "index": self.index,
             "repeat": self.repeat,
             "target_qps": self.target_qps,
+            "concurrency": self.concurrency,
             "start": self.start,
             "warmup_end": self.warmup_end,
             "end": self.end,
@@ -133,8 +136,11 @@ class LiveStats:
         start: float,
         warmup_end: float,
         end: float,
+        concurrency: int = 0,
     ) -> None:
-        self.steps[index] = StepTally(index, repeat, target_qps, start, warmup_end, end)
+        self.steps[index] = StepTally(
+            index, repeat, target_qps, start, warmup_end, end, concurrency=concurrency
+        )
         self.current = index
 
     def add(self, r: dict[str, Any]) -> None:
@@ -167,8 +173,9 @@ class LiveStats:
         t = self.steps[index]
         achieved = t.achieved_qps
         tpot = percentile(t.tpot_s, 50)
+        load = f"concurrency {t.concurrency}" if t.concurrency else f"target {t.target_qps:g} qps"
         return (
-            f"step {index + 1}/{total_steps} (repeat {t.repeat}): target {t.target_qps:g} qps, "
+            f"step {index + 1}/{total_steps} (repeat {t.repeat}): {load}, "
             f"achieved {'-' if achieved is None else f'{achieved:.2f}'} qps, "
             f"p50 TPOT {'-' if tpot is None else f'{tpot * 1000:.2f}'} ms, "
             f"errors {t.measured_errors}/{t.measured} finished ({t.sent} sent)"

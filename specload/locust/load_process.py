@@ -184,6 +184,9 @@ class LoadProcess:
         self._draining = False
         self._greenlets: list[gevent.Greenlet] = []
         self._steps_seen: dict[int, StepChange] = {}
+        #: the closed-loop share being kept full, and how many arrivals it has made
+        self._closed: StepChange | None = None
+        self._closed_n = 0
 
     # --- messages from the master -------------------------------------------------------
     def on_run_start(self, msg: RunStart) -> None:
@@ -325,6 +328,9 @@ class LoadProcess:
             if plan.slots == 0:  # left out of a re-split: no arrivals until the next share
                 self.outbox.flush()
                 continue
+            if plan.concurrency:
+                self._closed_loop(plan)
+                continue
             pacer, i = self._pacer(plan)
             while self._sleep_until(t := pacer.next_send_at(i), plan):
                 prompt = (plan.prompt_offset + i * plan.slots + plan.slot) % n_prompts
@@ -381,12 +387,42 @@ class LoadProcess:
         finally:
             self.inflight -= 1
         rec = self._converse(a, rec)
+        if a.plan.concurrency:
+            rec = replace(rec, concurrency=a.plan.concurrency)
+            self._refill(a.plan)
         self._keep(rec)
         return rec
 
     def _keep(self, rec: RequestRecord) -> None:
         self.recorded += 1
         self.outbox.add(rec.to_dict())
+
+    # --- closed-loop steps ---------------------------------------------------------------
+    def _closed_loop(self, plan: StepChange) -> None:
+        """A ``{concurrency: N}`` step: this share's requests in flight from ``begin_at``, each
+        replaced when it returns (``_refill``), until the share ends."""
+        share = plan.concurrency // plan.slots + (
+            1 if plan.slot < plan.concurrency % plan.slots else 0
+        )
+        if not self._sleep_until(plan.begin_at, plan):
+            return
+        self._closed, self._closed_n = plan, 0
+        for _ in range(share):
+            self._refill(plan)
+        while (remaining := self._limit(plan) - self._clock.now()) > 0:
+            self._changed.clear()
+            self._clock.wait(self._changed, remaining)
+        self._closed = None
+        self.outbox.flush()
+
+    def _refill(self, plan: StepChange) -> None:
+        """One more arrival of the closed-loop share ``plan``, sent now, while it lasts."""
+        if self._closed is not plan or self._draining or self._clock.now() >= self._limit(plan):
+            return
+        n_prompts = max(1, len(self.requests))
+        prompt = (plan.prompt_offset + plan.slot + plan.slots * self._closed_n) % n_prompts
+        self._closed_n += 1
+        self.queue.put(Arrival(plan, self._clock.now(), prompt))
 
     # --- conversations ------------------------------------------------------------------
     def _request(self, a: Arrival) -> Any:

@@ -92,10 +92,14 @@ class StepChange(_Wire):
     slot: int = 0
     slots: int = 1
     prompt_offset: int = 0
+    #: a closed-loop step: requests in flight over all workers (0: open loop at target_qps)
+    concurrency: int = 0
 
     @property
     def name(self) -> str:
-        """The Locust row name for this step, e.g. ``chat @ 4 qps``."""
+        """The Locust row name for this step, e.g. ``chat @ 4 qps`` or ``chat @ c=1``."""
+        if self.concurrency:
+            return f"chat @ c={self.concurrency}"
         return f"chat @ {self.target_qps:g} qps"
 
 

@@ -364,13 +364,20 @@ class RunSession:
             self.split = split_slots(sorted(live))
         self._send_share(step, step.start)
         self.live.begin_step(
-            step.index, step.repeat, step.target_qps, step.start, step.warmup_end, step.end
+            step.index,
+            step.repeat,
+            step.target_qps,
+            step.start,
+            step.warmup_end,
+            step.end,
+            step.concurrency,
         )
         self.writer.begin_step(
             {
                 "index": step.index,
                 "repeat": step.repeat,
                 "target_qps": step.target_qps,
+                **({"concurrency": step.concurrency} if step.concurrency else {}),
                 "start": step.start,
                 "warmup_end": step.warmup_end,
                 "end": step.end,
@@ -397,6 +404,7 @@ class RunSession:
             slot,
             slots,
             step.prompt_offset,
+            step.concurrency,
         )
 
     def _send_no_share(self, step: TimedStep, begin_at: float, workers: set[str]) -> None:

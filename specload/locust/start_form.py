@@ -43,6 +43,7 @@ def step_plan(path: str) -> dict[str, Any]:
                 "index": p.index,
                 "repeat": p.repeat,
                 "target_qps": p.target_qps,
+                "concurrency": p.concurrency,
                 "warmup_s": p.warmup_s,
                 "duration_s": p.duration_s,
             }

@@ -26,6 +26,8 @@ class TimedStep:
     warmup_end: float
     end: float
     prompt_offset: int
+    #: a closed-loop step's requests in flight (0: an open-loop QPS step)
+    concurrency: int = 0
 
 
 def timed_steps(plans: Sequence[Any], t0: float, *, replay: bool = False) -> list[TimedStep]:
@@ -38,7 +40,16 @@ def timed_steps(plans: Sequence[Any], t0: float, *, replay: bool = False) -> lis
     for p in plans:
         total = p.warmup_s + p.duration_s
         steps.append(
-            TimedStep(p.index, p.repeat, p.target_qps, t, t + p.warmup_s, t + total, offset)
+            TimedStep(
+                p.index,
+                p.repeat,
+                p.target_qps,
+                t,
+                t + p.warmup_s,
+                t + total,
+                offset,
+                getattr(p, "concurrency", 0),
+            )
         )
         offset = 0 if replay else offset + round(p.target_qps * total)
         t += total

@@ -91,7 +91,9 @@ def step_rows(view: dict[str, Any]) -> list[dict[str, str]]:
             "name": f"step-{s['index']}",
             "step": f"{s['index'] + 1}/{total} (r{s['repeat']})",
             "state": s["state"],
-            "target_qps": f"{s['target_qps']:g}",
+            "target_qps": f"c={s['concurrency']}"
+            if s.get("concurrency")
+            else f"{s['target_qps']:g}",
             "achieved_qps": _num(s.get("achieved_qps")),
             "requests": str(s.get("records", 0)),
             "errors": str(s.get("errors", 0)),

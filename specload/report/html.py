@@ -32,6 +32,7 @@ from specload.report.tables import (
     attribution_table,
     capacity_table,
     class_table,
+    closed_loop_table,
     contract_table,
     crossover_table,
     decode_step_table,
@@ -132,6 +133,8 @@ def _blocks(report: Report) -> list[Block]:
         blocks.append(_table(crossover_table(report)))
     if capacity := capacity_table(report):
         blocks.append(_table(capacity))
+    if closed := closed_loop_table(report):
+        blocks.append(_table(closed))
     if classes := class_table(report):
         blocks.append(_table(classes))
         blocks += [

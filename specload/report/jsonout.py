@@ -201,6 +201,17 @@ def report_dict(report: Report) -> dict[str, Any]:
         "decode_step": {label: [d.to_dict() for d in steps] for label, steps in c.decode.items()},
         "ratios": _ratios(c.ratios),
         "classes": _classes(c),
+        "closed_loop": [
+            {
+                "concurrency": level.concurrency,
+                "steps": {label: _step(s, None) for label, s in level.steps.items()},
+                "ratios": {
+                    label: {m: {**r.ratio.to_dict(), "effect": r.effect} for m, r in rows.items()}
+                    for label, rows in level.ratios.items()
+                },
+            }
+            for level in c.closed_loop
+        ],
         "rule": rule_text("the latency", c.min_gain),
         "max_error_rate": c.max_error_rate,
         "incomplete": {

@@ -14,6 +14,7 @@ from specload.report.tables import (
     attribution_table,
     capacity_table,
     class_table,
+    closed_loop_table,
     contract_table,
     crossover_table,
     decode_step_table,
@@ -102,6 +103,8 @@ def render_markdown(report: Report) -> str:
         out.append(table_markdown(crossover_table(report)))
     if capacity := capacity_table(report):
         out.append(table_markdown(capacity))
+    if closed := closed_loop_table(report):
+        out.append(table_markdown(closed))
     if classes := class_table(report):
         out.append(table_markdown(classes))
         out += [f"- `{a.name}`: {v}" for a in c.classes for v in a.verdicts.values()] + [""]

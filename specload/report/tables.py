@@ -22,6 +22,7 @@ from specload.report.model import Report
 __all__ = [
     "capacity_table",
     "class_table",
+    "closed_loop_table",
     "Table",
     "attribution_table",
     "contract_table",
@@ -313,6 +314,43 @@ def class_table(report: Report) -> Table | None:
         "(/metrics) are not per class.",
         effects=effects,
     )
+
+
+def closed_loop_table(report: Report) -> Table | None:
+    """Closed-loop steps (``{concurrency: N}``): each condition's p50s, and the change in p50
+    TPOT, TTFT and E2E against the baseline at the same concurrency; None without them."""
+    c = report.comparison
+    if not c.closed_loop:
+        return None
+    metrics = ("tpot_p50", "ttft_p50", "e2e_p50")
+    rows, effects = [], []
+    for level in c.closed_loop:
+        for label, s in level.steps.items():
+            ratios = level.ratios.get(label, {})
+            cells = [fmt_change(ratios[m].ratio) if m in ratios else DASH for m in metrics]
+            rows.append(
+                [
+                    str(level.concurrency),
+                    label,
+                    str(s.n_ok),
+                    _num(s.achieved_qps),
+                    fmt_ms(s.latency["ttft_p50"].value),
+                    fmt_ms(s.latency["tpot_p50"].value, 2),
+                    fmt_ms(s.latency["e2e_p50"].value, 0),
+                    *cells,
+                ]
+            )
+            effects.append([""] * 7 + [ratios[m].effect if m in ratios else "" for m in metrics])
+    return Table(
+        "Closed-loop steps (a fixed number of requests in flight)",
+        ["concurrency", "condition", "requests", "req/s", "TTFT p50 ms", "TPOT p50 ms",
+         "E2E p50 ms", "p50 TPOT vs base", "p50 TTFT vs base", "p50 E2E vs base"],
+        rows,
+        note="Each request is sent when one returns, so these steps measure latency with that "
+        "many requests in flight (concurrency 1: a lone user, no batching); they are kept out "
+        "of the QPS ladder and its crossover. Changes by the rule stated at the top.",
+        effects=effects,
+    )  # fmt: skip
 
 
 def crossover_table(report: Report) -> Table:

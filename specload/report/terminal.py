@@ -14,6 +14,7 @@ from specload.report.tables import (
     Table,
     capacity_table,
     class_table,
+    closed_loop_table,
     crossover_table,
     decode_step_table,
     gate_table,
@@ -105,6 +106,7 @@ def _tables(report: Report) -> list[Table]:
         crossover,
         capacity_table(report),
         class_table(report),
+        closed_loop_table(report),
         batch_table(report),
     ]
     out = [t for t in tables if t]

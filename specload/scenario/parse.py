@@ -217,7 +217,8 @@ def parse_scenario(
     if "steps" not in d:
         raise r.fail("steps", "missing (expected a list of QPS values or {from, to, factor})")
     kw: dict[str, Any] = {"name": r.string(d.get("name", "scenario"), "name")}
-    kw["steps"] = _steps(r, d["steps"])
+    kw["concurrency_steps"] = _concurrency_steps(r, d["steps"])
+    kw["steps"] = _steps(r, _qps_entries(d["steps"]))
     _sampling(r, d, kw)
     _load_shape(r, d, kw)
     if kw["arrival"] == "trace":
@@ -300,6 +301,32 @@ def _load_shape(r: _Reader, d: dict[str, Any], kw: dict[str, Any]) -> None:
         d.get("request_timeout_s", 120.0), "request_timeout_s", lo=0.0, lo_open=True
     )
     kw["seed"] = r.integer(d.get("seed", 0), "seed", lo=0)
+
+
+def _is_closed(v: Any) -> bool:
+    return isinstance(v, Mapping) and "concurrency" in v
+
+
+def _qps_entries(value: Any) -> Any:
+    """The steps list without its ``{concurrency: N}`` entries (those are closed-loop)."""
+    if isinstance(value, list) and any(_is_closed(v) for v in value):
+        rest = [v for v in value if not _is_closed(v)]
+        return rest if rest else value  # none left: _steps says a QPS step is needed
+    return value
+
+
+def _concurrency_steps(r: _Reader, value: Any) -> tuple[int, ...]:
+    """``{concurrency: N}`` entries of the steps list: closed-loop steps, N in flight."""
+    if not isinstance(value, list):
+        return ()
+    out = []
+    for i, v in enumerate(value):
+        if _is_closed(v):
+            m = r.mapping(v, f"steps[{i}]", {"concurrency"})
+            out.append(r.integer(m["concurrency"], f"steps[{i}].concurrency", lo=1))
+    if out and all(_is_closed(v) for v in value):
+        raise r.fail("steps", "only closed-loop steps (expected at least one QPS value too)")
+    return tuple(out)
 
 
 def _steps(r: _Reader, value: Any) -> tuple[float, ...]:

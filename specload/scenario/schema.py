@@ -92,6 +92,9 @@ class StepPlan:
     target_qps: float
     duration_s: float
     warmup_s: float
+    #: a closed-loop step: this many requests in flight, the next sent when one returns
+    #: (``target_qps`` is 0); 0 for an open-loop QPS step
+    concurrency: int = 0
 
     @property
     def total_s(self) -> float:
@@ -111,6 +114,9 @@ class Scenario:
 
     name: str
     steps: tuple[float, ...]
+    #: ``{concurrency: N}`` entries of ``steps``: closed-loop steps, run first in each repeat
+    #: (the single-request case practitioners record apart from concurrent load)
+    concurrency_steps: tuple[int, ...] = ()
     model: str | None = None
     description: str = ""
     temperature: float = 0.0
@@ -167,6 +173,17 @@ class Scenario:
         span over that speedup, and its target QPS is the trace's mean rate times it."""
         plans: list[StepPlan] = []
         for repeat in range(self.repeats):
+            for c in self.concurrency_steps:
+                plans.append(
+                    StepPlan(
+                        index=len(plans),
+                        repeat=repeat,
+                        target_qps=0.0,
+                        duration_s=self.step_duration_s,
+                        warmup_s=self.warmup_s,
+                        concurrency=c,
+                    )
+                )
             for x in self.steps:
                 qps, duration = x, self.step_duration_s
                 if self.trace_info is not None:
@@ -195,7 +212,8 @@ class Scenario:
         d.pop("max_tokens_dist")
         if self.max_tokens_dist is not None:  # as written: the mapping, read back the same
             d["max_tokens"] = self.max_tokens_dist.to_dict()
-        d["steps"] = list(self.steps)
+        d.pop("concurrency_steps")
+        d["steps"] = [{"concurrency": c} for c in self.concurrency_steps] + list(self.steps)
         d["class_bounds"] = list(self.class_bounds)
         if self.trace is None:
             for key in ("trace", "trace_speedup", "trace_info"):

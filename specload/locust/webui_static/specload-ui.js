@@ -88,7 +88,7 @@
     const rows = plan.steps.map((s) =>
       el("tr", {}, [
         el("td", { text: String(s.index + 1) }),
-        el("td", { text: qps(s.target_qps) }),
+        el("td", { text: s.concurrency ? `${s.concurrency} in flight` : qps(s.target_qps) }),
         el("td", { text: dur(s.warmup_s) }),
         el("td", { text: dur(s.duration_s) }),
         el("td", { text: String(s.repeat) }),
