@@ -14,6 +14,7 @@ from typing import Any
 
 __all__ = [
     "ANSWER_KEY",
+    "FELL_BEHIND_S",
     "ERROR_KINDS",
     "SCHEMA_VERSION",
     "ErrorInfo",
@@ -128,6 +129,10 @@ class RequestRecord:
             kwargs["extra"] = {**kwargs.get("extra", {}), **unknown}
         return cls(**kwargs)
 
+
+#: A request sent more than this many seconds after its schedule (``queue_delay_s``, p95 of a
+#: step) means the client fell behind: the live progress line and compare both say so.
+FELL_BEHIND_S = 0.05
 
 #: ``extra`` key holding a conversation turn's answer text for the next turn's history, in
 #: memory only: ``to_dict`` never writes it (records hold text only with ``--store-text``).

@@ -62,6 +62,7 @@ from specload.analysis.verdict import benefit_words, sentence
 from specload.analysis.vllm_schedule_rules import is_dynamic
 from specload.errors import ConfigError
 from specload.host import host_differences
+from specload.records import FELL_BEHIND_S
 from specload.slo import Slo, slos_from_scenario
 
 __all__ = [
@@ -234,7 +235,7 @@ def _client_warnings(
                 out.append(
                     f"{label} at {s.target_qps:g} req/s: achieved only {s.achieved_qps:.3g} req/s"
                 )
-            if qd is not None and qd > 0.05:
+            if qd is not None and qd > FELL_BEHIND_S:
                 out.append(
                     f"{label} at {s.target_qps:g} req/s: the client fell behind "
                     f"(p95 queue delay {qd * 1000:.0f} ms; raise max_concurrency or workers)"

@@ -17,6 +17,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from specload.records import FELL_BEHIND_S
+
 __all__ = ["SETTLE_S", "LiveStats", "StepTally", "budget_reasons", "percentile"]
 
 #: Seconds after a step's end before its sent counts are taken as final (workers report
@@ -60,6 +62,8 @@ class StepTally:
     sent_in_window: dict[str, int] = field(default_factory=dict)
     #: a closed-loop step's requests in flight (0: open loop at target_qps)
     concurrency: int = 0
+    #: how late each measured request was sent against its schedule (seconds, ascending)
+    queue_delay_s: list[float] = field(default_factory=list)
 
     def add(self, r: dict[str, Any]) -> None:
         self.records += 1
@@ -68,6 +72,9 @@ class StepTally:
         if r.get("warmup"):
             return
         self.measured += 1
+        late = r.get("queue_delay_s")
+        if late is not None:
+            bisect.insort(self.queue_delay_s, float(late))
         if not r.get("ok"):
             self.measured_errors += 1
             return
@@ -174,11 +181,17 @@ class LiveStats:
         achieved = t.achieved_qps
         tpot = percentile(t.tpot_s, 50)
         load = f"concurrency {t.concurrency}" if t.concurrency else f"target {t.target_qps:g} qps"
+        late = percentile(t.queue_delay_s, 95)
+        behind = (
+            f"; fell behind: p95 {late * 1000:.0f} ms late against the schedule"
+            if late is not None and late > FELL_BEHIND_S and not t.concurrency
+            else ""
+        )
         return (
             f"step {index + 1}/{total_steps} (repeat {t.repeat}): {load}, "
             f"achieved {'-' if achieved is None else f'{achieved:.2f}'} qps, "
             f"p50 TPOT {'-' if tpot is None else f'{tpot * 1000:.2f}'} ms, "
-            f"errors {t.measured_errors}/{t.measured} finished ({t.sent} sent)"
+            f"errors {t.measured_errors}/{t.measured} finished ({t.sent} sent){behind}"
         )
 
     def snapshot(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specload.pacer import derive_seed
+from specload.scenario.words import prose_pieces
 
 __all__ = ["ConversationSpec", "parse_conversation"]
 
@@ -51,8 +52,6 @@ class ConversationSpec:
 
     def follow_up(self, seed: int, prompt_index: int, turn: int) -> str:
         """The user's message of ``turn`` (2, 3, ...) in the conversation of ``prompt_index``."""
-        from specload.scenario.prompts import prose_pieces
-
         rng = random.Random(derive_seed(seed, "follow-up", prompt_index, turn))
         words = "".join(p for p in prose_pieces(rng, self.follow_up_tokens) if p != "\n")
         return "Thanks. Now, about what you said: " + words.strip()

@@ -22,7 +22,7 @@ import random
 from typing import Any
 
 from specload.pacer import derive_seed
-from specload.scenario.prompts import code_pieces, prose_pieces
+from specload.scenario.words import code_pieces, prose_pieces
 
 __all__ = ["CATEGORIES", "mixed_traffic", "sample_trace"]
 
