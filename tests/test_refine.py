@@ -224,3 +224,17 @@ def test_refine_on_the_simulator_adds_steps_around_the_crossover(tmp_path: Path)
     x = report["crossover"]["spec"]["tpot_p50"]
     (bx,) = [b for b in report["schedules"]["batch_crossovers"] if b["metric"] == "tpot_p50"]
     assert bx["qps"] == x["qps"] and (x["qps"] is None or bx["running"] is not None)
+
+
+def test_refine_refuses_a_trace_replay_before_any_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "t.jsonl").write_text('{"timestamp": 0, "input_tokens": 8, "output_tokens": 8}\n')
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("steps: [1, 2]\narrival: trace\ntrace: t.jsonl\nwarmup_s: 0\n")
+    rc = main(["sweep", "--server-cmd", "false {port}", "--condition", "baseline=",
+               "--scenario", str(scenario), "--out", str(tmp_path / "o"), "--refine",
+               "crossover"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and "--refine: not with arrival: trace" in err
+    assert not (tmp_path / "o").exists()

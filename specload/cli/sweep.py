@@ -257,6 +257,12 @@ def _validate_refine(args: argparse.Namespace, scenario: Scenario) -> None:
             "the scenario",
             path="--refine",
         )
+    if scenario.arrival == "trace":
+        raise ConfigError(
+            "not with arrival: trace (its steps are speedups of one recording; the search "
+            "places QPS steps: use arrival poisson, constant or gamma)",
+            path="--refine",
+        )
     if args.refine == "crossover" and args.url is not None:
         raise ConfigError(
             "crossover needs every condition at the same new rates, and --url measures one; "
