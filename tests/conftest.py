@@ -49,6 +49,18 @@ def wait_http(url: str, timeout_s: float = 20.0, proc: subprocess.Popen | None =
     raise TimeoutError(f"{url} did not answer within {timeout_s} s")
 
 
+def specload_run(
+    host: str, scenario: Path, label: str, out: Path, *extra: str, timeout_s: float = 120.0
+) -> Path:
+    """``specload run`` as a user types it (a child process); the run dir, or a failure with
+    what the command printed."""
+    cmd = [sys.executable, "-m", "specload", "run", "--host", host, "--scenario", str(scenario)]
+    cmd += ["--label", label, "--out", str(out), *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    assert proc.returncode == 0, f"specload run exited {proc.returncode}: {proc.stderr[-2000:]}"
+    return out
+
+
 def stop_process(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
     """SIGTERM the process group we started, then SIGKILL if it lingers."""
     if proc.poll() is not None:

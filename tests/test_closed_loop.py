@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ from specload.analysis.compare import compare_runs
 from specload.errors import ConfigError
 from specload.recorder import read_run
 from specload.scenario import parse_scenario
+from tests.conftest import specload_run
 
 
 def test_concurrency_steps_run_first_and_round_trip() -> None:
@@ -47,12 +46,9 @@ def test_closed_loop_keeps_n_in_flight_across_workers(sim_factory, tmp_path: Pat
         "prompts: {synthetic: {input_tokens: 32, count: 20}}\n"
     )
     sim = sim_factory("--profile", "tiny")
-    out = tmp_path / "base"
-    subprocess.run(
-        [sys.executable, "-m", "specload", "run", "--host", sim.url, "--scenario",
-         str(tmp_path / "s.yaml"), "--label", "baseline", "--out", str(out), "--processes", "2"],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
+    out = specload_run(
+        sim.url, tmp_path / "s.yaml", "baseline", tmp_path / "base", "--processes", "2"
+    )
     run = read_run(out)
     records = list(run.record_dicts())
     assert run.meta["counts"]["sent"] == len(records) and all(r["ok"] for r in records)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ from specload.analysis.compare import compare_runs
 from specload.errors import ConfigError
 from specload.recorder import read_run
 from specload.scenario import parse_scenario
+from tests.conftest import specload_run
 
 BASE = {"steps": [2], "prompts": {"synthetic": {"input_tokens": 64, "count": 10}}}
 
@@ -68,12 +67,7 @@ def test_turns_resend_the_history_and_hit_the_prefix_cache(sim_factory, tmp_path
         "prompts: {synthetic: {input_tokens: 96, count: 8}}\n"
     )
     sim = sim_factory("--profile", "tiny", "--enable-prefix-caching")
-    out = tmp_path / "run"
-    subprocess.run(
-        [sys.executable, "-m", "specload", "run", "--host", sim.url, "--scenario",
-         str(tmp_path / "s.yaml"), "--label", "chat", "--out", str(out)],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
+    out = specload_run(sim.url, tmp_path / "s.yaml", "chat", tmp_path / "run")
     run = read_run(out)
     records = list(run.record_dicts())
     assert run.meta["counts"]["sent"] == run.meta["counts"]["recorded"] == len(records)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ from specload.scenario.prompts import build_prompt_set
 from specload.scenario.sample_workloads import CATEGORIES, mixed_traffic
 from specload.sim.textgen import repetition
 from specload.sim.tokenizer import tokenize
-from tests.conftest import REPO
+from tests.conftest import REPO, specload_run
 
 MIXED = REPO / "scenarios" / "prompts" / "mixed-traffic.jsonl"
 NGRAM = '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":2}'
@@ -59,14 +57,8 @@ def test_ngram_gains_for_code_edits_and_not_for_open_ended_writing(
     dirs = []
     for label, extra in (("baseline", ()), ("ngram", ("--speculative-config", NGRAM))):
         sim = sim_factory("--profile", "tiny", *extra)
-        out = tmp_path / label
-        subprocess.run(
-            [sys.executable, "-m", "specload", "run", "--host", sim.url, "--scenario",
-             str(scenario), "--label", label, "--out", str(out)],
-            check=True, capture_output=True, timeout=120,
-        )  # fmt: skip
+        dirs.append(specload_run(sim.url, scenario, label, tmp_path / label))
         sim.stop()
-        dirs.append(out)
     records = [json.loads(x) for x in (dirs[1] / "requests.jsonl").read_text().splitlines()]
     assert {r["category"] for r in records} == set(CATEGORIES)
     assert all(r["output_tokens"] == {"qa": 32, "summary": 96}.get(r["category"], 256)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ from specload.recorder import read_run
 from specload.scenario import load_scenario, parse_scenario
 from specload.scenario.prompts import PromptSet, build_prompt_set, estimate_tokens
 from specload.scenario.trace import read_trace
-from tests.conftest import REPO
+from tests.conftest import REPO, specload_run
 
 
 def _jsonl(path: Path, rows: list[object]) -> Path:
@@ -141,12 +139,7 @@ def test_a_trace_is_sent_on_its_times_at_each_speedup(sim_factory, tmp_path: Pat
         "max_concurrency: 64\nignore_eos: true\nmax_tokens: 16\n"
     )
     sim = sim_factory("--profile", "tiny")
-    out = tmp_path / "run"
-    subprocess.run(
-        [sys.executable, "-m", "specload", "run", "--host", sim.url, "--scenario",
-         str(tmp_path / "s.yaml"), "--label", "replay", "--out", str(out), "--processes", "2"],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
+    out = specload_run(sim.url, tmp_path / "s.yaml", "replay", tmp_path / "run", "--processes", "2")
     run = read_run(out)
     records = list(run.record_dicts())
     steps = {s["index"]: s for s in run.steps}

@@ -26,7 +26,7 @@ from typing import Any
 
 from specload.errors import ConfigError
 
-__all__ = ["FORMATS", "FileEntry", "read_prompt_file"]
+__all__ = ["FORMATS", "FileEntry", "json_lines", "read_prompt_file"]
 
 FORMATS = ("specload", "sharegpt", "openai-log")
 _EXPECTED = (
@@ -58,6 +58,21 @@ def _detect(obj: Any) -> str | None:
     return None
 
 
+def json_lines(text: str, file: str, expected: str) -> list[tuple[str, Any]]:
+    """``("line N", object)`` per non-empty line of a JSONL text; a line that is not JSON is
+    one error naming the file, the line and ``expected`` (prompt files and traces)."""
+    rows = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append((f"line {lineno}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise ConfigError(
+                    f"not JSON ({exc.msg}; {expected})", file=file, path=f"line {lineno}"
+                ) from None
+    return rows
+
+
 def _items(file: str) -> tuple[list[tuple[str, Any]], str]:
     """``(where, object)`` per entry, and the format of the first one."""
     with open(file, encoding="utf-8") as fh:
@@ -69,16 +84,7 @@ def _items(file: str) -> tuple[list[tuple[str, Any]], str]:
             raise ConfigError(f"not JSON ({exc.msg}; {_EXPECTED})", file=file) from None
         entries = [(f"[{i}]", x) for i, x in enumerate(items)]
     else:
-        entries = []
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                entries.append((f"line {lineno}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise ConfigError(
-                    f"not JSON ({exc.msg}; {_EXPECTED})", file=file, path=f"line {lineno}"
-                ) from None
+        entries = json_lines(text, file, _EXPECTED)
     if not entries:
         raise ConfigError(f"no prompts ({_EXPECTED})", file=file)
     where, first = entries[0]

@@ -20,11 +20,11 @@ seconds, where ``span`` is the last request's time plus one mean gap, so its tar
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from specload.errors import ConfigError
+from specload.scenario.prompt_files import json_lines
 
 __all__ = ["MOONCAKE_BLOCK", "TRACE_FORMATS", "Trace", "TraceEntry", "read_trace"]
 
@@ -130,15 +130,7 @@ def read_trace(file: str) -> Trace:
         text = open(file, encoding="utf-8").read()
     except OSError as exc:
         raise ConfigError(f"cannot read ({exc.strerror}; {_EXPECTED})", file=file) from None
-    rows: list[tuple[str, Any]] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append((f"line {lineno}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise ConfigError(
-                    f"not JSON ({exc.msg}; {_EXPECTED})", file=file, path=f"line {lineno}"
-                ) from None
+    rows = json_lines(text, file, _EXPECTED)
     if not rows:
         raise ConfigError(f"no requests ({_EXPECTED})", file=file)
     fmt = _format(rows[0][1], file)

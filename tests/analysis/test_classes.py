@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import orjson
+import pytest
 
 from specload.analysis.classes import class_masks
 from specload.analysis.compare import compare_runs
@@ -36,16 +37,23 @@ def _mixed(path: Path, parts: dict[str, Cond]) -> Path:
     return path
 
 
-def test_each_class_gets_its_own_verdict_by_the_same_rule(tmp_path: Path) -> None:
-    base = _mixed(tmp_path / "base", {"code": Cond("baseline"), "chat": Cond("baseline")})
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Baseline and spec run dirs: spec's ``code`` gains 30 % at low load, ``chat`` never."""
+    tmp = tmp_path_factory.mktemp("classes")
+    base = _mixed(tmp / "base", {"code": Cond("baseline"), "chat": Cond("baseline")})
     spec = _mixed(
-        tmp_path / "spec",
+        tmp / "spec",
         {
             "code": Cond("spec", speculative=SPEC, tpot=linear_gain(0.3, 2.0, 0.15)),
             "chat": Cond("spec", speculative=SPEC),
         },
     )
-    c = compare_runs([base, spec], bootstrap=300)
+    return [base, spec]
+
+
+def test_each_class_gets_its_own_verdict_by_the_same_rule(pair: list[Path]) -> None:
+    c = compare_runs(pair, bootstrap=300)
     by_name = {a.name: a for a in c.classes}
     assert set(by_name) == {"chat", "code"} and by_name["code"].kind == "category"
     code, chat = by_name["code"], by_name["chat"]
@@ -74,18 +82,10 @@ def test_without_categories_varying_lengths_split_at_the_median(tmp_path: Path) 
     assert np.all(run.cols["prompt_tokens"][long] > bounds["median_prompt_tokens"])
 
 
-def test_the_reports_answer_per_class(tmp_path: Path) -> None:
+def test_the_reports_answer_per_class(pair: list[Path], tmp_path: Path) -> None:
     from specload.report import write_reports
 
-    base = _mixed(tmp_path / "base", {"code": Cond("baseline"), "chat": Cond("baseline")})
-    spec = _mixed(
-        tmp_path / "spec",
-        {
-            "code": Cond("spec", speculative=SPEC, tpot=linear_gain(0.3, 2.0, 0.15)),
-            "chat": Cond("spec", speculative=SPEC),
-        },
-    )
-    c = compare_runs([base, spec], bootstrap=200)
+    c = compare_runs(pair, bootstrap=200)
     paths = write_reports(c, tmp_path / "report")
     data = orjson.loads(paths["json"].read_bytes())
     code = data["classes"]["code"]

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.browser import artifact_path, chromium_page, poll_page
-from tests.conftest import REPO, free_port, start_sim, stop_process, wait_http
+from tests.conftest import REPO, free_port, specload_run, start_sim, stop_process, wait_http
 
 SPEC = (
     '{"method":"draft_model","model":"draft","num_speculative_tokens":4,'
@@ -69,11 +69,7 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ui]:
     scenario.write_text(SCENARIO)
     base_sim = start_sim("--profile", PROFILE, log_dir=tmp)
     try:
-        subprocess.run(
-            [sys.executable, "-m", "specload", "run", "--host", base_sim.url, "--scenario",
-             str(scenario), "--label", "baseline", "--out", str(tmp / "runs" / "baseline")],
-            check=True, capture_output=True, timeout=120,
-        )  # fmt: skip
+        specload_run(base_sim.url, scenario, "baseline", tmp / "runs" / "baseline")
     finally:
         base_sim.stop()
     sim = start_sim("--profile", PROFILE, "--speculative-config", SPEC, log_dir=tmp)
