@@ -302,7 +302,8 @@
 
   function latencySeries(view, key) {
     const cmp = view.compare;
-    const mine = view.steps.filter((s) => s[key + "_s"] && s[key + "_s"].p50 !== null && s.state !== "next" && s.state !== "warm-up");
+    // closed-loop steps ({concurrency: N}) have no target load: they are not on a load axis
+    const mine = view.steps.filter((s) => !s.concurrency && s[key + "_s"] && s[key + "_s"].p50 !== null && s.state !== "next" && s.state !== "warm-up");
     const pts = (q) => mine.map((s) => ({ x: s.target_qps, y: s[key + "_s"][q] * 1000, open: s.state !== "done" }));
     const series = [
       { name: "this run p50", points: pts("p50"), cls: "specload-this" },
@@ -317,7 +318,7 @@
   }
 
   function qpsChart(view) {
-    const done = view.steps.filter((s) => s.achieved_qps !== null && s.achieved_qps !== undefined);
+    const done = view.steps.filter((s) => !s.concurrency && s.achieved_qps !== null && s.achieved_qps !== undefined);
     const series = [{ name: "achieved", cls: "specload-this",
       points: done.map((s) => ({ x: s.target_qps, y: s.achieved_qps, open: s.state !== "done" })) }];
     const top = Math.max(1, ...view.steps.map((s) => s.target_qps));
