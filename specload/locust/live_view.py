@@ -70,10 +70,7 @@ def _banners(snap: SessionSnapshot | None, start_error: str | None) -> list[dict
                 "the re-split; the run will end degraded",
             }
         )
-    lost = {f"worker {x['worker']} lost" for x in snap.lost_workers}
-    for why in snap.over_budget:
-        if not any(why.startswith(w) for w in lost):
-            out.append({"kind": "error", "text": f"error budget passed: {why}"})
+    out += [{"kind": "error", "text": f"error budget passed: {why}"} for why in snap.over_budget]
     problem = (snap.compare or {}).get("problem")
     if problem:
         out.append({"kind": "warning", "text": f"no live comparison: {problem}"})

@@ -237,7 +237,8 @@ class LoadProcess:
                     "the run's start carries no prompt set (a master older than this worker?)"
                 )
             prompts = PromptSet.from_wire(msg.prompts)
-            self.trace_offsets = tuple(p.at_s or 0.0 for p in prompts)
+            if sc.arrival == "trace":
+                self.trace_offsets = tuple(p.at_s or 0.0 for p in prompts)
             contract = sc.contract
             self.requests = [
                 ChatRequest(
@@ -365,7 +366,7 @@ class LoadProcess:
                 scheduled_at=a.scheduled_at,
             )
         except RequestCancelled as exc:
-            self._keep(self._converse(a, exc.record))
+            self._keep(self._converse(a, exc.record)[0])
             raise
         except Exception as exc:  # a client bug must still leave exactly one record
             log.exception("specload: client raised")
@@ -386,10 +387,11 @@ class LoadProcess:
             )
         finally:
             self.inflight -= 1
-        rec = self._converse(a, rec)
+        rec, continues = self._converse(a, rec)
         if a.plan.concurrency:
             rec = replace(rec, concurrency=a.plan.concurrency)
-            self._refill(a.plan)
+            if not continues:  # a conversation holds its slot until its last turn
+                self._refill(a.plan)
         self._keep(rec)
         return rec
 
@@ -438,16 +440,17 @@ class LoadProcess:
             keep_answer=a.turn < conv.turns,
         )
 
-    def _converse(self, a: Arrival, rec: RequestRecord) -> RequestRecord:
-        """A conversation's record, labelled; after a good answer, the next turn is scheduled
-        (its think time after the answer; the answer text goes into the history only)."""
+    def _converse(self, a: Arrival, rec: RequestRecord) -> tuple[RequestRecord, bool]:
+        """A conversation's record, labelled, and whether another turn follows: after a good
+        answer the next turn is scheduled (its think time after the answer; the answer text
+        goes into the history only)."""
         conv = self.scenario.conversation if self.scenario is not None else None
         answer = rec.extra.pop(ANSWER_KEY, None)
         if conv is None:
-            return rec
+            return rec, False
         rec = replace(rec, turn=a.turn, conversation_id=a.conversation_id or rec.request_id)
         if a.turn >= conv.turns or not rec.ok or answer is None or rec.done_at is None:
-            return rec
+            return rec, False
         base = a.history if a.history is not None else self.requests[a.prompt_index].messages
         nxt = a.turn + 1
         history = (
@@ -458,7 +461,7 @@ class LoadProcess:
         due = rec.done_at + conv.think_time(self.scenario.seed, rec.conversation_id, a.turn)
         later = Arrival(a.plan, due, a.prompt_index, nxt, rec.conversation_id, history)
         self._greenlets.append(gevent.spawn(self._next_turn, later))
-        return rec
+        return rec, True
 
     def _next_turn(self, a: Arrival) -> None:
         """Send a later turn when it is due, in the step running then; none once the run

@@ -106,7 +106,8 @@ class SessionSnapshot:
     notes: tuple[str, ...]
     #: ``(index, start, warmup_end, end)`` per step once the schedule has started
     timeline: tuple[tuple[int, float, float, float], ...] = ()
-    #: the error budget passed so far (``budget_reasons``): one sentence each
+    #: the error rates over budget so far (``budget_reasons`` without lost workers, which
+    #: ``lost_workers`` lists): one sentence each
     over_budget: tuple[str, ...] = ()
     #: ``LiveComparison.view()`` with a baseline run, else None
     compare: dict[str, Any] | None = None
@@ -276,9 +277,7 @@ class RunSession:
             lost_workers=tuple(dict(x) for x in meta.lost_workers),
             notes=tuple(meta.notes),
             timeline=tuple((t.index, t.start, t.warmup_end, t.end) for t in self.timeline),
-            over_budget=tuple(
-                budget_reasons(self.live.steps, meta.lost_workers, self.opts.max_error_rate)
-            ),
+            over_budget=tuple(budget_reasons(self.live.steps, [], self.opts.max_error_rate)),
             compare=self.compare.view() if self.compare is not None else None,
             report=self.report.view(),
         )

@@ -88,20 +88,14 @@ def _svg(fig: Any) -> str:
     return buf.getvalue()
 
 
+#: Line colours in order: the baseline's grey first, then the conditions (or classes).
+PALETTE = ("#444444", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
+
+
 def _colors(report: Report) -> dict[str, str]:
-    palette = [
-        "#444444",
-        "#1f77b4",
-        "#d62728",
-        "#2ca02c",
-        "#9467bd",
-        "#ff7f0e",
-        "#8c564b",
-        "#17becf",
-    ]
     labels = [i.label for i in report.comparison.conditions]
     labels.sort(key=lambda lab: lab != report.comparison.baseline)
-    return {lab: palette[i % len(palette)] for i, lab in enumerate(labels)}
+    return {lab: PALETTE[i % len(PALETTE)] for i, lab in enumerate(labels)}
 
 
 def _mark_crossover(ax: Any, report: Report, family: str, colors: dict[str, str]) -> None:
@@ -206,7 +200,6 @@ def _class_ratio(report: Report) -> Plot | None:
     if not c.classes:
         return None
     fig, ax = _fig()
-    cmap = plt_colors(len(c.classes))
     styles = ["-", "--", ":", "-."]
     for i, a in enumerate(c.classes):
         for j, (label, rows) in enumerate(a.ratios.items()):
@@ -219,7 +212,7 @@ def _class_ratio(report: Report) -> Plot | None:
                 [r.ratio.value for r in pts],
                 marker="o",
                 ms=3,
-                color=cmap[i],
+                color=PALETTE[(i + 1) % len(PALETTE)],  # the baseline's grey is not a class
                 linestyle=styles[j % len(styles)],
                 label=name,
             )
@@ -231,12 +224,6 @@ def _class_ratio(report: Report) -> Plot | None:
     )
     ax.legend(fontsize=8)
     return Plot("class_ratio", "Change vs baseline per class", _svg(fig))
-
-
-def plt_colors(n: int) -> list[str]:
-    """``n`` distinct colours (matplotlib's tab10 cycle)."""
-    cycle = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
-    return [cycle[i % len(cycle)] for i in range(n)]
 
 
 def _from_zero(ax: Any, top_at_least: float | None = None) -> None:

@@ -309,9 +309,8 @@ def _is_closed(v: Any) -> bool:
 
 def _qps_entries(value: Any) -> Any:
     """The steps list without its ``{concurrency: N}`` entries (those are closed-loop)."""
-    if isinstance(value, list) and any(_is_closed(v) for v in value):
-        rest = [v for v in value if not _is_closed(v)]
-        return rest if rest else value  # none left: _steps says a QPS step is needed
+    if isinstance(value, list):  # all closed: refused by _concurrency_steps first
+        return [v for v in value if not _is_closed(v)]
     return value
 
 
@@ -448,7 +447,7 @@ def _trace(r: _Reader, d: dict[str, Any], kw: dict[str, Any], base_dir: Path | N
             "warmup_s",
             f"got {kw['warmup_s']:g} (expected less than the fastest replay, {shortest:.3g} s)",
         )
-    kw["prompts"] = PromptSpec(kind="trace", file=kw["trace"], count=count, input_tokens=0)
+    kw["prompts"] = PromptSpec(kind="trace", count=count, input_tokens=0)  # Scenario.trace
 
 
 def _class_bounds(r: _Reader, value: Any) -> tuple[int, ...]:

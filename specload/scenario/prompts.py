@@ -34,14 +34,14 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from specload.errors import ConfigError
 from specload.pacer import derive_seed
 from specload.retry import with_retries
-from specload.scenario.schema import PromptSpec, Scenario
+from specload.scenario.schema import Scenario
 from specload.scenario.words import code_pieces, prose_pieces
 
 __all__ = [
@@ -200,7 +200,7 @@ def build_prompt_set(scenario: Scenario, tokenize: Tokenize | None = None) -> Pr
     """The scenario's prompts; exact lengths when ``tokenize`` is given, else estimated."""
     spec = scenario.prompts
     if spec.kind == "file":
-        return _with_output_caps(_file_prompts(spec, tokenize), scenario)
+        return _file_prompts(scenario, tokenize)
     if spec.kind == "trace":
         return _trace_prompts(scenario, tokenize)
     count_fn = tokenize if tokenize is not None else estimate_tokens
@@ -237,7 +237,8 @@ def build_prompt_set(scenario: Scenario, tokenize: Tokenize | None = None) -> Pr
             else prose_pieces(rng, budget)
         )
         text, n_tokens = _fit(head, pieces, targets[i], count_fn)
-        return Prompt(i, ({"role": "user", "content": text},), n_tokens)
+        msg = ({"role": "user", "content": text},)
+        return Prompt(i, msg, n_tokens, max_tokens=_output_cap(scenario, i))
 
     if tokenize is None:
         prompts = [make(i) for i in range(spec.count)]
@@ -246,7 +247,7 @@ def build_prompt_set(scenario: Scenario, tokenize: Tokenize | None = None) -> Pr
         # so the set is the same whatever the order; threads are greenlets under Locust)
         with ThreadPoolExecutor(max_workers=min(_TOKENIZE_WORKERS, spec.count)) as pool:
             prompts = list(pool.map(make, range(spec.count)))
-    out = PromptSet(
+    return PromptSet(
         prompts,
         token_count_source="tokenize" if tokenize else "estimate",
         input_tokens=spec.input_tokens if dist is None else None,
@@ -254,7 +255,6 @@ def build_prompt_set(scenario: Scenario, tokenize: Tokenize | None = None) -> Pr
         repetition=spec.repetition,
         targets=targets if dist is not None else None,
     )
-    return _with_output_caps(out, scenario)
 
 
 def _trace_prompts(scenario: Scenario, tokenize: Tokenize | None) -> PromptSet:
@@ -302,25 +302,13 @@ def _trace_prompts(scenario: Scenario, tokenize: Tokenize | None) -> PromptSet:
     )
 
 
-def _with_output_caps(prompts: PromptSet, scenario: Scenario) -> PromptSet:
-    """Each prompt's output cap drawn from ``max_tokens`` when it is a distribution (a prompt
-    file's own ``max_tokens`` wins); the set unchanged otherwise."""
+def _output_cap(scenario: Scenario, i: int, own: int | None = None) -> int | None:
+    """Prompt ``i``'s output cap: its own (a prompt file line's), else a draw from
+    ``max_tokens`` when that is a distribution, else None (the scenario's ``max_tokens``)."""
     dist = scenario.max_tokens_dist
-    if dist is None:
-        return prompts
-    capped = [
-        replace(p, max_tokens=p.max_tokens or dist.draw(scenario.seed, "output", p.index))
-        for p in prompts
-    ]
-    return PromptSet(
-        capped,
-        token_count_source=prompts.token_count_source,
-        input_tokens=prompts.input_tokens,
-        shared_prefix_tokens=prompts.shared_prefix_tokens,
-        repetition=prompts.repetition,
-        source_format=prompts.source_format,
-        targets=prompts.targets,
-    )
+    if own is not None or dist is None:
+        return own
+    return dist.draw(scenario.seed, "output", i)
 
 
 def _instruction(repetition: float, rng: random.Random) -> str:
@@ -373,17 +361,20 @@ def _filler() -> list[str]:
     return [" " + w for w in ("the", "of", "and", "to", "in", "is", "that", "for") * 64]
 
 
-def _file_prompts(spec: PromptSpec, tokenize: Tokenize | None) -> PromptSet:
+def _file_prompts(scenario: Scenario, tokenize: Tokenize | None) -> PromptSet:
     """Prompts from a prompt file (``scenario/prompt_files.py``: its format is detected)."""
     from specload.scenario.prompt_files import read_prompt_file
 
+    spec = scenario.prompts
     assert spec.file is not None
     entries, fmt = read_prompt_file(spec.file, spec.count)
     prompts: list[Prompt] = []
     for e in entries:
         single = len(e.messages) == 1 and isinstance(e.messages[0].get("content"), str)
         n = tokenize(e.messages[0]["content"]) if (tokenize and single) else None
-        prompts.append(Prompt(len(prompts), e.messages, n, e.category, e.max_tokens, e.id))
+        i = len(prompts)
+        cap = _output_cap(scenario, i, e.max_tokens)
+        prompts.append(Prompt(i, e.messages, n, e.category, cap, e.id))
     return PromptSet(
         prompts, token_count_source="tokenize" if tokenize else "estimate", source_format=fmt
     )

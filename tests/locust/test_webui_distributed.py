@@ -241,6 +241,7 @@ def test_killed_worker_is_lost_in_the_tab_its_users_move_and_the_report_names_th
     lost = live["run"]["lost_workers"]
     banners = [b["text"] for b in live["banners"] if b["kind"] == "error"]
     assert any(t.startswith(f"worker {lost[0]['worker']} lost at ") for t in banners), banners
+    assert sum(lost[0]["worker"] in t for t in banners) == 1, banners  # said once
     meta = read_run(run_dir).meta
     assert meta["status"] == "degraded"
     assert meta["degraded"] == [f"worker {lost[0]['worker']} lost at 4 req/s"]
