@@ -39,9 +39,17 @@ BOOTSTRAP = 1000
 JOB_TIMEOUT_S = 300.0
 
 
-def _tail(text: str) -> str:
-    lines = [x for x in text.strip().splitlines() if x.strip()]
-    return lines[-1] if lines else "no message"
+def _child(*args: str) -> tuple[int, str]:
+    """Run ``python -m ARGS`` (cooperatively, off the event loop's CPU): its exit code and the
+    last line it printed on stderr (else stdout); code -1 when it ran past ``JOB_TIMEOUT_S``."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", *args], capture_output=True, text=True, timeout=JOB_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        return -1, f"took over {JOB_TIMEOUT_S:g} s and was given up"
+    lines = [x for x in (proc.stderr or proc.stdout).strip().splitlines() if x.strip()]
+    return proc.returncode, lines[-1] if lines else "no message"
 
 
 class ReportJob:
@@ -61,19 +69,14 @@ class ReportJob:
         self.greenlet = gevent.spawn(self._run, run_dirs, out, baseline)
 
     def _run(self, run_dirs: list[Path], out: Path, baseline: str | None) -> None:
-        cmd = [sys.executable, "-m", "specload", "compare", *map(str, run_dirs)]
-        cmd += ["--out", str(out), "--quiet", *(["--baseline", baseline] if baseline else [])]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.state, self.problem = "failed", f"compare took over {JOB_TIMEOUT_S:g} s"
-            return
+        args = ["specload", "compare", *map(str, run_dirs), "--out", str(out), "--quiet"]
+        code, said = _child(*args, *(["--baseline", baseline] if baseline else []))
         # exit 1 is a verdict (a gate failed, nothing comparable), not a failure: files written
-        if proc.returncode in (0, 1) and (out / "report.html").is_file():
+        if code in (0, 1) and (out / "report.html").is_file():
             self.state = "ready"
             print(f"[specload] report: {out / 'report.html'}", flush=True)
         else:
-            self.state, self.problem = "failed", _tail(proc.stderr or proc.stdout)
+            self.state, self.problem = "failed", f"compare: {said}"
 
     def view(self) -> dict[str, Any]:
         return {
@@ -135,16 +138,13 @@ class LiveComparison:
 
     def _compare(self, steps: tuple[int, ...], final: bool) -> None:
         out = Path(self._scratch.name) / f"c{len(steps)}"
-        cmd = [sys.executable, "-m", "specload.provisional", str(self.run_dir)]
-        cmd += [str(self.baseline.path), str(out), "--baseline", self.baseline.label]
-        cmd += ["--steps", ",".join(map(str, steps)), "--bootstrap", str(BOOTSTRAP)]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.problem = f"the live comparison took over {JOB_TIMEOUT_S:g} s and was given up"
-            return
-        if proc.returncode != 0:
-            self.problem = f"live comparison failed: {_tail(proc.stderr)}"
+        code, said = _child(
+            "specload.provisional", str(self.run_dir), str(self.baseline.path), str(out),
+            "--baseline", self.baseline.label, "--steps", ",".join(map(str, steps)),
+            "--bootstrap", str(BOOTSTRAP),
+        )  # fmt: skip
+        if code != 0:
+            self.problem = f"live comparison failed: {said}"
             log.warning("specload: %s", self.problem)
             return
         report = orjson.loads((out / "report.json").read_bytes())

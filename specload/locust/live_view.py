@@ -85,8 +85,7 @@ def live_view(environment: Any, now: float | None = None) -> dict[str, Any]:
     now = time.time() if now is None else now
     side = master_side(environment)
     session = side.session if side is not None else None
-    error = side.last_error if side is not None else None
-    start_error = error[1] if error is not None else None
+    start_error = side.last_error if side is not None else None
     snap = session.snapshot() if session is not None else None
     if snap is None:
         return {

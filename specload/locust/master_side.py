@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +46,8 @@ class MasterSide:
         self.pending: tuple[RunOptions, Any] | None = None
         #: ``begin()`` failed: the shape ends the run at its next tick
         self.failed = False
-        #: the last run that could not start: (when, why), shown as a banner in the web UI
-        self.last_error: tuple[float, str] | None = None
+        #: why the last run could not start, shown as a banner in the web UI
+        self.last_error: str | None = None
 
     def resolve(self) -> tuple[RunOptions, Any]:
         """Options and scenario, validated; ``ConfigError`` names what is wrong."""
@@ -117,7 +116,7 @@ class MasterSide:
 
     def _report(self, exc: SpecloadError) -> None:
         log.error("specload: %s", exc)
-        self.last_error = (time.time(), str(exc))
+        self.last_error = str(exc)
         print(f"specload: error: {exc}", file=sys.stderr, flush=True)
         self.environment.process_exit_code = exc.exit_code
 
