@@ -138,6 +138,7 @@ def _other_fields(recs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         "output_sha256",
         "finish_reason",
         "error",
+        "category",
     )
     try:
         return list(zip(*map(itemgetter(*names), recs), strict=False))
@@ -156,7 +157,7 @@ def _columns(recs: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     for name in FLOAT_FIELDS:
         if name not in cols:
             cols[name] = np.array([r.get(name) for r in recs], dtype=np.float64)
-    warmup, ok, jv, prompt, output, finish, error = _other_fields(recs)
+    warmup, ok, jv, prompt, output, finish, error, category = _other_fields(recs)
     cols["warmup"] = np.array(warmup, dtype=bool)
     cols["ok"] = np.array(ok, dtype=bool)
     cols["json_valid"] = np.array([-1 if v is None else int(bool(v)) for v in jv], dtype=np.int8)
@@ -166,7 +167,7 @@ def _columns(recs: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     cols["error_kind"] = np.array(
         [e.get("kind") if isinstance(e, dict) else None for e in error], dtype=object
     )
-    cols["category"] = np.array([r.get("category") for r in recs], dtype=object)
+    cols["category"] = np.array(category, dtype=object)
     return cols
 
 
