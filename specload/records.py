@@ -86,6 +86,9 @@ class RequestRecord:
     turn: int | None = None
     #: a closed-loop step's requests in flight (``{concurrency: N}`` steps; target_qps 0)
     concurrency: int | None = None
+    #: an interleaved sweep's block (``sweep --interleave``): the block's number in the
+    #: session's run order, shared by every record the block sent; None outside such a sweep
+    block: int | None = None
     lookup_match_rate: float | None = None
     prompt_text: str | None = None  # only with --store-text
     output_text: str | None = None  # only with --store-text

@@ -10,6 +10,8 @@ the same one-line error (``ConfigError``, exit 2) whichever way the run was star
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +57,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
         required_in_cli=True,
     ),
     Option("--scenario", "specload scenario YAML file", required_in_cli=True),
+    # internal: a JSON object of dotted scenario keys to override (``sweep --interleave``
+    # runs each block as the scenario cut to one step); not for users, so not in --help
+    Option("--scenario-set", argparse.SUPPRESS, in_web_ui=False),
     Option(
         "--label",
         "this run's condition label, e.g. baseline or spec-ngram-k4",
@@ -192,6 +197,21 @@ def check_host(host: str | None) -> str:
     return host.rstrip("/")
 
 
+def _overrides(text: str | None) -> dict[str, Any] | None:
+    """``--scenario-set``'s JSON object of dotted keys (``{"steps": [4], "repeats": 1}``)."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise ConfigError(
+            "expected a JSON object of scenario keys to override", path="--scenario-set"
+        )
+    return value
+
+
 def resolve_run_options(
     values: Any, *, host: str | None, run_dir: str | None, headless: bool
 ) -> tuple[RunOptions, Any]:
@@ -216,7 +236,7 @@ def resolve_run_options(
         raise ConfigError("no scenario: give --scenario FILE", path="--scenario")
     from specload.scenario import load_scenario
 
-    scenario = load_scenario(scenario_path)
+    scenario = load_scenario(scenario_path, _overrides(getattr(values, "scenario_set", "")))
     label = getattr(values, "label", "") or "run"
     opts = RunOptions(
         scenario_path=os.path.abspath(scenario_path),

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from specload.condition import Condition, parse_condition
 from specload.errors import ConfigError, TargetError
@@ -73,6 +73,10 @@ class SweepPlan:
     replicates: int = 1
     #: appended to each run dir's name (``-p2`` for the refine search's second pass)
     dir_tag: str = ""
+    #: ``--interleave``: every condition's server up at once, blocks interleaved
+    #: (``protocol/interleaved_sweep.py``); with ``urls`` (LABEL -> URL) instead of ``url``
+    interleave: bool = False
+    urls: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.replicates < 1:
@@ -146,7 +150,7 @@ def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> list[Condi
     _check_plan(plan)
     sweep = _Sweep(plan, say)
     order = planned_runs(plan)
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         for i, (cond, rep, run_dir) in enumerate(order, 1):
             of = f", replicate {rep}" + (f"/{plan.replicates}" if plan.url is None else "")
             say(
@@ -191,11 +195,12 @@ def _check_plan(plan: SweepPlan) -> None:
             )
 
 
-def _make_target(
+def make_target(
     plan: SweepPlan, cond: Condition, run_dir: Path, say: Callable[[str], None], replicate: int
 ) -> Target:
-    if plan.url is not None:
-        return ExternalTarget(plan.url)
+    url = plan.urls.get(cond.name) or plan.url
+    if url is not None:
+        return ExternalTarget(url)
     assert plan.server_cmd is not None
     log_path = run_dir / "server.log"
     return ManagedServer(
@@ -215,7 +220,7 @@ def _run_condition(
     """Server up, reset, one run, server down; a Ctrl-C anywhere still stops the server."""
     plan = sweep.plan
     run_dir.mkdir(parents=True, exist_ok=True)
-    target = _make_target(plan, cond, run_dir, sweep.say, replicate)
+    target = make_target(plan, cond, run_dir, sweep.say, replicate)
     started = time.monotonic()
     interrupted = False
     code: int | None = None
@@ -226,10 +231,10 @@ def _run_condition(
         target.start()
         took_s = time.monotonic() - started
         sweep.say(f"[sweep] server healthy at {target.url} after {took_s:.1f} s")
-        _preflight(plan, target)  # before the reset: it leaves nothing cached then
+        preflight_target(plan, target)  # before the reset: it leaves nothing cached then
         if not reset_prefix_cache(target.url):
             sweep.say("[sweep] server has no /reset_prefix_cache; prefix cache not reset")
-        code = _drive_run(plan, cond, target, run_dir)
+        code = drive_run(plan, cond, target, run_dir)
         server_exit = _check_server_alive(sweep, target)
     except KeyboardInterrupt:
         interrupted = True
@@ -238,7 +243,7 @@ def _run_condition(
             run_dir.rmdir()
         raise
     finally:
-        with _shielded() as late_signal:
+        with shielded() as late_signal:
             target.stop()
             interrupted = interrupted or late_signal()
             notes = (
@@ -264,7 +269,7 @@ def _run_condition(
     )
 
 
-def _preflight(plan: SweepPlan, target: Target) -> None:
+def preflight_target(plan: SweepPlan, target: Target) -> None:
     """The target serves the scenario's model and streams with usage, or ``PreflightError``
     (exit 2) before any load."""
     if plan.skip_preflight:
@@ -293,7 +298,7 @@ def _check_server_alive(sweep: _Sweep, target: Target) -> int | None:
 
 
 @contextmanager
-def _shielded() -> Iterator[Callable[[], bool]]:
+def shielded() -> Iterator[Callable[[], bool]]:
     """Defer Ctrl-C / SIGTERM while a server is being stopped: a second Ctrl-C must not
     leave it running. Yields a function that says whether a signal arrived meanwhile."""
     seen: list[int] = []
@@ -313,7 +318,9 @@ def _shielded() -> Iterator[Callable[[], bool]]:
             signal.signal(s, handler)
 
 
-def _run_command(plan: SweepPlan, cond: Condition, target: Target, run_dir: Path) -> list[str]:
+def _run_command(
+    plan: SweepPlan, cond: Condition, target: Target, run_dir: Path, extra: Sequence[str] = ()
+) -> list[str]:
     """``specload run`` with the condition declared, so run.json is right from its start."""
     cmd = [
         sys.executable,
@@ -340,16 +347,25 @@ def _run_command(plan: SweepPlan, cond: Condition, target: Target, run_dir: Path
         cmd += ["--processes", str(plan.processes)]
     if plan.store_text:
         cmd.append("--store-text")
-    return [*cmd, *plan.run_args]
+    return [*cmd, *plan.run_args, *extra]
 
 
-def _drive_run(plan: SweepPlan, cond: Condition, target: Target, run_dir: Path) -> int:
+def drive_run(
+    plan: SweepPlan,
+    cond: Condition,
+    target: Target,
+    run_dir: Path,
+    extra: Sequence[str] = (),
+    stdout: IO[bytes] | None = None,
+) -> int:
     """``specload run`` in its own process group; its progress lines go to our terminal.
 
     Its own group means a terminal Ctrl-C reaches only us, and we forward exactly one SIGINT,
     so the run sees the same signal whether the user or a test interrupted the sweep.
     """
-    proc = subprocess.Popen(_run_command(plan, cond, target, run_dir), start_new_session=True)
+    proc = subprocess.Popen(
+        _run_command(plan, cond, target, run_dir, extra), start_new_session=True, stdout=stdout
+    )
     try:
         code = proc.wait()
         _kill_stragglers(proc.pid)
@@ -447,7 +463,7 @@ def _merged_condition(ours: dict[str, Any], theirs: Any) -> dict[str, Any]:
 
 
 @contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     """Treat SIGTERM (a CI job cancelled) like Ctrl-C, so servers are stopped either way."""
 
     def handler(signum: int, frame: object) -> None:

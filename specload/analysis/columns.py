@@ -64,6 +64,7 @@ FLOAT_FIELDS = (
     "lookup_match_rate",
     "turn",
     "concurrency",
+    "block",
 )
 HASH_FIELDS = ("prompt_sha256", "output_sha256")
 OBJECT_FIELDS = ("finish_reason", "error_kind", "category")

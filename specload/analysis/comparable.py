@@ -66,6 +66,7 @@ IGNORED_SCENARIO_KEYS = frozenset(
         "request_timeout_s",
         "slo",  # the objective a run is judged by, not the traffic it sent
         "class_bounds",  # how compare groups requests, not the traffic
+        "interleave",  # how the sweep orders the measured time, not the traffic
     }
 )
 

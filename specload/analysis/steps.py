@@ -25,7 +25,7 @@ import numpy as np
 
 from specload.analysis.run_columns import RunColumns
 from specload.analysis.server import ServerStep
-from specload.analysis.stats import Estimate, Units, estimate, rng_for
+from specload.analysis.stats import Estimate, Units, estimate, few_units_widened, rng_for
 
 __all__ = [
     "LATENCY_FIELDS",
@@ -82,6 +82,10 @@ class StepStats:
     #: How many run directories (replicates, server starts) have records at this step. Where a
     #: latency metric has values from two or more, its ``replicates`` (and CI) are two-level.
     runs: int = 1
+    #: Interleaved blocks (``sweep --interleave``) behind this step, 0 outside such runs: the
+    #: CIs are then over blocks (paired with the other conditions' neighbouring blocks, and
+    #: widened for few units: ``stats.few_units_widened``).
+    blocks: int = 0
 
 
 def _windows(run: RunColumns, measured: np.ndarray) -> dict[float, tuple[float, int]]:
@@ -112,6 +116,24 @@ def _windows(run: RunColumns, measured: np.ndarray) -> dict[float, tuple[float, 
     return out
 
 
+#: Unit ids of blocks: replicate * BLOCK_UNIT + the block's number within its step.
+BLOCK_UNIT = 100_000
+
+
+def _units(run: RunColumns, i: int, measured: np.ndarray) -> np.ndarray:
+    """The bootstrap unit of each measured record: its run dir, or, in an interleaved run
+    (records carry ``block``), its block, numbered (replicate, k) so that block k of every
+    condition at a step gets the same id: they ran next to each other (``protocol/interleave``)
+    and the paired resampling in ``_latency`` draws them together."""
+    n = int(measured.sum())
+    block = run.cols["block"][measured]
+    if n == 0 or np.isnan(block).all():
+        return np.full(n, i, dtype=np.int64)
+    rep = int(run.meta.get("replicate") or i + 1)
+    k = np.nan_to_num(run.cols["repeat"][measured], nan=0.0).astype(np.int64)
+    return np.asarray(rep * BLOCK_UNIT + k, dtype=np.int64)
+
+
 def pool_runs(
     runs: list[RunColumns],
 ) -> tuple[dict[str, np.ndarray], dict[float, tuple[float, int]]]:
@@ -125,6 +147,7 @@ def pool_runs(
         parts[-1]["_exec"] = i * 1_000_000 + np.nan_to_num(parts[-1]["step"], nan=-1.0)
         # One replicate = one run dir (one server start).
         parts[-1]["_run"] = np.full(int(measured.sum()), i, dtype=np.int64)
+        parts[-1]["_unit"] = _units(run, i, measured)
         for q, (w, k) in _windows(run, measured).items():
             w0, k0 = windows.get(q, (0.0, 0))
             windows[q] = (w0 + w, k0 + k)
@@ -138,22 +161,32 @@ def _latency(
     """Pooled percentiles; two-level bootstrap where values come from two or more run dirs."""
     est: dict[str, Estimate] = {}
     reps: dict[str, np.ndarray] = {}
+    blocks = _is_blocked(cols)
     for fam, col in LATENCY_FIELDS.items():
         sel = np.ones(ok.shape, dtype=bool) if fam == "queue_delay" else ok
-        x, run = cols[col][sel], cols["_run"][sel]
+        x, unit = cols[col][sel], cols["_unit"][sel]
         finite = ~np.isnan(x)
-        x, run = x[finite], run[finite]
+        x, unit = x[finite], unit[finite]
         groups: Units | None = None
-        if run.size and run.min() != run.max():  # values from two or more run dirs
+        if unit.size and unit.min() != unit.max():  # values from two or more units
             order = np.argsort(x, kind="stable")
-            x, groups = x[order], Units.of(run[order])
+            x, groups = x[order], Units.of(unit[order])
         else:
             x = np.sort(x)
         for tag, q in QUANTILES.items():
             name = f"{fam}_{tag}"
-            rng = rng_for(cond, qps, name, seed=seed)
+            # Blocks: the same generator for every condition, so the unit draw (the first
+            # draw) picks the same pairs of neighbouring blocks in each (paired resampling).
+            rng = rng_for("blocks" if blocks else cond, qps, name, seed=seed)
             est[name], reps[name] = estimate(x, q, b, rng, groups)
+            if blocks and groups is not None:
+                est[name], reps[name] = few_units_widened(est[name], reps[name], groups.count)
     return est, reps
+
+
+def _is_blocked(cols: dict[str, np.ndarray]) -> bool:
+    """Records of an interleaved run (``sweep --interleave``): units are blocks."""
+    return bool(cols["block"].size) and not bool(np.isnan(cols["block"]).all())
 
 
 def _one_step(
@@ -197,6 +230,7 @@ def _one_step(
         lookup_match_rate=float(lookup.mean()) if lookup.size else None,
         lookup_n=int(lookup.size),
         runs=int(np.unique(cols["_run"]).size),
+        blocks=int(np.unique(cols["_unit"]).size) if _is_blocked(cols) else 0,
     )
 
 

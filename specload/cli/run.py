@@ -147,6 +147,7 @@ def locust_command(args: argparse.Namespace, out: Path) -> list[str]:
         ("--prefix-caching", args.prefix_caching),
         ("--server-cmd", args.server_cmd),
         ("--gpu-metrics-url", args.gpu_metrics_url),
+        ("--scenario-set", args.scenario_set),
     ):
         if value:
             cmd += [flag, value]

@@ -58,7 +58,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="command that starts the server; {port} is replaced by the port, "
         "each condition's flags are appended",
     )
-    target.add_argument("--url", help="a server someone else manages (no start/stop)")
+    target.add_argument(
+        "--url",
+        action="append",
+        default=[],
+        metavar="URL|LABEL=URL",
+        help="a server someone else manages (no start/stop); with --interleave give one "
+        "LABEL=URL per condition",
+    )
     p.add_argument(
         "--condition",
         action="append",
@@ -124,6 +131,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "before its run",
     )
     p.add_argument("--no-compare", action="store_true", help="skip the comparison at the end")
+    p.add_argument(
+        "--interleave",
+        action="store_true",
+        help="block-randomized A/B (the default for decisions on a GPU whose speed drifts): "
+        "every condition's server up at once, each step's measured time cut into the "
+        "scenario's interleave: {blocks, block_warmup_s} blocks (default 6 blocks, 5 s "
+        "warm-up), run in a seeded random order with each condition's block of a step next "
+        "to the other's; compare's intervals are then over blocks",
+    )
     search = p.add_argument_group("adaptive search (specload/refine.py)")
     search.add_argument(
         "--refine",
@@ -165,16 +181,42 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.set_defaults(func=run)
 
 
+def _urls(args: argparse.Namespace) -> tuple[str | None, dict[str, str]]:
+    """``--url``: one plain URL, or with --interleave one LABEL=URL per condition."""
+    if not args.interleave:
+        if len(args.url) > 1:
+            raise ConfigError("give one --url (several need --interleave)", path="--url")
+        return (args.url[0] if args.url else None), {}
+    urls: dict[str, str] = {}
+    for text in args.url:
+        label, sep, url = text.partition("=")
+        if not sep or not label or "://" in label:
+            raise ConfigError(f"{text!r} (expected LABEL=URL with --interleave)", path="--url")
+        if label in urls:
+            raise ConfigError(f"label {label!r} given twice", path="--url")
+        urls[label] = url
+    return None, urls
+
+
 def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from specload.sweep import SweepPlan, parse_condition
 
-    texts = list(args.condition)
+    args.url, urls = _urls(args)
+    if urls and args.server_cmd is not None:
+        raise ConfigError("give --server-cmd or --url, not both", path="--url")
+    texts = list(args.condition) + [f"{label}=" for label in urls if not _named(args, label)]
     if args.label:
         if args.url is None:
             raise ConfigError("--label names the condition of a --url server", path="--label")
         texts.append(f"{args.label}=")
     conditions = [parse_condition(t, template=args.server_cmd) for t in texts]
-    if args.url is not None:
+    if urls and (args.speculative_config or args.prefix_caching):
+        raise ConfigError(
+            "with several --url servers declare each one's flags with --condition "
+            "LABEL=FLAGS (e.g. spec='--speculative-config {...}')",
+            path="--speculative-config" if args.speculative_config else "--prefix-caching",
+        )
+    if args.url is not None or urls:
         conditions = [_declared_url_condition(c, args) for c in conditions]
     elif args.speculative_config or args.prefix_caching:
         raise ConfigError(
@@ -185,14 +227,15 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise ConfigError(f"{args.port} is not a TCP port", path="--port")
     if args.processes is not None and args.processes < 1:
         raise ConfigError("must be at least 1", path="--processes")
-    if args.url is not None and not args.url.startswith(("http://", "https://")):
-        raise ConfigError(
-            f"{args.url!r} has no scheme (expected http://... or https://...)", path="--url"
-        )
-    if args.url is not None and not args.skip_preflight:
-        from specload.preflight import check_host_path
+    for url in [args.url] if args.url is not None else list(urls.values()):
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"{url!r} has no scheme (expected http://... or https://...)", path="--url"
+            )
+        if not args.skip_preflight:
+            from specload.preflight import check_host_path
 
-        check_host_path(args.url)
+            check_host_path(url)
     from specload.budget import max_error_rate
 
     rate = max_error_rate(args.max_error_rate)
@@ -200,7 +243,7 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     _validate_refine(args, scenario)
     replicates = scenario.replicates if args.replicates is None else args.replicates
     _validate_out(args.out)
-    return SweepPlan(
+    plan = SweepPlan(
         scenario=args.scenario,
         out=args.out,
         conditions=conditions,
@@ -213,7 +256,21 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         run_args=("--max-error-rate", repr(rate)),
         skip_preflight=args.skip_preflight,
         replicates=replicates,
+        interleave=args.interleave,
+        urls=urls,
     )
+    if args.interleave:
+        from specload.protocol.interleaved_sweep import check_interleave_plan
+
+        if args.refine:
+            raise ConfigError("not with --interleave (yet): refine after it", path="--refine")
+        check_interleave_plan(plan)
+    return plan
+
+
+def _named(args: argparse.Namespace, label: str) -> bool:
+    """A --url label that a --condition already names (its flags declare what it runs)."""
+    return any(str(c).partition("=")[0] == label for c in args.condition)
 
 
 def _declared_url_condition(cond: Condition, args: argparse.Namespace) -> Condition:
@@ -302,7 +359,13 @@ def run(args: argparse.Namespace) -> int:
 
     plan = _plan(args)
     try:
-        results = run_sweep(plan)
+        if plan.interleave:
+            from specload.protocol.interleaved_sweep import describe, run_interleaved
+
+            print(describe(plan))
+            results = run_interleaved(plan)
+        else:
+            results = run_sweep(plan)
         if args.refine:
             results += _refine(plan, results, args)
     except TargetError as exc:

@@ -26,7 +26,14 @@ import yaml
 from specload.errors import ConfigError
 from specload.scenario.conversation import parse_conversation
 from specload.scenario.lengths import parse_length
-from specload.scenario.schema import ARRIVALS, CLIENTS, ContractSpec, PromptSpec, Scenario
+from specload.scenario.schema import (
+    ARRIVALS,
+    CLIENTS,
+    ContractSpec,
+    InterleaveSpec,
+    PromptSpec,
+    Scenario,
+)
 from specload.slo import EXPECTED_DURATION, duration_s, slo_metrics
 
 __all__ = ["apply_overrides", "load_scenario", "parse_scenario"]
@@ -64,7 +71,9 @@ _TOP_KEYS = {
     "trace_speedup",
     "trace_info",
     "source",
+    "interleave",
 }
+_INTERLEAVE_KEYS = {"blocks", "block_warmup_s", "seed"}
 _SYNTH_KEYS = {"input_tokens", "shared_prefix_tokens", "repetition", "count", "exact_tokens"}
 _CONTRACT_KEYS = {"json", "required_fields", "tools"}
 _MAX_STEPS = 1000
@@ -218,7 +227,9 @@ def parse_scenario(
         raise r.fail("steps", "missing (expected a list of QPS values or {from, to, factor})")
     kw: dict[str, Any] = {"name": r.string(d.get("name", "scenario"), "name")}
     kw["concurrency_steps"] = _concurrency_steps(r, d["steps"])
-    kw["steps"] = _steps(r, _qps_entries(d["steps"]))
+    qps = _qps_entries(d["steps"])
+    # closed-loop steps alone are a run too (an interleaved sweep's block of {concurrency: N})
+    kw["steps"] = () if qps == [] and kw["concurrency_steps"] else _steps(r, qps)
     _sampling(r, d, kw)
     _load_shape(r, d, kw)
     if kw["arrival"] == "trace":
@@ -235,11 +246,27 @@ def parse_scenario(
         if kw["arrival"] == "trace":
             raise r.fail("conversation", "not with arrival: trace (a trace lists single requests)")
         kw["conversation"] = parse_conversation(d["conversation"], r.fail)
+    if d.get("interleave") is not None:
+        kw["interleave"] = _interleave(r, d["interleave"])
     if d.get("source") is not None:
         kw["source"] = r.string(d["source"], "source")
     elif file and not file.startswith("<"):
         kw["source"] = file
     return Scenario(**kw)
+
+
+def _interleave(r: _Reader, value: Any) -> InterleaveSpec:
+    """``interleave: {blocks, block_warmup_s, seed}`` (``specload sweep --interleave``)."""
+    d = r.mapping(value, "interleave", _INTERLEAVE_KEYS)
+    base = InterleaveSpec()
+    seed = d.get("seed")
+    return InterleaveSpec(
+        blocks=r.integer(d.get("blocks", base.blocks), "interleave.blocks", lo=2),
+        block_warmup_s=r.number(
+            d.get("block_warmup_s", base.block_warmup_s), "interleave.block_warmup_s", lo=0.0
+        ),
+        seed=None if seed is None else r.integer(seed, "interleave.seed", lo=0),
+    )
 
 
 def _sampling(r: _Reader, d: dict[str, Any], kw: dict[str, Any]) -> None:
@@ -309,7 +336,7 @@ def _is_closed(v: Any) -> bool:
 
 def _qps_entries(value: Any) -> Any:
     """The steps list without its ``{concurrency: N}`` entries (those are closed-loop)."""
-    if isinstance(value, list):  # all closed: refused by _concurrency_steps first
+    if isinstance(value, list):
         return [v for v in value if not _is_closed(v)]
     return value
 
@@ -323,8 +350,6 @@ def _concurrency_steps(r: _Reader, value: Any) -> tuple[int, ...]:
         if _is_closed(v):
             m = r.mapping(v, f"steps[{i}]", {"concurrency"})
             out.append(r.integer(m["concurrency"], f"steps[{i}].concurrency", lo=1))
-    if out and all(_is_closed(v) for v in value):
-        raise r.fail("steps", "only closed-loop steps (expected at least one QPS value too)")
     return tuple(out)
 
 

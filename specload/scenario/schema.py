@@ -28,6 +28,7 @@ __all__ = [
     "ARRIVALS",
     "CLIENTS",
     "ContractSpec",
+    "InterleaveSpec",
     "PromptSpec",
     "Scenario",
     "StepPlan",
@@ -77,6 +78,28 @@ class ContractSpec:
     json: bool = False
     required_fields: tuple[str, ...] = ()
     tools: tuple[dict[str, Any], ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InterleaveSpec:
+    """How ``specload sweep --interleave`` splits each (condition, step) cell's measured time.
+
+    Each cell's ``step_duration_s`` becomes ``blocks`` blocks of ``step_duration_s / blocks``
+    seconds, each after its own ``block_warmup_s`` warm-up, run in a seeded, balanced random
+    order with every condition's servers up at once (``protocol/interleave.py``). Why: on an
+    H200 the draft-model step flipped between a fast and a slow regime in windows of 2-10 s;
+    one contiguous window per cell let the share of slow seconds it happened to catch decide
+    the ratio. Blocks spread each cell over the whole session, so that share averages out and
+    the spread between blocks is measured instead of hidden. Defaults (docs/scenarios.md):
+    6 blocks keep a 60-s cell's blocks at 10 s, about one regime window, and give a
+    block-level interval 5 degrees of freedom; 5 s of warm-up outlasts one 256-token request
+    at the slow regime's 20 ms step, so each block starts from a refilled batch.
+    """
+
+    blocks: int = 6
+    block_warmup_s: float = 5.0
+    #: the order's seed; None: the scenario's ``seed``
+    seed: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +183,8 @@ class Scenario:
     trace_speedup: float = 1.0
     trace_info: dict[str, Any] | None = None
     source: str | None = None  # the file it was loaded from, if any
+    #: ``specload sweep --interleave``'s blocks (None: the defaults of ``InterleaveSpec``)
+    interleave: InterleaveSpec | None = None
 
     @property
     def trace_rate_qps(self) -> float:
