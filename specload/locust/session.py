@@ -43,6 +43,7 @@ from specload.locust.workers import WorkerView
 from specload.metrics.counters import restarted
 from specload.metrics.gpu import GpuMemorySampler, open_gpu_source
 from specload.metrics.scrape import MetricsScraper, fetch_server_info
+from specload.metrics.telemetry import TelemetrySampler
 from specload.metrics.vllm import step_server_metrics
 from specload.provisional import load_baseline
 from specload.recorder.rundir import RunMeta, RunWriter
@@ -152,6 +153,11 @@ class RunSession:
         models = info.get("models") or []
         self.model = scenario.model or (models[0] if models else "default")
         self.writer = RunWriter(free_run_dir(opts.run_dir), self._meta(info))
+        pool = gevent.get_hub().threadpool  # NVML's C calls run there, off the loop
+        self._telemetry = TelemetrySampler.open(  # GPU and host at 2 Hz (metrics/telemetry.py)
+            self.writer.path, opts.gpu_metrics_url, opts.host, offload=pool.apply
+        )
+        self.writer.meta.telemetry = self._telemetry.summary()
         self._greenlets: list[gevent.Greenlet] = []
         #: the steps with their times, once the schedule starts (the UI's time left)
         self.timeline: list[TimedStep] = []
@@ -217,6 +223,7 @@ class RunSession:
             gevent.spawn(self._guarded, self._prepare_and_run),
             gevent.spawn(self._guarded, self._scrape_interval),
             gevent.spawn(self._guarded, self._flush_loop),
+            gevent.spawn(self._telemetry.run, gevent.sleep),  # never raises: not guarded
         ]
 
     def _prepare_and_run(self) -> None:
@@ -609,6 +616,7 @@ class RunSession:
             if self.current is not None:
                 self.writer.end_step(self.current.index, min(now, self.current.end))
         hostinfo.finish(self.writer.meta.host)
+        self.writer.meta.telemetry = self._telemetry.close()
         self.writer.close(status, time.time())
         for step in self.announced:  # the last step's line (its delayed greenlet may not run)
             if step.start < time.time():

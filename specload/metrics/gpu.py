@@ -18,13 +18,21 @@ When neither is available, ``open_gpu_source`` returns ``None`` and a sentence s
 into a ``metrics.jsonl`` line as ``specload:gpu_memory_used_mib{gpu="0"}`` keys (a gauge:
 compare takes the max over a step, like ``kv_cache_usage_perc``). A failing source never
 breaks a run: the sampler counts the failure and keeps its last error.
+
+The same sources also give the 1-2 Hz GPU telemetry of ``metrics/telemetry.py`` (``telemetry()``:
+utilisation, power, clocks, temperature, memory and the active clock-event reasons, one dict
+per GPU), plus ``SmiSource``: ``nvidia-smi`` as a subprocess, for a GPU host without
+``nvidia-ml-py``. The clock-event (throttle) reason bits are one bitmask in NVML, DCGM and
+nvidia-smi alike; ``clock_event_names`` decodes it.
 """
 
 from __future__ import annotations
 
 import importlib
 import math
+import shutil
 import socket
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -36,6 +44,7 @@ from urllib.parse import urlsplit
 from specload.errors import ConfigError
 
 __all__ = [
+    "CLOCK_EVENT_BITS",
     "DCGM_FB_USED",
     "GPU_MEMORY_KEY",
     "NOT_ON_THIS_HOST",
@@ -46,10 +55,14 @@ __all__ = [
     "GpuMemorySource",
     "GpuSourceError",
     "NvmlSource",
+    "SmiSource",
+    "clock_event_names",
     "exporter_samples",
     "gpu_source_kind",
     "open_gpu_source",
+    "parse_smi_csv",
     "peak_from_values",
+    "server_on_this_host",
 ]
 
 #: The DCGM exporter's framebuffer-used gauge (MiB).
@@ -58,6 +71,67 @@ DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"
 GPU_MEMORY_KEY = "specload:gpu_memory_used_mib"
 
 _MIB = 1024 * 1024
+
+#: Clock-event ("throttle") reason bits, as NVML (``nvmlClocksEventReason*``), DCGM
+#: (``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS``) and nvidia-smi (``clocks_event_reasons.active``)
+#: report them: why the SM clock is below its maximum right now.
+CLOCK_EVENT_BITS: dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+_KNOWN_BITS = sum(CLOCK_EVENT_BITS)
+
+#: DCGM gauge -> GPU telemetry key (``NvmlSource.telemetry`` keys).
+_DCGM_TELEMETRY = {
+    "DCGM_FI_DEV_GPU_UTIL": "util_pct",
+    "DCGM_FI_DEV_POWER_USAGE": "power_w",
+    "DCGM_FI_DEV_SM_CLOCK": "sm_clock_mhz",
+    "DCGM_FI_DEV_MEM_CLOCK": "mem_clock_mhz",
+    "DCGM_FI_DEV_GPU_TEMP": "temp_c",
+    DCGM_FB_USED: "mem_used_mib",
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "clock_events",
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": "clock_events",
+}
+
+
+def clock_event_names(mask: int | None) -> list[str] | None:
+    """The reason names set in ``mask`` (``None`` stays unknown); unknown bits as hex."""
+    if mask is None:
+        return None
+    names = [name for bit, name in CLOCK_EVENT_BITS.items() if mask & bit]
+    if rest := mask & ~_KNOWN_BITS:
+        names.append(f"0x{rest:x}")
+    return names
+
+
+def _device_line(gpu: int | str) -> dict[str, Any]:
+    """A GPU telemetry dict with every field unknown (what a source cannot read stays None)."""
+    return {
+        "gpu": gpu,
+        "util_pct": None,
+        "power_w": None,
+        "sm_clock_mhz": None,
+        "mem_clock_mhz": None,
+        "temp_c": None,
+        "clock_events": None,
+        "mem_used_mib": None,
+    }
+
+
+def _gpu_id(label: str) -> int | str:
+    return int(label) if label.isdigit() else label
+
+
+def _gpu_order(label: str) -> tuple[bool, int, str]:
+    """GPU indexes in numeric order, then any UUID-only labels."""
+    return (not label.isdigit(), int(label) if label.isdigit() else 0, label)
 
 
 class GpuSourceError(Exception):
@@ -123,6 +197,8 @@ class DcgmSource:
             )
         self.url = url
         self.describe = f"DCGM exporter {url}"
+        self.kind = "dcgm"
+        self.blocking = False  # urllib: cooperative under gevent
         self._gpus = frozenset(gpus) if gpus is not None else None
         self._timeout_s = timeout_s
 
@@ -141,11 +217,35 @@ class DcgmSource:
             )
         return GpuMemoryReading(t=time.time(), used_mib=used, source="dcgm")
 
+    def telemetry(self) -> list[dict[str, Any]]:
+        """One telemetry dict per GPU from the exporter's gauges (``_DCGM_TELEMETRY``).
+
+        The exporter refreshes its values every collection interval (``-c``, 30 s by default
+        in dcgm-exporter): sampling faster repeats values unless it is started with ``-c 500``.
+        """
+        devices: dict[str, dict[str, Any]] = {}
+        for s in exporter_samples(self.url, self._timeout_s):
+            key = _DCGM_TELEMETRY.get(s.name)
+            if key is None or not math.isfinite(s.value):
+                continue
+            gpu = s.labels.get("gpu") or s.labels.get("UUID") or "0"
+            if not _keep(gpu, s.labels.get("UUID"), self._gpus):
+                continue
+            line = devices.setdefault(gpu, _device_line(_gpu_id(gpu)))
+            value = float(s.value)
+            line[key] = clock_event_names(int(value)) if key == "clock_events" else value
+        if not devices:
+            raise GpuSourceError(f"{self.url}: no DCGM GPU gauges (utilisation, clocks, power)")
+        return [devices[g] for g in sorted(devices, key=_gpu_order)]
+
 
 class NvmlSource:
     """Local GPUs through NVML (``pynvml`` from ``nvidia-ml-py``); bytes converted to MiB."""
 
     describe = "NVML (local GPUs)"
+    kind = "nvml"
+    #: NVML calls are C calls gevent cannot interleave: run them off the event loop.
+    blocking = True
 
     def __init__(self, *, gpus: Iterable[str] | None = None) -> None:
         try:
@@ -191,6 +291,125 @@ class NvmlSource:
         except self._nvml.NVMLError as exc:
             raise GpuSourceError(f"NVML read failed: {exc}") from exc
         return GpuMemoryReading(t=time.time(), used_mib=used, source="nvml")
+
+    def telemetry(self) -> list[dict[str, Any]]:
+        """One telemetry dict per GPU; a field this GPU or driver does not support is None."""
+        return [self._device_telemetry(int(gpu), h) for gpu, h in self._handles.items()]
+
+    def _query(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except self._nvml.NVMLError:
+            return None
+
+    def _device_telemetry(self, gpu: int, h: Any) -> dict[str, Any]:
+        nvml, q = self._nvml, self._query
+        util = q(nvml.nvmlDeviceGetUtilizationRates, h)
+        power_mw = q(nvml.nvmlDeviceGetPowerUsage, h)
+        used = q(self._used_bytes, h)
+        reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+        )
+        mask = q(reasons, h) if reasons is not None else None
+        return {
+            **_device_line(gpu),
+            "util_pct": float(util.gpu) if util is not None else None,
+            "power_w": power_mw / 1000.0 if power_mw is not None else None,
+            "sm_clock_mhz": q(nvml.nvmlDeviceGetClockInfo, h, getattr(nvml, "NVML_CLOCK_SM", 1)),
+            "mem_clock_mhz": q(nvml.nvmlDeviceGetClockInfo, h, getattr(nvml, "NVML_CLOCK_MEM", 2)),
+            "temp_c": q(nvml.nvmlDeviceGetTemperature, h, getattr(nvml, "NVML_TEMPERATURE_GPU", 0)),
+            "clock_events": clock_event_names(int(mask)) if mask is not None else None,
+            "mem_used_mib": used / _MIB if used is not None else None,
+        }
+
+
+#: ``nvidia-smi --query-gpu`` fields, in ``_device_line`` order (after the index).
+_SMI_FIELDS = (
+    ("utilization.gpu", "util_pct"),
+    ("power.draw", "power_w"),
+    ("clocks.sm", "sm_clock_mhz"),
+    ("clocks.mem", "mem_clock_mhz"),
+    ("temperature.gpu", "temp_c"),
+    ("memory.used", "mem_used_mib"),
+)
+#: The active clock-event reasons field: renamed in driver 535; older drivers know the first.
+_SMI_EVENT_FIELDS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
+
+
+def _smi_number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None  # "[N/A]", "[Not Supported]"
+    return value if math.isfinite(value) else None
+
+
+def parse_smi_csv(text: str, *, with_events: bool) -> list[dict[str, Any]]:
+    """``nvidia-smi --query-gpu=index,<_SMI_FIELDS>[,<event field>] --format=csv,noheader,
+    nounits`` output, one telemetry dict per GPU; unreadable values are None."""
+    out: list[dict[str, Any]] = []
+    for row in text.strip().splitlines():
+        cells = [c.strip() for c in row.split(",")]
+        if len(cells) < 1 + len(_SMI_FIELDS) + with_events or not cells[0].isdigit():
+            continue
+        line = _device_line(int(cells[0]))
+        for (_, key), cell in zip(_SMI_FIELDS, cells[1:], strict=False):
+            line[key] = _smi_number(cell)
+        if with_events:
+            try:
+                line["clock_events"] = clock_event_names(int(cells[1 + len(_SMI_FIELDS)], 16))
+            except ValueError:
+                pass
+        out.append(line)
+    return out
+
+
+class SmiSource:
+    """Local GPUs through ``nvidia-smi --query-gpu`` (one subprocess per read), for a GPU host
+    without ``nvidia-ml-py``. A subprocess is cooperative under gevent (patched ``subprocess``),
+    so it never stalls the Locust loop, only costs ~0.1 s of its own per read."""
+
+    describe = "nvidia-smi (local GPUs)"
+    kind = "nvidia-smi"
+    blocking = False
+
+    def __init__(self, *, binary: str = "nvidia-smi", timeout_s: float = 5.0) -> None:
+        path = shutil.which(binary)
+        if path is None:
+            raise GpuSourceError(f"{binary} is not on PATH")
+        self._path, self._timeout_s = path, timeout_s
+        self._event_field: str | None = None
+        why = f"{binary}: no GPU listed"
+        for field_name in (*_SMI_EVENT_FIELDS, None):  # the newest field this driver knows
+            self._event_field = field_name
+            try:
+                if self.telemetry():
+                    return
+            except GpuSourceError as exc:
+                why = str(exc)
+        raise GpuSourceError(why)
+
+    def telemetry(self) -> list[dict[str, Any]]:
+        fields = ["index", *(f for f, _ in _SMI_FIELDS)]
+        if self._event_field:
+            fields.append(self._event_field)
+        cmd = [self._path, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=self._timeout_s, check=False
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise GpuSourceError(f"nvidia-smi failed: {exc}") from exc
+        if proc.returncode != 0:
+            first = (proc.stderr or proc.stdout).strip().splitlines()[:1]
+            raise GpuSourceError(f"nvidia-smi exited {proc.returncode}: {' '.join(first)}")
+        return parse_smi_csv(proc.stdout, with_events=self._event_field is not None)
+
+
+def server_on_this_host(gpu_metrics_url: str | None, target_url: str | None) -> bool:
+    """Are this host's GPUs the server's? The target is this machine, or the user said so
+    (``--gpu-metrics-url nvml``)."""
+    return gpu_metrics_url == "nvml" or _is_local(target_url)
 
 
 def _is_local(url: str | None) -> bool:

@@ -90,6 +90,9 @@ class RunMeta:
     degraded: list[str] = field(default_factory=list)
     #: Where the numbers came from (``specload.host.fingerprint``); None in older runs.
     host: dict[str, Any] | None = None
+    #: What ``telemetry.jsonl`` samples (``TelemetrySampler.summary()``: ``gpu``, ``host``,
+    #: ``interval_s``, why no GPU, sources that stopped); None in older runs.
+    telemetry: dict[str, Any] | None = None
     schema_version: int = RUN_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -241,6 +244,12 @@ class RunData:
         """Each line of ``requests.jsonl`` as a ``RequestRecord``."""
         for d in self.record_dicts():
             yield RequestRecord.from_dict(d)
+
+    def telemetry(self) -> list[dict[str, Any]]:
+        """The lines of ``telemetry.jsonl`` (GPU and host samples, ``analysis/telemetry.py``
+        aggregates them); ``[]`` for a run without the file (older, or no source)."""
+        path = self.path / "telemetry.jsonl"
+        return list(iter_jsonl(path, self.warnings)) if path.exists() else []
 
 
 def _load_json(path: Path, what: str) -> Any:
