@@ -95,6 +95,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--seed): one seed is one reproducible host, so replicate N of a sweep can "
         "pass --start-seed N (default 0)",
     )
+    r = p.add_argument_group("time regime of speculation (docs/simulator.md, 'Time regime')")
+    r.add_argument(
+        "--spec-regime",
+        nargs="?",
+        const="calibrated",
+        default=None,
+        metavar="calibrated|off|KEY=VALUE,...",
+        help="fast and slow windows that alternate for the whole server life (exponential "
+        "lengths), inside whose slow windows speculation's launch-bound costs are x factor, "
+        "as measured on an H200 (spec step ~13 ms <-> ~20 ms in windows of a few seconds); "
+        "baseline steps are unchanged. Without a value, or 'calibrated': the profile's "
+        "calibrated regime; or change it with KEY=VALUE pairs, e.g. "
+        "slow_share=0.4,mean_window_s=5,factor=1.5 (or mean_fast_s, mean_slow_s). "
+        "Default: off. The windows are served at GET /debug/host",
+    )
+    r.add_argument(
+        "--regime-seed",
+        default=None,
+        metavar="N",
+        help="seed of the --spec-regime windows only (default: --start-seed, so "
+        "replicates with different start seeds get different windows)",
+    )
     g = p.add_argument_group("faults (also settable at runtime: POST /debug/faults)")
     g.add_argument("--fault-error-rate", type=float, default=0.0)
     g.add_argument("--fault-error-status", type=int, default=500)

@@ -3,6 +3,10 @@
 Kept per ``X-Request-Id`` (``--ground-truth``), at most ``max_requests`` requests (oldest
 dropped first), so a long run holds bounded memory. Times are unix seconds (``time.time()``).
 Shape: docs/architecture.md, "Simulator ground truth".
+
+``regime_truth``: which seconds of this server's life were in a slow window of the time
+regime (``--spec-regime``), so a test or benchmark can hold a client's measurement against it
+(``GET /debug/host``, key ``spec_regime``; in-process, ``TimeRegime.slow_intervals``).
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["GroundTruth", "TruthRecord"]
+from specload.sim.regime import TimeRegime
+
+__all__ = ["GroundTruth", "TruthRecord", "regime_truth"]
 
 
 @dataclass(slots=True)
@@ -57,3 +63,23 @@ class GroundTruth:
 
     def all(self) -> list[dict[str, Any]]:
         return [r.to_dict() for r in self._records.values()]
+
+
+def regime_truth(
+    regime: TimeRegime | None, started_at: float, uptime_s: float
+) -> dict[str, Any] | None:
+    """The regime's parameters and seed and its slow windows in ``[0, uptime_s)``: seconds
+    after the start (``start_s``, ``end_s``; the last one clipped at ``uptime_s``) and unix
+    times (``start_at``, ``end_at``, from ``started_at``). None when the regime is off."""
+    if regime is None:
+        return None
+    windows = regime.slow_intervals(0.0, uptime_s)
+    return {
+        **regime.to_dict(),
+        "in_slow_window": regime.is_slow(uptime_s),
+        "realised_slow_share": regime.slow_share_between(0.0, uptime_s) if uptime_s > 0 else 0.0,
+        "slow_windows": [
+            {"start_s": a, "end_s": b, "start_at": started_at + a, "end_at": started_at + b}
+            for a, b in windows
+        ],
+    }

@@ -12,7 +12,10 @@ is not. So a host is one number, the factor on the cost model's launch-bound spe
   ``sigma`` of its log), from a generator seeded by ``--start-seed`` alone;
 - ``window``: with probability ``slow_window_prob`` per start, one slow window of
   ``slow_window_s`` seconds starting uniformly in ``[0, slow_window_latest_s)`` after the start,
-  inside which the factor is multiplied by ``slow_window_factor``.
+  inside which the factor is multiplied by ``slow_window_factor``;
+- ``regime``: ``--spec-regime`` (``regime.py``), fast and slow windows alternating for the
+  whole server life, seeded by ``--regime-seed`` (default: the start seed), inside whose slow
+  windows the factor is multiplied by the regime's ``factor`` too.
 
 The draws are always taken in the same order (normal, uniform, uniform), so one start seed
 gives the same host for any sigma or probability: a larger sigma stretches the same host.
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specload.sim.profiles import Profile
+from specload.sim.regime import RegimeParams, TimeRegime
 
 __all__ = [
     "CALIBRATED",
@@ -97,10 +101,13 @@ class HostDraw:
     window: SlowWindow | None = None
     jitter: JitterParams | None = None
     seed: int | None = None
+    regime: TimeRegime | None = None
 
     @property
     def is_identity(self) -> bool:
-        return self.scale == 1.0 and self.factor == 1.0 and self.window is None
+        return (
+            self.scale == 1.0 and self.factor == 1.0 and self.window is None and self.regime is None
+        )
 
     def spec_scale(self, t: float) -> float:
         """Factor on speculation's launch-bound time at ``t`` seconds after the start."""
@@ -108,6 +115,8 @@ class HostDraw:
         w = self.window
         if w is not None and w.start_s <= t < w.end_s:
             s *= w.factor
+        if self.regime is not None:
+            s *= self.regime.factor_at(t)
         return s
 
     def to_dict(self) -> dict[str, Any]:
@@ -129,6 +138,7 @@ class HostDraw:
             "slow_window": None
             if w is None
             else {"start_s": w.start_s, "end_s": w.end_s, "factor": w.factor},
+            "spec_regime": None if self.regime is None else self.regime.to_dict(),
         }
 
     def describe(self) -> str:
@@ -145,15 +155,26 @@ class HostDraw:
             if w is None
             else f" slow_window={w.start_s:.1f}-{w.end_s:.1f}s x{w.factor:g}"
         )
-        return text
+        return text + (" spec_regime=off" if self.regime is None else f" {self.regime.describe()}")
 
 
-def draw_host(scale: float = 1.0, jitter: JitterParams | None = None, seed: int = 0) -> HostDraw:
-    """This start's host: ``scale`` alone without jitter, else one seeded draw."""
+def draw_host(
+    scale: float = 1.0,
+    jitter: JitterParams | None = None,
+    seed: int = 0,
+    regime: RegimeParams | None = None,
+    regime_seed: int | None = None,
+) -> HostDraw:
+    """This start's host: ``scale`` alone without jitter, else one seeded draw; with
+    ``regime``, its windows seeded by ``regime_seed`` (None: the start seed ``seed``, so
+    replicates that pass ``--start-seed N`` differ in their regime too)."""
     if not (scale > 0 and math.isfinite(scale)):
         raise ValueError(f"--spec-overhead-scale: {scale} must be a number > 0")
+    timed = None
+    if regime is not None:
+        timed = TimeRegime(regime, seed if regime_seed is None else regime_seed)
     if jitter is None:
-        return HostDraw(scale=scale)
+        return HostDraw(scale=scale, regime=timed)
     jitter.validate()
     rng = random.Random(f"specload-sim-start:{seed}")
     z = rng.gauss(0.0, 1.0)
@@ -164,7 +185,12 @@ def draw_host(scale: float = 1.0, jitter: JitterParams | None = None, seed: int 
         start = u_start * jitter.window_latest_s
         window = SlowWindow(start, start + jitter.window_s, jitter.window_factor)
     return HostDraw(
-        scale=scale, factor=math.exp(jitter.sigma * z), window=window, jitter=jitter, seed=seed
+        scale=scale,
+        factor=math.exp(jitter.sigma * z),
+        window=window,
+        jitter=jitter,
+        seed=seed,
+        regime=timed,
     )
 
 

@@ -19,6 +19,7 @@ from specload.sim.faults import Faults
 from specload.sim.flags import DEFAULT_MODEL, add_arguments
 from specload.sim.host import JitterParams, draw_host, parse_jitter
 from specload.sim.profiles import Profile, load_profile
+from specload.sim.regime import RegimeParams, parse_regime
 from specload.sim.server import SimSettings, build_app
 from specload.sim.spec import parse_spec_config
 
@@ -53,7 +54,10 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
     except ValueError as exc:
         raise ValueError(f"fault flags: {exc}") from None
     jitter = parse_jitter(a.start_jitter, JitterParams.from_profile(profile))
-    host = draw_host(a.spec_overhead_scale, jitter, a.start_seed)
+    regime = parse_regime(a.spec_regime, RegimeParams.from_profile(profile))
+    host = draw_host(
+        a.spec_overhead_scale, jitter, a.start_seed, regime, _regime_seed(a.regime_seed)
+    )
     return SimSettings(
         host=host,
         profile=profile,
@@ -68,6 +72,16 @@ def settings_from_args(a: argparse.Namespace) -> SimSettings:
         ground_truth_max=a.ground_truth_max,
         faults=faults,
     )
+
+
+def _regime_seed(value: str | None) -> int | None:
+    """``--regime-seed``: an integer; None (not given) lets the start seed decide."""
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"--regime-seed {value}: expected an integer seed") from None
 
 
 def _override(profile: Profile, items: list[str]) -> Profile:

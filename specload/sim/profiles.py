@@ -68,6 +68,13 @@ class Profile:
     slow_window_s: float = 15.0
     slow_window_factor: float = 2.4
     slow_window_latest_s: float = 120.0
+    # What ``--spec-regime calibrated`` runs (``regime.py``): fast and slow windows alternate
+    # for the whole server life, exponential lengths with these means (s); inside a slow one
+    # speculation's launch-bound cost is x ``spec_regime_factor``. Fitted by
+    # benchmarks/calibrate_sim.py to the H200 regime data (benchmarks/data/h200-regime.json).
+    spec_regime_mean_fast_s: float = 4.7
+    spec_regime_mean_slow_s: float = 3.2
+    spec_regime_factor: float = 2.31
 
     def with_overrides(self, **kw: Any) -> Profile:
         """A copy with some fields replaced (calibration, tests)."""

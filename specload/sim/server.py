@@ -24,7 +24,7 @@ from aiohttp import web
 
 from specload.sim.engine import Engine, EngineConfig
 from specload.sim.faults import Faults
-from specload.sim.groundtruth import GroundTruth
+from specload.sim.groundtruth import GroundTruth, regime_truth
 from specload.sim.host import HostDraw
 from specload.sim.kvcache import block_hashes
 from specload.sim.loop import EngineLoop
@@ -434,7 +434,8 @@ async def debug_request(request: web.Request) -> web.Response:
 
 
 async def debug_host(request: web.Request) -> web.Response:
-    """This start's host (``--spec-overhead-scale``, ``--start-jitter``): what was drawn."""
+    """This start's host (``--spec-overhead-scale``, ``--start-jitter``, ``--spec-regime``):
+    what was drawn, and the regime's slow windows so far."""
     st: SimState = request.app["sim"]
     host = st.engine.host
     out = host.to_dict()
@@ -449,6 +450,7 @@ async def debug_host(request: web.Request) -> web.Response:
         uptime_s=now_s,
         current_scale=host.spec_scale(now_s),
         in_slow_window=w is not None and w["start_s"] <= now_s < w["end_s"],
+        spec_regime=regime_truth(host.regime, st.started_at, now_s),
     )
     return _json(out)
 
