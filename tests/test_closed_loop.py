@@ -25,7 +25,10 @@ def test_concurrency_steps_run_first_and_round_trip() -> None:
     assert parse_scenario(json.loads(json.dumps(sc.to_dict())), file="s") == sc
     with pytest.raises(ConfigError, match=r"steps\[0\].concurrency: .*integer >= 1"):
         parse_scenario({"steps": [{"concurrency": 0}, 2]}, file="s")
-    alone = parse_scenario({"steps": [{"concurrency": 1}]}, file="s")  # a block of one
+    with pytest.raises(ConfigError, match="only closed-loop steps"):
+        parse_scenario({"steps": [{"concurrency": 1}]}, file="s")
+    block = {"steps": [{"concurrency": 1}], "interleave": {"blocks": 2}}  # sweep --interleave
+    alone = parse_scenario(block, file="s")
     assert alone.steps == () and [p.concurrency for p in alone.schedule()] == [1]
 
 

@@ -27,7 +27,6 @@ from typing import Any
 
 from specload.analysis.crossover import ALWAYS, BETWEEN, CROSSES, MIXED, NEVER, STARTS, fmt_qps
 from specload.analysis.effect import HELPS, HURTS
-from specload.analysis.verdict import status_words_plain
 from specload.analysis.wording import load_ci_text, pct
 
 __all__ = [
@@ -82,8 +81,9 @@ class ConditionFigures:
 
     ``speculative`` / ``prefix_caching``: True, False, or None when unknown.
     ``per_position``: acceptance per draft position, 0-based. ``status``: the crossover status
-    on the metric; ``start``/``stop``: its boundaries; ``replicate_statuses``: the status of
-    each server start analysed alone (empty with one start). ``ttft_ratio``/``tpot_ratio``:
+    on the metric; ``start``/``stop``: its boundaries; ``starts``: server starts analysed
+    alone (0 with one start); ``split_qps``: loads where their effects differ (they
+    disagree), ``split`` the same in words (``Crossover.split_text``). ``ttft_ratio``/``tpot_ratio``:
     p50 condition / baseline at the lowest common load, for attribution.
     """
 
@@ -98,7 +98,9 @@ class ConditionFigures:
     status: str = NEVER
     start: Bound | None = None
     stop: Bound | None = None
-    replicate_statuses: tuple[str, ...] = ()
+    starts: int = 0
+    split_qps: tuple[float, ...] = ()
+    split: str = ""
     ttft_ratio: float | None = None
     tpot_ratio: float | None = None
     gpu_memory_peak_mib: float | None = None
@@ -154,19 +156,16 @@ def _where_hurts(c: ConditionFigures) -> str:
 
 
 def _undecided(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
-    if c.replicate_statuses and any(s != c.status for s in c.replicate_statuses):
-        n = len(c.replicate_statuses)
-        seen = sorted(set(c.replicate_statuses), key=c.replicate_statuses.index)
-        parts = ", ".join(
-            f"{status_words_plain(s)} in {c.replicate_statuses.count(s)} of {n}" for s in seen
-        )
+    if c.split_qps:
+        where = c.split or f"at {', '.join(f'{q:g}' for q in c.split_qps)} req/s"
         return [
             Advice(
                 "undecided",
                 c.label,
-                f"{c.label}: no decision yet: server starts disagree on {inp.metric} ({parts} "
-                "starts). Run more replicates (specload sweep --replicates 3) before acting.",
-                {"starts": float(n)},
+                f"{c.label}: no decision yet: server starts disagree on {inp.metric} {where}, "
+                f"each of the {c.starts} starts analysed alone. Run more replicates (specload "
+                "sweep --replicates 3) before acting.",
+                {"starts": float(c.starts), "split_qps": list(c.split_qps)},
             )
         ]
     if c.status == MIXED:

@@ -30,10 +30,11 @@ from typing import Any
 import numpy as np
 
 from specload.analysis.crossover import Boundary, boundary_ci, crossing_qps
-from specload.analysis.gates import CAPACITY_GATE, Gate, GateFailure, GateResult
+from specload.analysis.gates import CAPACITY_GATE, Gate, GateFailure, GateResult, judge
 from specload.analysis.run_columns import RunColumns
-from specload.analysis.stats import Estimate, percentile_ci
+from specload.analysis.stats import Estimate
 from specload.analysis.steps import LATENCY_FIELDS, StepStats, pool_runs
+from specload.analysis.wording import pct_ci_text
 from specload.errors import ConfigError
 from specload.slo import Slo
 
@@ -43,6 +44,7 @@ __all__ = [
     "VIOLATES",
     "WITHIN",
     "Capacity",
+    "CapacityChange",
     "capacity_change",
     "capacity_gate",
     "capacity_sentence",
@@ -164,16 +166,87 @@ def _replicates(step: StepStats, metric: str, b: int) -> np.ndarray:
     return np.asarray(r, dtype=np.float64)
 
 
-def capacity_change(cond: Capacity, base: Capacity) -> Estimate:
-    """``cond / base - 1`` when both capacities lie inside the tested range, with the
-    percentile CI over bootstrap replicates where both are finite; else no value."""
-    if cond.qps is None or base.qps is None:
-        return Estimate(None)
+#: Fewer bootstrap replicates than this give no CI for a capacity change.
+MIN_REPLICATES = 20
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityChange:
+    """A condition's capacity against the baseline's, ``cond / base - 1``, with its 95 % CI.
+
+    ``value`` is None when either capacity lies beyond the tested range. The CI keeps every
+    bootstrap replicate: one whose capacity lies beyond the range stays in, ordered as ±inf
+    (``crossover.boundary_ci``), instead of being dropped, which made the interval narrow and
+    biased towards the replicates that happened to cross inside. Where such replicates reach
+    a CI bound it is open: ``ci_beyond`` says "below"/"above" and the bound shown is the
+    least the tested range proves ("<-48 %": the capacity is at most the lowest step there).
+    """
+
+    value: float | None
+    ci: tuple[float | None, float | None] = (None, None)
+    ci_beyond: tuple[str, str] = ("", "")
+
+    def estimate(self) -> Estimate:
+        return Estimate(self.value, *self.ci)
+
+    def text(self, digits: int = 0) -> str:
+        """ "-21 % (-27…-14)", "-21 % (<-48…-14)"; "—" without a value."""
+        if self.value is None:
+            return "—"
+        ci = pct_ci_text(_times100(self.ci), self.ci_beyond, digits)
+        return f"{self.value * 100:+.{digits}f} %" + (f" ({ci})" if ci else "")
+
+    def loss_near_pct(self) -> float | None:
+        """The CI's end nearest to no loss, as percent lost (None when that end is open
+        upwards or missing): what a capacity gate judged on the CI compares with its limit."""
+        hi, side = self.ci[1], self.ci_beyond[1]
+        return None if hi is None or side == "above" else -hi * 100
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.estimate().to_dict(), "ci_beyond": list(self.ci_beyond)}
+
+
+def _change_replicates(cond: Capacity, base: Capacity) -> tuple[np.ndarray, np.ndarray]:
+    """Per bootstrap replicate, ``cond / base - 1`` ordered (±inf where a capacity beyond the
+    range leaves it open) and bounded (each capacity clipped to its tested range: the least
+    the range proves). Both beyond on the same side: no tested difference, the clipped 0."""
     n = min(cond.replicates.size, base.replicates.size)
     a, b = cond.replicates[:n], base.replicates[:n]
-    ok = np.isfinite(a) & np.isfinite(b) & (b > 0)
-    lo, hi = percentile_ci(a[ok] / b[ok] - 1.0) if ok.sum() >= 20 else (None, None)
-    return Estimate(cond.qps / base.qps - 1.0, lo, hi)
+    bounded = np.clip(a, *cond.tested_range) / np.clip(b, *base.tested_range) - 1.0
+    up = (a == np.inf) | (b == -np.inf)
+    down = (a == -np.inf) | (b == np.inf)
+    ordered = bounded.copy()
+    ordered[up & ~down] = np.inf
+    ordered[down & ~up] = -np.inf
+    return ordered, bounded
+
+
+def capacity_change(cond: Capacity, base: Capacity) -> CapacityChange:
+    """``cond / base - 1`` (a value when both capacities lie inside the tested range) and its
+    percentile CI over every bootstrap replicate (``CapacityChange``)."""
+    value = cond.qps / base.qps - 1.0 if cond.qps is not None and base.qps is not None else None
+    ordered, bounded = _change_replicates(cond, base)
+    if ordered.size < MIN_REPLICATES:
+        return CapacityChange(value)
+    ci, beyond = boundary_ci(ordered)
+    lo, hi = (_open_bound(i, side, ordered, bounded, ci[i]) for i, side in enumerate(beyond))
+    return CapacityChange(value, (lo, hi), beyond)
+
+
+def _open_bound(
+    i: int, side: str, ordered: np.ndarray, bounded: np.ndarray, bound: float | None
+) -> float | None:
+    """CI bound ``i`` (0 lower, 1 upper); where it is open (``side``), the same percentile
+    with the open replicates on that side at their range-bounded value: every value then
+    lies on the near side of the truth, so the true bound lies beyond the figure."""
+    if side not in ("below", "above"):
+        return bound
+    open_ = ordered == (-np.inf if side == "below" else np.inf)
+    return boundary_ci(np.where(open_, bounded, ordered))[0][i]
+
+
+def _times100(ci: tuple[float | None, float | None]) -> tuple[float | None, float | None]:
+    return (None if ci[0] is None else ci[0] * 100, None if ci[1] is None else ci[1] * 100)
 
 
 def goodput(runs: list[RunColumns], slos: list[Slo]) -> dict[float, float | None]:
@@ -197,7 +270,7 @@ def goodput(runs: list[RunColumns], slos: list[Slo]) -> dict[float, float | None
 
 
 def capacity_sentence(
-    cond: Capacity, base: Capacity, change: Estimate, benefit: str, slos: list[Slo]
+    cond: Capacity, base: Capacity, change: CapacityChange, benefit: str, slos: list[Slo]
 ) -> str:
     """The verdict's sentence on capacity: what the condition carries within the SLO against
     the baseline, and what it buys for it (``benefit``, from the crossover)."""
@@ -213,12 +286,8 @@ def capacity_sentence(
         f"carries {base.qps_text()})"
     )
     if change.value is not None:
-        ci = (
-            f", CI {change.lo * 100:+.0f}…{change.hi * 100:+.0f} %"
-            if change.lo is not None and change.hi is not None
-            else ""
-        )
-        carries += f" ({change.value * 100:+.0f} %{ci})"
+        ci = pct_ci_text(_times100(change.ci), change.ci_beyond, 0)
+        carries += f" ({change.value * 100:+.0f} %" + (f", CI {ci} %)" if ci else ")")
     lost = ""
     if change.value is not None and change.value < 0:
         lost = f"{-change.value * 100:.0f} % of the capacity"
@@ -238,15 +307,17 @@ def capacity_sentence(
 def capacity_gate(
     gate: Gate,
     capacity: dict[str, Capacity],
-    changes: dict[str, Estimate],
+    changes: dict[str, CapacityChange],
     baseline: str,
     result: GateResult | None,
 ) -> GateResult:
     """``--max-regression capacity=PCT``: fail when a condition carries significantly less
-    than the baseline within the SLO, by more than PCT percent. Beyond the tested range the
-    loss is bounded by the range: a condition that misses the SLO at the lowest step against
-    a baseline that holds it loses at least ``1 - lowest / baseline's``; one that holds it
-    everywhere loses nothing that was tested. ConfigError when no condition has a capacity."""
+    than the baseline within the SLO, with the whole CI of the change beyond PCT percent
+    lost (``--gate-on point``: its estimate), by ``gates.judge`` like every gate. Beyond the
+    tested range the loss is bounded by the range: a condition that misses the SLO at the
+    lowest step against a baseline that holds it loses at least ``1 - lowest / baseline's``;
+    one that holds it everywhere loses nothing that was tested. ConfigError when no
+    condition has a capacity."""
     out = result or GateResult(gates=[gate], operating_qps=None)
     base = capacity.get(baseline)
     for label, cap in capacity.items():
@@ -255,19 +326,13 @@ def capacity_gate(
         out.checked += 1
         if cap.status == WITHIN or base.status == VIOLATES:
             continue  # nothing tested was lost
-        upper = cap.qps if cap.qps is not None else cap.tested_range[0]
-        lower = base.qps if base.qps is not None else base.tested_range[1]
-        change = changes.get(label, Estimate(None))
-        if change.value is not None:  # both inside: the estimate and its CI
-            lost = change.value * 100 < -gate.max_pct and (change.hi is None or change.hi < 0)
-            pct, ci = change.value * 100, (_pct(change.lo), _pct(change.hi))
-        else:  # a bound from the tested range
-            pct, ci = (upper / lower - 1) * 100, (None, None)
-            hi = cap.boundary.ci[1]
-            significant = cap.status == VIOLATES or (hi is not None and hi < lower)
-            lost = pct < -gate.max_pct and significant
-        if lost:
-            out.failures.append(GateFailure(label, CAPACITY_GATE, upper, pct, gate.max_pct, ci))
+        change = changes.get(label, CapacityChange(None))
+        pct, significant = _loss(cap, base, change)
+        found = GateFailure(
+            label, CAPACITY_GATE, cap.qps if cap.qps is not None else cap.tested_range[0], pct,
+            gate.max_pct, _times100(change.ci), change.ci_beyond, on=gate.on,
+        )  # fmt: skip
+        out.record(judge(gate, -pct, change.loss_near_pct(), significant), found)
     if not out.checked:
         raise ConfigError(
             "--max-regression capacity: no condition besides the baseline has a capacity "
@@ -276,5 +341,14 @@ def capacity_gate(
     return out
 
 
-def _pct(x: float | None) -> float | None:
-    return None if x is None else x * 100
+def _loss(cap: Capacity, base: Capacity, change: CapacityChange) -> tuple[float, bool]:
+    """The change in percent (both inside: the estimate; else the bound the tested range
+    gives) and whether it is significantly a loss (its CI lies below 0; beyond the range,
+    the capacity's CI lies below the baseline's, or it misses the SLO at the lowest step)."""
+    if change.value is not None:
+        hi = change.ci[1]
+        return change.value * 100, hi is None or (hi < 0 and change.ci_beyond[1] != "above")
+    upper = cap.qps if cap.qps is not None else cap.tested_range[0]
+    lower = base.qps if base.qps is not None else base.tested_range[1]
+    hi = cap.boundary.ci[1]
+    return (upper / lower - 1) * 100, cap.status == VIOLATES or (hi is not None and hi < lower)

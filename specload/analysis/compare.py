@@ -47,10 +47,11 @@ from specload.analysis.quality import (
     scenario_temperature,
 )
 from specload.analysis.ratios import Flag, RatioRow, p95_flags, step_ratios
+from specload.analysis.regimes import find_regimes
 from specload.analysis.replicates import (
     PerStart,
     disagreements,
-    per_start_statuses,
+    per_start_effects,
     per_start_steps,
 )
 from specload.analysis.run_columns import RunColumns, load_runs
@@ -302,7 +303,7 @@ def _against(inp: _Inputs, base: str, metric: str, min_gain: float) -> _Against:
         crossovers = _crossovers(label, base, rows, out.reps[label], metrics, min_gain)
         if inp.starts.get(label) or inp.starts.get(base):
             for x in crossovers:
-                x.replicate_statuses = per_start_statuses(
+                x.starts = per_start_effects(
                     inp.starts.get(label) or [PerStart(label, cond_steps)],
                     inp.starts.get(base, []),
                     inp.steps[base],
@@ -330,7 +331,7 @@ def _verdicts(
             issues,
             metric=c.metric,
             excluded=vs.incomplete.get(label),
-            single_start=c.single_start(label),
+            caveat=c.ci_caveat(label),
         )
         cap, base = c.capacity.get(label), c.capacity.get(c.baseline)
         if cap is not None and base is not None:
@@ -488,6 +489,7 @@ def compare_runs(
         label: decode_steps(rs, {s.target_qps: s.server for s in steps[label]})
         for label, rs in groups.items()
     }
+    comparison.regimes = find_regimes(closed_groups or groups, base)
     base_dirs = [r.path for r in groups[base]]
     for label, rs in groups.items():
         if label != base and (found := output_samples(base_dirs, [r.path for r in rs])):
@@ -528,7 +530,7 @@ def _class_answers(
                 [],
                 metric=c.metric,
                 excluded=vs.incomplete.get(label),
-                single_start=c.single_start(label),
+                caveat=c.ci_caveat(label),
             )
         out.append(answer)
     return out

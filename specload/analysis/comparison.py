@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specload.analysis.attribution import Attribution
-from specload.analysis.capacity import Capacity
+from specload.analysis.capacity import Capacity, CapacityChange
 from specload.analysis.classes import ClassAnswer
 from specload.analysis.closed_loop import ClosedLoop
 from specload.analysis.crossover import Crossover
@@ -21,11 +21,12 @@ from specload.analysis.features import Features
 from specload.analysis.gates import GateResult
 from specload.analysis.quality import ContractCheck
 from specload.analysis.ratios import Flag, RatioRow
+from specload.analysis.regimes import Regimes
 from specload.analysis.replicates import Disagreement
 from specload.analysis.samples import OutputSample
 from specload.analysis.schedule_results import ScheduleAnalysis
-from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
+from specload.analysis.verdict import BLOCKS_CAVEAT, SINGLE_START_CAVEAT
 from specload.slo import Slo
 
 __all__ = ["Comparison", "ConditionInfo"]
@@ -100,18 +101,41 @@ class Comparison:
     #: condition -> its capacity within ``slos`` (``analysis.capacity``)
     capacity: dict[str, Capacity] = field(default_factory=dict)
     #: non-baseline condition -> its capacity against the baseline's (cond / base - 1)
-    capacity_changes: dict[str, Estimate] = field(default_factory=dict)
+    capacity_changes: dict[str, CapacityChange] = field(default_factory=dict)
     #: condition -> target QPS -> goodput (req/s meeting every per-request SLO)
     goodput: dict[str, dict[float, float | None]] = field(default_factory=dict)
     #: the comparison per class of request (``analysis.classes``), empty without classes
     classes: list[ClassAnswer] = field(default_factory=list)
     #: closed-loop ``{concurrency: N}`` steps, compared level by level (``analysis.closed_loop``)
     closed_loop: list[ClosedLoop] = field(default_factory=list)
+    #: per condition and step: whether the engine step flips between a fast and a slow
+    #: regime in time, its effect and likely cause (``analysis.regimes``)
+    regimes: Regimes = field(default_factory=Regimes)
 
     def starts_per_step(self, label: str) -> int:
         """The fewest server starts (run dirs) behind any of ``label``'s steps: what its CIs
         cover. Runs of different ladders (``sweep --refine`` passes) add steps, not starts."""
         return min((s.runs for s in self.steps.get(label, [])), default=1)
+
+    def blocks_per_step(self, label: str) -> int:
+        """The fewest interleaved blocks behind any of ``label``'s steps (0: not interleaved)."""
+        return min((s.blocks for s in self.steps.get(label, [])), default=0)
+
+    def ci_caveat(self, label: str) -> str | None:
+        """What the CIs of ``label`` vs the baseline leave out, in words; None when they
+        include the variance between server starts."""
+        if not self.single_start(label):
+            return None
+        blocks = min(self.blocks_per_step(label), self.blocks_per_step(self.baseline))
+        return BLOCKS_CAVEAT.format(blocks=blocks) if blocks >= 2 else SINGLE_START_CAVEAT
+
+    def ci_scope(self, label: str) -> str:
+        """report.json's ``ci_scope``: ``within_start``, ``blocks_within_start`` or
+        ``between_starts``."""
+        if not self.single_start(label):
+            return "between_starts"
+        caveat = self.ci_caveat(label)
+        return "within_start" if caveat == SINGLE_START_CAVEAT else "blocks_within_start"
 
     def single_start(self, label: str) -> bool:
         """True when the CIs of ``label`` vs the baseline cover one server start only (at

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specload.analysis.effect import HELPS, INCOMPLETE, NA
+from specload.analysis.effect import HELPS, INCOMPLETE, NA, effect_text
 from specload.analysis.stats import Estimate
 from specload.analysis.wording import load_ci_text, load_with_ci
 
@@ -51,11 +51,13 @@ __all__ = [
     "STATUSES",
     "Boundary",
     "Crossover",
+    "StartEffects",
     "boundary_ci",
     "crossing_qps",
     "find_crossover",
     "fmt_qps",
     "pattern_status",
+    "split_steps",
 ]
 
 ALWAYS, NEVER, CROSSES = "always_helps", "never_helps", "crosses"
@@ -102,6 +104,35 @@ class Boundary:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class StartEffects:
+    """One server start analysed alone against the baseline (``analysis.replicates``): its
+    status and the effect, by the one rule, at each step it could classify (incomplete steps
+    and steps without data left out).
+
+    Starts agree by these effects, step by step, never by their status label: two "mixed"
+    starts may help at different loads, and one that helps at 24 req/s while another hurts
+    there disagree whatever their labels say.
+    """
+
+    run: str
+    status: str
+    effects: dict[float, str]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "run": self.run,
+            "status": self.status,
+            "steps": [{"target_qps": q, "effect": e} for q, e in self.effects.items()],
+        }
+
+
+def split_steps(starts: list[StartEffects]) -> list[float]:
+    """The loads at which the starts' effects differ (a load one start lacks is not one)."""
+    loads = sorted({q for s in starts for q in s.effects})
+    return [q for q in loads if len({s.effects[q] for s in starts if q in s.effects}) > 1]
+
+
 @dataclass(slots=True)
 class Crossover:
     """How ``condition`` compares with ``baseline`` on ``metric`` over the tested loads."""
@@ -122,12 +153,13 @@ class Crossover:
     first_gain: Estimate = field(default_factory=lambda: Estimate(None))
     peak_gain: Estimate = field(default_factory=lambda: Estimate(None))
     peak_qps: float | None = None
-    #: share of bootstrap replicates whose pattern has the same status
+    #: share of bootstrap replicates that help at exactly the steps the estimate helps at
+    #: (so with the same status; two "mixed" patterns on other steps do not agree)
     agreement: float = 0.0
     #: steps left out because their data is incomplete (error budget, lost worker)
     excluded: list[float] = field(default_factory=list)
-    #: statuses of each replicate (server start) analysed alone; empty with one replicate
-    replicate_statuses: list[str] = field(default_factory=list)
+    #: each replicate (server start) analysed alone; empty with one replicate
+    starts: list[StartEffects] = field(default_factory=list)
     note: str = ""
 
     @property
@@ -143,13 +175,36 @@ class Crossover:
         return self.helping[0] if self.helping else None
 
     @property
+    def replicate_statuses(self) -> list[str]:
+        """The status of each server start analysed alone (for words, never for agreement)."""
+        return [s.status for s in self.starts]
+
+    @property
+    def split_qps(self) -> list[float]:
+        """Loads where the server starts analysed alone show different effects."""
+        return split_steps(self.starts)
+
+    @property
     def replicates_agree(self) -> bool:
-        """False when server starts analysed alone do not all show this status."""
-        return all(s == self.status for s in self.replicate_statuses)
+        """True when every step has the same effect (the one rule) in every server start."""
+        return not self.split_qps
+
+    def split_text(self) -> str:
+        """Where and how the starts disagree: "at 1 req/s (helps in r2; no significant
+        change in r1) and 24 req/s (helps in r1; hurts in r2)"."""
+        parts = []
+        for q in self.split_qps:
+            runs: dict[str, list[str]] = {}
+            for s in self.starts:
+                if q in s.effects:
+                    runs.setdefault(effect_text(s.effects[q]), []).append(s.run)
+            how = "; ".join(f"{e} in {', '.join(rs)}" for e, rs in runs.items())
+            parts.append(f"{q:g} req/s ({how})")
+        return "at " + (" and ".join(parts) if len(parts) < 3 else ", ".join(parts))
 
     @property
     def decided(self) -> bool:
-        """A boundary (or always/never) that every replicate shows: safe to act on."""
+        """A boundary (or always/never) whose steps every replicate agrees on: safe to act on."""
         return self.replicates_agree and self.status != MIXED
 
     # Back-compatible views of the stop boundary (``qps`` / ``ci`` were the crossover).
@@ -197,6 +252,8 @@ class Crossover:
             "peak_qps": self.peak_qps,
             "agreement": self.agreement,
             "replicate_statuses": self.replicate_statuses,
+            "replicate_starts": [s.to_dict() for s in self.starts],
+            "split_qps": self.split_qps,
             "replicates_agree": self.replicates_agree,
             "decided": self.decided,
             "note": self.note,
@@ -290,18 +347,17 @@ def boundary_ci(points: np.ndarray) -> tuple[tuple[float | None, float | None], 
 def _replicate_boundaries(
     log_q: np.ndarray, reps: np.ndarray, min_gain: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Start, stop and status of every bootstrap replicate (rows of ``reps``); a replicate
-    step helps when its gain reaches ``min_gain``. Rows with a missing value: NaN and ""."""
+    """Start and stop of every bootstrap replicate (rows of ``reps``; NaN for a row with a
+    missing value) and the helping steps of each complete row; a replicate step helps when
+    its gain reaches ``min_gain``."""
     gains = 1.0 - reps
     ok = ~np.isnan(gains).any(axis=1)
     starts = np.full(gains.shape[0], np.nan)
     stops = np.full(gains.shape[0], np.nan)
-    statuses = np.full(gains.shape[0], "", dtype=object)
     g = gains[ok]
     helps = g >= min_gain
     starts[ok], stops[ok] = boundaries(log_q, g, helps, min_gain)
-    statuses[ok] = _statuses(helps)
-    return starts, stops, statuses
+    return starts, stops, helps
 
 
 def _gain(ratio: Estimate) -> Estimate:
@@ -350,13 +406,13 @@ def find_crossover(
     gains = 1.0 - np.asarray([ratios[i].value for i in keep], dtype=np.float64)
     log_q = np.log(q)
     status = pattern_status(helps)
-    starts, stops, rep_status = _replicate_boundaries(log_q, reps[:, keep], min_gain)
-    valid = rep_status[rep_status != ""]
+    starts, stops, rep_helps = _replicate_boundaries(log_q, reps[:, keep], min_gain)
+    same = (rep_helps == np.asarray(helps)).all(axis=1)
     x = Crossover(
         metric=metric, condition=condition, baseline=baseline, status=status,
         tested_range=(float(q[0]), float(q[-1])), steps=q.tolist(), effects=used,
         first_gain=_gain(ratios[keep[0]]), excluded=excluded,
-        agreement=float(np.mean(valid == status)) if valid.size else 0.0,
+        agreement=float(np.mean(same)) if same.size else 0.0,
         note=_note(status, q, helps),
     )  # fmt: skip
     if status in (CROSSES, STARTS, BETWEEN):

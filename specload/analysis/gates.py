@@ -1,38 +1,50 @@
 """CI gates: fail a pipeline when a condition regresses against the baseline where it matters.
 
 ``--max-regression tpot_p95=10`` fails (exit 1) when any condition's p95 TPOT *hurts* at a
-step up to ``--operating-qps`` (every step when no operating point is given) by more than
-10 %: the one rule of ``analysis.effect`` (the change is at least ``--min-gain`` and its 95 %
-CI lies above 0), with the gate's own limit on top. A gate never fails where the report says
-"no significant change", and never passes silently: a gate that would check no step (no
-tested step at or below the operating point, or a metric no run measured) is bad input,
-exit 2. ``error_rate`` compares percentage points, at every step including incomplete ones
-(those are exactly what it is for).
+step up to ``--operating-qps`` (every step when no operating point is given), by the one rule
+of ``analysis.effect`` (the change is at least ``--min-gain`` and its 95 % CI lies above 0),
+and the whole 95 % CI of the change lies beyond the allowed +10 % (``--gate-on ci``, the
+default): significantly worse than allowed. A change whose point estimate is beyond the limit
+but whose CI reaches back below it passes, with a "possible regression" line and its figures:
+failing it would fail pipelines on noise (+5.4 %, CI +4.3…+5.8 %, against +5 %).
+``--gate-on point`` keeps the stricter rule: a change that hurts fails as soon as its point
+estimate is beyond the limit. A gate never fails where the report says "no significant
+change", and never passes silently: a gate that would check no step (no tested step at or
+below the operating point, or a metric no run measured) is bad input, exit 2. ``error_rate``
+compares percentage points, at every step including incomplete ones (those are exactly what
+it is for); it has no CI, so it is judged on its value under either rule.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from specload.analysis.crossover import fmt_qps
 from specload.analysis.effect import HURTS, INCOMPLETE
 from specload.analysis.ratios import RatioRow
 from specload.analysis.steps import StepStats, metric_names
+from specload.analysis.wording import pct_ci_text
 from specload.errors import ConfigError
 
 __all__ = [
     "CAPACITY_GATE",
+    "GATE_ON",
     "Gate",
     "GateFailure",
     "GateResult",
     "evaluate_gates",
     "gate_metrics",
+    "judge",
     "parse_gate",
 ]
 
 
 #: The gate on SLO capacity (``analysis.capacity``): at most PCT percent less than the baseline.
 CAPACITY_GATE = "capacity"
+
+#: ``--gate-on``: what must lie beyond the limit for a gate to fail: the whole 95 % CI of the
+#: change (default), or its point estimate (stricter: fails on noise around the limit).
+GATE_ON = ("ci", "point")
 
 
 def gate_metrics() -> list[str]:
@@ -42,36 +54,73 @@ def gate_metrics() -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class Gate:
-    """At most ``max_pct`` percent worse (percentage points for ``error_rate``)."""
+    """At most ``max_pct`` percent worse (percentage points for ``error_rate``), judged on the
+    CI or the point estimate (``on``, one of ``GATE_ON``)."""
 
     metric: str
     max_pct: float
+    on: str = "ci"
+
+
+#: Outcomes of one check (``judge``).
+FAILED, POSSIBLE, PASSED = "failed", "possible", "passed"
+
+
+def judge(gate: Gate, worse_pct: float, near_pct: float | None, significant: bool) -> str:
+    """One check by the gate's rule: ``worse_pct`` is the point estimate of how much worse
+    (percent, positive = worse), ``near_pct`` the end of its CI nearest to no change, as
+    worse-percent (None when that end is open or missing), ``significant`` whether the
+    change is significant at all by the one rule. ``possible`` when the point estimate lies
+    beyond the limit but the gate does not fail on it."""
+    beyond = worse_pct > gate.max_pct
+    if gate.on == "point":
+        failed = significant and beyond
+    else:
+        failed = significant and near_pct is not None and near_pct > gate.max_pct
+    return FAILED if failed else POSSIBLE if beyond else PASSED
 
 
 @dataclass(frozen=True, slots=True)
 class GateFailure:
+    """A check that failed, or (``possible``) passed with its point estimate beyond the
+    limit. ``ci_open`` says which CI bound lies further out than shown ("below"/"above")."""
+
     condition: str
     metric: str
     target_qps: float
     change_pct: float
     max_pct: float
     ci_pct: tuple[float | None, float | None] = (None, None)
+    ci_open: tuple[str, str] = ("", "")
+    on: str = "ci"
+    possible: bool = False
 
     def message(self) -> str:
         unit = " pp" if self.metric == "error_rate" else " %"
-        ci = ""
-        if self.ci_pct[0] is not None and self.ci_pct[1] is not None:
-            ci = f" (CI {self.ci_pct[0]:+.1f}…{self.ci_pct[1]:+.1f}{unit.strip()})"
+        ci = pct_ci_text(self.ci_pct, self.ci_open)
+        ci = f" (CI {ci}{unit})" if ci else ""
         if self.metric == CAPACITY_GATE:
-            return (
+            what = (
                 f"{self.condition}: capacity within the SLO {self.change_pct:+.1f} %{ci} "
                 f"({fmt_qps(self.target_qps)} req/s against the baseline's) loses more than the "
                 f"allowed {self.max_pct:g} %"
             )
-        return (
-            f"{self.condition}: {self.metric} {self.change_pct:+.1f}{unit}{ci} at "
-            f"{self.target_qps:g} req/s exceeds the allowed +{self.max_pct:g}{unit}"
-        )
+        else:
+            what = (
+                f"{self.condition}: {self.metric} {self.change_pct:+.1f}{unit}{ci} at "
+                f"{self.target_qps:g} req/s exceeds the allowed +{self.max_pct:g}{unit}"
+            )
+        return ("possible regression: " if self.possible else "") + what + self._why()
+
+    def _why(self) -> str:
+        """Why it failed or passed, so a CI log shows which rule decided."""
+        if self.possible and self.on == "ci":
+            return " on its estimate, but its CI does not lie entirely beyond it: passes"
+        if self.possible:
+            return " on its estimate, but the change is not significant: passes"
+        if self.metric == "error_rate":
+            return ""
+        return " with its whole CI" if self.on == "ci" else " on its estimate (--gate-on point)"
 
 
 @dataclass(slots=True)
@@ -80,6 +129,8 @@ class GateResult:
     operating_qps: float | None
     min_gain: float = 0.0
     failures: list[GateFailure] = field(default_factory=list)
+    #: checks that passed with their point estimate beyond the limit ("possible regression")
+    possible: list[GateFailure] = field(default_factory=list)
     #: (condition, step, gate) checks made; steps left out because their data is incomplete
     checked: int = 0
     skipped: list[str] = field(default_factory=list)
@@ -88,9 +139,17 @@ class GateResult:
     def passed(self) -> bool:
         return not self.failures
 
+    def record(self, outcome: str, found: GateFailure) -> None:
+        """File one check's outcome (``judge``): a failure, a possible regression, or nothing."""
+        if outcome == FAILED:
+            self.failures.append(found)
+        elif outcome == POSSIBLE:
+            self.possible.append(replace(found, possible=True))
 
-def parse_gate(spec: str) -> Gate:
-    """``METRIC=PCT`` → Gate; ConfigError (exit 2) naming the expectation otherwise."""
+
+def parse_gate(spec: str, on: str = "ci") -> Gate:
+    """``METRIC=PCT`` → Gate judged ``on`` the CI or the point estimate; ConfigError (exit 2)
+    naming the expectation otherwise."""
     name, sep, value = spec.partition("=")
     name = name.strip()
     if not sep or name not in gate_metrics():
@@ -105,7 +164,9 @@ def parse_gate(spec: str) -> Gate:
         ) from None
     if pct < 0:
         raise ConfigError(f"--max-regression {spec!r}: PCT must be >= 0")
-    return Gate(name, pct)
+    if on not in GATE_ON:
+        raise ConfigError(f"--gate-on {on!r}: expected one of {', '.join(GATE_ON)}")
+    return Gate(name, pct, on)
 
 
 def _pct(r: float | None) -> float | None:
@@ -147,6 +208,35 @@ def _check_scope(
             )
 
 
+def _error_rate_check(
+    result: GateResult, g: Gate, cond: str, s: StepStats, base_err: dict[float, float]
+) -> None:
+    """Percentage points against the baseline's error rate: no CI, judged on the value."""
+    if s.target_qps not in base_err:
+        return
+    change = (s.error_rate - base_err[s.target_qps]) * 100
+    result.checked += 1
+    found = GateFailure(cond, g.metric, s.target_qps, change, g.max_pct, on=g.on)
+    result.record(judge(g, change, change, True), found)
+
+
+def _latency_check(result: GateResult, g: Gate, cond: str, row: RatioRow | None) -> None:
+    """One latency step: it must hurt by the one rule, and its CI (or its point estimate,
+    ``--gate-on point``) lie beyond the limit."""
+    if row is None or row.ratio.value is None:
+        return
+    if row.effect == INCOMPLETE:
+        result.skipped.append(f"{cond} at {row.target_qps:g} req/s (incomplete)")
+        return
+    result.checked += 1
+    est = row.ratio
+    change = (est.value - 1) * 100 if est.value is not None else 0.0
+    found = GateFailure(
+        cond, g.metric, row.target_qps, change, g.max_pct, (_pct(est.lo), _pct(est.hi)), on=g.on
+    )
+    result.record(judge(g, change, _pct(est.lo), row.effect == HURTS), found)
+
+
 def evaluate_gates(
     gates: list[Gate],
     baseline: list[StepStats],
@@ -169,29 +259,9 @@ def evaluate_gates(
                 continue
             for g in gates:
                 if g.metric == "error_rate":
-                    if s.target_qps not in base_err:
-                        continue
-                    change = (s.error_rate - base_err[s.target_qps]) * 100
-                    result.checked += 1
-                    if change > g.max_pct:
-                        result.failures.append(
-                            GateFailure(cond, g.metric, s.target_qps, change, g.max_pct)
-                        )
-                    continue
-                row = rows.get(g.metric, {}).get(s.target_qps)
-                if row is None or row.ratio.value is None:
-                    continue
-                if row.effect == INCOMPLETE:
-                    result.skipped.append(f"{cond} at {s.target_qps:g} req/s (incomplete)")
-                    continue
-                result.checked += 1
-                est = row.ratio
-                change = (row.ratio.value - 1) * 100
-                if row.effect == HURTS and change > g.max_pct:
-                    ci = (_pct(est.lo), _pct(est.hi))
-                    result.failures.append(
-                        GateFailure(cond, g.metric, s.target_qps, change, g.max_pct, ci)
-                    )
+                    _error_rate_check(result, g, cond, s, base_err)
+                else:
+                    _latency_check(result, g, cond, rows.get(g.metric, {}).get(s.target_qps))
     if not result.checked:
         raise ConfigError(
             "--max-regression: every step in scope is incomplete ("

@@ -5,13 +5,17 @@ The same vLLM config on two hosts, or two fresh starts on one host, gave p50 TPO
 with a hierarchical bootstrap (``analysis.stats``) put that variance into the CIs; this
 module says what pooling hides:
 
-- **Disagreement per step**: two starts of one condition whose within-start 95 % CIs do not
-  overlap at a step disagree beyond sampling noise. The report says so first, with the
-  per-start figures side by side.
-- **Per-start patterns**: each start of a condition analysed alone against the baseline (its
-  interleaved partner start when both have the same number, else the pooled baseline). When
-  the starts do not all show the pooled pattern (one stops helping at 18 req/s, the other
-  never helps), the verdict claims no boundary.
+- **Level differences per step**: two starts of one condition whose within-start 95 % CIs
+  of a latency do not overlap at a step ran at different levels, beyond sampling noise. The
+  report says so, with the per-start figures side by side; the pooled CIs include that
+  variance. It is worded as a level ("server starts differ in level"), not as disagreement:
+  two starts can run at different speeds and still agree on the effect at every step.
+- **Per-start effects**: each start of a condition analysed alone against the baseline (its
+  interleaved partner start when both have the same number, else the pooled baseline), every
+  step classified by the one rule (``analysis.effect``). The starts agree when every step has
+  the same effect in each of them; where one helps and another does not (or hurts), they
+  disagree and the verdict claims no boundary. Their status labels are never compared: two
+  "mixed" starts that help at different loads disagree.
 
 Starts are ordered by ``run.json`` ``replicate`` (written by ``specload sweep
 --replicates``), else by start time.
@@ -21,7 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specload.analysis.crossover import Crossover, find_crossover
+from specload.analysis.crossover import Crossover, StartEffects, find_crossover
+from specload.analysis.effect import INCOMPLETE, NA
 from specload.analysis.ratios import RatioRow, step_ratios
 from specload.analysis.run_columns import RunColumns
 from specload.analysis.stats import Estimate
@@ -37,7 +42,7 @@ __all__ = [
     "ladder",
     "order_starts",
     "per_start_comparisons",
-    "per_start_statuses",
+    "per_start_effects",
     "per_start_steps",
 ]
 
@@ -55,7 +60,7 @@ class PerStart:
 
 @dataclass(slots=True)
 class Disagreement:
-    """Starts of ``condition`` whose within-start CIs at one step do not overlap."""
+    """Starts of ``condition`` whose within-start CIs of a level at one step do not overlap."""
 
     condition: str
     metric: str
@@ -72,10 +77,10 @@ class Disagreement:
             return f"{(e.value or 0.0) * 1000:.3g} ms{ci} in {run}"
 
         return (
-            f"replicates disagree: {self.condition} at {self.target_qps:g} req/s, "
+            f"server starts differ in level: {self.condition} at {self.target_qps:g} req/s, "
             f"{metric_label(self.metric)} "
             + " vs ".join(one(r, e) for r, e in self.figures)
-            + ": server starts differ beyond their sampling noise"
+            + ", beyond their sampling noise (the pooled CIs include it)"
         )
 
 
@@ -186,14 +191,23 @@ def per_start_comparisons(
     return out
 
 
-def per_start_statuses(
+def per_start_effects(
     cond: list[PerStart],
     base: list[PerStart],
     base_pooled: list[StepStats],
     metric: str,
     min_gain: float,
     incomplete: frozenset[float],
-) -> list[str]:
-    """The pattern status of each start (``per_start_comparisons``), where it has one."""
+) -> list[StartEffects]:
+    """Each start's status and per-step effects (``per_start_comparisons``), where it has a
+    usable step: what ``Crossover.replicates_agree`` compares, step by step."""
     comparisons = per_start_comparisons(cond, base, base_pooled, metric, min_gain, incomplete)
-    return [c.crossover.status for c in comparisons if c.crossover is not None]
+    return [
+        StartEffects(
+            c.start.run,
+            c.crossover.status,
+            {r.target_qps: r.effect for r in c.rows if r.effect not in (NA, INCOMPLETE)},
+        )
+        for c in comparisons
+        if c.crossover is not None
+    ]

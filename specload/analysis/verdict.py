@@ -5,8 +5,8 @@ stops helping at ≈ 17.6 req/s (CI 17.1–18.2); p95 TPOT is worse from 20 req/
 at every tested load"; "prefix starts helping p50 TPOT at ≈ 6.3 req/s (CI 4.9–7.6) and helps
 from 8 req/s up to the highest tested load, 24 req/s (at most 36 % lower, CI 31–40 %)".
 Every clause uses the one rule of ``analysis.effect`` on the displayed 95 % CIs, so the
-sentence says what the tables show. When server starts (replicates) analysed alone disagree
-on the pattern, the sentence says so and claims no boundary.
+sentence says what the tables show. When server starts (replicates) analysed alone classify
+a step differently, the sentence names the step, says so and claims no boundary.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from specload.analysis.steps import StepStats
 from specload.analysis.wording import pct
 
 __all__ = [
+    "BLOCKS_CAVEAT",
     "SINGLE_START_CAVEAT",
     "benefit_words",
     "metric_label",
@@ -38,6 +39,12 @@ __all__ = [
 
 #: Said wherever a CI covers one server start only.
 SINGLE_START_CAVEAT = "within one server start; run --replicates 2+ for a decision"
+#: Said where the CIs are over interleaved blocks of one server start (``sweep --interleave``):
+#: time drift within the start is in them, the variance between starts is not.
+BLOCKS_CAVEAT = (
+    "over {blocks} interleaved blocks per step of one server start; --replicates 2+ adds the "
+    "variance between starts"
+)
 
 
 def metric_label(metric: str) -> str:
@@ -162,15 +169,11 @@ def _headline(x: Crossover, rows: list[RatioRow]) -> str:
 
 
 def _disagreement(x: Crossover) -> str:
-    """Server starts analysed alone show different patterns: no boundary is claimed."""
-    n = len(x.replicate_statuses)
-    counts: dict[str, int] = {}
-    for s in x.replicate_statuses:
-        counts[s] = counts.get(s, 0) + 1
-    parts = [f"{status_words_plain(s)} in {k} of {n}" for s, k in counts.items()]
+    """Server starts analysed alone classify some step differently: no boundary is claimed.
+    Names the steps and each start's effect there, the same words as the findings."""
     return (
-        f"{x.condition}: server starts disagree on {metric_label(x.metric)} "
-        f"({'; '.join(parts)} starts analysed alone): no decision, run more replicates"
+        f"{x.condition}: server starts disagree on {metric_label(x.metric)} {x.split_text()}, "
+        f"each of the {len(x.starts)} starts analysed alone: no decision, run more replicates"
     )
 
 
@@ -243,12 +246,12 @@ def sentence(
     *,
     metric: str = "tpot_p50",
     excluded: dict[float, str] | None = None,
-    single_start: bool = False,
+    caveat: str | None = None,
 ) -> str:
     """One sentence for one condition against the baseline.
 
-    ``excluded``: target QPS left out, with why; ``single_start``: the CIs cover one server
-    start only (no replicates), said at the end.
+    ``excluded``: target QPS left out, with why; ``caveat``: what the CIs leave out
+    (``Comparison.ci_caveat``: one server start only), said at the end.
     """
     if x is None:
         return _nothing_to_compare(cond, rows.get(metric, []), metric, excluded)
@@ -264,4 +267,4 @@ def sentence(
     if contract_issues:
         parts.append("its outputs break the baseline's contract (" + contract_issues[0] + ")")
     text = "; ".join(parts)
-    return f"{text} (95 % CIs {SINGLE_START_CAVEAT})" if single_start else text
+    return f"{text} (95 % CIs {caveat})" if caveat else text

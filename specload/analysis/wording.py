@@ -12,7 +12,17 @@ import math
 
 from specload.analysis.stats import Estimate
 
-__all__ = ["change_words", "digits_for", "load_decimals", "load_with_ci", "pct", "signed_change"]
+__all__ = [
+    "change_words",
+    "digits_for",
+    "load_ci_text",
+    "load_decimals",
+    "load_with_ci",
+    "pct",
+    "pct_ci_text",
+    "signed_change",
+    "step_label",
+]
 
 
 def digits_for(fraction: float) -> int:
@@ -56,9 +66,36 @@ def signed_change(ratio: Estimate, digits: int = 1) -> str:
     return f"{point} ({(ratio.lo - 1) * 100:+.{digits}f}…{(ratio.hi - 1) * 100:+.{digits}f})"
 
 
+def pct_ci_text(
+    ci: tuple[float | None, float | None], beyond: tuple[str, str] = ("", ""), digits: int = 1
+) -> str:
+    """A CI of a signed change in percent, "+4.3…+5.8"; "" without both bounds. A bound the
+    bootstrap left open beyond what the tested range can measure (``beyond`` "below" /
+    "above", as ``crossover.boundary_ci`` says) reads "<-48" / ">+12": the true bound lies
+    further out than the figure, as a boundary's ">24" does."""
+    if ci[0] is None or ci[1] is None:
+        return ""
+    mark = {"below": "<", "above": ">"}
+    return "…".join(
+        f"{mark.get(side, '')}{v:+.{digits}f}" for v, side in zip(ci, beyond, strict=True)
+    )
+
+
 def load_decimals(point: float) -> int:
     """Decimals for a load in req/s: one from 1 req/s up (17.6, 8.0), two below (0.85)."""
     return 1 if abs(point) >= 1 else 2
+
+
+def step_label(target_qps: float, achieved_qps: float | None) -> str:
+    """A load step as the human reports name it: the nominal rate, with the achieved rate
+    beside it where the two differ at the shown precision ("16 (17.1)", "1 (0.80)", "8"):
+    a reader must not take the nominal 16 req/s for the 17.1 the server actually carried."""
+    nominal = f"{target_qps:g}"
+    if achieved_qps is None:
+        return nominal
+    decimals = load_decimals(achieved_qps)
+    shown = f"{achieved_qps:.{decimals}f}"
+    return nominal if shown == f"{target_qps:.{decimals}f}" else f"{nominal} ({shown})"
 
 
 def load_with_ci(point: float, lo: float | None, hi: float | None) -> tuple[str, str, str]:

@@ -1,9 +1,11 @@
 """``specload compare RUN_DIR... --out REPORT_DIR``: the crossover, its CI, and the reports.
 
-Exit codes: 0 ok; 1 a ``--max-regression`` gate failed (at a step up to ``--operating-qps``),
-or a condition has no complete step to compare; 2 bad input (a missing, empty or foreign run
-dir, a bad option, runs that are not comparable without ``--force``, or a gate that would
-check nothing), always as one line on stderr.
+Exit codes: 0 ok, including a gate whose point estimate lies beyond its limit but whose CI
+does not (a "possible regression" line on stderr; ``--gate-on point`` fails it); 1 a
+``--max-regression`` gate failed (at a step up to ``--operating-qps``: the change hurts and
+its whole 95 % CI lies beyond the limit), or a condition has no complete step to compare; 2
+bad input (a missing, empty or foreign run dir, a bad option, runs that are not comparable
+without ``--force``, or a gate that would check nothing), always as one line on stderr.
 """
 
 from __future__ import annotations
@@ -12,7 +14,40 @@ import argparse
 import sys
 from typing import Any
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_gate_options", "add_parser", "run"]
+
+
+def add_gate_options(p: argparse.ArgumentParser) -> None:
+    """The CI gate options, defined once: ``--operating-qps``, ``--max-regression`` and
+    ``--gate-on`` (``analysis.gates``)."""
+    from specload.analysis.gates import GATE_ON
+
+    p.add_argument(
+        "--operating-qps",
+        type=float,
+        metavar="Q",
+        help="gates apply to steps up to this load (default: every step)",
+    )
+    p.add_argument(
+        "--max-regression",
+        action="append",
+        default=[],
+        metavar="METRIC=PCT",
+        help="fail (exit 1) when a condition hurts METRIC (the report's rule: significantly "
+        "worse) by more than PCT percent at a step up to --operating-qps, judged by --gate-on "
+        "(percentage points for error_rate, judged on its value; capacity=PCT: its capacity "
+        "within the --slo is significantly lower than the baseline's by more than PCT "
+        "percent); a gate that would check no step is an error (exit 2); repeatable",
+    )
+    p.add_argument(
+        "--gate-on",
+        choices=GATE_ON,
+        default="ci",
+        help="ci: a gate fails only when the whole 95%% CI of the change lies beyond its limit; "
+        "a point estimate beyond it with the CI reaching back passes with a 'possible "
+        "regression' line (exit 0); point: fails on the point estimate, the stricter old rule "
+        "(default: %(default)s)",
+    )
 
 
 def add_parser(subparsers: Any) -> None:
@@ -26,8 +61,8 @@ def add_parser(subparsers: Any) -> None:
             "/ no significant change (at least --min-gain, CI clear of 0), and the verdict, the "
             "boundaries where each condition starts and stops helping, the advice and the gates "
             "all follow it; attribution; output contract. Writes report.md, report.json and "
-            "report.html to --out and prints a summary. Exit 0 ok, 1 gate failed or nothing "
-            "comparable, 2 bad input."
+            "report.html to --out and prints a summary. Exit 0 ok (a possible regression "
+            "within its CI included), 1 gate failed or nothing comparable, 2 bad input."
         ),
     )
     p.add_argument(
@@ -69,23 +104,7 @@ def add_parser(subparsers: Any) -> None:
         help="steps whose error rate passes this are left out of every conclusion (default: "
         "the budget the runs recorded, else 0.05)",
     )
-    p.add_argument(
-        "--operating-qps",
-        type=float,
-        metavar="Q",
-        help="gates apply to steps up to this load (default: every step)",
-    )
-    p.add_argument(
-        "--max-regression",
-        action="append",
-        default=[],
-        metavar="METRIC=PCT",
-        help="fail (exit 1) when a condition hurts METRIC (the report's rule: significantly "
-        "worse) by more than PCT percent at a step up to --operating-qps (percentage points "
-        "for error_rate; capacity=PCT: its capacity within the --slo is significantly lower "
-        "than the baseline's by more than PCT percent); a gate that would check no step is "
-        "an error (exit 2); repeatable",
-    )
+    add_gate_options(p)
     p.add_argument(
         "--slo",
         action="append",
@@ -141,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         max_error_rate(args.max_error_rate)
     if args.max_num_seqs < 1:
         raise ConfigError(f"--max-num-seqs {args.max_num_seqs}: expected at least 1 request")
-    gates = [parse_gate(spec) for spec in args.max_regression]
+    gates = [parse_gate(spec, args.gate_on) for spec in args.max_regression]
     slos = [parse_slo(spec) for spec in args.slo] or None
     _check_out_dir(args.out)
     comparison = compare_runs(
@@ -165,6 +184,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         render_terminal(report)
     print("reports: " + ", ".join(str(p) for p in paths.values()))
+    for f in comparison.gates.possible if comparison.gates else []:
+        print(f.message(), file=sys.stderr)  # "possible regression: ...": passes, said
     if report.exit_code:
         failures = comparison.gates.failures if comparison.gates else []
         for f in failures:

@@ -198,10 +198,10 @@ def _urls(args: argparse.Namespace) -> tuple[str | None, dict[str, str]]:
     return None, urls
 
 
-def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from specload.sweep import SweepPlan, parse_condition
+def _conditions(args: argparse.Namespace, urls: dict[str, str]) -> list[Condition]:
+    """The conditions named by --condition, --label and --url LABEL=URL, as declared."""
+    from specload.sweep import parse_condition
 
-    args.url, urls = _urls(args)
     if urls and args.server_cmd is not None:
         raise ConfigError("give --server-cmd or --url, not both", path="--url")
     texts = list(args.condition) + [f"{label}=" for label in urls if not _named(args, label)]
@@ -210,32 +210,45 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
             raise ConfigError("--label names the condition of a --url server", path="--label")
         texts.append(f"{args.label}=")
     conditions = [parse_condition(t, template=args.server_cmd) for t in texts]
-    if urls and (args.speculative_config or args.prefix_caching):
+    declared = args.speculative_config or args.prefix_caching
+    flag = "--speculative-config" if args.speculative_config else "--prefix-caching"
+    if urls and declared:
         raise ConfigError(
             "with several --url servers declare each one's flags with --condition "
             "LABEL=FLAGS (e.g. spec='--speculative-config {...}')",
-            path="--speculative-config" if args.speculative_config else "--prefix-caching",
+            path=flag,
         )
     if args.url is not None or urls:
-        conditions = [_declared_url_condition(c, args) for c in conditions]
-    elif args.speculative_config or args.prefix_caching:
+        return [_declared_url_condition(c, args) for c in conditions]
+    if declared:
         raise ConfigError(
-            "with --server-cmd each --condition's flags declare what its server runs",
-            path="--speculative-config" if args.speculative_config else "--prefix-caching",
+            "with --server-cmd each --condition's flags declare what its server runs", path=flag
         )
-    if args.port is not None and not 0 < args.port < 65536:
-        raise ConfigError(f"{args.port} is not a TCP port", path="--port")
-    if args.processes is not None and args.processes < 1:
-        raise ConfigError("must be at least 1", path="--processes")
-    for url in [args.url] if args.url is not None else list(urls.values()):
+    return conditions
+
+
+def _check_urls(urls: list[str], skip_preflight: bool) -> None:
+    for url in urls:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(
                 f"{url!r} has no scheme (expected http://... or https://...)", path="--url"
             )
-        if not args.skip_preflight:
+        if not skip_preflight:
             from specload.preflight import check_host_path
 
             check_host_path(url)
+
+
+def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from specload.sweep import SweepPlan
+
+    args.url, urls = _urls(args)
+    conditions = _conditions(args, urls)
+    if args.port is not None and not 0 < args.port < 65536:
+        raise ConfigError(f"{args.port} is not a TCP port", path="--port")
+    if args.processes is not None and args.processes < 1:
+        raise ConfigError("must be at least 1", path="--processes")
+    _check_urls([args.url] if args.url is not None else list(urls.values()), args.skip_preflight)
     from specload.budget import max_error_rate
 
     rate = max_error_rate(args.max_error_rate)

@@ -135,6 +135,8 @@ def block_overrides(block: Block, cells: Sequence[Cell]) -> dict[str, Any]:
         "step_duration_s": block.duration_s,
         "warmup_s": block.warmup_s,
         "repeats": 1,
+        # the design travels with the block: a closed-loop block is valid only inside it
+        "interleave": {"block_warmup_s": block.warmup_s},
     }
 
 

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from specload.analysis.regimes import RULE as REGIME_RULE
 from specload.analysis.samples import diff_segments
 from specload.report.model import Report
-from specload.report.plots import render_plots
+from specload.report.plots import regime_plot, render_plots
 from specload.report.schedule_tables import (
     batch_table,
     best_of_both_tables,
@@ -123,6 +124,21 @@ def _schedule_blocks(report: Report) -> list[Block]:
     return blocks + [_table(t) for t in checks]
 
 
+def _regime_blocks(report: Report) -> list[Block]:
+    """Regimes: one sentence per step whose engine step flips, the rule, the time plot."""
+    lines = report.comparison.regimes.sentences()
+    if not lines:
+        return []
+    blocks: list[Block] = [{"kind": "h2", "text": "Regimes"}]
+    blocks += [{"kind": "text", "text": line} for line in lines]
+    blocks.append({"kind": "note", "text": REGIME_RULE})
+    plot = regime_plot(report)
+    if plot is not None:
+        data = base64.b64encode(plot.svg.encode()).decode()
+        blocks.append({"kind": "figure", "key": plot.key, "title": plot.title, "data": data})
+    return blocks
+
+
 def _blocks(report: Report) -> list[Block]:
     c = report.comparison
     blocks: list[Block] = []
@@ -150,6 +166,7 @@ def _blocks(report: Report) -> list[Block]:
     blocks += _schedule_blocks(report)
     blocks.append({"kind": "h2", "text": "Change against the baseline"})
     blocks += [_table(ratio_table(report, label)) for label in c.ratios]
+    blocks += _regime_blocks(report)
     att = attribution_table(report)
     if att and c.attribution is not None:
         blocks.append(_table(att, "h2"))

@@ -11,6 +11,9 @@ classification rule every part uses. Bootstrap replicates are not written. ``sch
 keyed by condition: ``{qps, beyond, ci, ci_beyond, status, limiting_slo, tested_range, steps,
 per_slo, change}`` (``analysis/capacity.py``; ``change`` against the baseline's, with its CI);
 each step carries ``goodput`` (req/s meeting every per-request SLO; null without SLOs).
+``regimes`` is keyed by condition, then step label ("8 req/s", "concurrency 1"): whether the
+engine step flips between a fast and a slow regime (``analysis/regimes.py``; its ``effect`` and
+``telemetry``, and the per-second ``series``); ``regime_sentences`` says it in words.
 """
 
 from __future__ import annotations
@@ -117,6 +120,7 @@ def _gates(report: Report) -> dict[str, Any] | None:
         "operating_qps": g.operating_qps,
         "gates": [asdict(x) for x in g.gates],
         "failures": [{**asdict(f), "message": f.message()} for f in g.failures],
+        "possible_regressions": [{**asdict(f), "message": f.message()} for f in g.possible],
     }
 
 
@@ -175,7 +179,7 @@ def report_dict(report: Report) -> dict[str, Any]:
                 "features_source": i.features.source,
                 "runs": i.runs,
                 "server_starts": i.starts,
-                "ci_scope": "within_start" if c.single_start(i.label) else "between_starts",
+                "ci_scope": c.ci_scope(i.label),
                 "target": i.meta.get("target"),
                 "status": i.meta.get("status"),
                 "scenario": i.meta.get("scenario"),
@@ -199,6 +203,8 @@ def report_dict(report: Report) -> dict[str, Any]:
             for label, cap in c.capacity.items()
         },
         "decode_step": {label: [d.to_dict() for d in steps] for label, steps in c.decode.items()},
+        "regimes": c.regimes.to_dict(),
+        "regime_sentences": c.regimes.sentences(),
         "ratios": _ratios(c.ratios),
         "classes": _classes(c),
         "closed_loop": [

@@ -7,6 +7,7 @@ contract, the gates and the runs. Plots live in the HTML report.
 
 from __future__ import annotations
 
+from specload.analysis.regimes import RULE as REGIME_RULE
 from specload.report.model import Report
 from specload.report.schedule_tables import batch_table, best_of_both_verdicts
 from specload.report.tables import (
@@ -113,6 +114,7 @@ def render_markdown(report: Report) -> str:
         out.append(table_markdown(batch))
     out += schedule_markdown(report)
     out += [table_markdown(ratio_table(report, label)) for label in c.ratios]
+    out += _regimes(report)
     att = attribution_table(report)
     if att:
         out.append(table_markdown(att))
@@ -121,6 +123,14 @@ def render_markdown(report: Report) -> str:
     out += _details(report)
     out += ["", f"_specload {report.specload_version}, {report.generated_at}_", ""]
     return "\n".join(out)
+
+
+def _regimes(report: Report) -> list[str]:
+    """Steps whose engine step flips between a fast and a slow regime (plot in report.html)."""
+    lines = report.comparison.regimes.sentences()
+    if not lines:
+        return []
+    return ["### Regimes", "", *[f"- {_cell(line)}" for line in lines], "", f"_{REGIME_RULE}_", ""]
 
 
 def _details(report: Report) -> list[str]:

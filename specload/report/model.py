@@ -16,6 +16,8 @@ from typing import Any
 from specload import __version__
 from specload.analysis.advise import Advice
 from specload.analysis.comparison import Comparison
+from specload.analysis.crossover import Crossover
+from specload.analysis.verdict import metric_label
 
 __all__ = ["Report", "RunRow", "build_report"]
 
@@ -125,10 +127,22 @@ def _lost_finding(label: str, w: dict[str, Any]) -> str:
     )
 
 
+def _split_finding(x: Crossover) -> str:
+    """Server starts that classify a step differently: the words of the verdict and the
+    status table's "disagree at" (all three read ``Crossover.split_qps``)."""
+    return (
+        f"server starts disagree: {x.condition} on {metric_label(x.metric)} {x.split_text()}: "
+        "no boundary is claimed"
+    )
+
+
 def _findings(c: Comparison) -> list[str]:
-    """What deserves a second look, most decision-relevant first: server starts that
-    disagree, steps left out, then flags, contract issues and warnings."""
-    out = [d.message() for d in c.disagreements]
+    """What deserves a second look, most decision-relevant first: gates that passed on their
+    CI only, server starts that disagree on an effect or differ in level, steps left out,
+    then flags, contract issues and warnings."""
+    out = [f.message() for f in c.gates.possible] if c.gates is not None else []
+    out += [_split_finding(x) for x in c.crossovers if not x.replicates_agree]
+    out += [d.message() for d in c.disagreements]
     out += c.host_differences
     out += [
         f"{label}: {q:g} req/s left out of every conclusion ({why})"

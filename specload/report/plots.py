@@ -13,11 +13,12 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
+from specload.analysis.regimes import Regime
 from specload.analysis.stats import Estimate
 from specload.analysis.verdict import metric_label
 from specload.report.model import Report
 
-__all__ = ["Plot", "render_plots"]
+__all__ = ["Plot", "regime_plot", "render_plots"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,6 +348,94 @@ def _goodput(report: Report, colors: dict[str, str]) -> Plot | None:
     ax.text(0.01, 0.01, slos, transform=ax.transAxes, fontsize=7, color="#555555")
     ax.legend(fontsize=8, loc="center left")
     return Plot("goodput", title, _svg(fig))
+
+
+def _measured_x(regime: Regime) -> tuple[list[float], list[float]]:
+    """x of each second: measured seconds with the step's executions (run dirs, repeats,
+    blocks) put back to back, 2 s apart; and where each execution after the first starts."""
+    s = regime.series
+    x: list[float] = []
+    starts: list[float] = []
+    offset = 0.0
+    for e in sorted(set(s.execution.tolist())):
+        t = s.t[s.execution == e]
+        if x:
+            starts.append(offset - 1.0)
+        x += (t - t[0] + offset).tolist()
+        offset += float(t[-1] - t[0]) + 2.0
+    return x, starts
+
+
+def _slow_spans(x: list[float], slow: list[bool]) -> list[tuple[float, float]]:
+    """Runs of consecutive slow seconds as [first, last + 1) spans."""
+    spans: list[tuple[float, float]] = []
+    for xi, is_slow in zip(x, slow, strict=True):
+        if not is_slow:
+            continue
+        if spans and xi - spans[-1][1] < 0.5:
+            spans[-1] = (spans[-1][0], xi + 1.0)
+        else:
+            spans.append((xi, xi + 1.0))
+    return spans
+
+
+def _regime_axes(ax: Any, step: str, report: Report, colors: dict[str, str]) -> None:
+    """One step: each condition's per-second median engine step, its slow seconds marked."""
+    heads = []
+    for label, steps in report.comparison.regimes.by_condition.items():
+        r = steps.get(step)
+        if r is None or not r.seconds:
+            continue
+        x, starts = _measured_x(r)
+        col, slow = colors[label], r.slow.tolist()
+        ax.plot(x, r.series.ms, color=col, linewidth=0.9, label=label)
+        for xs in starts:
+            ax.axvline(xs, color="#aaaaaa", linestyle=":", linewidth=0.8)
+        if not r.bimodal:
+            continue
+        heads.append(f"{label} {r.slow_share * 100:.0f} % slow")
+        ax.scatter([xi for xi, sl in zip(x, slow, strict=True) if sl],
+                   [m for m, sl in zip(r.series.ms, slow, strict=True) if sl],
+                   s=9, color=col, zorder=3)  # fmt: skip
+        for lo, hi in _slow_spans(x, slow):
+            ax.axvspan(lo, hi, color=col, alpha=0.10, linewidth=0)
+        ax.axhline(r.threshold_ms, color=col, linestyle=":", linewidth=0.8)
+    ax.set_title(f"{step}: " + ", ".join(heads), fontsize=9)
+    _from_zero(ax)
+
+
+def regime_plot(report: Report) -> Plot | None:
+    """Small multiples, one per step where a condition's engine step has two regimes: each
+    condition's per-second median engine step over its measured seconds; slow seconds dotted
+    and shaded in the condition's colour, the slow threshold as a dotted line. None without
+    a bimodal step."""
+    from matplotlib.figure import Figure
+
+    regimes = report.comparison.regimes
+    steps = list(dict.fromkeys(r.step for r in regimes.bimodal()))
+    if not steps:
+        return None
+    cols = 1 if len(steps) == 1 else 2
+    rows = -(-len(steps) // cols)
+    height = 0.45 + 2.3 * rows
+    fig = Figure(figsize=(7.2 if cols == 1 else 10.8, height), dpi=100)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    colors = _colors(report)
+    for ax, step in zip(axes.flat, steps, strict=False):
+        _regime_axes(ax, step, report, colors)
+    for ax in list(axes.flat)[len(steps) :]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("ms per engine step", fontsize=8)
+    for i in range(len(steps)):
+        if i + cols >= len(steps):  # no panel drawn below this one
+            axes.flat[i].set_xlabel("measured seconds", fontsize=8)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="upper right", ncols=len(labels), frameon=False)
+    title = "Engine step over time: per-second median chunk gap (slow seconds shaded)"
+    fig.suptitle(title, fontsize=10, x=0.01, y=1 - 0.08 / height, ha="left", va="top")
+    fig.tight_layout()  # leaves the suptitle its line; the legend shares it
+    return Plot("regimes", title, _svg(fig))
 
 
 def render_plots(report: Report) -> list[Plot]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from specload.analysis.schedule_results import ScheduleAnalysis
 from specload.analysis.verdict import metric_label, status_words_plain
 from specload.report.model import Report
-from specload.report.tables import DASH, Table, fmt_change, fmt_ms
+from specload.report.tables import DASH, Table, fmt_change, fmt_ms, step_name
 
 __all__ = [
     "batch_table",
@@ -99,7 +99,7 @@ def best_of_both_tables(report: Report) -> list[Table]:
         label = metric_label(b.metric)
         rows = [
             [
-                f"{r.target_qps:g}",
+                step_name(report, b.condition, r.target_qps),
                 fmt_ms(r.dynamic.value, 2),
                 fmt_ms(r.best.value, 2),
                 r.best_of or DASH,

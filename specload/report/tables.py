@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from specload.analysis.crossover import Boundary, Crossover
 from specload.analysis.decode_step import DecodeStep
 from specload.analysis.effect import effect_text, rule_text
+from specload.analysis.gates import Gate, GateResult
 from specload.analysis.ratios import RatioRow
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
-from specload.analysis.verdict import SINGLE_START_CAVEAT, metric_label
-from specload.analysis.wording import signed_change
+from specload.analysis.verdict import metric_label
+from specload.analysis.wording import signed_change, step_label
 from specload.report.model import Report
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "ratio_table",
     "run_table",
     "server_table",
+    "step_name",
     "step_table",
 ]
 
@@ -72,8 +74,9 @@ def fmt_change(e: Estimate) -> str:
 def ci_scope(report: Report, label: str) -> str:
     """What a condition's CIs cover: one server start, or the variance between starts."""
     c = report.comparison
-    if c.single_start(label):
-        return f"95 % CIs {SINGLE_START_CAVEAT}."
+    caveat = c.ci_caveat(label)
+    if caveat:
+        return f"95 % CIs {caveat}."
     return (
         f"95 % CIs include the variance between server starts ({c.starts_per_step(label)} "
         f"of {label}, {c.starts_per_step(c.baseline)} of {c.baseline}, at every step)."
@@ -83,6 +86,18 @@ def ci_scope(report: Report, label: str) -> str:
 def rule_note(report: Report) -> str:
     """The one rule, as every table that classifies steps states it."""
     return rule_text("the latency", report.comparison.min_gain)
+
+
+def achieved_by_step(steps: list[StepStats]) -> dict[float, float | None]:
+    """Target QPS -> achieved QPS of one condition's steps."""
+    return {s.target_qps: s.achieved_qps for s in steps}
+
+
+def step_name(report: Report, label: str, qps: float) -> str:
+    """A step as every step table names it: nominal load with ``label``'s achieved load
+    beside it where they differ ("16 (17.1)", ``wording.step_label``)."""
+    achieved = achieved_by_step(report.comparison.steps.get(label, []))
+    return step_label(qps, achieved.get(qps))
 
 
 def _num(v: float | None, fmt: str = ".3g") -> str:
@@ -98,7 +113,7 @@ def step_table(report: Report, label: str) -> Table:
         restarts = restarts or bool(srv and srv.restarts)
         rows.append(
             [
-                f"{s.target_qps:g}" + (" ↻" if srv and srv.restarts else ""),
+                step_label(s.target_qps, s.achieved_qps) + (" ↻" if srv and srv.restarts else ""),
                 _num(s.achieved_qps),
                 str(s.n),
                 fmt_pct(s.error_rate),
@@ -169,7 +184,7 @@ def ratio_table(report: Report, label: str) -> Table:
     base = {s.target_qps: s for s in c.steps[c.baseline]}
     out, effects = [], []
     for i, r in enumerate(rows_by_metric[c.metric]):
-        cells = [f"{r.target_qps:g}"]
+        cells = [step_name(report, label, r.target_qps)]
         cells += [fmt_change(rows_by_metric[m][i].ratio) for m in RATIO_METRICS]
         err = next(s.error_rate for s in c.steps[label] if s.target_qps == r.target_qps)
         cells.append(f"{(err - base[r.target_qps].error_rate) * 100:+.1f} pp")
@@ -206,11 +221,13 @@ def _boundary_cell(b: Boundary | None, x: Crossover) -> str:
 
 
 def _starts_cell(x: Crossover) -> str:
-    n = len(x.replicate_statuses)
+    """How many server starts, and whether they agree step by step (``replicates_agree``)."""
+    n = len(x.starts)
     if not n:
         return "1 (single)"
-    agree = sum(s == x.status for s in x.replicate_statuses)
-    return f"{n}: all agree" if agree == n else f"{n}: {n - agree} disagree"
+    if x.replicates_agree:
+        return f"{n}: all agree"
+    return f"{n}: disagree at {', '.join(f'{q:g}' for q in x.split_qps)}"
 
 
 def capacity_table(report: Report) -> Table | None:
@@ -222,11 +239,7 @@ def capacity_table(report: Report) -> Table | None:
     rows = []
     for label, cap in c.capacity.items():
         change = c.capacity_changes.get(label)
-        cell = DASH
-        if change is not None and change.value is not None:
-            cell = f"{change.value * 100:+.0f} %"
-            if change.lo is not None and change.hi is not None:
-                cell += f" ({change.lo * 100:+.0f}…{change.hi * 100:+.0f})"
+        cell = change.text() if change is not None else DASH
         ci = cap.boundary.ci_text(cap.tested_range) if cap.qps is not None else DASH
         rows.append(
             [
@@ -250,11 +263,16 @@ def capacity_table(report: Report) -> Table | None:
     )
 
 
-def _ratio_cell(rows: list[RatioRow], i: int) -> tuple[str, str]:
+def _ratio_cell(
+    rows: list[RatioRow], i: int, achieved: dict[float, float | None]
+) -> tuple[str, str]:
     if not rows:
         return DASH, ""
     r = rows[i]
-    return f"{r.target_qps:g}: {fmt_change(r.ratio)}", r.effect
+    return (
+        f"{step_label(r.target_qps, achieved.get(r.target_qps))}: {fmt_change(r.ratio)}",
+        r.effect,
+    )
 
 
 def class_table(report: Report) -> Table | None:
@@ -266,8 +284,9 @@ def class_table(report: Report) -> Table | None:
         for label, xs in a.crossovers.items():
             x = xs.get(c.metric)
             metric_rows = a.ratios.get(label, {}).get(c.metric, [])
-            low, low_effect = _ratio_cell(metric_rows, 0)
-            high, high_effect = _ratio_cell(metric_rows, -1)
+            achieved = achieved_by_step(a.steps.get(label, []))
+            low, low_effect = _ratio_cell(metric_rows, 0, achieved)
+            high, high_effect = _ratio_cell(metric_rows, -1, achieved)
             helping = ", ".join(f"{q:g}" for q in x.helping) if x else ""
             rows.append(
                 [
@@ -393,7 +412,9 @@ def crossover_table(report: Report) -> Table:
         rows,
         note="Steps classified by the rule stated at the top. A boundary lies between a helping "
         "and a non-helping step, interpolated in log load; '>24' means beyond the highest tested "
-        "step; 'undecided' where the server starts disagree. Statuses: docs/report.md.",
+        "step. Server starts: each start against its partner baseline start, by the same rule; "
+        "they agree when every step has the same effect in every start, else 'disagree at' "
+        "names the loads and no boundary is claimed ('undecided'). Statuses: docs/report.md.",
     )
 
 
@@ -443,7 +464,7 @@ def server_table(report: Report) -> Table | None:
             rows.append(
                 [
                     label,
-                    f"{s.target_qps:g}",
+                    step_label(s.target_qps, s.achieved_qps),
                     *ttft,
                     fmt_ms(srv.get("queue")),
                     fmt_ms(srv.get("prefill")),
@@ -503,7 +524,7 @@ def decode_step_table(report: Report) -> Table | None:
             rows.append(
                 [
                     label,
-                    f"{d.target_qps:g}",
+                    step_name(report, label, d.target_qps),
                     str(d.n),
                     fmt_ms(d.chunk_gap_s, 2),
                     fmt_ms(d.chunk_gap_mean_s, 2),
@@ -553,7 +574,7 @@ def lookup_table(report: Report) -> Table | None:
     by_qps = {label: {s.target_qps: s for s in steps[label]} for label in labels}
     qps = sorted({q for label in labels for q in by_qps[label]})
     rows = [
-        [f"{q:g}"]
+        [step_name(report, labels[0], q)]
         + [fmt_pct(by_qps[b][q].lookup_match_rate, 0) if q in by_qps[b] else DASH for b in labels]
         for q in qps
     ]
@@ -596,7 +617,7 @@ def attribution_table(report: Report) -> Table | None:
             r = s.ratios[fam]
             rows.append(
                 [
-                    f"{s.target_qps:g}",
+                    step_name(report, report.comparison.baseline, s.target_qps),
                     "TTFT (prefill)" if fam == "ttft" else "TPOT (decode)",
                     fmt_change(r["prefix"]),
                     fmt_change(r["spec"]),
@@ -655,7 +676,24 @@ def contract_table(report: Report) -> Table:
     )
 
 
+def _gate_rule(gate: Gate) -> str:
+    """What must lie beyond the limit for the gate to fail (``gates.judge``)."""
+    if gate.metric == "error_rate":
+        return "value (no CI)"
+    return "point estimate" if gate.on == "point" else "whole 95 % CI"
+
+
+def _gate_result(g: GateResult, metric: str) -> str:
+    if any(f.metric == metric for f in g.failures):
+        return "FAIL"
+    if any(f.metric == metric for f in g.possible):
+        return "pass (possible regression)"
+    return "pass"
+
+
 def gate_table(report: Report) -> Table | None:
+    """Each gate, the rule it was judged by, its result, then every failure and possible
+    regression in full (the lines ``specload compare`` prints on stderr)."""
     g = report.comparison.gates
     if g is None:
         return None
@@ -664,12 +702,20 @@ def gate_table(report: Report) -> Table | None:
             gate.metric,
             f"+{gate.max_pct:g}",
             "up to " + (f"{g.operating_qps:g}" if g.operating_qps else "every step"),
-            "FAIL" if any(f.metric == gate.metric for f in g.failures) else "pass",
+            _gate_rule(gate),
+            _gate_result(g, gate.metric),
         ]
         for gate in g.gates
     ]
-    rows += [["", "", "", f.message()] for f in g.failures]
-    return Table("CI gates", ["metric", "max regression %", "steps", "result"], rows)
+    rows += [["", "", "", "", f.message()] for f in [*g.failures, *g.possible]]
+    return Table(
+        "CI gates",
+        ["metric", "max regression %", "steps", "beyond the limit", "result"],
+        rows,
+        note="A gate fails where a change hurts by the rule and its whole 95 % CI lies beyond "
+        "the allowed limit (--gate-on ci); where only the point estimate does, it passes as a "
+        "possible regression. --gate-on point fails on the point estimate.",
+    )
 
 
 def run_table(report: Report) -> Table:

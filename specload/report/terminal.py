@@ -97,6 +97,21 @@ def _proposals(console: Any, report: Report) -> None:
             console.print(f"  {escape(flag)}", soft_wrap=True, overflow="ignore", crop=False)
 
 
+def _regimes(console: Any, report: Report) -> None:
+    """The regime section, after the tables: one line per step whose engine step flips."""
+    from rich.markup import escape
+
+    from specload.analysis.regimes import RULE
+
+    lines = report.comparison.regimes.sentences()
+    if not lines:
+        return
+    console.print("[bold]Regimes[/bold]")
+    for line in lines:
+        console.print(f"[magenta]~[/magenta] {escape(line)}", soft_wrap=True)
+    console.print(f"[dim]{escape(RULE)} Plot in report.html.[/dim]", soft_wrap=True)
+
+
 def _tables(report: Report) -> list[Table]:
     """The tables the terminal shows, in order; those without data left out."""
     c = report.comparison
@@ -153,5 +168,6 @@ def render_terminal(report: Report, file: IO[str] | None = None, width: int | No
     _proposals(console, report)
     for t in _tables(report):
         console.print(_rich(t))
+    _regimes(console, report)
     for line in lookup_lines(report):
         console.print(escape(line), soft_wrap=True)

@@ -228,8 +228,14 @@ def parse_scenario(
     kw: dict[str, Any] = {"name": r.string(d.get("name", "scenario"), "name")}
     kw["concurrency_steps"] = _concurrency_steps(r, d["steps"])
     qps = _qps_entries(d["steps"])
-    # closed-loop steps alone are a run too (an interleaved sweep's block of {concurrency: N})
-    kw["steps"] = () if qps == [] and kw["concurrency_steps"] else _steps(r, qps)
+    if qps == [] and kw["concurrency_steps"]:
+        # alone only in an interleaved sweep's block of {concurrency: N} (it carries
+        # ``interleave``): compare's ladder, crossover and verdict need a QPS step
+        if "interleave" not in d:
+            raise r.fail("steps", "only closed-loop steps (expected at least one QPS value too)")
+        kw["steps"] = ()
+    else:
+        kw["steps"] = _steps(r, qps)
     _sampling(r, d, kw)
     _load_shape(r, d, kw)
     if kw["arrival"] == "trace":

@@ -145,11 +145,17 @@ def test_unknown_features_get_advice_about_the_condition_not_a_feature() -> None
 
 
 def test_server_starts_that_disagree_get_no_decision() -> None:
-    c = crossing(replicate_statuses=("crosses", "never_helps"))
+    """Starts disagree by their per-step effects (``Crossover.split_qps``), whatever their
+    status labels: the advice names the loads and decides nothing."""
+    c = crossing(starts=2, split_qps=(16.0,))
     out = advise(AdviceInput("baseline", (c,), operating_qps=4.0))
     undecided = only(out, "undecided")
-    assert "server starts disagree" in undecided.text and "1 of 2" in undecided.text
+    assert "server starts disagree on p50 TPOT at 16 req/s" in undecided.text
+    assert "each of the 2 starts" in undecided.text
+    assert undecided.figures["split_qps"] == [16.0]
     assert "keep" not in kinds(out) and "off" not in kinds(out)
+    agreeing = advise(AdviceInput("baseline", (crossing(starts=2),), operating_qps=4.0))
+    assert "undecided" not in kinds(agreeing) and "keep" in kinds(agreeing)
 
 
 def test_low_acceptance_says_turn_it_off() -> None:

@@ -59,7 +59,8 @@ def test_capacity_of_each_condition_matches_the_constructed_curves(runs: dict[st
         assert lo is not None and hi is not None and 8 <= lo <= cap.qps <= hi <= 16
     change = c.capacity_changes["spec"]  # type: ignore[attr-defined]
     assert change.value == pytest.approx(spec.qps / base.qps - 1)
-    assert 0.05 < change.value < 0.35 and change.lo is not None and change.lo > 0
+    lo = change.ci[0]
+    assert 0.05 < change.value < 0.35 and lo is not None and lo > 0 and change.ci_beyond == ("", "")
     verdict = c.verdicts["spec"]  # type: ignore[attr-defined]
     assert "Within the SLO (tpot_p50 ≤ 16 ms), spec carries" in verdict
     assert "against the baseline's" in verdict and "it buys" in verdict

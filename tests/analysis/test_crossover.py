@@ -41,6 +41,18 @@ def test_every_pattern_has_its_status(pattern: list[bool], status: str) -> None:
     assert pattern_status(pattern) == status
 
 
+def test_bootstrap_agreement_compares_helping_steps_not_status_labels() -> None:
+    """Every replicate is "mixed", but half of them help at 2 and 8 (as the estimate) and
+    half at 4 and 16: only the first half agrees with the estimate."""
+    qps = [2.0, 4.0, 8.0, 16.0]
+    est = [
+        Estimate(*r) for r in [(0.7, 0.6, 0.8), (1.0, 0.9, 1.1), (0.7, 0.6, 0.8), (1.0, 0.9, 1.1)]
+    ]
+    reps = np.array([[0.7, 1.0, 0.7, 1.0]] * 25 + [[1.0, 0.7, 1.0, 0.7]] * 25)
+    x = find_crossover("tpot_p50", "c", "b", qps, est, [classify(e, 0.05) for e in est], reps, 0.05)
+    assert x is not None and x.status == "mixed" and x.agreement == pytest.approx(0.5)
+
+
 def test_stop_is_interpolated_linearly_in_log_qps() -> None:
     x = _fixed([2, 4, 8], [(0.70, 0.68, 0.72), (0.85, 0.83, 0.87), (1.05, 1.03, 1.07)])
     # gain 0.15 at 4 and -0.05 at 8: 0.05 lies halfway, i.e. sqrt(4 * 8) in log space.

@@ -62,6 +62,7 @@ def test_block_overrides_cut_the_scenario_to_one_step() -> None:
         "step_duration_s": 2.0,
         "warmup_s": 5.0,
         "repeats": 1,
+        "interleave": {"block_warmup_s": 5.0},
     }
     cut = parse_scenario({**sc.to_dict(), **block_overrides(blocks[0], cells)}, file="s")
     assert len(cut.schedule()) == 1

@@ -1,4 +1,4 @@
-"""Plots mark a boundary with its CI band only when every server start shows it."""
+"""Plots mark a boundary with its CI band only when the server starts agree at every step."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from specload.analysis.comparison import Comparison
+from specload.analysis.crossover import StartEffects
 from specload.report.model import build_report
 
 
@@ -56,8 +57,12 @@ def test_boundary_band_and_label(four_way: Comparison, monkeypatch: pytest.Monke
     lo, hi = decided["ylim"]
     assert decided["data_top"] <= lo + 0.85 * (hi - lo)
 
-    for x in crossing:  # one start analysed alone shows another pattern: no decision
-        x.replicate_statuses = [x.status, "always_helps"]
+    for x in crossing:  # two starts analysed alone differ at one step: no decision
+        q = x.steps[-1]
+        x.starts = [
+            StartEffects("r1", x.status, {q: "hurts"}),
+            StartEffects("r2", x.status, {q: "no_change"}),
+        ]
     undecided = _marks(cmp, monkeypatch)[TPOT]
     assert undecided["bands"] == 0  # no CI band for a boundary the verdict does not claim
     assert sum("starts\ndisagree" in t for t in undecided["labels"]) == len(crossing)
