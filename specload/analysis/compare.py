@@ -59,6 +59,7 @@ from specload.analysis.samples import output_samples
 from specload.analysis.server import server_gaps, server_steps
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats, condition_steps, metric_names
+from specload.analysis.telemetry import read_telemetry, step_telemetry
 from specload.analysis.verdict import benefit_words, sentence
 from specload.analysis.vllm_schedule_rules import is_dynamic
 from specload.errors import ConfigError
@@ -218,8 +219,10 @@ def _client_warnings(
     out = []
     for label, rows in steps.items():
         for s in rows:
-            # across server starts, ``disagreements`` judges (with CIs); here repeats in one
-            spread = s.execution_p50.get("tpot") if not starts.get(label) else None
+            # across server starts, ``disagreements`` judges (with CIs); here repeats in one;
+            # interleaved blocks differ by design and their CI is over blocks already
+            pooled = not starts.get(label) and not s.blocks
+            spread = s.execution_p50.get("tpot") if pooled else None
             if spread and min(spread) > 0 and max(spread) / min(spread) - 1 > REPEAT_SPREAD:
                 out.append(
                     f"{label} at {s.target_qps:g} req/s: executions differ, p50 TPOT "
@@ -242,6 +245,36 @@ def _client_warnings(
                     f"(p95 queue delay {qd * 1000:.0f} ms; raise max_concurrency or workers)"
                 )
     return out
+
+
+def _telemetry_warnings(groups: dict[str, list[RunColumns]]) -> list[str]:
+    """A step whose GPU throttled, whose load generator saturated its cores, or whose host's
+    CPU was stolen (``analysis/telemetry.py``): its timings are suspect. One line per kind
+    and step, the first execution's figures, with how many executions (blocks) showed it."""
+    seen: dict[tuple[str, str], list[str]] = {}
+    executions: dict[str, int] = {}
+    for label, rs in groups.items():
+        for r in rs:
+            lines = read_telemetry(r.path)
+            if not lines:
+                continue
+            by_index = {int(s["index"]): s for s in r.steps if s.get("index") is not None}
+            for index, st in sorted(step_telemetry(lines, r.steps).items()):
+                where = f"{label} at {_step_name(by_index.get(index, {}))}"
+                executions[where] = executions.get(where, 0) + 1
+                for w in st.warnings(where):
+                    seen.setdefault((where, w.split(" (")[0][:60]), []).append(w)
+    out = []
+    for (where, _), ws in seen.items():
+        n = executions[where]
+        out.append(ws[0] + (f" [in {len(ws)} of {n} executions]" if n > 1 else ""))
+    return out
+
+
+def _step_name(step: dict[str, Any]) -> str:
+    if step.get("concurrency"):
+        return f"concurrency {step['concurrency']}"
+    return f"{float(step.get('target_qps') or 0):g} req/s"
 
 
 def _check_options(metric: str, min_gain: float, bootstrap: int) -> None:
@@ -466,6 +499,7 @@ def compare_runs(
         warnings=[
             *(w for rs in groups.values() for r in rs for w in r.warnings),
             *_client_warnings(steps, inputs.starts),
+            *_telemetry_warnings(groups),
         ],
         notes=_notes(groups, steps),
         verdicts={},

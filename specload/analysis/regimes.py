@@ -43,7 +43,14 @@ import numpy as np
 
 from specload.analysis.regime_gaps import RunGaps, read_gaps
 from specload.analysis.run_columns import RunColumns
-from specload.analysis.telemetry import TelemetrySecond, per_second, read_telemetry
+from specload.analysis.telemetry import (
+    CLOCK_DROP,
+    LOADGEN_SATURATED,
+    TelemetrySecond,
+    loadgen_share,
+    per_second,
+    read_telemetry,
+)
 
 __all__ = [
     "RULE",
@@ -70,10 +77,8 @@ MIN_REQUESTS = 5
 #: Seconds of each regime with telemetry before a cause is named.
 MIN_TELEMETRY_SECONDS = 3
 UTIL_DROP_POINTS = 10.0
-CLOCK_DROP = 0.05
 EVENT_SHARE = 0.5
 EVENT_EXCESS = 0.25
-LOADGEN_SATURATED = 0.9
 
 #: The rule in words, as the report states it under the regime sentences.
 RULE = (
@@ -534,12 +539,6 @@ def _values(seconds: list[TelemetrySecond], get: Callable[[TelemetrySecond], Any
     return [float(v) for s in seconds if (v := get(s)) is not None]
 
 
-def _loadgen_share(s: TelemetrySecond) -> float | None:
-    if s.loadgen_cpu_pct is None or not s.loadgen_cores:
-        return None
-    return s.loadgen_cpu_pct / (100.0 * s.loadgen_cores)
-
-
 def _cause(t: RegimeTelemetry) -> str:
     """What the slow seconds look like, the measurement's own fault first (module doc)."""
     if t.loadgen_share_slow is not None and t.loadgen_share_slow >= LOADGEN_SATURATED:
@@ -584,7 +583,7 @@ def _telemetry(
         clock_events=tuple(sorted({e for s in slow_s for e in s.clock_events})),
         event_share_slow=sum(bool(s.clock_events) for s in slow_s) / len(slow_s),
         event_share_fast=sum(bool(s.clock_events) for s in fast_s) / len(fast_s),
-        loadgen_share_slow=_mean(_values(slow_s, _loadgen_share)),
+        loadgen_share_slow=_mean(_values(slow_s, loadgen_share)),
         cause="",
     )
     return replace(partial, cause=_cause(partial))

@@ -21,13 +21,24 @@ from typing import Any
 from specload.recorder.jsonl import iter_jsonl
 
 __all__ = [
+    "CLOCK_DROP",
+    "LOADGEN_SATURATED",
+    "STEAL_HIGH_PCT",
     "TELEMETRY_FILE",
     "StepTelemetry",
     "TelemetrySecond",
+    "loadgen_share",
     "per_second",
     "read_telemetry",
     "step_telemetry",
 ]
+
+#: The load generator used at least this share of its cores: its own lag is in the timings.
+LOADGEN_SATURATED = 0.9
+#: The SM clock this much below its typical (median) value: the GPU slowed itself down.
+CLOCK_DROP = 0.05
+#: Mean CPU steal above this (percent): a noisy neighbour took the host's CPU.
+STEAL_HIGH_PCT = 5.0
 
 TELEMETRY_FILE = "telemetry.jsonl"
 
@@ -188,12 +199,43 @@ class StepTelemetry:
     host_busy_pct: float | None
     steal_pct: float | None
     loadgen_cpu_pct: float | None
+    loadgen_cores: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (``clock_events`` as a list)."""
         d = asdict(self)
         d["clock_events"] = list(self.clock_events)
         return d
+
+    def warnings(self, where: str) -> list[str]:
+        """What in this step's telemetry makes its timings suspect, one line each: the GPU
+        throttled (its SM clock dipped with a clock-event reason active), the load generator
+        saturated its cores, or the host's CPU was stolen."""
+        out = []
+        lo, mid = self.sm_clock_mhz_min, self.sm_clock_mhz_median
+        if self.clock_events and lo is not None and mid and lo < (1 - CLOCK_DROP) * mid:
+            out.append(
+                f"{where}: GPU throttled ({', '.join(self.clock_events)}; SM clock down to "
+                f"{lo:.0f} MHz from {mid:.0f})"
+            )
+        share = _share(self.loadgen_cpu_pct, self.loadgen_cores)
+        if share is not None and share >= LOADGEN_SATURATED:
+            out.append(
+                f"{where}: the load generator used {share:.0%} of its {self.loadgen_cores} "
+                "cores (its own lag is in the timings: add --processes or a bigger host)"
+            )
+        if self.steal_pct is not None and self.steal_pct > STEAL_HIGH_PCT:
+            out.append(f"{where}: {self.steal_pct:.0f} % of the host's CPU was stolen (steal)")
+        return out
+
+
+def _share(cpu_pct: float | None, cores: int | None) -> float | None:
+    return None if cpu_pct is None or not cores else cpu_pct / (100.0 * cores)
+
+
+def loadgen_share(s: TelemetrySecond) -> float | None:
+    """The load generator's CPU in one second as a share of its cores (None: unknown)."""
+    return _share(s.loadgen_cpu_pct, s.loadgen_cores)
 
 
 def _values(seconds: list[TelemetrySecond], name: str) -> list[float]:
@@ -212,6 +254,7 @@ def _summarise(seconds: list[TelemetrySecond]) -> StepTelemetry:
         host_busy_pct=_mean(_values(seconds, "host_busy_pct")),
         steal_pct=_mean(_values(seconds, "steal_pct")),
         loadgen_cpu_pct=_mean(_values(seconds, "loadgen_cpu_pct")),
+        loadgen_cores=max((s.loadgen_cores or 0 for s in seconds), default=0) or None,
     )
 
 

@@ -129,6 +129,7 @@ def test_step_telemetry_uses_the_measured_window_only() -> None:
         "host_busy_pct": None,
         "steal_pct": None,
         "loadgen_cpu_pct": None,
+        "loadgen_cores": None,
     }
     assert json.dumps(out[1].to_dict())
     assert isinstance(first, StepTelemetry)
@@ -143,3 +144,54 @@ def test_read_telemetry_is_empty_without_the_file_and_skips_a_partial_line(
     lines = read_telemetry(tmp_path)
     assert lines == LINES[:4]
     assert per_second(lines)[100].gpu_util_pct == 85.0
+
+
+def _step(**kw: Any) -> StepTelemetry:
+    base: dict[str, Any] = dict(
+        seconds=10,
+        gpu_util_pct=70.0,
+        sm_clock_mhz_min=1980.0,
+        sm_clock_mhz_median=1980.0,
+        power_w=400.0,
+        clock_events=(),
+        host_busy_pct=30.0,
+        steal_pct=0.0,
+        loadgen_cpu_pct=50.0,
+        loadgen_cores=4,
+    )
+    return StepTelemetry(**{**base, **kw})
+
+
+def test_a_steps_telemetry_names_what_makes_its_timings_suspect() -> None:
+    assert _step().warnings("spec at 8 req/s") == []
+    throttled = _step(sm_clock_mhz_min=1500.0, clock_events=("sw_power_cap",))
+    (line,) = throttled.warnings("spec at 8 req/s")
+    assert line.startswith("spec at 8 req/s: GPU throttled (sw_power_cap; SM clock down to 1500")
+    # a reason without a dip (the H200's power cap flag at full clocks) is not a throttle
+    assert _step(clock_events=("sw_power_cap",)).warnings("x") == []
+    (busy,) = _step(loadgen_cpu_pct=380.0).warnings("x")
+    assert "load generator used 95% of its 4 cores" in busy
+    (stolen,) = _step(steal_pct=12.0).warnings("x")
+    assert "12 % of the host's CPU was stolen" in stolen
+
+
+def test_compare_warns_once_per_step_for_a_throttled_gpu(tmp_path: Path) -> None:
+    from specload.analysis.compare import compare_runs
+    from tests.analysis.synth_regimes import regime_pair, write_telemetry
+
+    base, spec = regime_pair(tmp_path)
+
+    def second(t: int, slow: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+        clock = 1400.0 if slow else 1980.0
+        events = ["hw_slowdown"] if slow else []
+        return {"util_pct": 60.0, "sm_clock_mhz": clock, "clock_events": events}, {
+            "cpu_idle_pct": 80.0,
+            "loadgen_cpu_pct": 20.0,
+            "loadgen_cores": 2,
+        }
+
+    write_telemetry(spec, second)
+    c = compare_runs([base, spec], bootstrap=200)
+    throttled = [w for w in c.warnings if "GPU throttled" in w]
+    assert throttled and all(w.startswith("spec at ") for w in throttled)
+    assert len(throttled) == len({w.split(":")[0] for w in throttled})  # one per step
