@@ -364,7 +364,10 @@ def drive_run(
     so the run sees the same signal whether the user or a test interrupted the sweep.
     """
     proc = subprocess.Popen(
-        _run_command(plan, cond, target, run_dir, extra), start_new_session=True, stdout=stdout
+        _run_command(plan, cond, target, run_dir, extra),
+        start_new_session=True,
+        stdout=stdout,
+        stderr=None if stdout is None else subprocess.STDOUT,
     )
     try:
         code = proc.wait()

@@ -111,3 +111,18 @@ def test_mixed_workload_demo_compares_ngram_with_the_baseline_on_the_mixed_scena
     sc = load_scenario(_scenario_path(None, "mixed"))
     assert sc.name == "mixed-demo" and sc.prompts.file is not None
     assert sc.prompts.file.endswith("mixed-traffic.jsonl")
+
+
+def test_interleaved_demo_measures_baseline_and_spec_in_blocks_on_drifting_simulators() -> None:
+    from specload.cli.demo import REGIME_FLAGS, _scenario_path, demo_conditions
+    from specload.protocol.interleave import plan_blocks
+    from specload.protocol.interleaved_sweep import BLOCK_OVERHEAD_S
+
+    conds = demo_conditions("h200-llama8b", "interleaved")
+    assert [c.name for c in conds] == ["baseline", "spec"]
+    assert "--spec-regime calibrated" in REGIME_FLAGS
+    sc = load_scenario(_scenario_path(None, "interleaved"))
+    assert sc.interleave is not None and sc.concurrency_steps == (1,)
+    blocks = plan_blocks(sc, [c.name for c in conds])
+    # a demo: about four minutes of blocks on a quiet 2-core machine
+    assert sum(b.warmup_s + b.duration_s + BLOCK_OVERHEAD_S for b in blocks) <= 300

@@ -11,6 +11,12 @@ speculative step's launch-bound cost, and now and then a 15-second window where 
 runs slower (seen on an H200: one 20-s step 30 % apart between two starts of one config).
 The report's CIs include that variance between starts, and it says where starts disagree.
 
+``--workload interleaved`` is the way to decide on a GPU whose speculative step drifts: the
+baseline and draft-model speculation, both servers up at once, each step cut into blocks run
+in a seeded balanced order (``sweep --interleave``), on simulators whose speculative step
+flips between a fast and a slow regime in windows of seconds (``--spec-regime calibrated``,
+fitted to an H200): the report shows the regime and the CIs are over blocks.
+
 ``--workload mixed`` runs the shipped mixed workload instead (code edits, summaries, short
 questions, open-ended writing; ``scenarios/mixed-demo.yaml``) on the baseline and with n-gram
 drafting, whose gain depends on the content: the report answers per class ("draft for `code`
@@ -52,7 +58,16 @@ SPEC_CONFIGS: dict[str, dict[str, object]] = {
 }
 
 #: ``--workload``: the four-condition protocol, or the mixed workload answered per class.
-WORKLOADS = ("protocol", "mixed")
+WORKLOADS = ("protocol", "interleaved", "mixed")
+#: Each workload's scenario (under scenarios/).
+SCENARIOS = {
+    "protocol": "demo.yaml",
+    "interleaved": "interleaved-demo.yaml",
+    "mixed": "mixed-demo.yaml",
+}
+#: The interleaved demo's simulators: the calibrated time regime (the speculative step's
+#: host-bound part flips between fast and slow windows; the baseline has none to flip).
+REGIME_FLAGS = "--spec-regime calibrated --regime-seed {replicate}"
 #: The n-gram (prompt lookup) drafting the mixed workload compares with the baseline.
 NGRAM_CONFIG: dict[str, object] = {
     "method": "ngram",
@@ -98,8 +113,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         choices=WORKLOADS,
         default="protocol",
         help="protocol: baseline, spec, prefix and both on scenarios/demo.yaml (default); "
-        "mixed: baseline and n-gram drafting on scenarios/mixed-demo.yaml (code edits, "
-        "summaries, short questions, open-ended writing), answered per class",
+        "interleaved: baseline and spec on simulators whose speculative step flips regime "
+        "in time, measured in interleaved blocks (sweep --interleave; "
+        "scenarios/interleaved-demo.yaml); mixed: baseline and n-gram drafting on "
+        "scenarios/mixed-demo.yaml (code edits, summaries, short questions, open-ended "
+        "writing), answered per class",
     )
     p.add_argument(
         "--scenario",
@@ -147,13 +165,15 @@ def demo_conditions(profile: str, workload: str = "protocol") -> list:  # type: 
         f"prefix={on}",
         f"both={spec_flags} {on}",
     ]
+    if workload == "interleaved":
+        texts = texts[:2]
     return [parse_condition(t) for t in texts]
 
 
 def _scenario_path(arg: Path | None, workload: str = "protocol") -> Path:
     if arg is not None:
         return arg
-    relative = Path("scenarios") / ("mixed-demo.yaml" if workload == "mixed" else "demo.yaml")
+    relative = Path("scenarios") / SCENARIOS[workload]
     if relative.is_file():
         return relative
     if (_REPO / relative).is_file():
@@ -186,9 +206,11 @@ def run(args: argparse.Namespace) -> int:
     profile = _check_profile(args.profile)
     scenario = _scenario_path(args.scenario, args.workload)
     conditions = demo_conditions(profile, args.workload)
+    interleave = args.workload == "interleaved"
     server_cmd = (
         f"{shlex.quote(sys.executable)} -m specload sim --host 127.0.0.1 "
         f"--port {{port}} --profile {shlex.quote(profile)} {DEMO_HOST_FLAGS}"
+        + (f" {REGIME_FLAGS}" if interleave else "")
     )
     plan = SweepPlan(
         scenario=scenario,
@@ -197,17 +219,27 @@ def run(args: argparse.Namespace) -> int:
         server_cmd=server_cmd,
         health_timeout_s=60.0,
         skip_preflight=args.skip_preflight,
-        replicates=args.replicates,
+        replicates=1 if interleave else args.replicates,
+        interleave=interleave,
     )
     dirs = [d.name for _, _, d in planned_runs(plan)]
     _clear_previous(args.out, [*dirs, *(c.name for c in conditions)])
+    how = (
+        "one server each, up at once, blocks interleaved"
+        if interleave
+        else f"{args.replicates} server starts, interleaved"
+    )
     print(
         f"specload demo: simulator profile {profile}, scenario {scenario}, "
-        f"{len(conditions)} conditions x {args.replicates} server starts, interleaved "
-        f"-> {args.out}"
+        f"{len(conditions)} conditions x {how} -> {args.out}"
     )
     try:
-        results = run_sweep(plan)
+        if interleave:
+            from specload.protocol.interleaved_sweep import run_interleaved
+
+            results = run_interleaved(plan)
+        else:
+            results = run_sweep(plan)
     except KeyboardInterrupt:
         print(f"specload demo: interrupted; partial runs are in {args.out}", file=sys.stderr)
         return 130

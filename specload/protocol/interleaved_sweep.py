@@ -131,7 +131,12 @@ def _run_session(s: _Session) -> list[ConditionResult]:
             for target in s.targets.values():
                 target.stop()
             s.interrupted = s.interrupted or late_signal()
-    return _merge(s, blocks)
+    results = _merge(s, blocks)
+    root = s.plan.out / ".blocks"
+    for d in (root / f"r{s.replicate}", root):  # emptied by the merge
+        if d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
+    return results
 
 
 def _start_servers(s: _Session) -> None:
@@ -165,11 +170,49 @@ def _run_blocks(s: _Session, blocks: Sequence[Block], cells: Sequence[Cell]) -> 
         s.say(_progress(s, block, blocks, cells, took))
         s.ran[block.condition].append((block, path))
         t0 = time.monotonic()
-        overrides = json.dumps(block_overrides(block, cells), separators=(",", ":"))
-        drive_run(
-            s.plan, s.conditions[block.condition], target, path, ["--scenario-set", overrides]
-        )
+        code = _run_block(s, block, target, path, cells)
         took.append(time.monotonic() - t0)
+        s.say(f"[interleave]   {_last_step_line(path)}")
+        if code not in (0, 1):  # 1: degraded, its records kept; else the run's own words
+            s.say(f"[interleave]   exit {code}: {_last_line(path)}")
+        if code == 2:  # bad input: every later block would fail the same way
+            s.stopped.append(f"block {block.number + 1} exited 2 (see {path / 'stdout.log'})")
+            s.say(f"[interleave] ERROR: {s.stopped[-1]}; the session stops here")
+            return
+
+
+def _run_block(s: _Session, block: Block, target: Target, path: Path, cells: Sequence[Cell]) -> int:
+    """One block's ``specload run``; its terminal lines go to the block's ``stdout.log``
+    (merged into the run dir's ``blocks.log``), a summary line to ours."""
+    path.mkdir(parents=True, exist_ok=True)
+    overrides = json.dumps(block_overrides(block, cells), separators=(",", ":"))
+    with open(path / "stdout.log", "wb") as out:
+        return drive_run(
+            s.plan,
+            s.conditions[block.condition],
+            target,
+            path,
+            ["--scenario-set", overrides],
+            stdout=out,
+        )
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return (path / "stdout.log").read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return []
+
+
+def _last_line(path: Path) -> str:
+    lines = _lines(path)
+    return lines[-1] if lines else "(no output)"
+
+
+def _last_step_line(path: Path) -> str:
+    """The block run's own per-step line (``achieved ..., p50 TPOT ...``), else its last."""
+    steps = [ln for ln in _lines(path) if ln.startswith("step ")]
+    return steps[-1].split(": ", 1)[-1] if steps else _last_line(path)
 
 
 def _dead_server(s: _Session) -> str | None:
