@@ -1,0 +1,436 @@
+"""Do compare's intervals mean what they say? Coverage measured on the simulator, whose truth is
+known.
+
+Many seeded sessions of each *design* on the calibrated simulator profile (``h200-llama8b``:
+vLLM 0.26 on one H200, Llama-8B-shaped target with a 1B draft, ``draft_model`` k = 4), in
+virtual time (``specload.sim.virtual``, the engine model the simulator serves), each turned
+into real run directories and read by compare's own analysis (``analysis.steps``,
+``ratios``, ``crossover``), against the truth:
+
+- **designs**: ``contiguous`` (today's ladder: per server start, each condition walks the
+  ladder once, 12 s warm-up + 60 s per step, on a start of its own) with 1, 2, 3 or 5 starts
+  per condition pooled; ``interleaved`` (``sweep --interleave``: both servers up at once, each
+  step's 60 s cut into 6 blocks of 10 s after 2 s of warm-up, in the seeded balanced order of
+  ``protocol/interleave.py``, 3 s between blocks for the block run's start) with 1, 2 or 3
+  sessions. Equal server time per step and condition: 72 s.
+- **with and without the time regime**: the speculative step's host-bound part alternates
+  fast and slow windows (``--spec-regime calibrated``, fitted to the H200 records: mean fast
+  4.1 s, slow 2.3 s, factor 2.35 on the launch-bound part). Every server start also draws
+  the calibrated per-start host factor and slow window (``--start-jitter calibrated``), as
+  real starts differ.
+- **truth** per step: the p50 TPOT ratio spec / baseline pooled over ``TRUTH_STARTS`` starts
+  x ``TRUTH_S`` seconds each (the population of starts and seconds a decision is about), and
+  the crossover the product's own interpolation puts between those true ratios.
+
+Reported per (regime, design, starts) and step: coverage of the 95 % CI of the ratio, its
+median width, how often the step's answer by the one rule (helps / hurts / no change) differs
+from the truth's, and the crossover CI's coverage. Results: ``benchmarks/results/coverage.md``
+and ``coverage.json``. ``--quick`` runs a small version (2 seeds, one design of each kind)
+for the test suite.
+
+Usage: python benchmarks/coverage.py [--seeds N] [--workers N] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+import zlib
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+import numpy as np
+
+from specload.analysis.crossover import find_crossover
+from specload.analysis.effect import HELPS, HURTS, NO_CHANGE, classify
+from specload.analysis.ratios import step_ratios
+from specload.analysis.run_columns import load_runs
+from specload.analysis.stats import Estimate, few_units_widened
+from specload.analysis.steps import StepStats, condition_steps
+from specload.condition import parse_condition
+from specload.protocol.interleave import Cell, plan_blocks
+from specload.records import RequestRecord
+from specload.scenario import parse_scenario
+from specload.sim.engine import EngineConfig
+from specload.sim.host import HostDraw, JitterParams, draw_host
+from specload.sim.profiles import load_profile
+from specload.sim.regime import RegimeParams
+from specload.sim.spec import parse_spec_config
+from specload.sim.virtual import VirtualRun, run_closed, run_poisson
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "results"
+PROFILE = "h200-llama8b"
+SPEC = {
+    "method": "draft_model",
+    "model": "llama-3.2-1b",
+    "num_speculative_tokens": 4,
+    "synthetic_acceptance_rates": [0.8, 0.55, 0.3, 0.15],
+}
+CELLS = (Cell(0.0, 1), Cell(4.0), Cell(8.0), Cell(12.0), Cell(16.0))
+INPUT_TOKENS, OUTPUT_TOKENS = 512, 128
+WARMUP_S, STEP_S = 12.0, 60.0  # contiguous: 72 s per step and condition
+BLOCKS, BLOCK_WARMUP_S, BLOCK_GAP_S = 6, 2.0, 3.0  # interleaved: 6 x (2 + 10) = 72 s
+CONTIGUOUS_STARTS = (1, 2, 3, 5)
+INTERLEAVED_SESSIONS = (1, 2, 3)
+TRUTH_STARTS, TRUTH_S = 8, 150.0
+METRIC, MIN_GAIN = "tpot_p50", 0.05
+BOOTSTRAP = 1000
+T0 = 1_790_000_000.0
+LABELS = ("baseline", "spec")
+
+
+@dataclass(frozen=True)
+class World:
+    """What the simulated servers are like: the time regime (``--spec-regime calibrated``) on
+    or off, and each server start's own host draw (``--start-jitter calibrated``: a factor
+    with sigma 0.3 on speculation's launch-bound time and, in 30 % of starts, one 15-s slow
+    window) on or off."""
+
+    name: str
+    regime: bool
+    starts_differ: bool
+
+    def host(self, start: int, condition: str) -> HostDraw:
+        prof = load_profile(PROFILE)
+        return draw_host(
+            1.0,
+            JitterParams.from_profile(prof) if self.starts_differ else None,
+            seed=start,
+            regime=RegimeParams.from_profile(prof) if self.regime else None,
+            regime_seed=zlib.crc32(f"{start}:{condition}".encode()),
+        )
+
+
+#: The worlds and the designs measured in each: (kind, starts or sessions pooled).
+WORLDS = {
+    "regime": (World("regime", True, False), [("contiguous", 1), ("interleaved", 1)]),
+    "regime+starts": (
+        World("regime+starts", True, True),
+        [("contiguous", k) for k in CONTIGUOUS_STARTS]
+        + [("interleaved", k) for k in INTERLEAVED_SESSIONS],
+    ),
+    "starts": (
+        World("starts", False, True),
+        [("contiguous", k) for k in CONTIGUOUS_STARTS] + [("interleaved", 1)],
+    ),
+}
+
+
+def _window(
+    world: World, label: str, start: int, cell: Cell, t0: float, warmup_s: float, step_s: float
+) -> VirtualRun:
+    """One condition at one cell from session second ``t0`` on a fresh engine of ``start``."""
+    host = world.host(start, label)
+    cfg = EngineConfig(
+        load_profile(PROFILE), parse_spec_config(SPEC) if label == "spec" else None, host=host
+    )
+    seed = zlib.crc32(f"{label}:{start}:{cell}:{t0}".encode())
+    if cell.concurrency:
+        return run_closed(
+            cfg, cell.concurrency, duration_s=warmup_s + step_s, input_len=INPUT_TOKENS,
+            output_len=OUTPUT_TOKENS, seed=seed, t0=t0, host=host,
+        )  # fmt: skip
+    n = max(8, round(cell.target_qps * (warmup_s + step_s)))
+    return run_poisson(cfg, cell.target_qps, n, INPUT_TOKENS, OUTPUT_TOKENS, seed, t0=t0, host=host)
+
+
+def _records(
+    run: VirtualRun, cell: Cell, *, step: int, repeat: int, block: int | None, warmup_s: float,
+    step_s: float, tag: str,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """A virtual window's requests as specload records (times on the session clock)."""
+    out = []
+    end = run.t0 + warmup_s + step_s
+    for i, r in enumerate(run.results):
+        if r.arrival >= end or r.output_tokens < 2:
+            continue
+        sent = T0 + r.arrival
+        out.append(
+            RequestRecord(
+                request_id=f"{tag}-{i}", worker="local", step=step, target_qps=cell.target_qps,
+                warmup=r.arrival < run.t0 + warmup_s, scheduled_at=sent, sent_at=sent,
+                first_token_at=sent + r.ttft_s, done_at=sent + r.e2e_s, ttft_s=r.ttft_s,
+                tpot_s=r.tpot_s, e2e_s=r.e2e_s, content_chunks=len(r.chunk_times),
+                prompt_tokens=INPUT_TOKENS, output_tokens=r.output_tokens,
+                tokens_source="usage", finish_reason="length", status=200, ok=True,
+                repeat=repeat, block=block, concurrency=cell.concurrency or None,
+            ).to_dict()
+        )  # fmt: skip
+    return out
+
+
+def _write_run(path: Path, label: str, records: list[dict[str, Any]], replicate: int) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    with (path / "requests.jsonl").open("w") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in records)
+    meta = {
+        "schema_version": 1, "run_id": path.name, "label": label, "replicate": replicate,
+        "condition": parse_condition(f"{label}=").as_json()
+        | {"speculative": SPEC if label == "spec" else None},
+        "target": {"url": "virtual", "model": "llama-8b", "server_version": "0.26.0"},
+        "scenario": {"name": "coverage"}, "status": "completed",
+    }  # fmt: skip
+    (path / "run.json").write_text(json.dumps(meta))
+    return path
+
+
+def contiguous_start(world: World, start: int, out: Path) -> dict[str, Path]:
+    """One server start per condition, each walking the ladder once (today's sweep)."""
+    dirs = {}
+    for label in LABELS:
+        recs: list[dict[str, Any]] = []
+        t = 0.0
+        for step, cell in enumerate(CELLS):
+            run = _window(world, label, start, cell, t, WARMUP_S, STEP_S)
+            recs += _records(run, cell, step=step, repeat=0, block=None, warmup_s=WARMUP_S,
+                             step_s=STEP_S, tag=f"{label}-{start}-{step}")  # fmt: skip
+            t += WARMUP_S + STEP_S
+        dirs[label] = _write_run(out / f"c-{label}-r{start}", label, recs, start)
+    return dirs
+
+
+def interleaved_session(world: World, session: int, out: Path) -> dict[str, Path]:
+    """Both servers up at once; the blocks of ``plan_blocks`` in order on one session clock."""
+    sc = parse_scenario(
+        {
+            "steps": [c.step_entry() for c in CELLS],
+            "step_duration_s": STEP_S,
+            "seed": session,
+            "interleave": {"blocks": BLOCKS, "block_warmup_s": BLOCK_WARMUP_S},
+        },
+        file="coverage",
+    )
+    cells = [Cell(0.0, c) for c in sc.concurrency_steps] + [Cell(q) for q in sc.steps]
+    recs: dict[str, list[dict[str, Any]]] = {label: [] for label in LABELS}
+    t = 0.0
+    for b in plan_blocks(sc, list(LABELS)):
+        run = _window(world, b.condition, 1000 + session, cells[b.cell], t, b.warmup_s,
+                      b.duration_s)  # fmt: skip
+        recs[b.condition] += _records(
+            run, cells[b.cell], step=b.number, repeat=b.k, block=b.number, warmup_s=b.warmup_s,
+            step_s=b.duration_s, tag=f"{b.condition}-{session}-{b.number}",
+        )  # fmt: skip
+        t = max(t + b.warmup_s + b.duration_s, run.end_s) + BLOCK_GAP_S
+    return {
+        label: _write_run(out / f"i-{label}-r{session}", label, recs[label], session)
+        for label in LABELS
+    }
+
+
+def truth(world: World) -> dict[str, Any]:
+    """Pooled p50 TPOT per cell over many long windows on many starts, and the crossover."""
+    pooled: dict[str, dict[int, list[float]]] = {
+        lb: {i: [] for i in range(len(CELLS))} for lb in LABELS
+    }
+    for start in range(TRUTH_STARTS):
+        for label in LABELS:
+            for i, cell in enumerate(CELLS):
+                run = _window(world, label, 50_000 + start, cell, 300.0 * i, 0.0, TRUTH_S)
+                pooled[label][i] += [r.tpot_s for r in run.results
+                                     if r.tpot_s is not None and r.arrival < run.t0 + TRUTH_S]  # fmt: skip
+    ratios = [
+        float(np.median(pooled["spec"][i]) / np.median(pooled["baseline"][i]))
+        for i in range(len(CELLS))
+    ]
+    return {"ratios": ratios, "stop": _true_stop(ratios)}
+
+
+def _true_stop(ratios: Sequence[float]) -> float | None:
+    """The QPS ladder's stop boundary the product's interpolation puts on the true ratios."""
+    q = [c.target_qps for c in CELLS if not c.concurrency]
+    r = [x for c, x in zip(CELLS, ratios, strict=True) if not c.concurrency]
+    ests = [Estimate(v, v, v) for v in r]
+    effects = [classify(e, MIN_GAIN) for e in ests]
+    x = find_crossover(METRIC, "spec", "baseline", q, ests, effects,
+                       np.asarray([r]), MIN_GAIN)  # fmt: skip
+    return None if x is None or x.stop is None else _finite(x.stop.qps)  # beyond: no truth
+
+
+def _finite(v: float | None) -> float | None:
+    return None if v is None or not math.isfinite(v) else float(v)
+
+
+def _t_widened(steps: list[StepStats], units: int) -> list[StepStats]:
+    """The steps with every percentile's replicates stretched like a t interval over
+    ``units`` starts (``stats.few_units_widened``), as a candidate rule for pooled starts."""
+    out = []
+    for s in steps:
+        lat, reps = dict(s.latency), dict(s.replicates)
+        for name in lat:
+            lat[name], reps[name] = few_units_widened(lat[name], reps[name], units)
+        out.append(dataclasses.replace(s, latency=lat, replicates=reps))
+    return out
+
+
+def evaluate(
+    dirs: Sequence[dict[str, Path]], true: dict[str, Any], t_widen: bool = False
+) -> dict[str, Any]:
+    """compare's answer from these runs against the truth: per cell and for the crossover.
+    ``t_widen``: the candidate rule for several starts (a t interval over starts)."""
+    runs = {label: load_runs([d[label] for d in dirs]) for label in LABELS}
+    steps = {label: condition_steps(label, runs[label], b=BOOTSTRAP, seed=0) for label in LABELS}
+    if t_widen:
+        steps = {label: _t_widened(st, len(dirs)) for label, st in steps.items()}
+    rows, reps = step_ratios(steps["spec"], steps["baseline"], MIN_GAIN)
+    cells = []
+    for row, t in zip(rows[METRIC], true["ratios"], strict=True):
+        lo, hi = row.ratio.lo, row.ratio.hi
+        cells.append({
+            "covered": lo is not None and hi is not None and lo <= t <= hi,
+            "width": None if lo is None or hi is None else hi - lo,
+            "effect": row.effect, "true_effect": _effect(t), "ratio": row.ratio.value,
+        })  # fmt: skip
+    ladder = [i for i, c in enumerate(CELLS) if not c.concurrency]
+    x = find_crossover(
+        METRIC, "spec", "baseline", [CELLS[i].target_qps for i in ladder],
+        [rows[METRIC][i].ratio for i in ladder], [rows[METRIC][i].effect for i in ladder],
+        reps[METRIC][:, ladder], MIN_GAIN,
+    )  # fmt: skip
+    return {"cells": cells, "stop": _stop_covered(x, true["stop"])}
+
+
+def _effect(ratio: float) -> str:
+    return HELPS if ratio <= 1 - MIN_GAIN else HURTS if ratio >= 1 + MIN_GAIN else NO_CHANGE
+
+
+def _stop_covered(x: Any, true_stop: float | None) -> bool | None:
+    """Whether the crossover's stop CI holds the true stop (a CI bound beyond the tested range
+    is open on that side); None when either has no stop."""
+    if x is None or x.stop is None or true_stop is None:
+        return None
+    (lo, hi), (lo_side, hi_side) = x.stop.ci, x.stop.ci_beyond
+    lo = -math.inf if lo is None and lo_side == "below" else lo
+    hi = math.inf if hi is None and hi_side == "above" else hi
+    if lo is None or hi is None:  # beyond on the wrong side: the CI misses a finite stop
+        return False
+    return bool(lo <= true_stop <= hi)
+
+
+def one_seed(args: tuple[int, str, dict[str, Any]]) -> dict[str, Any]:
+    """Every design of one seed in one world; the designs that pool k starts (sessions) take
+    the first k of the same ones."""
+    seed, world_name, true = args
+    world, designs = WORLDS[world_name]
+    out: dict[str, Any] = {}
+    with TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        made: dict[str, list[dict[str, Path]]] = {"contiguous": [], "interleaved": []}
+        make = {"contiguous": contiguous_start, "interleaved": interleaved_session}
+        for kind, k in designs:
+            while len(made[kind]) < k:
+                made[kind].append(make[kind](world, 100 * seed + len(made[kind]) + 1, base))
+            out[f"{kind}-{k}"] = evaluate(made[kind][:k], true)
+            if kind == "contiguous" and k >= 2:  # the candidate rule for pooled starts
+                out[f"{kind}-{k}-t"] = evaluate(made[kind][:k], true, t_widen=True)
+    return out
+
+
+def summarise(per_seed: list[dict[str, Any]], true: dict[str, Any]) -> dict[str, Any]:
+    """Coverage, median width and wrong answers per design and cell, over the seeds."""
+    designs: dict[str, Any] = {}
+    for name in per_seed[0]:
+        rows = [s[name] for s in per_seed]
+        cells = []
+        for i, cell in enumerate(CELLS):
+            got = [r["cells"][i] for r in rows]
+            widths = [g["width"] for g in got if g["width"] is not None]
+            effects = [g["effect"] for g in got]
+            points = [g["ratio"] for g in got if g["ratio"] is not None]
+            cells.append({
+                "cell": cell.label, "true_ratio": true["ratios"][i],
+                "coverage": float(np.mean([g["covered"] for g in got])),
+                "median_width": float(np.median(widths)) if widths else None,
+                "wrong_answer": float(np.mean([g["effect"] not in (g["true_effect"], NO_CHANGE)
+                                               for g in got])),  # fmt: skip
+                "effects": {e: effects.count(e) for e in sorted(set(effects))},
+                "agreement": max(effects.count(e) for e in set(effects)) / len(effects),
+                "ratio_p10_p90": [float(np.percentile(points, 10)),
+                                  float(np.percentile(points, 90))],
+            })  # fmt: skip
+        stops = [r["stop"] for r in rows if r["stop"] is not None]
+        designs[name] = {
+            "cells": cells,
+            "stop_coverage": float(np.mean(stops)) if stops else None,
+            "stop_n": len(stops),
+        }
+    return designs
+
+
+def run(seeds: int, workers: int, worlds: Sequence[str]) -> dict[str, Any]:
+    result: dict[str, Any] = {"seeds": seeds, "cells": [c.label for c in CELLS], "worlds": {}}
+    for name in worlds:
+        t = time.time()
+        true = truth(WORLDS[name][0])
+        print(f"{name}: truth {true} ({time.time() - t:.0f} s)", flush=True)
+        jobs = [(s, name, true) for s in range(1, seeds + 1)]
+        with ProcessPoolExecutor(workers) as pool:
+            per_seed = list(pool.map(one_seed, jobs))
+        result["worlds"][name] = {
+            "truth": true,
+            "designs": summarise(per_seed, true),
+            "per_seed": per_seed,
+        }
+        print(f"  {seeds} seeds in {time.time() - t:.0f} s", flush=True)
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "# Coverage of compare's 95 % intervals on the simulator (benchmarks/coverage.py)",
+        "",
+        f"{result['seeds']} seeds per design; p50 TPOT ratio spec / baseline per step; equal "
+        "server time per step and condition (72 s). `coverage`: share of seeds whose CI holds "
+        "the true ratio; `width`: median CI width (ratio units); `wrong`: share of seeds whose "
+        "answer by the rule is the opposite of the truth's (helps where it hurts or the reverse "
+        "of the truth's side). Crossover: share of seeds whose stop CI holds the true stop.",
+    ]
+    for world, w in result["worlds"].items():
+        truth_txt = ", ".join(
+            f"{c} {r:.3f}" for c, r in zip(result["cells"], w["truth"]["ratios"], strict=True)
+        )
+        lines += ["", f"## {world.replace('_', ' ')}", "", f"Truth: {truth_txt}; stop "
+                  f"{w['truth']['stop']}", ""]  # fmt: skip
+        head = "| design | " + " | ".join(result["cells"]) + " | crossover |"
+        lines += [head, "|" + "---|" * (len(result["cells"]) + 2)]
+        for name, d in w["designs"].items():
+            cells = " | ".join(
+                f"{c['coverage']:.2f} ({c['median_width']:.2f}; {c['wrong_answer']:.2f})"
+                if c["median_width"] is not None else f"{c['coverage']:.2f}"
+                for c in d["cells"]
+            )  # fmt: skip
+            stop = (
+                "—" if d["stop_coverage"] is None else f"{d['stop_coverage']:.2f} ({d['stop_n']})"
+            )
+            lines.append(f"| {name} | {cells} | {stop} |")
+        lines += ["", "Cells: coverage (width; wrong)."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--world", action="append", choices=sorted(WORLDS), default=[])
+    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--stem", default="coverage", help="result file names (STEM.md, STEM.json)")
+    a = p.parse_args(argv)
+    result = run(a.seeds, a.workers, a.world or sorted(WORLDS))
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / f"{a.stem}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (a.out / f"{a.stem}.md").write_text(markdown(result))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
