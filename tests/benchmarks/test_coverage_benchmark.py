@@ -1,0 +1,53 @@
+"""The coverage benchmark's machinery, shortened (``make test`` runs this; the full figures
+come from ``python benchmarks/coverage.py`` and ``benchmarks/interleave.py``, committed).
+
+One seed of the ``regime`` world on two steps: the virtual sessions become real run dirs
+that compare's own analysis reads, the truth comes from long runs, and the interleaved
+design's block CI is wider than one contiguous window's (which sees only the requests of one
+window, not the drift between windows). No figure is asserted: those are the benchmark's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def _load() -> Any:
+    path = REPO / "benchmarks" / "coverage.py"
+    spec = importlib.util.spec_from_file_location("specload_coverage_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_short_coverage_run_compares_designs_against_a_truth(monkeypatch, tmp_path: Path) -> None:
+    cov = _load()
+    monkeypatch.setattr(cov, "CELLS", (cov.Cell(4.0), cov.Cell(12.0)))
+    monkeypatch.setattr(cov, "STEP_S", 24.0)
+    monkeypatch.setattr(cov, "WARMUP_S", 4.0)
+    monkeypatch.setattr(cov, "TRUTH_STARTS", 2)
+    monkeypatch.setattr(cov, "TRUTH_S", 60.0)
+    monkeypatch.setattr(cov, "BOOTSTRAP", 200)
+    result = cov.run(seeds=1, workers=1, worlds=["regime"])
+    world = result["worlds"]["regime"]
+    assert len(world["truth"]["ratios"]) == 2
+    assert all(0.5 < r < 2.0 for r in world["truth"]["ratios"])
+    designs = world["designs"]
+    assert set(designs) == {"contiguous-1", "interleaved-1"}
+    for i in range(2):
+        contiguous = designs["contiguous-1"]["cells"][i]
+        interleaved = designs["interleaved-1"]["cells"][i]
+        assert contiguous["coverage"] in (0.0, 1.0) and interleaved["coverage"] in (0.0, 1.0)
+        assert interleaved["median_width"] > contiguous["median_width"]
+    text = cov.markdown(result)
+    assert "| interleaved-1 |" in text and "Truth:" in text
