@@ -173,6 +173,7 @@ def merge_blocks(
     with (
         open(run_dir / "requests.jsonl", "ab") as req,
         open(run_dir / "metrics.jsonl", "ab") as met,
+        open(run_dir / "telemetry.jsonl", "ab") as tel,
         open(run_dir / "blocks.log", "a", encoding="utf-8") as log,
     ):
         for execution, (block, path) in enumerate(blocks):
@@ -184,6 +185,7 @@ def merge_blocks(
             tags = {"repeat": block.k, "block": block.number}
             req.write(_relabel(path / "requests.jsonl", {"step": execution, **tags}))
             met.write(_relabel(path / "metrics.jsonl", {"step": execution}))
+            tel.write(_relabel(path / "telemetry.jsonl", {"block": block.number}))
             steps += [s | {"index": execution, **tags} for s in _steps(path)[:1]]
             _append_log(log, block, path)
     _write_json(run_dir / "steps.json", steps)

@@ -98,6 +98,7 @@ def _block_dir(root: Path, n: int, qps: float, ok: bool = True) -> Path:
     (d / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs) + '{"partial')
     (d / "metrics.jsonl").write_text(json.dumps({"t": 1.0, "step": 0}) + "\n")
     (d / "locust.log").write_text(f"log of block {n}\n")
+    (d / "telemetry.jsonl").write_text(json.dumps({"t": 100.0 + n, "source": "host"}) + "\n")
     return d
 
 
@@ -131,6 +132,8 @@ def test_merge_keeps_every_record_names_each_block_and_takes_the_worst_status(
     assert "never ran" in meta["degraded"][-1]
     assert meta["interleave"] == {"plan": []} and meta["scenario"] == {"name": "s"}
     assert "log of block" in (out / "blocks.log").read_text()
+    telemetry = [json.loads(x) for x in (out / "telemetry.jsonl").read_text().splitlines()]
+    assert [t["block"] for t in telemetry] == [b.number for b in blocks]  # kept, per block
     assert not any(d.exists() for d in dirs)
 
 
