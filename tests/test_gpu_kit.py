@@ -1,11 +1,19 @@
-"""The GPU kit's usage and its reference client's request counts (no servers here; the whole
-kit runs end to end in tests/vllm/test_gpu_kit.py)."""
+"""The GPU kit's usage, its reference client's request counts, and its interleaved mode end to
+end on two simulators (MODE=starts with vLLM's own client runs in
+tests/vllm/test_gpu_kit_dry_run.py)."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import tarfile
+from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO
 
@@ -51,3 +59,68 @@ def test_reference_request_counts_are_the_calibrations() -> None:
     )
     for row in data["rows"]:
         assert kit.num_prompts(row["rate_rps"], 20, 32) == row["completed"] + row["failed"], row
+
+
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.slow
+def test_interleaved_dry_run_leaves_merged_blocks_the_plan_and_a_report(tmp_path: Path) -> None:
+    """MODE=interleaved (the default) on two simulators, both up at once, the spec one with the
+    calibrated fast/slow regime: one interleaved sweep, both servers stopped, compared, packed.
+    Two cells (one closed-loop) x 2 conditions x 2 blocks keep it near a minute."""
+    out = tmp_path / "kit"
+    env = os.environ | {
+        "PY": sys.executable,
+        "OUT": str(out),
+        "STEPS": "{concurrency: 1}, 8",
+        "STEP_S": "2",
+        "BLOCKS": "2",
+        "BLOCK_WARMUP_S": "1",
+    }
+    proc = subprocess.Popen(
+        ["bash", "benchmarks/gpu/run.sh", "--dry-run"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        log, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)  # kit.py stops both servers on SIGTERM
+            proc.wait(timeout=60)
+    assert proc.returncode == 0, log[-4000:]
+    assert "mode=interleaved" in log
+
+    sweep = out / "sweep"
+    for cond in ("baseline", "spec"):
+        run = sweep / cond
+        meta = json.loads((run / "run.json").read_text())
+        plan = meta["interleave"]["plan"]
+        assert meta["interleave"]["blocks_per_cell"] == 2 and len(plan) == 8
+        records = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+        assert records and all("block" in r for r in records)
+        mine = {b["number"] for b in plan if b["condition"] == cond}
+        assert {r["block"] for r in records} == mine
+        assert (run / "telemetry.jsonl").is_file(), f"{cond}: no telemetry.jsonl"
+        server_log = (out / "servers" / f"{cond}.log").read_text()
+        pgid = int(re.search(r"process group (\d+)", server_log).group(1))  # type: ignore[union-attr]
+        assert _group_gone(pgid), f"the kit left the {cond} server running"
+
+    report = json.loads((sweep / "report" / "report.json").read_text())
+    conds = {c["label"]: c for c in report["conditions"]}
+    assert conds["baseline"]["role"] == "baseline" and conds["spec"]["role"] == "spec"
+    assert conds["spec"]["speculative"]["method"] == "draft_model"
+    with tarfile.open(f"{out}.tar.gz") as tar:
+        names = set(tar.getnames())
+    assert {"kit/sweep/report/report.json", "kit/sweep/spec/requests.jsonl"} <= names
+    assert {"kit/servers/baseline.log", "kit/servers/spec.log"} <= names

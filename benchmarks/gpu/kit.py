@@ -1,9 +1,16 @@
 #!/usr/bin/env python3
-"""The GPU kit's helper for ``run.sh``: ``kit.py starts`` runs every server start.
+"""The GPU kit's helper for ``run.sh``: ``kit.py interleaved`` or ``kit.py starts``.
 
-For each start, interleaved (baseline, spec, baseline, spec, ...), the server is started in a
-process group of its own and waited for, then stopped with its whole group, by specload's
-own ``specload.target.ManagedServer`` (what ``specload sweep`` uses). While it is up:
+``interleaved`` (the default for decisions): both conditions' servers up at once on the one
+GPU, started one after the other (each waits for /health before the next starts: two engines
+profiling GPU memory at once can each count the other's allocation as free), each warmed up,
+then ONE ``specload sweep --interleave --url baseline=URL --url spec=URL`` whose blocks
+alternate between them in a seeded balanced order, so the GPU's drift (vLLM 0.26's draft step
+flips between ~13 and ~20 ms in windows of seconds on an H200) hits both conditions alike.
+
+``starts``: for each start, interleaved (baseline, spec, baseline, spec, ...), the server is
+started in a process group of its own and waited for, then stopped with its whole group, by
+specload's own ``specload.target.ManagedServer`` (what ``specload sweep`` uses). While it is up:
 
 - a warm-up: N concurrent short completions, so one-time compilation and lazy init are not
   billed to the first measured step;
@@ -21,14 +28,20 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import signal
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where used: the usage checks need no specload
+    from specload.target import ManagedServer
 
 T0 = time.time()
 
@@ -140,7 +153,7 @@ def bench_argv(a: argparse.Namespace, rate: float, n: int, name: str) -> list[st
 
 def _add_rows(summary: Path, rows: list[dict[str, Any]]) -> None:
     """Merge this condition's rows into the summary file (one file per server start pair)."""
-    data = (
+    data: dict[str, Any] = (
         json.loads(summary.read_text())
         if summary.exists()
         else {
@@ -251,38 +264,180 @@ def _one_start(a: argparse.Namespace, url: str, cond: str, rep: int) -> int:
     return failed
 
 
+#: the conditions, in the order their servers start
+CONDITIONS = ("baseline", "spec")
+
+
+def cmd_interleaved(a: argparse.Namespace) -> int:
+    """Both servers up at once, one interleaved sweep over them, both stopped (whole groups,
+    also on Ctrl-C or SIGTERM, so no engine is left holding the GPU)."""
+    from specload.errors import TargetError
+
+    servers = _servers(a)
+    failed = 0
+    with _sigterm_as_interrupt():
+        try:
+            for cond, server in servers.items():
+                _start(server, cond)
+            failed |= _interleaved_session(a, servers)
+        except TargetError as exc:
+            log(f"a server did not come up: {exc}")
+            failed = 1
+        except KeyboardInterrupt:
+            log("interrupted: stopping both servers")
+            failed = 1
+        finally:
+            for server in reversed(list(servers.values())):
+                server.stop()
+            log("both servers stopped")
+    return failed
+
+
+def _servers(a: argparse.Namespace) -> dict[str, ManagedServer]:
+    """One ``ManagedServer`` per condition, each on its own port (``--port`` P: baseline on P,
+    spec on P + 1; 0: free ports), its log in ``OUT/servers/<condition>.log``."""
+    from specload.ports import free_port
+    from specload.target import ManagedServer
+
+    ports = (a.port, a.port + 1) if a.port else (free_port(), free_port())
+    commands = {"baseline": a.baseline_cmd, "spec": a.spec_cmd}
+    return {
+        cond: ManagedServer(
+            commands[cond],
+            [],
+            port,
+            Path(a.out) / "servers" / f"{cond}.log",
+            health_timeout_s=a.health_timeout,
+            on_waiting=_waiting_note(cond),
+        )
+        for cond, port in zip(CONDITIONS, ports, strict=True)
+    }
+
+
+def _waiting_note(cond: str) -> Callable[[float], None]:
+    """A log line every 15 s while ``cond``'s server starts (a vLLM start takes minutes)."""
+    return lambda s: log(f"{cond}: waiting for /health ({s:.0f} s)")
+
+
+def _start(server: ManagedServer, cond: str) -> None:
+    """Start one server and wait for its /health before the caller starts the next."""
+    log(f"starting {cond}: {server.command_line}")
+    t = time.time()
+    server.start()
+    log(f"{cond} healthy at {server.url} after {time.time() - t:.0f} s")
+
+
+def _interleaved_session(a: argparse.Namespace, servers: dict[str, ManagedServer]) -> int:
+    """Warm-ups, the one interleaved sweep, and (when asked) vLLM's bench on each server."""
+    failed = 0
+    for cond, server in servers.items():
+        if cmd_warmup(argparse.Namespace(**{**vars(a), "url": server.url})) != 0:
+            log(f"{cond}: warm-up had errors (going on)")
+    if _run_child(interleaved_sweep_argv(a, {c: s.url for c, s in servers.items()})) != 0:
+        log("specload sweep --interleave failed")
+        failed = 1
+    if a.bench != "0":
+        bench_dir = Path(a.out) / "vllm-bench"
+        for cond, server in servers.items():
+            one = {"url": server.url, "cond": cond, "raw": str(bench_dir / "raw-r1"),
+                   "summary": str(bench_dir / "r1.json")}  # fmt: skip
+            if cmd_bench(argparse.Namespace(**{**vars(a), **one})) != 0:
+                log(f"vLLM bench serve failed for {cond}")
+                failed = 1
+    return failed
+
+
+def interleaved_sweep_argv(a: argparse.Namespace, urls: dict[str, str]) -> list[str]:
+    """``specload sweep --interleave`` over the running servers, each condition declared so
+    that run.json says what its server runs. ``--condition`` flags take a JSON config only,
+    so the baseline declares ``{}``: an empty config, which compare reads as no speculation."""
+    declared = {"baseline": "{}", "spec": a.spec_declared}
+    argv = [*shlex.split(a.specload), "sweep", "--interleave"]
+    for cond in CONDITIONS:
+        flags = f"--speculative-config {shlex.quote(declared[cond])} --no-enable-prefix-caching"
+        argv += ["--url", f"{cond}={urls[cond]}", "--condition", f"{cond}={flags}"]
+    return [*argv, "--scenario", a.scenario, "--out", str(Path(a.out) / "sweep"), "--no-compare"]
+
+
+def _run_child(argv: list[str]) -> int:
+    """Run a child; on Ctrl-C / SIGTERM give it one SIGTERM and time to finish (the sweep
+    takes SIGTERM as Ctrl-C: it stops its current block and merges the blocks it ran) before
+    re-raising. SIGTERM, not SIGINT: a child of a background job may ignore SIGINT."""
+    proc = subprocess.Popen(argv)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        try:
+            proc.wait(timeout=2)  # a terminal Ctrl-C reached it already
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a ``kill`` of the kit) runs the same clean-up as Ctrl-C."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _common_args(p: argparse.ArgumentParser) -> None:
+    """What both modes take: the two server commands, the scenario, warm-up and bench."""
+    p.add_argument("--baseline-cmd", required=True, help="server command line, with {port}")
+    p.add_argument("--spec-cmd", required=True, help="server command line, with {port}")
+    p.add_argument("--spec-declared", required=True, help="the spec condition's config JSON")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--health-timeout", type=float, default=600)
+    p.add_argument("--scenario", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--specload", required=True, help="how to run specload")
+    p.add_argument("--bench", choices=["1", "first", "0"], default="1")
+    p.add_argument("--model", default="target")
+    # warm-up
+    p.add_argument("--n", type=int, default=8)
+    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--timeout", type=float, default=300)
+    # vLLM's bench serve
+    p.add_argument("--vllm", default="vllm", help="how to run vLLM's CLI")
+    p.add_argument("--rates", default="", help="request rates, space-separated")
+    p.add_argument("--tokenizer", default="")
+    p.add_argument("--input-len", type=int, default=512)
+    p.add_argument("--output-len", type=int, default=256)
+    p.add_argument("--seconds", type=float, default=20, help="arrivals per rate, in seconds")
+    p.add_argument("--min-prompts", type=int, default=32)
+    p.add_argument("--rate-timeout", type=float, default=300)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = ap.add_subparsers(dest="verb", required=True)
+    il = sub.add_parser(
+        "interleaved", help="both servers up at once, one specload sweep --interleave, stop"
+    )
+    _common_args(il)
     st = sub.add_parser("starts", help="every server start: serve, warm up, sweep, bench, stop")
-    st.add_argument("--baseline-cmd", required=True, help="server command line, with {port}")
-    st.add_argument("--spec-cmd", required=True, help="server command line, with {port}")
-    st.add_argument("--spec-declared", required=True, help="the spec condition's config JSON")
-    st.add_argument("--port", type=int, required=True)
+    _common_args(st)
     st.add_argument("--replicates", type=int, default=2)
-    st.add_argument("--health-timeout", type=float, default=600)
-    st.add_argument("--scenario", required=True)
-    st.add_argument("--out", required=True)
-    st.add_argument("--specload", required=True, help="how to run specload")
-    st.add_argument("--bench", choices=["1", "first", "0"], default="1")
-    st.add_argument("--model", default="target")
-    # warm-up
-    st.add_argument("--n", type=int, default=8)
-    st.add_argument("--max-tokens", type=int, default=32)
-    st.add_argument("--timeout", type=float, default=300)
-    # vLLM's bench serve
-    st.add_argument("--vllm", default="vllm", help="how to run vLLM's CLI")
-    st.add_argument("--rates", default="", help="request rates, space-separated")
-    st.add_argument("--tokenizer", default="")
-    st.add_argument("--input-len", type=int, default=512)
-    st.add_argument("--output-len", type=int, default=256)
-    st.add_argument("--seconds", type=float, default=20, help="arrivals per rate, in seconds")
-    st.add_argument("--min-prompts", type=int, default=32)
-    st.add_argument("--rate-timeout", type=float, default=300)
     a = ap.parse_args()
-    return int(cmd_starts(a))
+    # run.sh started in the background (setsid nohup ... &) hands its children SIGINT
+    # ignored, and an ignored signal stays ignored across exec: Ctrl-C semantics (the sweep
+    # and its runs finishing cleanly on SIGINT) need the default handler back, here and so
+    # in every child (a handled signal is reset to the default at exec).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    return int(cmd_interleaved(a) if a.verb == "interleaved" else cmd_starts(a))
 
 
 if __name__ == "__main__":

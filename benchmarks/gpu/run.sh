@@ -1,24 +1,43 @@
 #!/usr/bin/env bash
-# specload's GPU kit: baseline vs speculative decoding on your GPU host, each condition on
-# several fresh vLLM server starts, interleaved (baseline, spec, baseline, spec, ...).
+# specload's GPU kit: baseline vs speculative decoding on your GPU host.
 #
 # usage: bash benchmarks/gpu/run.sh [--dry-run]
 #
-# Per server start: start vLLM with the condition's flags, wait for /health, warm up (8 short
-# requests), run `specload sweep --url` against it (the scenario's steps), then, for reference,
-# vLLM's own `bench serve` at the same rates on the same server, and stop the server. At the
-# end: `specload compare` over every start (OUT/sweep/report/), the per-start table
-# (OUT/table.md), specload beside vLLM's client per start (OUT/vllm-bench/table-rK.md), and
-# everything packed into OUT.tar.gz. See benchmarks/gpu/README.md.
+# MODE=interleaved (the default, for decisions): both vLLM servers on the ONE GPU at the same
+# time (each --gpu-memory-utilization GPU_MEM, 0.42), started one after the other (each waits
+# for /health before the next starts), warmed up, then ONE `specload sweep --interleave` over
+# both: every (condition, step) cell cut into the scenario's blocks, run in a seeded balanced
+# random order, so the GPU's drift (the draft step flips between ~13 and ~20 ms in windows of
+# seconds) hits both conditions alike instead of deciding a cell. Then both servers stop
+# (whole process groups), `specload compare` (OUT/sweep/report/), everything packed into
+# OUT.tar.gz. Scenario: scenarios/gpu-h200-interleaved.yaml (about 16 minutes of load).
+#
+# MODE=starts (the earlier protocol): each condition on several fresh vLLM server starts,
+# interleaved (baseline, spec, baseline, spec, ...). Per server start: start vLLM with the
+# condition's flags, wait for /health, warm up (8 short requests), run `specload sweep --url`
+# against it (the scenario's steps), then, for reference, vLLM's own `bench serve` at the same
+# rates on the same server, and stop the server. At the end: `specload compare` over every
+# start (OUT/sweep/report/), the per-start table (OUT/table.md), specload beside vLLM's client
+# per start (OUT/vllm-bench/table-rK.md), and everything packed into OUT.tar.gz.
+# See benchmarks/gpu/README.md.
 #
 # --dry-run: the same kit end to end on any CPU machine, with `specload sim --profile
 #   h200-llama8b` (the simulator calibrated to vLLM 0.26 on one H200) in vLLM's place and the
-#   steps shortened; vLLM's bench serve runs when VLLM names a working vLLM CLI, else is skipped.
+#   steps shortened (interleaved: the spec server with --spec-regime calibrated, the measured
+#   fast/slow windows; 2-3 minutes); vLLM's bench serve runs when VLLM names a working
+#   vLLM CLI, else is skipped.
 #
 # Knobs (environment):
+#   MODE         interleaved (default) or starts
 #   OUT          output folder (default runs/gpu-kit; must not hold an earlier kit run)
-#   SCENARIO     default scenarios/gpu-h200-replicates.yaml (6 rates, 4 s + 20 s each)
-#   REPLICATES   server starts per condition (default 2)
+#   SCENARIO     default scenarios/gpu-h200-interleaved.yaml (MODE=interleaved: concurrency 1
+#                and 8, 4 8 16 req/s, 6 blocks of 5 s + 7.5 s per cell) or
+#                scenarios/gpu-h200-replicates.yaml (MODE=starts: 6 rates, 4 s + 20 s each)
+#   GPU_MEM      vLLM --gpu-memory-utilization per server (default 0.42 interleaved: two
+#                servers share the GPU; 0.85 starts)
+#   BLOCKS, BLOCK_WARMUP_S  override the scenario's interleave blocks (--dry-run defaults:
+#                2 blocks, 1 s warm-up)
+#   REPLICATES   MODE=starts: server starts per condition (default 2)
 #   TARGET       target model folder or hub name (default: the kit's Llama-3.1-8B-shaped
 #                config, benchmarks/gpu/models/target-8b, with LOAD_FORMAT=dummy)
 #   DRAFT        draft model (default: the kit's Llama-3.2-1B-shaped config)
@@ -31,20 +50,23 @@
 #   VLLM         how to run vLLM's CLI (default "vllm"; e.g. "python3 -m vllm.entrypoints.cli.main")
 #   SITE         a folder install_bundle.sh filled (offline hosts): put on PYTHONPATH, and
 #                VLLM defaults to "$PY -m vllm.entrypoints.cli.main"
-#   PORT         server port (default 8000; a free port with --dry-run)
+#   PORT         server port (default 8000, interleaved: baseline 8000, spec 8001; free
+#                ports with --dry-run)
 #   HEALTH_TIMEOUT  seconds to wait for each server (default 600: a first start compiles)
-#   BENCH        1 (default) runs vLLM's bench serve on every start, first on the first start of
-#                each condition only (it costs GPU time too), 0 never
+#   BENCH        1 runs vLLM's bench serve on every start (default with MODE=starts), first on
+#                the first start of each condition only (it costs GPU time too), 0 never
+#                (default with MODE=interleaved; 1 there runs it on both servers after the sweep)
 #   BENCH_RATES  the rates vLLM's bench serve runs (default: the scenario's)
 #   BENCH_S      seconds of arrivals per bench rate (default 20: num_prompts = min(max(32, 20 R), 800))
 #   PY           the Python that has specload (default: the checkout's .venv, else python3); SPECLOAD (default "$PY -m specload")
-#   STEPS, STEP_S, WARMUP_S   override the scenario's rates and step times (--dry-run
-#                defaults: the scenario's rates, 3 s and 1 s)
+#   STEPS, STEP_S, WARMUP_S   override the scenario's steps (space-separated rates, or a YAML
+#                list body with commas: '{concurrency: 1}, 8') and step times (--dry-run
+#                defaults: the scenario's steps, 3 s and 1 s; interleaved 2 s)
 #
 # Both conditions run vLLM's V1 model runner with async scheduling and prefix caching off
 # (vLLM 0.26 runs draft_model only on V1 and turns async scheduling off for it, so the two
 # conditions differ by speculative decoding alone), --max-model-len 4096,
-# --gpu-memory-utilization 0.85. Exit status: 0 when every run completed and compared, 1 when a
+# --gpu-memory-utilization GPU_MEM. Exit status: 0 when every run completed and compared, 1 when a
 # run or the comparison failed (the rest still ran and was packed), 2 on bad usage.
 set -u -o pipefail
 
@@ -64,10 +86,16 @@ fi
 SPECLOAD=${SPECLOAD:-$PY -m specload}
 "$PY" -c 'import specload' 2>/dev/null || {
   echo "gpu-kit: $PY cannot import specload: pip install . (or make env), or set PY" >&2; exit 2; }
+MODE=${MODE:-interleaved}
+case "$MODE" in
+  interleaved) SCENARIO=${SCENARIO:-$ROOT/scenarios/gpu-h200-interleaved.yaml}; BENCH=${BENCH:-0}
+    GPU_MEM=${GPU_MEM:-0.42} ;;
+  starts) SCENARIO=${SCENARIO:-$ROOT/scenarios/gpu-h200-replicates.yaml}; BENCH=${BENCH:-1}
+    GPU_MEM=${GPU_MEM:-0.85} ;;
+  *) echo "gpu-kit: MODE is interleaved or starts, not '$MODE'" >&2; exit 2 ;;
+esac
 OUT=${OUT:-runs/gpu-kit}
-SCENARIO=${SCENARIO:-$ROOT/scenarios/gpu-h200-replicates.yaml}
 REPLICATES=${REPLICATES:-2}
-BENCH=${BENCH:-1}
 HEALTH_TIMEOUT=${HEALTH_TIMEOUT:-600}
 DEFAULT_SPEC='{"method":"draft_model","model":"@DRAFT@","num_speculative_tokens":4,"rejection_sample_method":"synthetic","synthetic_acceptance_rates":[0.8,0.55,0.3,0.15]}'
 SPEC_CONFIG=${SPEC_CONFIG:-$DEFAULT_SPEC}
@@ -103,11 +131,17 @@ fi
 TOKENIZER=${TOKENIZER:-$TARGET}
 LOAD_FORMAT=${LOAD_FORMAT:-auto}
 if [ "$DRY" = 1 ]; then
+  if [ "$MODE" = interleaved ]; then
+    STEP_S=${STEP_S:-2}
+    BLOCKS=${BLOCKS:-2}
+    BLOCK_WARMUP_S=${BLOCK_WARMUP_S:-1}
+  fi
   STEP_S=${STEP_S:-3}
   WARMUP_S=${WARMUP_S:-1}
   BENCH_S=${BENCH_S:-3}
   MIN_PROMPTS=4
-  PORT=${PORT:-$("$PY" -c 'from specload.ports import free_port; print(free_port())')}
+  if [ "$MODE" = interleaved ]; then PORT=${PORT:-0}  # 0: kit.py picks a free port per server
+  else PORT=${PORT:-$("$PY" -c 'from specload.ports import free_port; print(free_port())')}; fi
   SPEC=${SPEC_CONFIG//@DRAFT@/draft-1b}
 else
   : "${DRAFT:?set DRAFT to the draft model (folder or name) when TARGET is set}"
@@ -117,11 +151,21 @@ else
   SPEC=${SPEC_CONFIG//@DRAFT@/$DRAFT}
 fi
 cp "$SCENARIO" "$OUT/scenario.yaml"
-[ -n "${STEPS:-}" ] && sed -i "s/^steps: .*/steps: [$(echo "$STEPS" | sed 's/ \+/, /g')]/" "$OUT/scenario.yaml"
+if [ -n "${STEPS:-}" ]; then  # space-separated rates, or a list body with commas as it is
+  case "$STEPS" in *,*) body=$STEPS ;; *) body=$(echo "$STEPS" | sed 's/ \+/, /g') ;; esac
+  sed -i "s/^steps: .*/steps: [$body]/" "$OUT/scenario.yaml"
+fi
 [ -n "${STEP_S:-}" ] && sed -i "s/^step_duration_s: .*/step_duration_s: $STEP_S/" "$OUT/scenario.yaml"
 [ -n "${WARMUP_S:-}" ] && sed -i "s/^warmup_s: .*/warmup_s: $WARMUP_S/" "$OUT/scenario.yaml"
-RATES=$(sed -n 's/^steps: *\[\(.*\)\].*/\1/p' "$OUT/scenario.yaml" | tr -d ',')
-[ -n "$RATES" ] || { echo "gpu-kit: $SCENARIO has no 'steps: [...]' line" >&2; exit 2; }
+if [ "$MODE" = interleaved ] && [ -n "${BLOCKS:-}${BLOCK_WARMUP_S:-}" ]; then
+  grep -q '^interleave: {blocks: [0-9]*, block_warmup_s: [0-9.]*}' "$OUT/scenario.yaml" || {
+    echo "gpu-kit: BLOCKS/BLOCK_WARMUP_S need a one-line 'interleave: {blocks: N, block_warmup_s: S}' in $SCENARIO" >&2; exit 2; }
+  [ -n "${BLOCKS:-}" ] && sed -i "s/^\(interleave: {blocks: \)[0-9]*/\1$BLOCKS/" "$OUT/scenario.yaml"
+  [ -n "${BLOCK_WARMUP_S:-}" ] && sed -i "s/^\(interleave: {.*block_warmup_s: \)[0-9.]*/\1$BLOCK_WARMUP_S/" "$OUT/scenario.yaml"
+fi
+STEPS_LINE=$(sed -n 's/^steps: *\[\(.*\)\].*/\1/p' "$OUT/scenario.yaml")
+[ -n "$STEPS_LINE" ] || { echo "gpu-kit: $SCENARIO has no 'steps: [...]' line" >&2; exit 2; }
+RATES=$(echo "$STEPS_LINE" | sed 's/{[^}]*}//g' | tr -d ',' | xargs)  # QPS steps only
 BENCH_RATES=${BENCH_RATES:-$RATES}
 
 case "$BENCH" in 0|1|first) ;; *) echo "gpu-kit: BENCH is 1, first or 0, not '$BENCH'" >&2; exit 2 ;; esac
@@ -146,11 +190,13 @@ server_argv() {  # server_argv COND -> SARGS
   local cond=$1
   if [ "$DRY" = 1 ]; then
     SARGS=("$PY" -m specload sim --host 127.0.0.1 --port SPECLOADPORT --profile h200-llama8b
-      --served-model-name target --start-jitter 0.05 --start-seed SPECLOADREP)
+      --served-model-name target --no-enable-prefix-caching)
+    if [ "$MODE" = starts ]; then SARGS+=(--start-jitter 0.05 --start-seed SPECLOADREP)
+    elif [ "$cond" = spec ]; then SARGS+=(--spec-regime calibrated); fi
   else
     # shellcheck disable=SC2206  # VLLM is a command line, split on purpose
     SARGS=(env VLLM_USE_V2_MODEL_RUNNER=0 $VLLM serve "$TARGET" --load-format "$LOAD_FORMAT"
-      --host 127.0.0.1 --port SPECLOADPORT --max-model-len 4096 --gpu-memory-utilization 0.85
+      --host 127.0.0.1 --port SPECLOADPORT --max-model-len 4096 --gpu-memory-utilization "$GPU_MEM"
       --served-model-name target --tokenizer "$TOKENIZER" --disable-uvicorn-access-log
       --no-enable-prefix-caching --no-async-scheduling)
     # shellcheck disable=SC2206
@@ -171,23 +217,30 @@ if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm,power.limit \
     --format=csv > "$OUT/nvidia-smi.csv" 2>&1
 fi
-say "out=$OUT port=$PORT replicates=$REPLICATES rates='$RATES' dry_run=$DRY bench=$BENCH"
+[ "$MODE" = interleaved ] && REPLICATES=1  # one session: both servers started once
+say "mode=$MODE out=$OUT port=$PORT replicates=$REPLICATES steps='$STEPS_LINE' dry_run=$DRY bench=$BENCH gpu_mem=$GPU_MEM"
 
 FAILED=0
-# every start: the server up (its own process group), warm-up, specload sweep, vLLM's bench
-# on the same server, the server down (kit.py, with specload's ManagedServer)
-# shellcheck disable=SC2086  # VLLM is a command line
-"$PY" "$KIT/kit.py" starts --baseline-cmd "$(server_cmd baseline)" --spec-cmd "$(server_cmd spec)" \
-  --spec-declared "$SPEC" --port "$PORT" --replicates "$REPLICATES" \
-  --health-timeout "$HEALTH_TIMEOUT" --scenario "$OUT/scenario.yaml" --out "$OUT" \
-  --specload "$SPECLOAD" --bench "$BENCH" --vllm "$VLLM" --rates "$BENCH_RATES" \
-  --tokenizer "$TOKENIZER" --seconds "$BENCH_S" --min-prompts "$MIN_PROMPTS" || FAILED=1
+# interleaved: both servers up (one after the other, each its own process group), warm-ups,
+# one specload sweep --interleave, (vLLM's bench), both down; starts: every start the server
+# up, warm-up, specload sweep, vLLM's bench on the same server, the server down (kit.py, with
+# specload's ManagedServer)
+KIT_ARGS=(--baseline-cmd "$(server_cmd baseline)" --spec-cmd "$(server_cmd spec)"
+  --spec-declared "$SPEC" --port "$PORT" --health-timeout "$HEALTH_TIMEOUT"
+  --scenario "$OUT/scenario.yaml" --out "$OUT" --specload "$SPECLOAD" --bench "$BENCH"
+  --vllm "$VLLM" --rates "$BENCH_RATES" --tokenizer "$TOKENIZER" --seconds "$BENCH_S"
+  --min-prompts "$MIN_PROMPTS")
+if [ "$MODE" = interleaved ]; then
+  "$PY" "$KIT/kit.py" interleaved "${KIT_ARGS[@]}" || FAILED=1
+else
+  "$PY" "$KIT/kit.py" starts "${KIT_ARGS[@]}" --replicates "$REPLICATES" || FAILED=1
+fi
 
 # ------------------------------------------------------------------ compare, tables, pack
-say "comparing every start"
+say "comparing"
 # shellcheck disable=SC2086
 $SPECLOAD compare "$OUT/sweep" --out "$OUT/sweep/report" || { say "specload compare failed"; FAILED=1; }
-if [ "$REPLICATES" -ge 2 ]; then
+if [ "$MODE" = starts ] && [ "$REPLICATES" -ge 2 ]; then
   "$PY" "$KIT/replicates_table.py" "$OUT/sweep" --out "$OUT/table.md" || FAILED=1
 fi
 if [ "$BENCH" != 0 ]; then
@@ -202,7 +255,7 @@ fi
 rm -rf "$OUT/models"
 tar -czf "$OUT.tar.gz" -C "$(dirname "$OUT")" "$(basename "$OUT")"
 say "report: $OUT/sweep/report/report.html"
-[ "$REPLICATES" -ge 2 ] && say "per-start table: $OUT/table.md"
+[ "$MODE" = starts ] && [ "$REPLICATES" -ge 2 ] && say "per-start table: $OUT/table.md"
 [ "$BENCH" != 0 ] && say "specload beside vLLM's bench serve: $OUT/vllm-bench/table-r*.md"
 say "packed: $OUT.tar.gz"
 exit "$FAILED"

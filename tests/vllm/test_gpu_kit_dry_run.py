@@ -32,6 +32,7 @@ def test_dry_run_runs_the_whole_kit(vllm_env: Path, tmp_path: Path) -> None:
     out, port = tmp_path / "kit", free_port()
     env = server_env() | {
         "PY": sys.executable,
+        "MODE": "starts",
         "OUT": str(out),
         "PORT": str(port),
         "REPLICATES": "2",
