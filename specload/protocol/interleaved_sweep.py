@@ -28,6 +28,7 @@ from specload.protocol.interleave import (
     plan_blocks,
     plan_json,
 )
+from specload.recorder.rundir import write_json_durably
 from specload.scenario import load_scenario
 from specload.scenario.schema import Scenario
 from specload.sweep import (
@@ -259,7 +260,7 @@ def _merge(s: _Session, blocks: Sequence[Block]) -> list[ConditionResult]:
             notes.append(f"{skipped} planned blocks not run")
         status = patch_run_json(run_dir, cond, command, s.interrupted, 0, notes, s.replicate)
         if (notes and status == "completed") or skipped:
-            status = _mark_degraded(run_dir, notes)
+            status = _mark_degraded(run_dir, notes, s.interrupted)
         results.append(
             ConditionResult(
                 cond,
@@ -276,14 +277,17 @@ def _merge(s: _Session, blocks: Sequence[Block]) -> list[ConditionResult]:
     return results
 
 
-def _mark_degraded(run_dir: Path, reasons: list[str]) -> str:
-    """A session cut short measured fewer blocks than planned: the run says so."""
+def _mark_degraded(run_dir: Path, reasons: list[str], interrupted: bool) -> str:
+    """A session cut short measured fewer blocks than planned: the run says so, and every
+    condition of an interrupted session says ``interrupted`` (whichever block was hit)."""
     path = run_dir / "run.json"
     meta = json.loads(path.read_text())
-    if meta.get("status") == "completed":
+    if interrupted:
+        meta["status"] = "interrupted"
+    elif meta.get("status") == "completed":
         meta["status"] = "degraded"
     meta["degraded"] = [*(meta.get("degraded") or []), *reasons]
-    path.write_text(json.dumps(meta, indent=2) + "\n")
+    write_json_durably(path, meta)
     return str(meta["status"])
 
 
