@@ -1,14 +1,17 @@
 """Run the reliability tests and write ``docs/reliability.md`` from their results.
 
     python scripts/reliability_table.py [--out docs/reliability.md] [--rows ROWS.jsonl]
+                                        [--suites-only]
 
 The fault-matrix tests (``tests/faults/``) each append one JSON row (what was injected, how
 the run ended, requests sent / recorded, records lost, error kinds, the compare report's
 per-step error rates, whether the test passed) to the file named by
-``SPECLOAD_RELIABILITY_RESULTS``; the other reliability suites (fuzzing, bad input, privacy)
-are counted from pytest's JUnit XML. The page is generated from those results only, so it
-cannot drift from the tests. Exit 1 when any test failed (the page then says which).
+``SPECLOAD_RELIABILITY_RESULTS``; the other reliability suites (fuzzing, bad input, privacy,
+web UI paths, dependencies) are counted from pytest's JUnit XML. The page is generated from
+those results only, so it cannot drift from the tests. Exit 1 when any test failed (the page then says which).
 With ``--rows`` the tests are not run; the table is rendered from an existing rows file.
+With ``--suites-only`` only the suites run, and only their table in the existing page is
+rendered anew (with a line saying so); the fault rows stay from the last full run.
 """
 
 from __future__ import annotations
@@ -31,10 +34,19 @@ SUITES = {
     "tests/client/test_sse_fuzz.py": "SSE byte streams split anywhere → the client never raises",
     "tests/test_cli_bad_input.py": "bad CLI input (paths, run dirs, --host) → one line, exit 2",
     "tests/test_privacy.py": "sentinels in prompts, key, output → absent from every file written",
+    "tests/test_input_validation.py": "a broken line in a prompt file or trace, a baseline "
+    "without records → one line naming file, line and what was expected, exit 2, no run dir, "
+    "no request sent",
+    "tests/locust/test_webui_paths.py": "web UI paths outside the --scenario folder or "
+    "--runs-root, hidden options → HTTP 400, one line, the same whether the file exists; a UI "
+    "open to the network without a login says so",
+    "tests/test_dependencies.py": "every third-party import declared in pyproject.toml, tested "
+    "ranges hold; a fresh venv with every extra runs each extra's code",
 }
+SUITES_HEADING = "## Bad input, fuzzing, privacy, exposure, dependencies"
 
 
-def run_tests(rows: Path, junit: Path) -> int:
+def run_tests(rows: Path, junit: Path, paths: list[str]) -> int:
     env = {**os.environ, "SPECLOAD_RELIABILITY_RESULTS": str(rows)}
     cmd = [
         sys.executable,
@@ -44,8 +56,7 @@ def run_tests(rows: Path, junit: Path) -> int:
         "-p",
         "no:cacheprovider",
         f"--junitxml={junit}",
-        FAULTS,
-        *SUITES,
+        *paths,
     ]
     print("$ " + " ".join(cmd[2:]), flush=True)
     return subprocess.run(cmd, cwd=REPO, env=env, check=False).returncode
@@ -84,7 +95,8 @@ def fault_table(rows: list[dict[str, Any]]) -> list[str]:
     )
     lines = [head, "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        did = f"{r['status']}, exit {r['exit_code']}; {_kinds(r)}"
+        exit_code = "" if r["exit_code"] is None else f", exit {r['exit_code']}"  # in-process
+        did = f"{r['status']}{exit_code}; {_kinds(r)}"
         sent = f"{r['sent']} / {r['recorded']}"
         if r.get("server_saw") is not None:
             sent += f" (server saw {r['server_saw']})"
@@ -98,8 +110,8 @@ def fault_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def render(rows: list[dict[str, Any]], suites: dict[str, dict[str, int]], rc: int | None) -> str:
-    commit = (
+def _commit() -> str:
+    return (
         subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
             cwd=REPO,
@@ -109,7 +121,37 @@ def render(rows: list[dict[str, Any]], suites: dict[str, dict[str, int]], rc: in
         ).stdout.strip()
         or "?"
     )
-    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def suite_table(suites: dict[str, dict[str, int]]) -> list[str]:
+    """The suites' heading and table: one row per file, counted from JUnit XML."""
+    out = [SUITES_HEADING, "", "| suite | checks | passed | failed |", "| --- | --- | --- | --- |"]
+    for f, what in SUITES.items():
+        c = suites.get(f, {"passed": 0, "failed": 0})
+        out.append(f"| `{f}` | {what} | {c['passed']} | {c['failed']} |")
+    return out
+
+
+def replace_suites(page: str, suites: dict[str, dict[str, int]], rc: int) -> str:
+    """``page`` with its suites section (heading to the ``Fault matrix:`` line) rendered anew
+    from a run of the suites alone; the fault rows and the page's own stamp stay as they were,
+    and a line says when the suites were run."""
+    lines = page.split("\n")
+    start = next(i for i, x in enumerate(lines) if x.startswith("## Bad input"))
+    end = next(i for i, x in enumerate(lines) if x.startswith("Fault matrix:"))
+    note = (
+        f"Suites run again alone {_now()} at commit `{_commit()}` (pytest exit {rc}, "
+        "`--suites-only`); the fault rows above are from the run named at the top."
+    )
+    return "\n".join([*lines[:start], *suite_table(suites), "", note, "", *lines[end:]])
+
+
+def render(rows: list[dict[str, Any]], suites: dict[str, dict[str, int]], rc: int | None) -> str:
+    commit, when = _commit(), _now()
     what = (
         f"Generated {when} at commit `{commit}` from the test results "
         f"({'pytest exit ' + str(rc) if rc is not None else 'a saved rows file'}). "
@@ -121,7 +163,9 @@ def render(rows: list[dict[str, Any]], suites: dict[str, dict[str, int]], rc: in
         "checks: every request sent has exactly one record with the right `error.kind` "
         "(held against the server's own log of what it did, where it has one); records on "
         "disk when the fault hit are still there, byte for byte; run.json says how the run "
-        "ended; `specload compare` shows each step's error rate and kinds."
+        "ended; `specload compare` shows each step's error rate and kinds. Rows without an "
+        "exit code are in-process checks of the one code path that decides, where the fault "
+        "cannot be made real on a test box (a power cut, two vLLM engines, a wall-clock step)."
     )
     lost = (
         "Runs are short (mostly two steps, 4 and 8 req/s, about a second each), so counts "
@@ -151,27 +195,40 @@ def render(rows: list[dict[str, Any]], suites: dict[str, dict[str, int]], rc: in
         "",
         *fault_table(rows),
         "",
-        "## Bad input, fuzzing, privacy",
-        "",
-        "| suite | checks | passed | failed |",
-        "| --- | --- | --- | --- |",
+        *suite_table(suites),
     ]
-    for f, what in SUITES.items():
-        c = suites.get(f, {"passed": 0, "failed": 0})
-        out.append(f"| `{f}` | {what} | {c['passed']} | {c['failed']} |")
     faults = suites.get(f"{FAULTS}/test_matrix.py", {"passed": 0, "failed": 0})
     out += ["", f"Fault matrix: {faults['passed']} passed, {faults['failed']} failed.", ""]
     return "\n".join(out)
+
+
+def suites_only(out: Path) -> int:
+    """Run the suites alone and put their table into the existing page."""
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "junit.xml"
+        rc = run_tests(Path(tmp) / "rows.jsonl", junit, list(SUITES))
+        suites = suite_counts(junit) if junit.exists() else {}
+    out.write_text(replace_suites(out.read_text(), suites, rc))
+    print(f"wrote the suites of {out} (pytest exit {rc})")
+    return 1 if rc else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=REPO / "docs" / "reliability.md")
     p.add_argument("--rows", type=Path, help="render from this rows file; run no tests")
+    p.add_argument(
+        "--suites-only",
+        action="store_true",
+        help="run only the bad-input/fuzzing/privacy/exposure/dependency suites and replace "
+        "their table in the existing page (the fault matrix takes long and wants quiet cores)",
+    )
     args = p.parse_args(argv)
+    if args.suites_only:
+        return suites_only(args.out)
     with tempfile.TemporaryDirectory() as tmp:
         rows_path, junit = args.rows or Path(tmp) / "rows.jsonl", Path(tmp) / "junit.xml"
-        rc = None if args.rows else run_tests(rows_path, junit)
+        rc = None if args.rows else run_tests(rows_path, junit, [FAULTS, *SUITES])
         rows = [json.loads(x) for x in rows_path.read_text().splitlines() if x.strip()]
         suites = suite_counts(junit) if junit.exists() else {}
     args.out.write_text(render(rows, suites, rc) + "\n")

@@ -68,6 +68,7 @@ def load_baseline(path: str | Path) -> Baseline:
             file=str(p),
         )
     meta = load_run_json(p)
+    _check_records(p)
     return Baseline(
         path=p,  # as the user gave it: the UI shows it; children share the master's cwd
         label=str(meta.get("label")),
@@ -75,6 +76,26 @@ def load_baseline(path: str | Path) -> Baseline:
         status=str(meta.get("status", "unknown")),
         scenario=dict(meta.get("scenario") or {}),
     )
+
+
+def _check_records(run: Path) -> None:
+    """What ``specload compare`` refuses in a run's records, found before any traffic: no
+    requests.jsonl, or not one record in it (lines it would skip with a warning are not
+    refused here either). Reads up to the first record."""
+    path = run / "requests.jsonl"
+    expected = "expected a finished specload run: one JSON record per line"
+    try:
+        with open(path, "rb") as fh:
+            for line in fh:
+                try:
+                    if isinstance(orjson.loads(line), dict):
+                        return
+                except orjson.JSONDecodeError:
+                    continue
+    except OSError as exc:
+        why = exc.strerror or "cannot read"
+        raise ConfigError(f"{why} ({expected})", file=str(path), path="--baseline-run") from None
+    raise ConfigError(f"no records ({expected})", file=str(path), path="--baseline-run")
 
 
 def scenario_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:

@@ -19,6 +19,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "ErrorInfo",
     "RequestRecord",
+    "counts_as_load",
 ]
 
 SCHEMA_VERSION = 1
@@ -136,6 +137,19 @@ class RequestRecord:
 #: A request sent more than this many seconds after its schedule (``queue_delay_s``, p95 of a
 #: step) means the client fell behind: the live progress line and compare both say so.
 FELL_BEHIND_S = 0.05
+
+
+def counts_as_load(turn: float | None) -> bool:
+    """Whether a request with this ``turn`` is load its step scheduled: every open-loop
+    request (``turn`` None; NaN in analysis columns) and a conversation's first turn.
+
+    Later turns follow an answer and a think time: they are not arrivals the step asked
+    for (they carry its ``target_qps`` all the same), so counting them made a 4-turn
+    scenario read about 4x its target. The one definition of a step's achieved load: the
+    load process counts its sends with it (live) and compare counts records with it.
+    """
+    return turn is None or turn != turn or turn == 1
+
 
 #: ``extra`` key holding a conversation turn's answer text for the next turn's history, in
 #: memory only: ``to_dict`` never writes it (records hold text only with ``--store-text``).

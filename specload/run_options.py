@@ -69,7 +69,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("--out", "run directory to create", where="cli", required_in_cli=True),
     Option(
         "--run-dir",
-        "run directory to write (default runs/<label>; -2, -3... if taken)",
+        "run directory to write (default <runs-root>/<label>; -2, -3... if taken)",
         where="locust",
     ),
     Option(
@@ -125,7 +125,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--runs-root",
-        "where the web UI looks for run dirs to offer as --baseline-run (default runs)",
+        "where run dirs go by default and the web UI looks for --baseline-run choices; the "
+        "web UI's form may name run dirs and baselines only under it (default runs)",
         default="runs",
         metavar="DIR",
         where="locust",

@@ -32,6 +32,7 @@ from typing import IO, Any
 from specload.condition import Condition, parse_condition
 from specload.errors import ConfigError, TargetError
 from specload.ports import free_port
+from specload.recorder.rundir import write_json_durably
 from specload.target import ExternalTarget, ManagedServer, Target, log_tail, reset_prefix_cache
 
 __all__ = [
@@ -445,9 +446,7 @@ def patch_run_json(
         notes = [*notes, f"status set by sweep: run exited with code {returncode}"]
     if notes:
         meta["notes"] = [*(meta.get("notes") or []), *notes]
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(meta, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_json_durably(path, meta)
     return str(meta["status"])
 
 

@@ -241,3 +241,57 @@ def test_a_run_json_without_a_label_is_not_a_run(tmp_path: Path) -> None:
     (run / "run.json").write_text(json.dumps(meta))
     with pytest.raises(ConfigError, match="expected an object with 'label'"):
         read_run(run)
+
+
+def test_run_json_and_steps_json_are_written_durably(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """write, fsync the file, rename, fsync the directory: a power loss leaves the old or
+    the new file, never an empty one (the order of those calls is the whole guarantee)."""
+    w = RunWriter(tmp_path / "run", RunMeta(run_id="x", label="l"))
+    calls: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        calls.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src: str | Path, dst: str | Path) -> None:
+        calls.append(("rename", f"{Path(src).name}->{Path(dst).name}"))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    w.write_meta()
+    w.write_steps()
+    d = str(w.path)
+    assert calls == [
+        ("fsync", f"{d}/run.json.tmp"),
+        ("rename", "run.json.tmp->run.json"),
+        ("fsync", d),
+        ("fsync", f"{d}/steps.json.tmp"),
+        ("rename", "steps.json.tmp->steps.json"),
+        ("fsync", d),
+    ]
+
+
+def test_a_second_writer_of_a_run_dir_in_use_gets_one_line(tmp_path: Path) -> None:
+    """Two masters given one ``--out``: the second fails before writing anything, naming the
+    directory, instead of appending its records to the first one's requests.jsonl."""
+    first = RunWriter(tmp_path / "run", RunMeta(run_id="a", label="l"))
+    (tmp_path / "run" / "run.json").unlink()  # as if both started at once: no run.json yet
+    with pytest.raises(ConfigError) as exc:
+        RunWriter(tmp_path / "run", RunMeta(run_id="b", label="l"))
+    assert str(exc.value).startswith(f"{tmp_path / 'run'}: in use") and exc.value.exit_code == 2
+    assert "\n" not in str(exc.value)
+    first.close("completed", 1.0)  # still held after close: late records may follow
+    with pytest.raises(ConfigError, match="in use"):
+        RunWriter(tmp_path / "run", RunMeta(run_id="b", label="l"))
+
+
+def test_late_records_are_appended_after_close(tmp_path: Path) -> None:
+    w = RunWriter(tmp_path / "run", RunMeta(run_id="x", label="l"))
+    w.add_records([_record(1)])
+    w.close("completed", 200.0)
+    assert w.append_late([_record(2).to_dict(), _record(3).to_dict()]) == 2
+    assert [r.request_id for r in read_run(w.path).records()] == ["r-1", "r-2", "r-3"]

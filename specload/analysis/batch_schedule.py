@@ -4,7 +4,7 @@ vLLM 0.26 chooses k per step from the number of running requests
 (``num_speculative_tokens_per_batch_size``), not from the request rate, so a crossover in
 req/s has to be translated into a batch size first. Per step of the speculative condition we
 know the running batch from ``vllm:num_requests_running`` (the per-step maximum of the
-scrapes; without /metrics, Little's law on the client's figures: achieved req/s × p50 E2E).
+scrapes; without /metrics, Little's law on the client's figures: requests/s × p50 E2E).
 The crossover's batch is that curve (made non-decreasing) interpolated linearly in log-QPS at
 the crossover QPS, the same interpolation the crossover itself uses; its CI bounds map the
 same way (a bound beyond the tested range stays unbounded).
@@ -120,8 +120,10 @@ def load_points(steps: list[StepStats], rows: list[RatioRow]) -> tuple[list[Load
         if server:
             running = srv.running_max if srv is not None else None
         else:
+            # Little's law on requests, not on conversation starts: every turn holds a slot
             e2e = s.latency["e2e_p50"].value
-            running = s.achieved_qps * e2e if s.achieved_qps and e2e is not None else None
+            rate = s.requests_per_s if s.requests_per_s is not None else s.achieved_qps
+            running = rate * e2e if rate and e2e is not None else None
         out.append(
             LoadPoint(
                 qps=s.target_qps,
@@ -348,7 +350,7 @@ def _proposal(
     if source == "client":
         prop.notes.append(
             "no vllm:num_requests_running from the server: batch sizes estimated from the "
-            "client's figures (achieved req/s × p50 E2E)"
+            "client's figures (requests/s × p50 E2E)"
         )
     prop.config = {**spec, SCHEDULE_KEY: prop.ranges}
     prop.errors += check_schedule(prop.config).errors

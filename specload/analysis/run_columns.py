@@ -19,7 +19,7 @@ import orjson
 
 from specload.analysis.columns import Part, parse_lines, read_columns
 from specload.errors import ConfigError
-from specload.recorder.run_json import load_run_json
+from specload.recorder.run_json import load_run_json, unrecorded_warning
 from specload.records import SCHEMA_VERSION
 
 __all__ = ["RunColumns", "load_run", "load_runs", "read_jsonl"]
@@ -119,6 +119,7 @@ def load_runs(paths: list[str | Path]) -> list[RunColumns]:
         status = meta.get("status")
         if status not in (None, "completed"):
             warnings.append(f"{d}: run status is {status!r}, not 'completed'")
+        warnings += unrecorded_warning(d, meta)
         runs.append(
             RunColumns(
                 path=d,

@@ -7,7 +7,8 @@ each counter's delta between the step's first scrape at or after the warm-up bou
 latest scrape not later than ``warmup_end``, else the step's ``start`` scrape) and its
 ``end`` scrape, and the maximum of each gauge over those scrapes. Step executions with the
 same target QPS (repeats, repeated run dirs) are summed before ratios are taken. Real vLLM
-labels every sample with ``model_name`` (and ``engine``): we sum over those labels.
+labels every sample with ``model_name`` (and ``engine``): we sum over those labels, except
+KV-cache usage, the max over engines (``metrics.vllm.kv_usage``, as the live figures).
 
 Latency histograms give two figures per step: percentiles interpolated inside buckets
 (``latency_s``, approximate: vLLM's request buckets start at 0.3 s) and the exact mean over
@@ -28,6 +29,7 @@ from typing import Any
 from specload.metrics.counters import counter_deltas, is_cumulative, restarted
 from specload.metrics.histogram import bucket_deltas, histogram_mean, histogram_quantile
 from specload.metrics.scrape import split_key
+from specload.metrics.vllm import kv_usage
 
 __all__ = ["SERVER_HISTOGRAMS", "ServerStep", "scrapes_by_step", "server_gaps", "server_steps"]
 
@@ -50,13 +52,10 @@ _OLD_NAMES = {
 }
 #: GPU memory used (MiB) per GPU, merged into metrics.jsonl by ``metrics/gpu.py``.
 GPU_MEMORY_KEY = "specload:gpu_memory_used_mib"
-_FRACTIONS = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
-_GAUGES = (
-    "vllm:num_requests_running",
-    "vllm:num_requests_waiting",
-    *_FRACTIONS,
-    GPU_MEMORY_KEY,
-)
+#: Where ``_instance`` keeps a scrape's KV usage (``kv_usage``: either vLLM name, max over engines).
+_KV = "vllm:kv_cache_usage_perc"
+#: Gauges that add up over engines / GPUs (requests, memory).
+_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", GPU_MEMORY_KEY)
 
 
 @dataclass(slots=True)
@@ -130,15 +129,14 @@ def _instance(scrapes: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str
     gauges: dict[str, float] = {}
     for s in scrapes:
         now: dict[str, float] = {}
-        for key, value in (s.get("values") or {}).items():
+        values = s.get("values") or {}
+        for key, value in values.items():
             base = key.split("{", 1)[0]
-            if base in _GAUGES:
-                # Requests and memory add up over engines / GPUs; a usage fraction does not.
-                now[base] = (
-                    max(now.get(base, value), value)
-                    if base in _FRACTIONS
-                    else now.get(base, 0.0) + value
-                )
+            if base in _GAUGES:  # requests and memory add up over engines / GPUs
+                now[base] = now.get(base, 0.0) + value
+        kv = kv_usage(values)  # a usage share does not add up: max over engines
+        if kv is not None:
+            now[_KV] = kv
         for base, value in now.items():
             gauges[base] = max(gauges.get(base, value), value)
     return deltas, gauges
@@ -180,9 +178,7 @@ def _summarise(deltas: dict[str, float], gauges: dict[str, float], scrapes: int)
             _sum_name(deltas, "vllm:prefix_cache_hits_total"),
             _sum_name(deltas, "vllm:prefix_cache_queries_total"),
         ),
-        kv_usage_max=gauges.get(
-            "vllm:kv_cache_usage_perc", gauges.get("vllm:gpu_cache_usage_perc")
-        ),
+        kv_usage_max=gauges.get(_KV),
         running_max=gauges.get("vllm:num_requests_running"),
         waiting_max=gauges.get("vllm:num_requests_waiting"),
         gpu_memory_mib_max=gauges.get(GPU_MEMORY_KEY),

@@ -3,9 +3,11 @@
 A *condition* is every run directory with one ``label``; its records are pooled, and steps
 are aligned across conditions by target QPS (not by index, which counts repeats). Latency
 percentiles (TTFT, TPOT, E2E) use successful requests only; queue delay uses every request
-sent (it is the client's lateness, independent of the server's answer). Achieved QPS and
-output tokens/s divide by the measured window from ``steps.json`` (``end - warmup_end`` per
-step execution), or by the span of send times when ``steps.json`` is missing.
+sent (it is the client's lateness, independent of the server's answer). Achieved QPS counts
+what the step scheduled (``records.counts_as_load``: conversation starts, every open-loop
+request; the live line counts the same), requests/s every request; both and output tokens/s
+divide by the measured window from ``steps.json`` (``end - warmup_end`` per step execution),
+or by the span of send times when ``steps.json`` is missing.
 
 Each run directory of a condition is one *replicate* (one server start). Where a step has
 latency values from two or more run directories, the bootstrap replicates of its percentiles
@@ -26,12 +28,14 @@ import numpy as np
 from specload.analysis.run_columns import RunColumns
 from specload.analysis.server import ServerStep
 from specload.analysis.stats import Estimate, Units, estimate, few_units_widened, rng_for
+from specload.records import counts_as_load
 
 __all__ = [
     "LATENCY_FIELDS",
     "QUANTILES",
     "StepStats",
     "condition_steps",
+    "load_mask",
     "metric_names",
     "pool_runs",
 ]
@@ -63,6 +67,8 @@ class StepStats:
     n_ok: int
     executions: int
     window_s: float
+    #: what the step scheduled, per second (``records.counts_as_load``): for multi-turn
+    #: scenarios conversation starts, else every request; ``requests_per_s`` counts all
     achieved_qps: float | None
     error_rate: float
     error_kinds: dict[str, int]
@@ -86,6 +92,9 @@ class StepStats:
     #: CIs are then over blocks (paired with the other conditions' neighbouring blocks, and
     #: widened for few units: ``stats.few_units_widened``).
     blocks: int = 0
+    #: every measured request per second (later conversation turns included): the server's
+    #: request rate, which differs from ``achieved_qps`` only in multi-turn scenarios
+    requests_per_s: float | None = None
 
 
 def _windows(run: RunColumns, measured: np.ndarray) -> dict[float, tuple[float, int]]:
@@ -217,7 +226,8 @@ def _one_step(
         n_ok=n_ok,
         executions=execs,
         window_s=win_s,
-        achieved_qps=n / win_s if win_s > 0 else None,
+        achieved_qps=int(load_mask(cols["turn"]).sum()) / win_s if win_s > 0 else None,
+        requests_per_s=n / win_s if win_s > 0 else None,
         error_rate=(n - n_ok) / n if n else 0.0,
         error_kinds=dict(sorted(kinds.items())),
         latency=latency,
@@ -232,6 +242,14 @@ def _one_step(
         runs=int(np.unique(cols["_run"]).size),
         blocks=int(np.unique(cols["_unit"]).size) if _is_blocked(cols) else 0,
     )
+
+
+def load_mask(turn: np.ndarray) -> np.ndarray:
+    """``records.counts_as_load`` over a ``turn`` column (NaN: no conversation), applied to
+    its distinct values only: one definition, at column speed."""
+    values, inverse = np.unique(turn, return_inverse=True)
+    keep = np.array([counts_as_load(float(v)) for v in values.tolist()], dtype=bool)
+    return keep[inverse.reshape(turn.shape)] if values.size else np.zeros(turn.shape, bool)
 
 
 def _per_execution(cols: dict[str, np.ndarray], ok: np.ndarray) -> dict[str, list[float]]:

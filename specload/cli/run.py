@@ -185,7 +185,7 @@ def _pump(proc: subprocess.Popen[bytes], log_path: Path) -> list[str]:
     """Copy the child's output to the log; show progress and error lines; keep error lines."""
     errors: list[str] = []
     assert proc.stdout is not None
-    with open(log_path, "ab") as log:
+    with open(log_path, "ab", buffering=0) as log:  # unbuffered: tail -f sees each line
         for raw in proc.stdout:
             log.write(raw)
             line = raw.decode("utf-8", errors="replace").rstrip("\n")
@@ -198,18 +198,24 @@ def _pump(proc: subprocess.Popen[bytes], log_path: Path) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from specload.errors import ConfigError, SpecloadError
+    from specload.recorder.rundir import LOCK_FD_ENV, lock_run_dir
 
     out = _validate(args)
+    # held until this command ends, shared with the Locust master (which writes the run):
+    # a second run given the same --out fails here with one line (exit 2)
+    lock = lock_run_dir(out)
     env = dict(os.environ)
     if args.api_key:
         env["OPENAI_API_KEY"] = args.api_key
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env[LOCK_FD_ENV] = str(lock.fileno())
     proc = subprocess.Popen(
         locust_command(args, out),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
         env=env,
+        pass_fds=(lock.fileno(),),
     )
     forward = _Forwarder(proc)
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -220,9 +226,9 @@ def run(args: argparse.Namespace) -> int:
         for s, h in previous.items():
             signal.signal(s, h)
     status = _status(out)
+    if errors and code == 2:  # bad input, never this run's status (it wrote none)
+        raise ConfigError(errors[0])
     if status is None:
-        if errors and code == 2:
-            raise ConfigError(errors[0])
         if errors:
             raise SpecloadError(errors[0])
         raise SpecloadError(
@@ -240,12 +246,24 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     notes = _meta(out).get("notes") or []
-    why = f": {notes[-1]}" if notes else ""
+    why = f": {_reason(notes[-1])}" if notes else ""
     print(
         f"specload run: run {status}{why}; see {out / 'run.json'} and {out / 'locust.log'}",
         file=sys.stderr,
     )
     return 1
+
+
+#: specload's own error classes: their message is the whole story, their name is not news
+_OWN_ERRORS = ("ConfigError", "SpecloadError", "TargetError", "PreflightError", "PreparationFailed")
+
+
+def _reason(note: str) -> str:
+    """A failed run's last note without what this line already says (``run failed: ``) and
+    without an exception's class name in front: the reason alone, once."""
+    for prefix in ("run failed: ", *(f"{n}: " for n in _OWN_ERRORS)):
+        note = note.removeprefix(prefix)
+    return note
 
 
 def _meta(out: Path) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 from specload.client.contract import check_output, messages_sha256, sha256_text
 from specload.client.lookup import LookupMatcher, prompt_text
 from specload.client.request import ChatRequest, RecordMeta
-from specload.client.timing import StreamTiming, itl_s
+from specload.client.timing import SAME_CLOCK, StreamTiming, WallAnchor, itl_s
 from specload.records import ANSWER_KEY, ErrorInfo, RequestRecord
 
 __all__ = ["RecordBuilder"]
@@ -52,12 +52,13 @@ class RecordBuilder:
         meta: RecordMeta,
         sent_at: float,
         *,
+        anchor: WallAnchor = SAME_CLOCK,
         store_text: bool = False,
         record_itl: bool = True,
     ) -> None:
         self.req = req
         self.meta = meta
-        self.timing = StreamTiming(sent_at=sent_at)
+        self.timing = StreamTiming(sent_at=sent_at, anchor=anchor)
         self.store_text = store_text
         self.record_itl = record_itl
         self._content: list[str] = []  # assistant text (the contract is checked on it)
@@ -145,8 +146,15 @@ class RecordBuilder:
             self.cached_tokens = int(details["cached_tokens"])
 
     def build(self, error: ErrorInfo | None, done_at: float) -> RequestRecord:
-        """The one record of this request; ``ok`` iff no error and the status was 200."""
+        """The one record of this request; ``ok`` iff no error and the status was 200.
+
+        Durations are differences of the builder's (monotonic) times; timestamps are those
+        times mapped to unix seconds through the request's anchor (``client/timing.py``).
+        """
         tm = self.timing
+        wall = tm.anchor.to_wall
+        first = tm.first_content_at
+        sent_at = wall(tm.sent_at)
         if self.output_tokens is not None:
             out_tokens: int | None = self.output_tokens
             source: str | None = "usage"
@@ -174,10 +182,10 @@ class RecordBuilder:
             target_qps=m.target_qps,
             warmup=m.warmup,
             scheduled_at=m.scheduled_at,
-            sent_at=tm.sent_at,
-            first_token_at=tm.first_content_at,
-            done_at=done_at,
-            queue_delay_s=tm.sent_at - m.scheduled_at,
+            sent_at=sent_at,
+            first_token_at=None if first is None else wall(first),
+            done_at=wall(done_at),
+            queue_delay_s=sent_at - m.scheduled_at,
             ttft_s=ttft,
             tpot_s=tpot,
             e2e_s=e2e,

@@ -19,7 +19,7 @@ from gevent import GreenletExit
 
 from specload.client.assemble import RecordBuilder
 from specload.client.request import ChatRequest, RecordMeta
-from specload.client.timing import CLOCK
+from specload.client.timing import CLOCK, WallAnchor
 from specload.records import ErrorInfo, RequestRecord
 
 __all__ = ["AttemptClient", "Deadline", "Exchange", "RequestCancelled", "attempt"]
@@ -55,9 +55,14 @@ def attempt(
     """Run ``exchange`` against a fresh ``RecordBuilder`` and return the request's one record.
 
     ``classify`` names any exception the exchange raised; ``settle`` runs last, whatever
-    happened (the SDK client sets the send time its transport saw there).
+    happened (the SDK client sets the send time its transport saw there). Every time the
+    builder sees is ``CLOCK`` (monotonic); the record's unix timestamps come from one
+    ``WallAnchor`` read here, so a wall-clock step mid-request changes no duration.
     """
-    b = RecordBuilder(req, meta, CLOCK.now(), store_text=store_text, record_itl=record_itl)
+    anchor = WallAnchor.take()  # durations on the monotonic clock, timestamps through this
+    b = RecordBuilder(
+        req, meta, anchor.mono, anchor=anchor, store_text=store_text, record_itl=record_itl
+    )
     error: ErrorInfo | None = None
     timer = gevent.Timeout(timeout_s, Deadline)
     timer.start()

@@ -6,7 +6,10 @@ user space reads it would add that lag to TTFT and ITL — the load generator me
 On Linux, ``SO_TIMESTAMPNS`` makes the kernel attach the arrival time (``CLOCK_REALTIME``,
 nanoseconds) of the received data to every ``recvmsg``; ``StampedSocket`` wraps a socket so
 that its ``recv`` keeps that time in ``last_rx_at`` and in the greenlet-local
-``RX.last_rx_at``. The streaming client stamps each line with the arrival time of the read
+``RX.last_rx_at``, and the same instant on the monotonic clock, which every duration uses
+(``client/timing.py``), in ``RX.last_rx_mono`` (``realtime_to_monotonic``: converted at the
+read, by how long ago the wall clock says it was, so a wall-clock step before the request
+does not move it). The streaming client stamps each line with the arrival time of the read
 that completed it.
 
 Limits: the stamp is that of the *last* packet a read returned, so chunks that piled up
@@ -20,11 +23,12 @@ from __future__ import annotations
 import socket
 import struct
 import sys
+import time
 from typing import Any
 
 from gevent.local import local
 
-__all__ = ["RX", "StampedSocket", "stamp_pool", "supported"]
+__all__ = ["RX", "StampedSocket", "realtime_to_monotonic", "stamp_pool", "supported"]
 
 #: Greenlet-local: ``RX.last_rx_at`` is the kernel arrival time of the data that the current
 #: greenlet's last read returned. A greenlet reads one response at a time, so this is the
@@ -37,6 +41,14 @@ _SO_TIMESTAMPNS = getattr(
 )
 _TS = struct.Struct("@qq")  # struct timespec: seconds, nanoseconds
 _CMSG_SPACE = socket.CMSG_SPACE(_TS.size) if hasattr(socket, "CMSG_SPACE") else 0
+
+
+def realtime_to_monotonic(t_wall: float) -> float:
+    """A ``CLOCK_REALTIME`` time that has just passed (a kernel receive stamp) on the
+    monotonic clock: monotonic now minus its age by the wall clock read now. Only a wall-clock
+    step between the packet's arrival and this read can skew it; it is never in the future."""
+    wall, mono = time.time(), time.monotonic()
+    return mono - max(0.0, wall - t_wall)
 
 
 def supported() -> bool:
@@ -64,6 +76,7 @@ class StampedSocket:
             if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(payload) >= _TS.size:
                 sec, nsec = _TS.unpack_from(payload)
                 self.last_rx_at = RX.last_rx_at = sec + nsec * 1e-9
+                RX.last_rx_mono = realtime_to_monotonic(self.last_rx_at)
         return bytes(data)
 
     def fileno(self) -> int:

@@ -126,7 +126,7 @@ class StreamClient(AttemptClient):
         headers = {"X-Request-Id": request_id}
 
         def exchange(b: RecordBuilder) -> None:
-            RX.last_rx_at = None  # only reads of this request may stamp its chunks
+            RX.last_rx_at = RX.last_rx_mono = None  # only this request's reads stamp its chunks
             self._exchange(body, headers, b, req.stream)
 
         return exchange, None
@@ -169,6 +169,7 @@ def _read_stream(resp: HTTPSocketPoolResponse, b: RecordBuilder, kernel: bool) -
     now = _kernel_clock if kernel else CLOCK.now
     loads = orjson.loads
     on_chunk = b.on_chunk
+    sent = b.timing.sent_at  # no answer arrives before its request: a floor for the stamps
     t = 0.0
     while True:
         try:
@@ -176,7 +177,7 @@ def _read_stream(resp: HTTPSocketPoolResponse, b: RecordBuilder, kernel: bool) -
         except (HTTPParseError, ConnectionError, OSError) as exc:
             raise _Failure("stream_broken", f"connection lost mid-stream: {_short(exc)}") from None
         if len(line) > 2:
-            t = now()
+            t = max(now(), sent)
             feed(line)
             continue
         if not line:
@@ -227,8 +228,9 @@ def _no_yield_alive_check(pool: Any) -> None:
 
 
 def _kernel_clock() -> float:
-    """Kernel arrival time of the data this greenlet's last read returned (now if none)."""
-    t: float | None = getattr(RX, "last_rx_at", None)
+    """Kernel arrival time of the data this greenlet's last read returned, on the monotonic
+    clock (``rxstamp.realtime_to_monotonic``); now if none."""
+    t: float | None = getattr(RX, "last_rx_mono", None)
     return t if t is not None else CLOCK.now()
 
 

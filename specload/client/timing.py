@@ -9,11 +9,15 @@ Definitions follow vLLM's ``bench serve`` (and ``docs/architecture.md``):
   can carry several tokens, so chunk gaps are not per-token latency;
   ``output_tokens / content_chunks`` is the client-side tokens-per-chunk estimate.
 
-``Clock.now()`` is ``time.time()`` (``CLOCK_REALTIME``, nanosecond resolution on Linux): the
-clock of the kernel's receive timestamps (``rxstamp``), of the simulator's ground truth and of
-every other process's records, so times from all of them can be subtracted. A
-``perf_counter``-anchored clock would be monotonic but drifts from it by the NTP slew
-(up to ~0.5 ms per second), which over a long run is worse than the rare clock step.
+Durations come from the monotonic clock end to end: ``Clock.now()`` is ``time.monotonic()``
+(``CLOCK_MONOTONIC``), which a wall-clock step (NTP stepping, an admin, a VM resumed) never
+moves, and which Linux slews with NTP just like the wall clock, so neither drifts from the
+other between steps. A record's timestamps (``sent_at``, ``first_token_at``, ``done_at``)
+are still unix times, to line up with other processes, the pacer's ``scheduled_at`` and the
+simulator's ground truth: each request reads one ``WallAnchor`` (wall and monotonic together)
+at its start and maps its monotonic times through it, so they are the wall clock as it read
+when the request began. The kernel's receive stamps (``rxstamp``) are ``CLOCK_REALTIME``; the
+socket converts each to the monotonic clock as it reads it (``rxstamp.realtime_to_monotonic``).
 """
 
 from __future__ import annotations
@@ -22,18 +26,50 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
-__all__ = ["CLOCK", "Clock", "StreamTiming", "e2e_s", "itl_s", "tpot_s", "ttft_s"]
+__all__ = [
+    "CLOCK",
+    "Clock",
+    "SAME_CLOCK",
+    "StreamTiming",
+    "WallAnchor",
+    "e2e_s",
+    "itl_s",
+    "tpot_s",
+    "ttft_s",
+]
 
 
 class Clock:
-    """The unix-time clock every timestamp of a record is read from (see module doc)."""
+    """The monotonic clock every duration of a record is measured on (see module doc)."""
 
     __slots__ = ()
 
     @staticmethod
     def now() -> float:
-        """Current unix time in seconds (float)."""
-        return time.time()
+        """Monotonic seconds (float); only differences mean anything."""
+        return time.monotonic()
+
+
+@dataclass(frozen=True, slots=True)
+class WallAnchor:
+    """The wall and monotonic clocks read together at a request's start: monotonic time
+    ``t`` is unix time ``wall + (t - mono)``. Durations never pass through it."""
+
+    wall: float
+    mono: float
+
+    @classmethod
+    def take(cls) -> WallAnchor:
+        return cls(time.time(), time.monotonic())
+
+    def to_wall(self, t: float) -> float:
+        """A monotonic time of this request as unix seconds."""
+        return self.wall + (t - self.mono)
+
+
+#: An anchor that maps every time to itself: for times already on the wall clock (tests,
+#: records built from unix times).
+SAME_CLOCK = WallAnchor(0.0, 0.0)
 
 
 #: The process-wide clock every client uses, so records of one process share one anchor.
@@ -64,9 +100,11 @@ def itl_s(chunk_times: list[float]) -> list[float]:
 
 @dataclass(slots=True)
 class StreamTiming:
-    """Accumulates content-chunk arrival times of one stream (unix seconds)."""
+    """Accumulates content-chunk arrival times of one stream (monotonic seconds, ``Clock``);
+    ``anchor`` turns them into the record's unix timestamps."""
 
     sent_at: float
+    anchor: WallAnchor = SAME_CLOCK
     chunk_times: list[float] = field(default_factory=list)
 
     def content(self, t: float) -> None:

@@ -4,9 +4,14 @@ Feeds the progress line of ``specload run``, the web UI's specload tab (``snapsh
 JSON) and the run's error budget (``budget_reasons``). Only measured (non-warm-up) successful
 requests enter the percentiles; errors are counted for every request of the step, and
 separately for the measured window. Achieved QPS uses the workers' own count of requests
-sent inside the step's measured window, so it is right at the step's end, before in-flight
-requests have returned their records; the progress line sets that count beside the measured
-requests that have finished, so "errors 0/110 finished (168 sent)" compares like with like.
+sent inside the step's measured window that count as load (``records.counts_as_load``: a
+conversation's first turn, every open-loop request; compare counts records the same way), so
+it is right at the step's end, before in-flight requests have returned their records; the
+progress line sets that count beside the measured requests that have finished, so "errors
+0/110 finished (168 sent)" compares like with like. A step is *settled* (``StepTally.settled``,
+for the live comparison) when its measured records reach the workers' count of measured
+arrivals they queued for it: both count the same thing (step, ``warmup`` false, any turn),
+so a request still waiting in a queue keeps its step open.
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ class StepTally:
     e2e_s: list[float] = field(default_factory=list)
     tokens_per_chunk: list[float] = field(default_factory=list)
     sent_in_window: dict[str, int] = field(default_factory=dict)
+    #: per worker, measured arrivals queued for this step (each ends as one measured record)
+    due: dict[str, int] = field(default_factory=dict)
     #: a closed-loop step's requests in flight (0: open loop at target_qps)
     concurrency: int = 0
     #: how late each measured request was sent against its schedule (seconds, ascending)
@@ -90,6 +97,15 @@ class StepTally:
     def sent(self) -> int:
         """Measured-window requests sent so far, over all workers."""
         return sum(self.sent_in_window.values())
+
+    def settled(self, now: float, grace_s: float) -> bool:
+        """The step's figures are final: it ended at least ``SETTLE_S`` ago (the workers' last
+        counts have arrived) and every measured arrival queued for it has its record, or it
+        ended more than ``grace_s`` ago (whatever is missing will not come). The one
+        definition the live comparison waits for (``LiveStats.settled``)."""
+        if now < self.end + SETTLE_S:
+            return False
+        return self.measured >= sum(self.due.values()) or now >= self.end + grace_s
 
     @property
     def achieved_qps(self) -> float | None:
@@ -161,15 +177,15 @@ class LiveStats:
             if tally is not None:
                 tally.sent_in_window[worker] = n
 
+    def set_due(self, worker: str, counts: dict[int, int]) -> None:
+        for step, n in counts.items():
+            tally = self.steps.get(step)
+            if tally is not None:
+                tally.due[worker] = n
+
     def settled(self, now: float, grace_s: float) -> set[int]:
-        """Steps whose figures are final: ended at least ``SETTLE_S`` ago (the workers' last
-        sent count has arrived) with a record for every measured request sent, or ended more
-        than ``grace_s`` ago (the request timeout: whatever is missing will not come)."""
-        return {
-            i
-            for i, t in self.steps.items()
-            if now >= t.end + SETTLE_S and (t.measured >= t.sent or now >= t.end + grace_s)
-        }
+        """Steps whose figures are final (``StepTally.settled``)."""
+        return {i for i, t in self.steps.items() if t.settled(now, grace_s)}
 
     def progress_line(self, index: int, total_steps: int) -> str:
         """One line for the terminal: step, target/achieved QPS, live p50 TPOT, errors.
@@ -220,11 +236,15 @@ def _step_at(tallies: list[StepTally], t: float) -> str:
 
 
 def budget_reasons(
-    steps: dict[int, StepTally], lost_workers: list[dict[str, Any]], max_error_rate: float
+    steps: dict[int, StepTally],
+    lost_workers: list[dict[str, Any]],
+    max_error_rate: float,
+    unrecorded: dict[str, int] | None = None,
 ) -> list[str]:
     """Why a run that went to its end is ``degraded``: one sentence per step whose error
     rate (errors / records, warm-up included) exceeds ``max_error_rate``, one for the whole
-    run, one per lost worker. Empty when the run kept its budget."""
+    run, one per worker with requests sent but not recorded (``unrecorded``: worker → count),
+    one per lost worker. Empty when the run kept its budget."""
     tallies = [steps[i] for i in sorted(steps)]
     budget = f"exceed --max-error-rate {_pct(max_error_rate)}"
     per_qps: dict[float, int] = defaultdict(int)
@@ -242,6 +262,8 @@ def budget_reasons(
             out.append(
                 f"errors {t.errors}/{t.records} ({_pct(t.errors / t.records)}) {where} {budget}"
             )
+    for worker, n in sorted((unrecorded or {}).items()):
+        out.append(f"worker {worker}: {n} requests sent without a record")
     for lost in lost_workers:
         out.append(f"worker {lost.get('worker')} lost {_step_at(tallies, float(lost['at']))}")
     return out

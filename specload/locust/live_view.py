@@ -5,7 +5,8 @@ step and in the run, workers, notes), ``steps`` (per-step figures from the recor
 and fractions), ``compare`` (this run against ``--baseline-run``: ratios with CIs, the verdict
 so far, flagged provisional until the run ends), ``report`` (the Report button's state) and
 ``banners`` (what must not be missed: a run that could not start, a lost worker, the error
-budget passed, a comparison that cannot be made). ``None`` where nothing is known yet.
+budget passed, a comparison that cannot be made, a UI open to the network without a login).
+``None`` where nothing is known yet.
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ def _clock(snap: SessionSnapshot, now: float) -> dict[str, Any]:
     }
 
 
-def _banners(snap: SessionSnapshot | None, start_error: str | None) -> list[dict[str, str]]:
-    out = []
+def _banners(
+    snap: SessionSnapshot | None, start_error: str | None, exposed: str | None = None
+) -> list[dict[str, str]]:
+    out = [{"kind": "warning", "text": exposed}] if exposed else []
     if start_error:
         out.append({"kind": "error", "text": f"the run could not start: {start_error}"})
     if snap is None:
@@ -86,6 +89,7 @@ def live_view(environment: Any, now: float | None = None) -> dict[str, Any]:
     side = master_side(environment)
     session = side.session if side is not None else None
     start_error = side.last_error if side is not None else None
+    exposed = side.exposed if side is not None else None
     snap = session.snapshot() if session is not None else None
     if snap is None:
         return {
@@ -94,7 +98,7 @@ def live_view(environment: Any, now: float | None = None) -> dict[str, Any]:
             "steps": [],
             "compare": None,
             "report": None,
-            "banners": _banners(None, start_error),
+            "banners": _banners(None, start_error, exposed),
         }
     current = snap.live["current_step"]
     steps = [_live_step(s, current, snap.finished, now) for s in snap.live["steps"]]
@@ -127,5 +131,5 @@ def live_view(environment: Any, now: float | None = None) -> dict[str, Any]:
         "steps": steps,
         "compare": snap.compare,
         "report": snap.report,
-        "banners": _banners(snap, start_error),
+        "banners": _banners(snap, start_error, exposed),
     }

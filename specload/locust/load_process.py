@@ -33,7 +33,7 @@ from specload.locust.messages import (
     WorkerReady,
 )
 from specload.pacer import Pacer, derive_seed
-from specload.records import ANSWER_KEY, ErrorInfo, RequestRecord
+from specload.records import ANSWER_KEY, ErrorInfo, RequestRecord, counts_as_load
 
 __all__ = ["Arrival", "LoadProcess", "RecordOutbox"]
 
@@ -65,6 +65,11 @@ class Arrival:
     conversation_id: str | None = None
     history: tuple[dict[str, Any], ...] | None = None
 
+    @property
+    def warmup(self) -> bool:
+        """Due before its step's warm-up ended: its record says ``warmup`` (left out of figures)."""
+        return self.scheduled_at < self.plan.warmup_end
+
 
 class RecordOutbox:
     """Batches records to the master: at 200 records, every 0.5 s, and on ``flush()``."""
@@ -80,6 +85,7 @@ class RecordOutbox:
         self._interval_s = interval_s
         self.sent = 0
         self.sent_in_window: dict[int, int] = defaultdict(int)
+        self.due: dict[int, int] = defaultdict(int)
         self._dirty = False
         self._loop: gevent.Greenlet | None = None
 
@@ -87,12 +93,18 @@ class RecordOutbox:
         self.stop()
         self.run_id, self.sent, self._buf, self._dirty = run_id, 0, [], False
         self.sent_in_window = defaultdict(int)
+        self.due = defaultdict(int)
         self._loop = gevent.spawn(self._tick)
 
     def count_sent(self, step: int | None) -> None:
         self.sent += 1
         if step is not None:
             self.sent_in_window[step] += 1
+        self._dirty = True
+
+    def count_due(self, step: int) -> None:
+        """A measured arrival of ``step`` was queued: one more record that step waits for."""
+        self.due[step] += 1
         self._dirty = True
 
     def add(self, record: dict[str, Any]) -> None:
@@ -111,7 +123,12 @@ class RecordOutbox:
             return
         n = len(self._buf)
         msg = RecordBatch(
-            self.run_id, self.worker, self._buf[:n], self.sent, dict(self.sent_in_window)
+            self.run_id,
+            self.worker,
+            self._buf[:n],
+            self.sent,
+            dict(self.sent_in_window),
+            dict(self.due),
         )
         self._dirty = False
         try:
@@ -183,6 +200,7 @@ class LoadProcess:
         self._ready = gevent.event.Event()
         self._draining = False
         self._greenlets: list[gevent.Greenlet] = []
+        self._pacer_g: gevent.Greenlet | None = None
         self._steps_seen: dict[int, StepChange] = {}
         #: the closed-loop share being kept full, and how many arrivals it has made
         self._closed: StepChange | None = None
@@ -200,7 +218,8 @@ class LoadProcess:
         while not self.queue.empty():  # users may be blocked on this queue: keep the object
             self.queue.get_nowait()
         self.outbox.start(msg.run_id)
-        self._greenlets = [gevent.spawn(self._prepare, msg), gevent.spawn(self._pace)]
+        self._pacer_g = gevent.spawn(self._pace)
+        self._greenlets = [gevent.spawn(self._prepare, msg), self._pacer_g]
 
     def on_step(self, msg: StepChange) -> None:
         if self.run is None or msg.run_id != self.run.run_id:
@@ -335,9 +354,15 @@ class LoadProcess:
             pacer, i = self._pacer(plan)
             while self._sleep_until(t := pacer.next_send_at(i), plan):
                 prompt = (plan.prompt_offset + i * plan.slots + plan.slot) % n_prompts
-                self.queue.put(Arrival(plan, t, prompt))
+                self._enqueue(Arrival(plan, t, prompt))
                 i += 1
             self.outbox.flush()
+
+    def _enqueue(self, a: Arrival) -> None:
+        """Queue an arrival; a measured one is counted as due (its step waits for its record)."""
+        if not a.warmup:
+            self.outbox.count_due(a.plan.index)
+        self.queue.put(a)
 
     # --- sending ------------------------------------------------------------------------
     def execute(self, a: Arrival) -> RequestRecord:
@@ -348,10 +373,10 @@ class LoadProcess:
         assert run is not None
         self._seq += 1
         request_id = f"{run.run_id}-{worker_tag(self.worker)}-{self._seq}"
-        warmup = a.scheduled_at < plan.warmup_end
+        warmup = a.warmup
         now = time.time()
-        # the step's achieved rate counts open-loop arrivals (a conversation's first turn)
-        in_window = not warmup and now < plan.end and a.turn == 1
+        # the step's achieved rate counts what it scheduled (records.counts_as_load)
+        in_window = not warmup and now < plan.end and counts_as_load(a.turn)
         self.outbox.count_sent(plan.index if in_window else None)
         self.inflight += 1
         try:
@@ -424,7 +449,7 @@ class LoadProcess:
         n_prompts = max(1, len(self.requests))
         prompt = (plan.prompt_offset + plan.slot + plan.slots * self._closed_n) % n_prompts
         self._closed_n += 1
-        self.queue.put(Arrival(plan, self._clock.now(), prompt))
+        self._enqueue(Arrival(plan, self._clock.now(), prompt))
 
     # --- conversations ------------------------------------------------------------------
     def _request(self, a: Arrival) -> Any:
@@ -474,7 +499,7 @@ class LoadProcess:
             (s for s in self._steps_seen.values() if s.start <= a.scheduled_at < s.end), None
         )
         if plan is not None:  # a worker left out of a re-split still ends its conversations
-            self.queue.put(replace(a, plan=plan))
+            self._enqueue(replace(a, plan=plan))
 
     # --- ending -------------------------------------------------------------------------
     def _finish(self) -> None:
@@ -483,6 +508,8 @@ class LoadProcess:
         assert run is not None
         timeout_s = (self.scenario.request_timeout_s if self.scenario else 60.0) + 10.0
         deadline = time.time() + timeout_s
+        if self._pacer_g is not None and self._ready.is_set():  # a process that fell behind
+            self._pacer_g.join(timeout=timeout_s)  # (paused, busy) queues overdue arrivals first
         while (not self.queue.empty() or self.inflight) and time.time() < deadline:
             gevent.sleep(0.05)
         self.outbox.flush()

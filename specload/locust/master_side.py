@@ -15,6 +15,7 @@ from typing import Any
 
 from specload.errors import SpecloadError
 from specload.locust.session import RunSession
+from specload.locust.web_paths import UiPaths
 from specload.run_options import RunOptions, resolve_run_options
 
 __all__ = ["MasterSide", "api_key"]
@@ -48,15 +49,24 @@ class MasterSide:
         self.failed = False
         #: why the last run could not start, shown as a banner in the web UI
         self.last_error: str | None = None
+        #: what the web UI's pages may name, fixed from the command line before any form
+        self.paths = UiPaths.from_options(environment.parsed_options)
+        #: the web UI is reachable from the network without a login (a banner)
+        self.exposed: str | None = None
 
     def resolve(self) -> tuple[RunOptions, Any]:
-        """Options and scenario, validated; ``ConfigError`` names what is wrong."""
+        """Options and scenario, validated; ``ConfigError`` names what is wrong. Started from
+        the web UI, its paths must lie where the command line allows (``web_paths.py``)."""
         o = self.environment.parsed_options
+        headless = bool(getattr(o, "headless", False))
+        if not headless:
+            self.paths.check(vars(o) if o is not None else {})
+        label = getattr(o, "label", "") or "run"
         return resolve_run_options(
             o,
             host=self.environment.host,
-            run_dir=getattr(o, "run_dir", "") or None,
-            headless=bool(getattr(o, "headless", False)),
+            run_dir=getattr(o, "run_dir", "") or self.paths.default_run_dir(label),
+            headless=headless,
         )
 
     def preflight(self, opts: RunOptions, scenario: Any) -> None:

@@ -130,8 +130,11 @@ class RecordBatch(_Wire):
 
     Counts ride on every batch so a worker that dies has still told the master how many
     requests it sent: the gap between ``sent`` and records received is the loss.
-    ``sent_in_window`` maps step index → non-warm-up requests sent inside the step's window
-    (for achieved QPS before every in-flight record is back).
+    ``sent_in_window`` maps step index → non-warm-up requests that count as load
+    (``records.counts_as_load``) sent inside the step's window (for achieved QPS before every
+    in-flight record is back). ``due`` maps step index → measured (non-warm-up) arrivals put
+    on the queue so far: each ends as exactly one record of that step with ``warmup`` false,
+    so a step has all its records when their count reaches ``due`` (``StepTally.settled``).
     """
 
     TYPE: ClassVar[str] = "specload_records"
@@ -140,6 +143,7 @@ class RecordBatch(_Wire):
     records: list[dict[str, Any]] = field(default_factory=list)
     sent: int = 0
     sent_in_window: dict[int, int] = field(default_factory=dict)
+    due: dict[int, int] = field(default_factory=dict)
 
     def to_wire(self) -> dict[str, Any]:
         # Not asdict(): it deep-copies every record dict (and its ITL list) once more, which
@@ -150,19 +154,25 @@ class RecordBatch(_Wire):
             "records": self.records,
             "sent": self.sent,
             "sent_in_window": dict(self.sent_in_window),
+            "due": dict(self.due),
         }
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> RecordBatch:
-        # msgpack may hand integer keys back as ints or strings depending on the sender.
-        window = {int(k): int(v) for k, v in (data.get("sent_in_window") or {}).items()}
         return cls(
             run_id=data["run_id"],
             worker=data["worker"],
             records=list(data.get("records") or []),
             sent=int(data.get("sent", 0)),
-            sent_in_window=window,
+            sent_in_window=_step_counts(data.get("sent_in_window")),
+            due=_step_counts(data.get("due")),
         )
+
+
+def _step_counts(raw: dict[Any, Any] | None) -> dict[int, int]:
+    """``{step: count}`` as sent: msgpack may hand integer keys back as ints or strings
+    depending on the sender."""
+    return {int(k): int(v) for k, v in (raw or {}).items()}
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,10 +6,14 @@ follow ``StepChange`` messages. Times are absolute (unix seconds) and fixed ahea
 latency never shifts a boundary. At each boundary ``/metrics`` is scraped once (the end of
 one step is the start of the next), run.json is rewritten, and a progress line is printed
 once the step's records have had a moment to arrive. After the last step, ``Drain`` asks each
-load process to finish and report its counts; the master checks that every request sent has
-a record and writes the counts to run.json. A run that went to its end but failed more
-requests than ``--max-error-rate`` allows, in any step or overall, or lost a worker, ends
-``degraded`` with the reasons in run.json (headless: exit code 1); its records are all kept.
+load process to finish and report its counts; the master waits for every worker's last batch
+and final counts (a worker that missed its heartbeats, paused or on a busy box, up to
+``DRAIN_WAIT_S``), checks that every request sent has a record and writes the counts to
+run.json. No record is dropped: a batch that arrives after run.json's end was written is
+appended and run.json rewritten. A run that went to its end but failed more requests than
+``--max-error-rate`` allows, in any step or overall, lost a worker, or has requests sent
+without a record (``counts.unrecorded``) ends ``degraded`` with the reasons in run.json
+(headless: exit code 1); its records are all kept.
 Only this object writes the run directory.
 """
 
@@ -50,7 +54,7 @@ from specload.recorder.rundir import RunMeta, RunWriter
 from specload.run_options import RunOptions
 from specload.scenario.preparation import PreparationFailed, PreparedPrompts, prepare_prompts
 
-__all__ = ["LEAD_S", "RunSession", "SessionSnapshot"]
+__all__ = ["DRAIN_WAIT_S", "LEAD_S", "RunSession", "SessionSnapshot"]
 
 log = logging.getLogger("specload")
 
@@ -62,8 +66,11 @@ FLUSH_S = 1.0
 INVITE_EVERY_S = 2.0
 #: Seconds the end of a run waits for a step-edge scrape still in flight.
 EDGE_WAIT_S = 5.0
-#: Seconds a stopped run waits for workers' last records and counts.
-ABORT_WAIT_S = 3.0
+#: Seconds a stopped run (Ctrl-C, Stop) waits for every worker's last records and counts, and
+#: the end of a run waits for those of a worker that missed its heartbeats (paused, a busy
+#: box: it may come back). Bounded so a worker that is really gone cannot hold the run open;
+#: whatever comes later is still appended while the master lives, else counted.
+DRAIN_WAIT_S = 10.0
 #: Seconds after a step's end before its progress line (batches arrive every 0.5 s).
 PROGRESS_DELAY_S = 0.8
 
@@ -128,6 +135,11 @@ class RunSession:
         self.live = LiveStats()
         self.finished = False
         self._finishing = False
+        #: run.json's end is written: later batches are appended by ``_late``
+        self._end_written = False
+        #: the status ``finish`` was given, before ``_judge`` (re-judged on late arrivals)
+        self._ended_as = "running"
+        self._set_exit_code = False
         self.stopped_externally = False
         self.end_reported = False
         self.status = "running"
@@ -135,6 +147,7 @@ class RunSession:
         self.finals: dict[str, FinalCounts] = {}
         self.sent: dict[str, int] = defaultdict(int)
         self.received: dict[str, int] = defaultdict(int)
+        #: records that arrived after run.json's end was written (appended, counted)
         self.late_records = 0
         self.epoch = 0
         self.split: dict[str, tuple[int, int]] = {}
@@ -543,12 +556,19 @@ class RunSession:
         self.writer.write_meta()
 
     def _wait_finals(self) -> None:
-        deadline = time.time() + float(self.scenario.request_timeout_s) + 15.0
+        """After ``Drain``: every worker's last batch and final counts, bounded. A connected
+        worker gets the request timeout plus 15 s to finish its requests; one that missed its
+        heartbeats (it may only be paused) ``DRAIN_WAIT_S``."""
+        start = time.time()
+        deadline = start + float(self.scenario.request_timeout_s) + 15.0
         while time.time() < deadline:
             self._mark_lost(time.time())
-            expected = set(self.ready) - {x["worker"] for x in self.writer.meta.lost_workers}
-            if expected <= set(self.finals):
+            waiting = set(self.ready) - set(self.finals)
+            if not waiting:
                 return
+            lost = {x["worker"] for x in self.writer.meta.lost_workers}
+            if waiting <= lost and time.time() >= start + DRAIN_WAIT_S:
+                break
             gevent.sleep(0.05)
         missing = sorted(set(self.ready) - set(self.finals))
         self.writer.meta.notes.append(f"no final counts from {missing} within the timeout")
@@ -574,17 +594,14 @@ class RunSession:
             meta.workers.append(msg.worker)
 
     def on_records(self, msg: RecordBatch) -> None:
+        """A worker's batch: written, whenever it comes (after the end: ``_late``)."""
         if msg.run_id != self.run_id:
             return
         self.sent[msg.worker] = max(self.sent[msg.worker], msg.sent)
         self.live.set_sent_in_window(msg.worker, msg.sent_in_window)
-        if self.finished:
-            self.late_records += len(msg.records)
-            log.warning(
-                "specload: %d records from %s arrived after the run ended (not written)",
-                len(msg.records),
-                msg.worker,
-            )
+        self.live.set_due(msg.worker, msg.due)
+        if self._end_written:
+            self._late(msg.worker, msg.records)
             return
         self.received[msg.worker] += self.writer.add_records(msg.records)
         for r in msg.records:
@@ -594,6 +611,28 @@ class RunSession:
         if msg.run_id == self.run_id:
             self.finals[msg.worker] = msg
             self.sent[msg.worker] = max(self.sent[msg.worker], msg.sent)
+            if self._end_written:
+                self._rewrite_end()
+
+    def _late(self, worker: str, records: list[dict[str, Any]]) -> None:
+        """Records that arrived after run.json's end was written (a worker slow at the end):
+        appended to requests.jsonl, counted, and run.json rewritten with the new counts."""
+        n = self.writer.append_late(records) if records else 0
+        self.received[worker] += n
+        self.late_records += n
+        for r in records:
+            self.live.add(r)
+        if n:
+            self._say(f"{n} records from {worker} arrived after the end: appended to the run")
+        self._rewrite_end()
+
+    def _rewrite_end(self) -> None:
+        """Counts, lost workers and the verdict again (late records or counts), run.json
+        rewritten: what arrived late is in the run, never only in a log."""
+        self._final_counts()
+        status = self._judge(self._ended_as)
+        self.writer.meta.status = status
+        self.writer.write_meta()
 
     # --- the end ------------------------------------------------------------------------
     def finish(self, status: str) -> None:
@@ -604,10 +643,14 @@ class RunSession:
         me = gevent.getcurrent()
         gevent.joinall([g for g in self._edges if g is not me], timeout=EDGE_WAIT_S)
         self.finished = True
-        self.status = status
+        self.status, self._ended_as = status, status
         for g in [*self._greenlets, *self._edges]:
             if g is not gevent.getcurrent():
                 g.kill(block=False)
+        hostinfo.finish(self.writer.meta.host)
+        self.writer.meta.telemetry = self._telemetry.close()
+        # from here to close() nothing yields: every batch that arrived so far is counted,
+        # every later one goes through _late
         self._final_counts()
         status = self._judge(status)
         now = time.time()
@@ -615,14 +658,14 @@ class RunSession:
             self.writer.steps = [x for x in self.writer.steps if x["start"] < now]
             if self.current is not None:
                 self.writer.end_step(self.current.index, min(now, self.current.end))
-        hostinfo.finish(self.writer.meta.host)
-        self.writer.meta.telemetry = self._telemetry.close()
         self.writer.close(status, time.time())
+        self._end_written = True
         for step in self.announced:  # the last step's line (its delayed greenlet may not run)
             if step.start < time.time():
                 self._progress(step.index)
-        recorded = self.writer.meta.counts["recorded"]
-        self._say(f"run {status}: {recorded} records in {self.writer.path}")
+        counts = self.writer.meta.counts
+        unrecorded = f", {counts['unrecorded']} sent without one" if counts["unrecorded"] else ""
+        self._say(f"run {status}: {counts['recorded']} records{unrecorded} in {self.writer.path}")
         if self.compare is not None:  # every step that ran to its end, every record in
             ran = {i for i, t in self.live.steps.items() if t.end <= now and t.measured}
             self.compare.update(ran, final=True)
@@ -635,16 +678,26 @@ class RunSession:
         meta = self.writer.meta
         if status != "completed":
             return status
-        meta.degraded = budget_reasons(self.live.steps, meta.lost_workers, self.opts.max_error_rate)
-        if not meta.degraded:
-            return status
-        if self.opts.headless:
-            self.runner.environment.process_exit_code = 1
-        self.status = "degraded"
-        return "degraded"
+        meta.degraded = budget_reasons(
+            self.live.steps, meta.lost_workers, self.opts.max_error_rate, self._unrecorded()
+        )
+        self.status = "degraded" if meta.degraded else status
+        if self.opts.headless and (meta.degraded or self._set_exit_code):
+            self.runner.environment.process_exit_code = 1 if meta.degraded else None
+            self._set_exit_code = bool(meta.degraded)
+        return self.status
+
+    def _unrecorded(self) -> dict[str, int]:
+        """Requests each worker said it sent that have no record here (yet)."""
+        return {
+            w: self.sent[w] - self.received[w]
+            for w in sorted(self.sent)
+            if self.sent[w] > self.received[w]
+        }
 
     def _final_counts(self) -> None:
-        """counts and lost workers into run.json; a note for every sent/recorded mismatch."""
+        """counts (``unrecorded``: sent without a record; ``late``: appended after the end)
+        and lost workers into run.json."""
         meta = self.writer.meta
         workers = sorted(set(self.ready) | set(self.received) | set(self.sent))
         by_worker = {w: {"sent": self.sent[w], "recorded": self.received[w]} for w in workers}
@@ -652,21 +705,36 @@ class RunSession:
             "sent": sum(self.sent.values()),
             "recorded": sum(self.received.values()),
             "by_worker": by_worker,
+            "unrecorded": sum(self._unrecorded().values()),
+            "late": self.late_records,
         }
+        self._back_after_the_end()
         for x in meta.lost_workers:  # batches that arrived after the loss was noticed count too
             x["sent"], x["recorded"] = self.sent[x["worker"]], self.received[x["worker"]]
-        lost = {x["worker"] for x in meta.lost_workers}
-        for w, c in by_worker.items():
-            if c["sent"] != c["recorded"] and w not in lost:
-                meta.notes.append(
-                    f"worker {w}: sent {c['sent']} requests, {c['recorded']} recorded"
-                )
+
+    def _back_after_the_end(self) -> None:
+        """A worker noticed missing only after the last step (paused during the drain) whose
+        final counts then arrived was not lost: its share ran, its records are in."""
+        end = self.timeline[-1].end if self.timeline else None
+        meta = self.writer.meta
+        back = [
+            x
+            for x in meta.lost_workers
+            if end is not None and x["at"] >= end and x["worker"] in self.finals
+        ]
+        for x in back:
+            meta.lost_workers.remove(x)
+            meta.notes.append(
+                f"worker {x['worker']} missed its heartbeats after the last step (at "
+                f"{x['at']:.3f}) and came back with its final counts: not lost"
+            )
 
     def stop(self) -> None:
         """The test was stopped from outside (Ctrl-C, the UI's Stop): end as interrupted.
 
-        Workers are told to cancel what is in flight and report first (up to
-        ``ABORT_WAIT_S``), so their last records and counts make it into the run.
+        Workers are told to cancel what is in flight and report first (every worker of the
+        run, up to ``DRAIN_WAIT_S``), so their last records and counts make it into the run;
+        anything later is still appended (``_late``) or counted in run.json.
         """
         if self.finished:
             return
@@ -676,9 +744,7 @@ class RunSession:
                 g.kill(block=False)
         if self.workers.distributed and self.ready:
             self.runner.send_message(Drain.TYPE, Drain(self.run_id, abort=True).to_wire())
-            deadline = time.time() + ABORT_WAIT_S
-            while time.time() < deadline:
-                if set(self.workers.connected()) & set(self.ready) <= set(self.finals):
-                    break
+            deadline = time.time() + DRAIN_WAIT_S
+            while time.time() < deadline and not set(self.ready) <= set(self.finals):
                 gevent.sleep(0.05)
         self.finish("interrupted")

@@ -19,6 +19,7 @@ workers, notes).
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 from specload.locust.live_view import live_view
 from specload.locust.registry import master_side
 from specload.locust.start_form import baseline_choices, step_plan
+from specload.locust.web_paths import PathRefused, UiPaths, exposure_warning, hidden_fields
 
 __all__ = [
     "LIVE_PATH",
@@ -35,6 +37,8 @@ __all__ = [
     "run_rows",
     "step_rows",
 ]
+
+log = logging.getLogger("specload")
 
 #: The JSON endpoints, under Locust's ``--web-base-path``.
 LIVE_PATH = "/specload/live.json"
@@ -153,6 +157,28 @@ def _page_with_panel(html: str) -> str:
     return html.replace("</body>", tags + "</body>", 1) if tags not in html else html
 
 
+def _paths(environment: Any) -> UiPaths:
+    """The master's path rules (``web_paths.py``), fixed at start-up."""
+    side = master_side(environment)
+    return side.paths if side is not None else UiPaths.from_options(None)
+
+
+def _refuse_start(environment: Any, form: Any) -> str | None:
+    """Why Start with this form must not run (one line), else None: a path outside what
+    the command line allows, or a hidden option. Checked before Locust applies the form."""
+    opts = environment.parsed_options
+    values = {**(vars(opts) if opts is not None else {}), **form.to_dict()}
+    try:
+        hidden_fields(form.keys())
+        _paths(environment).check(values)
+    except PathRefused as exc:
+        side = master_side(environment)
+        if side is not None:
+            side.last_error = str(exc)  # the banner: Locust's form shows no body of a 400
+        return str(exc)
+    return None
+
+
 def _routes(environment: Any) -> list[tuple[str, str, Any, list[str]]]:
     """The endpoints under ``/specload/``: (path, name, view, methods)."""
     from flask import jsonify, request, send_from_directory
@@ -164,10 +190,14 @@ def _routes(environment: Any) -> list[tuple[str, str, Any, list[str]]]:
         path = request.args.get("scenario")
         if path is None:
             path = getattr(environment.parsed_options, "scenario", "") or ""
+        try:
+            _paths(environment).scenario(path)
+        except PathRefused as exc:  # the same line whether the file exists or not
+            return jsonify({"error": exc.problem}), 400
         return jsonify(step_plan(path))
 
     def specload_runs() -> Any:
-        root = getattr(environment.parsed_options, "runs_root", "") or "runs"
+        root = _paths(environment).runs_root  # the command line's: a form cannot move it
         return jsonify({"root": root, "runs": baseline_choices(root)})
 
     def specload_report() -> Any:
@@ -239,3 +269,41 @@ def install_web_ui(environment: Any, web_ui: Any) -> None:
         return response
 
     web_ui.app.after_request(add_specload_parts)
+    _guard_start(environment, web_ui)
+    _warn_if_exposed(environment, web_ui)
+
+
+#: Locust's Start: ``POST /swarm``, a view of its blueprint.
+SWARM_ENDPOINT = "locust.swarm"
+
+
+def _guard_start(environment: Any, web_ui: Any) -> None:
+    """Locust's Start with a path outside the allowed folders, or a hidden option, is
+    answered 400 with one line before Locust copies the form into the run's options (its
+    own checks answer 200 with ``success: false``). Wrapped behind Locust's login check, so
+    a visitor without the login gets its redirect, not our answer. Without that view (another
+    Locust), ``MasterSide.resolve`` still refuses the run, with a banner."""
+    from flask import jsonify, request
+
+    swarm = web_ui.app.view_functions.get(SWARM_ENDPOINT)
+    if swarm is None:
+        log.warning("specload: no %s view to guard; paths are checked at run start", SWARM_ENDPOINT)
+        return
+
+    def guarded_swarm(*args: Any, **kwargs: Any) -> Any:
+        why = _refuse_start(environment, request.form)
+        if why is None:
+            return swarm(*args, **kwargs)
+        return jsonify({"success": False, "message": why, "host": environment.host}), 400
+
+    web_ui.app.view_functions[SWARM_ENDPOINT] = web_ui.auth_required_if_enabled(guarded_swarm)
+
+
+def _warn_if_exposed(environment: Any, web_ui: Any) -> None:
+    """Say once, at start-up (log and banner), when the UI is open to the network."""
+    warning = exposure_warning(web_ui.host, web_ui.port, bool(web_ui.web_login))
+    side = master_side(environment)
+    if warning is None or side is None:
+        return
+    log.warning("specload: %s", warning)
+    side.exposed = warning

@@ -4,14 +4,16 @@ Counters are cumulative, so a step's figure is the difference between its ``end`
 ``start`` scrapes; gauges are instantaneous, so a step's figure is the max over all of its
 scrapes (start, interval, end). Real vLLM labels every sample with ``model_name`` (and
 ``engine`` with several engines): values are summed over every label except the one that
-means something (``position`` for per-position acceptance). Older vLLM names (``gpu_*``) are
+means something (``position`` for per-position acceptance), with one exception: KV-cache
+usage is each engine's share of its own cache, so a scrape's figure is the max over engines
+(``kv_usage``, the one definition the report's ``analysis/server.py`` uses too). Older vLLM names (``gpu_*``) are
 read as fallbacks. A server without these metrics gives ``None`` fields, never an error.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -21,6 +23,7 @@ from specload.metrics.scrape import split_key
 __all__ = [
     "StepServerMetrics",
     "group_by_label",
+    "kv_usage",
     "per_step_server_metrics",
     "step_server_metrics",
     "total",
@@ -46,6 +49,22 @@ def total(values: dict[str, float], names: Sequence[str]) -> float | None:
         if found:
             return float(sum(found))
     return None
+
+
+def kv_usage(values: Mapping[str, float]) -> float | None:
+    """KV-cache usage of one scrape (a fraction, 0..1): the max over its samples (engines,
+    models) of the first of ``KV_USAGE`` present. A share of each engine's own cache does not
+    add up: summed, two engines at 100 % read 200 %."""
+    for name in KV_USAGE:
+        found = [v for k, v in values.items() if k == name or k.startswith(name + "{")]
+        if found:
+            return float(max(found))
+    return None
+
+
+def _kv_max(scrapes: Iterable[Mapping[str, float]]) -> float | None:
+    seen = [v for v in map(kv_usage, scrapes) if v is not None]
+    return max(seen) if seen else None
 
 
 def group_by_label(values: dict[str, float], names: Sequence[str], label: str) -> dict[str, float]:
@@ -132,7 +151,7 @@ def step_server_metrics(scrapes: Sequence[dict[str, float]]) -> StepServerMetric
         acceptance_length=(1.0 + accepted / drafts) if accepted is not None and drafts else None,
         per_position=_per_position(start, end, drafts),
         prefix_hit_rate=_ratio(hits, queries),
-        kv_usage_max=_gauge_max(scrapes, KV_USAGE),
+        kv_usage_max=_kv_max(scrapes),
         running_max=_gauge_max(scrapes, RUNNING),
         waiting_max=_gauge_max(scrapes, WAITING),
         drafts=drafts,
@@ -163,7 +182,7 @@ def per_step_server_metrics(lines: Iterable[dict[str, Any]]) -> dict[int, StepSe
             out[step] = step_server_metrics(values)
         else:
             out[step] = StepServerMetrics(
-                kv_usage_max=_gauge_max(values, KV_USAGE),
+                kv_usage_max=_kv_max(values),
                 running_max=_gauge_max(values, RUNNING),
                 waiting_max=_gauge_max(values, WAITING),
             )

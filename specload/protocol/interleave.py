@@ -22,7 +22,6 @@ carries the whole plan under ``interleave``.
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 from collections.abc import Sequence
@@ -33,6 +32,7 @@ from typing import Any
 import orjson
 
 from specload.errors import ConfigError
+from specload.recorder.rundir import write_json_durably
 from specload.scenario.schema import InterleaveSpec, Scenario
 
 __all__ = [
@@ -293,10 +293,5 @@ def _read_json(path: Path) -> Any:
 
 
 def _write_json(path: Path, value: Any) -> None:
-    """Write, fsync, rename: a merged run.json is never half-written."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(json.dumps(value, indent=2) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """A merged run.json or steps.json, durably (``recorder.write_json_durably``)."""
+    write_json_durably(path, value)

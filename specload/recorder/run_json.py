@@ -22,7 +22,13 @@ import orjson
 
 from specload.errors import ConfigError
 
-__all__ = ["RUN_SCHEMA_PATH", "RUN_SCHEMA_VERSION", "load_run_json", "validate_run_json"]
+__all__ = [
+    "RUN_SCHEMA_PATH",
+    "RUN_SCHEMA_VERSION",
+    "load_run_json",
+    "unrecorded_warning",
+    "validate_run_json",
+]
 
 #: The newest run.json layout this specload writes and reads.
 RUN_SCHEMA_VERSION = 1
@@ -61,6 +67,16 @@ def validate_run_json(meta: Any, file: str | Path) -> dict[str, Any]:
     raise ConfigError(
         f"{message}" + (f" (expected {expected})" if expected else ""), file=str(file), path=where
     )
+
+
+def unrecorded_warning(run_dir: str | Path, meta: dict[str, Any]) -> list[str]:
+    """The readers' warning for requests the run sent but has no record of (``counts.
+    unrecorded``: a worker's last batch never reached the master), so every report names
+    them; ``[]`` when there are none or the run predates the count."""
+    n = (meta.get("counts") or {}).get("unrecorded") or 0
+    if not n:
+        return []
+    return [f"{run_dir}: {n} requests sent without a record (their last batch never arrived)"]
 
 
 def load_run_json(run_dir: str | Path) -> dict[str, Any]:

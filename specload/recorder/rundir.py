@@ -1,44 +1,55 @@
 """The run directory: the one artefact a run leaves, and the only input analysis reads.
 
 Layout and keys are the contract in ``docs/architecture.md`` ("Run directory"): ``run.json``
-(metadata, rewritten atomically at start, at each step change and at the end, so a reader never
-sees half a file), ``requests.jsonl`` (one record per request, append-only), ``metrics.jsonl``
+(metadata, rewritten atomically and durably at start, at each step change and at the end, so a
+reader never sees half a file and a power loss never leaves an empty one), ``requests.jsonl`` (one record per request, append-only), ``metrics.jsonl``
 (one object per ``/metrics`` scrape) and ``steps.json`` (the schedule as executed). Exactly one
-process writes a run directory: the Locust master, or the local runner. ``read_run`` is the
-reading side, tolerant of a run that was killed mid-write.
+process writes a run directory: the Locust master, or the local runner; ``RunWriter`` holds an
+exclusive ``flock`` on ``LOCK_NAME`` in it for the writer's life, so a second writer (two
+masters given one ``--out``) fails with one line instead of interleaving records. ``read_run``
+is the reading side, tolerant of a run that was killed mid-write.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import platform
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
 from specload import __version__
 from specload.errors import ConfigError
 from specload.recorder.jsonl import JsonlWriter, iter_jsonl
-from specload.recorder.run_json import RUN_SCHEMA_VERSION, load_run_json
+from specload.recorder.run_json import RUN_SCHEMA_VERSION, load_run_json, unrecorded_warning
 from specload.records import RequestRecord
 
 __all__ = [
     "RUN_SCHEMA_VERSION",
     "RUN_STATUSES",
+    "LOCK_FD_ENV",
+    "LOCK_NAME",
     "RunData",
     "RunMeta",
     "RunWriter",
     "check_out_dir",
     "read_run",
     "remove_new_dirs",
+    "write_json_durably",
 ]
 
 #: ``degraded``: the run went to its end, but too many requests failed (``--max-error-rate``)
 #: or a worker was lost; every record is kept and ``degraded`` in run.json says why.
 RUN_STATUSES = ("running", "completed", "degraded", "interrupted", "failed")
+#: The lock file a writer holds (``flock``, exclusive) in its run directory.
+LOCK_NAME = ".specload.lock"
+#: Environment variable naming a file descriptor of ``LOCK_NAME``, locked by ``specload run``
+#: and inherited by its Locust child, whose master then writes that run directory.
+LOCK_FD_ENV = "SPECLOAD_RUN_LOCK_FD"
 
 
 def _versions() -> dict[str, str | None]:
@@ -105,11 +116,76 @@ class RunMeta:
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
-def _atomic_write_json(path: Path, obj: Any) -> None:
-    """Write via a temp file and ``os.replace`` so readers see the old or the new file, whole."""
+def write_json_durably(path: Path, obj: Any) -> None:
+    """Write a temp file, fsync it, rename it over ``path``, fsync the directory.
+
+    The rename alone makes readers see the old or the new file, whole; without the fsyncs a
+    power loss can still leave ``path`` empty (the rename reached the disk, the data did not)
+    or the old file back (the directory entry did not).
+    """
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
     os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename (or a new file) in ``path`` durable: fsync the directory itself."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def lock_run_dir(path: Path) -> IO[bytes]:
+    """Hold ``path/LOCK_NAME`` exclusively (``flock``) until the returned file is closed (or the
+    process ends); ConfigError naming the directory when another writer holds it. The lock
+    ``specload run`` took for this directory and handed down (``LOCK_FD_ENV``) is this
+    process's already."""
+    inherited = _inherited_lock(path)
+    if inherited is not None:
+        return inherited
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fh = open(path / LOCK_NAME, "a+b")  # noqa: SIM115 -- held as long as the writer
+    except OSError as exc:
+        raise ConfigError(
+            f"not a writable directory ({exc.strerror or exc})", file=str(path)
+        ) from None
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise ConfigError(
+            "in use: another specload run is writing this run directory "
+            f"(it holds {LOCK_NAME}); choose another --out",
+            file=str(path),
+        ) from None
+    return fh
+
+
+def _inherited_lock(path: Path) -> IO[bytes] | None:
+    """The locked descriptor named by ``LOCK_FD_ENV`` when it is this directory's lock file.
+
+    ``specload run`` locks the directory before starting Locust, so a second run given the
+    same ``--out`` at the same moment fails there, in the terminal, and not inside its child;
+    the child shares the lock through the inherited descriptor (``flock`` locks belong to
+    the open file, not to the process).
+    """
+    raw = os.environ.get(LOCK_FD_ENV)
+    try:
+        fd = int(raw) if raw else -1
+        held, mine = os.fstat(fd), (path / LOCK_NAME).stat()
+    except (OSError, ValueError):
+        return None
+    if (held.st_dev, held.st_ino) != (mine.st_dev, mine.st_ino):
+        return None
+    return os.fdopen(os.dup(fd), "a+b")
 
 
 def check_out_dir(path: str | Path) -> Path:
@@ -149,10 +225,23 @@ def remove_new_dirs(path: Path, created: Path | None) -> None:
         p = p.parent
 
 
+def _write_records(out: JsonlWriter, records: Iterable[dict[str, Any] | RequestRecord]) -> int:
+    n = 0
+    for r in records:
+        out.write(r.to_dict() if isinstance(r, RequestRecord) else r)
+        n += 1
+    return n
+
+
 class RunWriter:
-    """Writes one run directory. Not thread-safe: the master's single gevent loop owns it."""
+    """Writes one run directory. Not thread-safe: the master's single gevent loop owns it.
+
+    The directory's lock is taken before anything is written and held after ``close()`` (late
+    records may still be appended, ``append_late``) until the writer is gone.
+    """
 
     def __init__(self, path: str | Path, meta: RunMeta, *, buffer_lines: int = 512) -> None:
+        self._lock = lock_run_dir(Path(path))  # first: a second writer fails here, naming it
         self.path = check_out_dir(path)
         self.meta = meta
         self.steps: list[dict[str, Any]] = []
@@ -168,11 +257,16 @@ class RunWriter:
 
     def add_records(self, records: Iterable[dict[str, Any] | RequestRecord]) -> int:
         """Append records (dicts in the ``RequestRecord.to_dict`` shape, or records); count them."""
-        n = 0
-        for r in records:
-            self._requests.write(r.to_dict() if isinstance(r, RequestRecord) else r)
-            n += 1
-        return n
+        return _write_records(self._requests, records)
+
+    def append_late(self, records: list[dict[str, Any]]) -> int:
+        """Append records that arrived after ``close()`` (a worker slow at the end), fsynced;
+        the caller updates the counts in run.json. Returns how many were written."""
+        late = JsonlWriter(self.path / "requests.jsonl")
+        try:
+            return _write_records(late, records)
+        finally:
+            late.close()
 
     def add_metrics(self, t: float, step: int | None, phase: str, values: dict[str, float]) -> None:
         """One ``/metrics`` scrape; ``phase`` is ``start``, ``end`` or ``interval``."""
@@ -205,10 +299,10 @@ class RunWriter:
         self._metrics.flush()
 
     def write_meta(self) -> None:
-        _atomic_write_json(self.path / "run.json", self.meta.to_dict())
+        write_json_durably(self.path / "run.json", self.meta.to_dict())
 
     def write_steps(self) -> None:
-        _atomic_write_json(self.path / "steps.json", self.steps)
+        write_json_durably(self.path / "steps.json", self.steps)
 
     def close(self, status: str, ended_at: float) -> None:
         """Fsync the JSONL files and write the final ``run.json``. Safe to call twice."""
@@ -279,6 +373,7 @@ def read_run(path: str | Path) -> RunData:
         warnings.extend(f"{p}: run degraded: {why}" for why in meta.get("degraded") or [])
     if status != "completed" and not (status == "degraded" and meta.get("degraded")):
         warnings.append(f"{p}: run status is {status!r}, not 'completed'")
+    warnings += unrecorded_warning(p, meta)
     for lost in meta.get("lost_workers") or []:
         warnings.append(
             f"{p}: worker {lost.get('worker')} lost at {lost.get('at')} "

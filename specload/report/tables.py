@@ -104,6 +104,15 @@ def _num(v: float | None, fmt: str = ".3g") -> str:
     return DASH if v is None else format(v, fmt)
 
 
+def _achieved(s: StepStats) -> str:
+    """Achieved load, with every request's rate beside it where they differ (multi-turn:
+    ``achieved_qps`` counts conversation starts, ``requests_per_s`` every turn)."""
+    req = s.requests_per_s
+    if req is None or s.achieved_qps is None or abs(req - s.achieved_qps) < 1e-9:
+        return _num(s.achieved_qps)
+    return f"{_num(s.achieved_qps)} ({_num(req)} req/s)"
+
+
 def step_table(report: Report, label: str) -> Table:
     """Client-side (and server counter) figures of one condition per step."""
     rows = []
@@ -114,7 +123,7 @@ def step_table(report: Report, label: str) -> Table:
         rows.append(
             [
                 step_label(s.target_qps, s.achieved_qps) + (" ↻" if srv and srv.restarts else ""),
-                _num(s.achieved_qps),
+                _achieved(s),
                 str(s.n),
                 fmt_pct(s.error_rate),
                 fmt_ms(lat["ttft_p50"].value),

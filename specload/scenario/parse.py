@@ -416,6 +416,8 @@ def _prompts(r: _Reader, value: Any, base_dir: Path | None) -> PromptSpec:
                 '{"messages": [...]} relative to the scenario)',
             )
         count = r.integer(m.get("count", 0), "prompts.count", lo=0)
+        if base_dir is not None:  # read from a file here; a worker's copy reads no file
+            _check_prompt_file(str(path.resolve()), count)
         return PromptSpec(kind="file", file=str(path.resolve()), count=count, input_tokens=0)
     if "count" in m:
         raise r.fail(
@@ -444,6 +446,18 @@ def _prompts(r: _Reader, value: Any, base_dir: Path | None) -> PromptSpec:
         exact_tokens=exact,
         input_dist=inp_dist,
     )
+
+
+def _check_prompt_file(file: str, count: int) -> None:
+    """Read the prompt file as the run will, so a broken line is one ``ConfigError`` (file,
+    line, what was expected) before any traffic, not a failed run after it started."""
+    from specload.scenario.prompt_files import read_prompt_file
+
+    try:
+        read_prompt_file(file, count)
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise ConfigError(f"cannot read ({why}; expected a UTF-8 prompt file)", file=file) from None
 
 
 def _trace(r: _Reader, d: dict[str, Any], kw: dict[str, Any], base_dir: Path | None) -> None:

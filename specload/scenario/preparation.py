@@ -69,6 +69,21 @@ def prepare_prompts(
     tokenizer: TokenizerFactory = server_tokenizer,
 ) -> PreparedPrompts:
     """The scenario's prompt set, counted by the server where it can (see module doc)."""
+    try:
+        return _prepare(scenario, base_url, model, api_key, tokenizer)
+    except PreparationFailed:
+        raise
+    except SpecloadError as exc:  # a prompt file changed since it was checked: its one line
+        raise PreparationFailed(str(exc)) from None
+
+
+def _prepare(
+    scenario: Scenario,
+    base_url: str,
+    model: str | None,
+    api_key: str | None,
+    tokenizer: TokenizerFactory,
+) -> PreparedPrompts:
     exact = scenario.prompts.kind == "synthetic" and scenario.prompts.exact_tokens
     tokenize = tokenizer(base_url, model, api_key)
     if tokenize is None:

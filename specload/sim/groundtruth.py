@@ -1,7 +1,9 @@
 """Server-side truth for client-accuracy tests: when each content chunk was written.
 
 Kept per ``X-Request-Id`` (``--ground-truth``), at most ``max_requests`` requests (oldest
-dropped first), so a long run holds bounded memory. Times are unix seconds (``time.time()``).
+dropped first), so a long run holds bounded memory. Times are unix seconds: the wall clock
+at the request's arrival plus monotonic time since (``TruthRecord.now``), so a wall-clock step
+mid-request moves no duration the tests compare with the client's.
 Shape: docs/architecture.md, "Simulator ground truth".
 
 ``regime_truth``: which seconds of this server's life were in a slow window of the time
@@ -11,6 +13,7 @@ regime (``--spec-regime``), so a test or benchmark can hold a client's measureme
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +31,13 @@ class TruthRecord:
     chunk_times: list[float] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
     cached_tokens: int = 0
+    #: ``time.monotonic()`` read with ``arrived_at``: later stamps are ``arrived_at`` plus the
+    #: monotonic time since
+    arrived_mono: float = field(default_factory=time.monotonic)
+
+    def now(self) -> float:
+        """Unix seconds now, on this request's anchor (durations monotonic)."""
+        return self.arrived_at + (time.monotonic() - self.arrived_mono)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -50,8 +60,10 @@ class GroundTruth:
         self.max_requests = max_requests
         self._records: OrderedDict[str, TruthRecord] = OrderedDict()
 
-    def start(self, request_id: str, arrived_at: float, prompt_tokens: int) -> TruthRecord:
-        rec = TruthRecord(request_id, arrived_at, prompt_tokens)
+    def start(
+        self, request_id: str, arrived_at: float, prompt_tokens: int, arrived_mono: float
+    ) -> TruthRecord:
+        rec = TruthRecord(request_id, arrived_at, prompt_tokens, arrived_mono=arrived_mono)
         self._records[request_id] = rec
         self._records.move_to_end(request_id)
         while len(self._records) > self.max_requests:

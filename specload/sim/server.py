@@ -144,7 +144,7 @@ def _engine_request(st: SimState, g: GenRequest, rid: str, sink: Any) -> Request
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     st: SimState = request.app["sim"]
     rid = request.headers.get("X-Request-Id") or uuid.uuid4().hex
-    arrived = time.time()
+    arrived, arrived_mono = time.time(), time.monotonic()  # the truth's anchor
     try:
         g = parse_generation(
             await request.read(), chat, st.settings.served_model_names, st.engine.max_model_len
@@ -163,7 +163,9 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     if status is not None:
         msg = "Too many requests (simulated)" if status == 429 else "Internal error (simulated)"
         return _error(status, msg)
-    truth = st.truth.start(rid, arrived, len(g.prompt)) if st.truth is not None else None
+    truth = (
+        st.truth.start(rid, arrived, len(g.prompt), arrived_mono) if st.truth is not None else None
+    )
     resp_id = ("chatcmpl-" if chat else "cmpl-") + rid
     if g.stream:
         return await _stream(request, st, g, rid, resp_id, truth)
@@ -178,7 +180,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             st.loop.abort(req)
     text = "".join(sink.parts)
     if truth is not None:
-        truth.chunk_times.append(time.time())
+        truth.chunk_times.append(truth.now())
         truth.chunk_tokens.append(req.generated)
         truth.cached_tokens = req.cached_tokens
     usage = usage_dict(

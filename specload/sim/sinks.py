@@ -9,7 +9,6 @@ drop, malformed line, no ``[DONE]``) are applied here, per request.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -128,7 +127,7 @@ class StreamSink:
             return
         self.write(frame)
         if self.truth is not None:
-            self.truth.chunk_times.append(time.time())
+            self.truth.chunk_times.append(self.truth.now())
             self.truth.chunk_tokens.append(n_tokens)
         if finish is not None and not self.done.done():
             self.done.set_result(True)

@@ -131,6 +131,13 @@ def test_requests_and_gpu_memory_add_up_over_engines_but_kv_usage_does_not() -> 
     assert out.running_max == 12.0  # 7 + 5 at t=5 (not 9, the largest single engine)
     assert out.kv_usage_max == pytest.approx(0.6)
     assert out.gpu_memory_mib_max == 3200.0
+    # the live figures (web UI, progress) read KV usage by the same definition: max over
+    # engines, never a sum (two engines at 40 % and 60 % are not 100 % full)
+    from specload.metrics.vllm import per_step_server_metrics, step_server_metrics
+
+    live = step_server_metrics([m["values"] for m in metrics])
+    assert live.kv_usage_max == pytest.approx(out.kv_usage_max)
+    assert per_step_server_metrics(metrics)[0].kv_usage_max == pytest.approx(0.6)
 
 
 def test_histogram_mean_is_sum_over_count_summed_over_labels() -> None:

@@ -132,3 +132,56 @@ def test_replicated_steps_are_deterministic_for_a_seed(disagreeing: list[RunColu
     assert a.latency == b.latency
     assert not np.array_equal(a.replicates["tpot_p50"], c.replicates["tpot_p50"])
     assert a.latency["tpot_p50"].value == c.latency["tpot_p50"].value
+
+
+def _conversations(path: Path, starts: int, turns: int = 4) -> Path:
+    """A 10-second step at 2 req/s target holding ``starts`` conversations of ``turns``."""
+    from specload.recorder import RunMeta, RunWriter
+    from specload.records import RequestRecord
+
+    w = RunWriter(path, RunMeta(run_id="r", label="chat"))
+    w.begin_step({"index": 0, "repeat": 0, "target_qps": 2.0, "start": 0.0, "warmup_end": 0.0})
+    w.end_step(0, 10.0)
+    w.add_records(
+        RequestRecord(
+            f"r-{c}-{t}",
+            "w",
+            0,
+            2.0,
+            False,
+            c * 0.5 + t,
+            c * 0.5 + t,
+            e2e_s=0.5,
+            ttft_s=0.1,
+            ok=True,
+            status=200,
+            conversation_id=f"c{c}",
+            turn=t,
+        )  # fmt: skip
+        for c in range(starts)
+        for t in range(1, turns + 1)
+    )
+    w.close("completed", 11.0)
+    return path
+
+
+def test_achieved_load_counts_conversation_starts_and_requests_per_s_every_turn(
+    tmp_path: Path,
+) -> None:
+    """A 4-turn scenario at its target reads its target (not ~4x): later turns carry the
+    step's target_qps but are not arrivals it scheduled (``records.counts_as_load``)."""
+    from specload.analysis.batch_schedule import load_points
+    from specload.analysis.compare import compare_runs
+
+    (s,) = condition_steps("chat", load_runs([_conversations(tmp_path / "ok", 20)]), b=50)
+    assert s.n == 80 and s.achieved_qps == pytest.approx(2.0)
+    assert s.requests_per_s == pytest.approx(8.0)
+    (point,), source = load_points([s], [])
+    assert source == "client" and point.running == pytest.approx(8.0 * 0.5)  # Little's law
+    short = compare_runs([_conversations(tmp_path / "short", 14)], bootstrap=50)
+    assert "chat at 2 req/s: achieved only 1.4 req/s" in short.warnings  # 5.6 requests/s
+    from specload.report.model import build_report
+    from specload.report.tables import step_table
+
+    (row,) = step_table(build_report(short), "chat").rows
+    assert row[1] == "1.4 (5.6 req/s)"  # the per-step table shows both where they differ

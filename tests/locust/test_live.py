@@ -40,12 +40,12 @@ def test_snapshot_percentiles_match_numpy_for_records_in_any_order() -> None:
 
 
 def test_a_step_settles_when_every_request_sent_has_its_record() -> None:
-    """The live comparison takes a step only when its figures are final: ended, the sent
-    count in, and a record for each measured request sent (or the request timeout passed)."""
+    """The live comparison takes a step only when its figures are final: ended, the counts
+    in, and a record for each measured arrival queued (or the request timeout passed)."""
     live = LiveStats()
     live.begin_step(0, 0, 2.0, start=100.0, warmup_end=101.0, end=105.0)
     live.begin_step(1, 0, 4.0, start=105.0, warmup_end=106.0, end=110.0)
-    live.set_sent_in_window("w1", {0: 3, 1: 2})
+    live.set_due("w1", {0: 3, 1: 2})
     for _ in range(2):
         live.add({"step": 0, "ok": True, "warmup": False, "ttft_s": 0.1, "tpot_s": 0.01})
     assert live.settled(now=104.0, grace_s=30) == set()  # still running
@@ -54,3 +54,20 @@ def test_a_step_settles_when_every_request_sent_has_its_record() -> None:
     assert live.settled(now=105.5, grace_s=30) == set()  # the last sent count may be late
     assert live.settled(now=107.0, grace_s=30) == {0}
     assert live.settled(now=141.0, grace_s=30) == {0, 1}  # step 1's records never came
+
+
+def test_a_step_under_queueing_or_with_later_turns_settles_on_one_basis() -> None:
+    """Settled counts records and arrivals on the same basis (step, measured, any turn): an
+    arrival of the window still queued after the end keeps its step open although every
+    request *sent* in the window is back, and later turns do not stand in for it."""
+    live = LiveStats()
+    live.begin_step(0, 0, 2.0, start=100.0, warmup_end=101.0, end=105.0)
+    live.set_sent_in_window("w1", {0: 2})  # 2 conversation starts sent inside the window
+    live.set_due("w1", {0: 5})  # 3 starts + 2 later turns queued for the step's window
+    for turn in (1, 1, 2):  # both sent starts and one later turn are back
+        live.add({"step": 0, "ok": True, "warmup": False, "turn": turn, "tpot_s": 0.01})
+    assert live.steps[0].measured >= live.steps[0].sent  # the old test: settled, too early
+    assert live.settled(now=107.0, grace_s=30) == set()
+    for turn in (1, 2):  # the queued start, sent after the end, and its step's last turn
+        live.add({"step": 0, "ok": True, "warmup": False, "turn": turn, "tpot_s": 0.05})
+    assert live.settled(now=107.0, grace_s=30) == {0}

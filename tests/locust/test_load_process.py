@@ -161,3 +161,35 @@ def test_a_send_that_raises_from_flush_keeps_the_batch_for_the_next_flush() -> N
     # waited for the following one
     assert sends == [[1, 99], [99]]
     assert outbox._buf == [{"id": 99}]
+
+
+def test_due_counts_every_measured_arrival_queued_for_its_step() -> None:
+    """``due`` (the settled basis) counts arrivals as they are queued, warm-up left out:
+    each will end as one measured record of its step, sent or still waiting."""
+    clock = VirtualClock(T0)
+    proc = _process(clock)
+    share = StepChange("run-1", 0, 0, 40.0, T0, T0 + 0.5, T0 + 2.0, T0, 0, 0, 1)
+    drawn, _alive = _paced(proc, clock, [(T0, share)], T0 + 2.0)
+    measured = [t for t in drawn if t >= T0 + 0.5]
+    assert 0 < len(measured) < len(drawn)
+    assert proc.outbox.due == {0: len(measured)}
+
+
+def test_only_what_the_step_scheduled_counts_as_its_load() -> None:
+    """A conversation's later turns are requests, not arrivals of the step: the window's
+    load count (achieved QPS, live) takes its first turns only (``counts_as_load``)."""
+    from specload.locust.load_process import Arrival
+    from specload.records import RequestRecord
+
+    proc = _process(VirtualClock(T0))
+    proc.scenario.conversation = None
+
+    def send(_req: object, **kw: object) -> RequestRecord:
+        return RequestRecord(sent_at=T0 + 1, **kw)
+
+    proc.client = SimpleNamespace(send=send)
+    plan = StepChange("run-1", 0, 0, 4.0, T0, T0, 4e9, T0, 0, 0, 1)  # its window still open
+    for turn in (1, 2, 3, 1):
+        proc.execute(Arrival(plan, T0 + 1, 0, turn, "c1"))
+    assert proc.outbox.sent == 4
+    assert proc.outbox.sent_in_window == {0: 2}

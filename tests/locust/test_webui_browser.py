@@ -101,6 +101,14 @@ def test_run_started_from_the_ui_shows_per_step_figures_from_the_records(
         "127.0.0.1",
         "--web-port",
         str(port),
+        # the form may name scenarios beside this one and run dirs under the runs root only
+        # (a scenario given at start-up is checked at once, with its target)
+        "--host",
+        sim.url,
+        "--scenario",
+        str(scenario),
+        "--runs-root",
+        str(run_dir.parent),
     ]
     with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen(
