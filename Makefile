@@ -21,7 +21,7 @@ demo: $(STAMP)
 
 # lint first: a change that breaks ruff, the formatting or mypy --strict fails in seconds
 test: lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
 
 # the quick loop while working (under 2 minutes): unit and in-process tests; the end-to-end
 # runs (Locust, sweeps, faults, real vLLM, the browser) are in `make test`
