@@ -138,11 +138,14 @@ def _split_finding(x: Crossover) -> str:
 
 def _findings(c: Comparison) -> list[str]:
     """What deserves a second look, most decision-relevant first: gates that passed on their
-    CI only, server starts that disagree on an effect or differ in level, steps left out,
-    then flags, contract issues and warnings."""
+    CI only, server starts that disagree on an effect or differ in level, an engine step with
+    two regimes in time, steps left out, then flags, contract issues and warnings."""
     out = [f.message() for f in c.gates.possible] if c.gates is not None else []
     out += [_split_finding(x) for x in c.crossovers if not x.replicates_agree]
     out += [d.message() for d in c.disagreements]
+    # an engine step that flips between two regimes in time decides its steps' ratios by when
+    # they were measured: said here, its detail in the Regimes section
+    out += [f"{line} (Regimes, below)" for line in c.regimes.summaries.values()]
     out += c.host_differences
     out += [
         f"{label}: {q:g} req/s left out of every conclusion ({why})"

@@ -90,3 +90,9 @@ def test_a_report_without_regimes_has_no_section_or_plot(
     assert "### Regimes" not in paths["md"].read_text()
     data = json.loads(paths["json"].read_text())
     assert data["regime_sentences"] == [] and all(v == {} for v in data["regimes"].values())
+
+
+def test_the_first_screen_findings_name_a_step_with_two_regimes(flipping: Comparison) -> None:
+    findings = build_report(flipping).findings
+    regime = [f for f in findings if f.startswith("spec's engine step had two regimes")]
+    assert len(regime) == 1 and regime[0].endswith("(Regimes, below)")
