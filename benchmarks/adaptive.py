@@ -94,6 +94,7 @@ from specload.analysis.compare import compare_runs
 from specload.analysis.crossover import find_crossover
 from specload.analysis.effect import classify
 from specload.analysis.stats import Estimate
+from specload.cli.demo import SPEC_CONFIGS
 from specload.condition import parse_condition
 from specload.records import RequestRecord
 from specload.refine import Bound, converged, current_bounds, run_refinement
@@ -106,12 +107,7 @@ from specload.sweep import SweepPlan
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"
 PROFILE = "h200-llama8b"
-SPEC = {
-    "method": "draft_model",
-    "model": "llama-3.2-1b",
-    "num_speculative_tokens": 4,
-    "synthetic_acceptance_rates": [0.8, 0.55, 0.3, 0.15],
-}
+SPEC = SPEC_CONFIGS[PROFILE]  # the profile's calibration config, defined once
 LABELS = ("baseline", "spec")
 INPUT_TOKENS, OUTPUT_TOKENS = 512, 256
 START_S = 60.0

@@ -56,6 +56,7 @@ from specload.analysis.ratios import step_ratios
 from specload.analysis.run_columns import load_runs
 from specload.analysis.stats import Estimate, few_units_widened
 from specload.analysis.steps import StepStats, condition_steps
+from specload.cli.demo import SPEC_CONFIGS
 from specload.condition import parse_condition
 from specload.protocol.interleave import Cell, plan_blocks
 from specload.records import RequestRecord
@@ -70,12 +71,7 @@ from specload.sim.virtual import VirtualRun, run_closed, run_poisson
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"
 PROFILE = "h200-llama8b"
-SPEC = {
-    "method": "draft_model",
-    "model": "llama-3.2-1b",
-    "num_speculative_tokens": 4,
-    "synthetic_acceptance_rates": [0.8, 0.55, 0.3, 0.15],
-}
+SPEC = SPEC_CONFIGS[PROFILE]  # the profile's calibration config, defined once
 CELLS = (Cell(0.0, 1), Cell(4.0), Cell(8.0), Cell(12.0), Cell(16.0))
 INPUT_TOKENS, OUTPUT_TOKENS = 512, 128
 WARMUP_S, STEP_S = 12.0, 60.0  # contiguous: 72 s per step and condition
