@@ -25,6 +25,12 @@ def test_stamp_is_arrival_time_not_read_time() -> None:
     client = StampedSocket(gsocket.create_connection(listener.getsockname()))
     conn, _ = listener.accept()
     try:
+        # The kernel turns receive stamping on lazily (a deferred static key) when a socket
+        # first asks for it: a packet that races that switch carries no stamp. One exchange
+        # and a pause first, so the measured packet is stamped (as every later one in a run).
+        conn.sendall(b"w")
+        assert client.recv(1) == b"w"
+        time.sleep(0.1)
         sent = time.time()
         conn.sendall(b"hello")
         time.sleep(0.3)  # the data waits in the kernel while we are "busy"
