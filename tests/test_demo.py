@@ -54,7 +54,7 @@ def test_demo_scenario_brackets_the_calibrated_crossover_and_fits_the_budget() -
 @pytest.mark.slow
 def test_short_demo_prints_verdict_and_finds_the_crossover_in_range(tmp_path: Path) -> None:
     raw = yaml.safe_load(DEMO_YAML.read_text())
-    raw.update(steps=[4, 20], warmup_s=0.5, step_duration_s=2)
+    raw.update(steps=[4, 24], warmup_s=0.5, step_duration_s=2)
     short = tmp_path / "demo-short.yaml"
     short.write_text(yaml.safe_dump(raw))
     out = tmp_path / "demo"
@@ -88,7 +88,7 @@ def test_short_demo_prints_verdict_and_finds_the_crossover_in_range(tmp_path: Pa
     assert f"Verdict: {headline}" in res.stdout
     assert headline.startswith(("spec ", "spec:")) and "p50 TPOT" in headline
     cross = report["crossover"]["spec"]["tpot_p50"]
-    assert cross["tested_range"] == [4, 20]
+    assert cross["tested_range"] == [4, 24]
     if cross["decided"]:
         assert cross["status"] == "crosses", cross
         stop = cross["stops_at"]
