@@ -62,6 +62,9 @@
 #   STEPS, STEP_S, WARMUP_S   override the scenario's steps (space-separated rates, or a YAML
 #                list body with commas: '{concurrency: 1}, 8') and step times (--dry-run
 #                defaults: the scenario's steps, 3 s and 1 s; interleaved 2 s)
+#   BLOCKS, BLOCK_WARMUP_S, ORDER_SEED   MODE=interleaved: override the scenario's blocks per
+#                cell, warm-up per block and the seed of the block order (a second session with
+#                its own ORDER_SEED checks that the answer does not depend on the order)
 #
 # Both conditions run vLLM's V1 model runner with async scheduling and prefix caching off
 # (vLLM 0.26 runs draft_model only on V1 and turns async scheduling off for it, so the two
@@ -157,11 +160,12 @@ if [ -n "${STEPS:-}" ]; then  # space-separated rates, or a list body with comma
 fi
 [ -n "${STEP_S:-}" ] && sed -i "s/^step_duration_s: .*/step_duration_s: $STEP_S/" "$OUT/scenario.yaml"
 [ -n "${WARMUP_S:-}" ] && sed -i "s/^warmup_s: .*/warmup_s: $WARMUP_S/" "$OUT/scenario.yaml"
-if [ "$MODE" = interleaved ] && [ -n "${BLOCKS:-}${BLOCK_WARMUP_S:-}" ]; then
+if [ "$MODE" = interleaved ] && [ -n "${BLOCKS:-}${BLOCK_WARMUP_S:-}${ORDER_SEED:-}" ]; then
   grep -q '^interleave: {blocks: [0-9]*, block_warmup_s: [0-9.]*}' "$OUT/scenario.yaml" || {
-    echo "gpu-kit: BLOCKS/BLOCK_WARMUP_S need a one-line 'interleave: {blocks: N, block_warmup_s: S}' in $SCENARIO" >&2; exit 2; }
+    echo "gpu-kit: BLOCKS/BLOCK_WARMUP_S/ORDER_SEED need a one-line 'interleave: {blocks: N, block_warmup_s: S}' in $SCENARIO" >&2; exit 2; }
   [ -n "${BLOCKS:-}" ] && sed -i "s/^\(interleave: {blocks: \)[0-9]*/\1$BLOCKS/" "$OUT/scenario.yaml"
   [ -n "${BLOCK_WARMUP_S:-}" ] && sed -i "s/^\(interleave: {.*block_warmup_s: \)[0-9.]*/\1$BLOCK_WARMUP_S/" "$OUT/scenario.yaml"
+  [ -n "${ORDER_SEED:-}" ] && sed -i "s/^\(interleave: {blocks: [0-9]*, block_warmup_s: [0-9.]*\)}/\1, seed: $ORDER_SEED}/" "$OUT/scenario.yaml"
 fi
 STEPS_LINE=$(sed -n 's/^steps: *\[\(.*\)\].*/\1/p' "$OUT/scenario.yaml")
 [ -n "$STEPS_LINE" ] || { echo "gpu-kit: $SCENARIO has no 'steps: [...]' line" >&2; exit 2; }
