@@ -124,3 +124,29 @@ def test_interleaved_dry_run_leaves_merged_blocks_the_plan_and_a_report(tmp_path
         names = set(tar.getnames())
     assert {"kit/sweep/report/report.json", "kit/sweep/spec/requests.jsonl"} <= names
     assert {"kit/servers/baseline.log", "kit/servers/spec.log"} <= names
+
+
+def _report(changes: dict[str, tuple[float, float, float, str]]) -> dict[str, object]:
+    """A report.json reduced to what sessions_table reads: closed-loop and QPS ratios."""
+    ratios = []
+    closed = []
+    for step, (v, lo, hi, effect) in changes.items():
+        cell = {"value": v, "lo": lo, "hi": hi, "effect": effect}
+        if step.startswith("c="):
+            closed.append({"concurrency": int(step[2:]), "ratios": {"spec": {"tpot_p50": cell}}})
+        else:
+            ratios.append({"target_qps": float(step), **cell})
+    return {"closed_loop": closed, "ratios": {"spec": {"tpot_p50": ratios}}}
+
+
+def test_sessions_agree_by_the_effect_at_each_step_not_by_a_status() -> None:
+    """Two sessions agree at a step only when both give it the same effect; 'inside' asks
+    each estimate to lie in the other's CI (benchmarks/gpu/sessions_table.py)."""
+    import sessions_table
+
+    one = _report({"c=1": (0.91, 0.7, 1.4, "no_change"), "4": (0.80, 0.75, 0.86, "helps")})
+    two = _report({"c=1": (0.94, 0.8, 1.5, "no_change"), "4": (0.97, 0.90, 1.10, "no_change")})
+    rows = [r for r in sessions_table.table(["s1", "s2"], [one, two], "tpot_p50") if "|" in r]
+    by_step = {r.split("|")[1].strip(): r for r in rows[2:]}
+    assert by_step["c=1"].rstrip(" |").endswith("yes | yes")
+    assert "**no** | no" in by_step["4 req/s"]  # helps vs no change; 0.80 outside 0.90-1.10

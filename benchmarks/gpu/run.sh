@@ -10,7 +10,7 @@
 # random order, so the GPU's drift (the draft step flips between ~13 and ~20 ms in windows of
 # seconds) hits both conditions alike instead of deciding a cell. Then both servers stop
 # (whole process groups), `specload compare` (OUT/sweep/report/), everything packed into
-# OUT.tar.gz. Scenario: scenarios/gpu-h200-interleaved.yaml (about 16 minutes of load).
+# OUT.tar.gz. Scenario: scenarios/gpu-h200-interleaved.yaml (about 18 minutes of blocks).
 #
 # MODE=starts (the earlier protocol): each condition on several fresh vLLM server starts,
 # interleaved (baseline, spec, baseline, spec, ...). Per server start: start vLLM with the

@@ -1,0 +1,182 @@
+"""Do two (or more) interleaved sessions give the same answer, step by step?
+
+Each session is the GPU kit's output (``run.sh`` MODE=interleaved): a folder or a
+``.tar.gz`` holding ``out/sweep/{baseline,spec}``. Every session is compared by specload
+itself (``specload compare``, today's code, so old and new sessions are judged alike), and
+the table puts the sessions' per-step changes side by side:
+
+- the change of each metric with its 95 % CI and the effect by the report's one rule
+  (``effect`` in report.json: helps / hurts / no significant change);
+- **agree**: every session has the same effect at that step (the rule issue "Intervals that
+  mean what they say" asks for: labels per step, not a status over all steps);
+- **inside**: every session's estimate lies inside every other session's CI;
+- the spec engine step's slow share per session (``regimes``), since the regime is what moves
+  a step's ratio between sessions.
+
+    python benchmarks/gpu/sessions_table.py \\
+        benchmarks/results/gpu-h200-interleaved/run-1.tar.gz \\
+        benchmarks/results/gpu-h200-interleaved/run-2.tar.gz \\
+        --out benchmarks/results/gpu-h200-interleaved/agreement.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+METRICS = ("tpot_p50", "tpot_p95", "ttft_p50", "e2e_p50")
+EFFECT_WORDS = {"helps": "helps", "hurts": "hurts", "no_change": "no sig."}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One session's change at one step: ratio, CI, effect by the report's rule."""
+
+    value: float
+    lo: float | None
+    hi: float | None
+    effect: str
+
+    def text(self) -> str:
+        pct = (self.value - 1) * 100
+        ci = (
+            ""
+            if self.lo is None or self.hi is None
+            else f" ({(self.lo - 1) * 100:+.1f}…{(self.hi - 1) * 100:+.1f})"
+        )
+        return f"{pct:+.1f} %{ci} {EFFECT_WORDS.get(self.effect, self.effect)}"
+
+    def inside(self, other: Cell) -> bool:
+        return other.lo is not None and other.hi is not None and other.lo <= self.value <= other.hi
+
+
+def sweep_dir(src: Path, scratch: Path) -> Path:
+    """The session's ``sweep`` folder: as it is, or unpacked from its archive."""
+    if src.is_dir():
+        for cand in (src / "out" / "sweep", src / "sweep", src):
+            if (cand / "baseline" / "run.json").exists():
+                return cand
+        raise SystemExit(f"sessions_table: {src}: no sweep/baseline/run.json inside")
+    dest = scratch / src.name.replace(".tar.gz", "")
+    with tarfile.open(src) as tar:
+        tar.extractall(dest, filter="data")
+    return sweep_dir(dest, scratch)
+
+
+def compare(sweep: Path, scratch: Path) -> dict[str, Any]:
+    """report.json of ``specload compare`` over the session's two run dirs."""
+    out = scratch / f"report-{sweep.parent.parent.name}"
+    runs = [str(sweep / "baseline"), str(sweep / "spec")]
+    cmd = [sys.executable, "-m", "specload", "compare", *runs, "--out", str(out), "--quiet"]
+    subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL)
+    path = out / "report.json"
+    if not path.exists():
+        raise SystemExit(f"sessions_table: specload compare wrote no report for {sweep}")
+    report: dict[str, Any] = json.loads(path.read_text())
+    return report
+
+
+def cells(report: dict[str, Any], metric: str) -> dict[str, Cell]:
+    """Step label -> the spec condition's change at it (closed-loop steps first)."""
+    out: dict[str, Cell] = {}
+    for block in report.get("closed_loop") or []:
+        r = block["ratios"]["spec"].get(metric)
+        if r:
+            out[f"c={block['concurrency']}"] = Cell(r["value"], r["lo"], r["hi"], r["effect"])
+    for r in report["ratios"]["spec"].get(metric, []):
+        out[f"{r['target_qps']:g} req/s"] = Cell(r["value"], r["lo"], r["hi"], r["effect"])
+    return out
+
+
+def slow_shares(report: dict[str, Any]) -> dict[str, float]:
+    """Step label -> share of the spec engine step's seconds in the slow regime."""
+    out: dict[str, float] = {}
+    for reg in (report.get("regimes") or {}).get("spec", {}).values():
+        label = (
+            f"c={reg['concurrency']}" if reg.get("concurrency") else f"{reg['target_qps']:g} req/s"
+        )
+        out[label] = reg.get("slow_share") or 0.0
+    return out
+
+
+def table(names: list[str], reports: list[dict[str, Any]], metric: str) -> list[str]:
+    """One markdown table: per step, each session's change, agree, inside."""
+    per = [cells(r, metric) for r in reports]
+    head = "| step | " + " | ".join(names) + " | agree | inside |"
+    lines = [f"#### {metric}", "", head, "|" + "---|" * (len(names) + 3)]
+    for step in per[0]:
+        row = [p.get(step) for p in per]
+        if any(c is None for c in row):
+            continue
+        got = [c for c in row if c is not None]
+        agree = len({c.effect for c in got}) == 1
+        inside = all(a.inside(b) for a in got for b in got if a is not b)
+        cols = " | ".join(c.text() for c in got)
+        lines.append(
+            f"| {step} | {cols} | {'yes' if agree else '**no**'} | {'yes' if inside else 'no'} |"
+        )
+    return [*lines, ""]
+
+
+def regime_table(names: list[str], reports: list[dict[str, Any]]) -> list[str]:
+    shares = [slow_shares(r) for r in reports]
+    lines = ["#### spec engine step: share of seconds in the slow regime", ""]
+    lines += ["| step | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 1)]
+    for step in shares[0]:
+        lines.append(
+            f"| {step} | " + " | ".join(f"{s.get(step, 0) * 100:.0f} %" for s in shares) + " |"
+        )
+    return [*lines, ""]
+
+
+def blocks_line(names: list[str], sweeps: list[Path]) -> str:
+    parts = []
+    for name, sweep in zip(names, sweeps, strict=True):
+        plan = json.loads((sweep / "spec" / "run.json").read_text())["interleave"]
+        done = sum(1 for _ in (sweep / "baseline" / "blocks.log").read_text().split("===== block"))
+        parts.append(
+            f"{name}: order seed {plan['seed']}, {plan['block_s']:g} s blocks after "
+            f"{plan['block_warmup_s']:g} s warm-up, {done - 1} + "
+            f"{(sweep / 'spec' / 'blocks.log').read_text().count('===== block')} blocks run"
+        )
+    return "; ".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sessions", nargs="+", type=Path, help="session folders or .tar.gz")
+    ap.add_argument("--out", type=Path, help="write the markdown here (default: stdout)")
+    a = ap.parse_args(argv)
+    names = [f"session {i + 1}" for i in range(len(a.sessions))]
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        sweeps = [sweep_dir(s, scratch / f"s{i}") for i, s in enumerate(a.sessions)]
+        reports = [compare(s, scratch) for s in sweeps]
+        lines = [
+            "### Interleaved sessions side by side (spec vs baseline, 95 % CI, effect by the rule)",
+            "",
+            f"_{blocks_line(names, sweeps)}._",
+            "",
+            f"_Rule: {reports[0]['rule']} **agree**: the same effect in every session. "
+            "**inside**: every session's estimate inside every other's CI._",
+            "",
+        ]
+        for metric in METRICS:
+            lines += table(names, reports, metric)
+        lines += regime_table(names, reports)
+    text = "\n".join(lines)
+    if a.out:
+        a.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
