@@ -10,8 +10,9 @@ the table puts the sessions' per-step changes side by side:
 - **agree**: every session has the same effect at that step (the rule issue "Intervals that
   mean what they say" asks for: labels per step, not a status over all steps);
 - **inside**: every session's estimate lies inside every other session's CI;
-- the spec engine step's slow share per session (``regimes``), since the regime is what moves
-  a step's ratio between sessions.
+- each condition's engine step per second (``regimes``: fast and slow level, slow share, GPU
+  busy and the change in each), since the regime is what moves a step's ratio between
+  sessions.
 
     python benchmarks/gpu/sessions_table.py \\
         benchmarks/results/gpu-h200-interleaved/run-1.tar.gz \\
@@ -95,15 +96,29 @@ def cells(report: dict[str, Any], metric: str) -> dict[str, Cell]:
     return out
 
 
-def slow_shares(report: dict[str, Any]) -> dict[str, float]:
-    """Step label -> share of the spec engine step's seconds in the slow regime."""
-    out: dict[str, float] = {}
-    for reg in (report.get("regimes") or {}).get("spec", {}).values():
-        label = (
-            f"c={reg['concurrency']}" if reg.get("concurrency") else f"{reg['target_qps']:g} req/s"
-        )
-        out[label] = reg.get("slow_share") or 0.0
-    return out
+def _step_label(reg: dict[str, Any]) -> str:
+    return f"c={reg['concurrency']}" if reg.get("concurrency") else f"{reg['target_qps']:g} req/s"
+
+
+def regimes(report: dict[str, Any], condition: str = "spec") -> dict[str, dict[str, Any]]:
+    """Step label -> the condition's regime reading at that step (report.json ``regimes``)."""
+    return {_step_label(r): r for r in (report.get("regimes") or {}).get(condition, {}).values()}
+
+
+def _regime_cell(reg: dict[str, Any] | None) -> str:
+    """'13.0 / 20.0 ms, 40 % slow, GPU 65 / 46 %, -21 / +16 %' (fast / slow), or one level."""
+    if reg is None:
+        return "—"
+    if not reg.get("bimodal"):
+        return f"{reg['fast_ms']:.1f} ms, one regime" if reg.get("fast_ms") else "—"
+    text = f"{reg['fast_ms']:.1f} / {reg['slow_ms']:.1f} ms, {reg['slow_share'] * 100:.0f} % slow"
+    tel = reg.get("telemetry") or {}
+    if tel.get("gpu_util_fast_pct") is not None and tel.get("gpu_util_slow_pct") is not None:
+        text += f", GPU {tel['gpu_util_fast_pct']:.0f} / {tel['gpu_util_slow_pct']:.0f} %"
+    eff = reg.get("effect") or {}
+    if eff.get("fast_change") is not None and eff.get("slow_change") is not None:
+        text += f", p50 TPOT {eff['fast_change'] * 100:+.0f} / {eff['slow_change'] * 100:+.0f} %"
+    return text
 
 
 def table(names: list[str], reports: list[dict[str, Any]], metric: str) -> list[str]:
@@ -126,13 +141,19 @@ def table(names: list[str], reports: list[dict[str, Any]], metric: str) -> list[
 
 
 def regime_table(names: list[str], reports: list[dict[str, Any]]) -> list[str]:
-    shares = [slow_shares(r) for r in reports]
-    lines = ["#### spec engine step: share of seconds in the slow regime", ""]
-    lines += ["| step | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 1)]
-    for step in shares[0]:
-        lines.append(
-            f"| {step} | " + " | ".join(f"{s.get(step, 0) * 100:.0f} %" for s in shares) + " |"
-        )
+    """Per step and condition: each session's regime reading (today's rule)."""
+    lines = [
+        "#### Engine step per second: fast / slow level, slow share, GPU busy fast / slow, "
+        "p50 TPOT vs baseline in fast / slow seconds",
+        "",
+        "| step | condition | " + " | ".join(names) + " |",
+        "|" + "---|" * (len(names) + 2),
+    ]
+    for cond in ("baseline", "spec"):
+        per = [regimes(r, cond) for r in reports]
+        for step in per[0]:
+            cells = " | ".join(_regime_cell(p.get(step)) for p in per)
+            lines.append(f"| {step} | {cond} | {cells} |")
     return [*lines, ""]
 
 

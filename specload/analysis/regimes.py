@@ -9,11 +9,12 @@ successful measured request is one engine step; gaps are binned by the second th
 in, and each second with at least ``MIN_GAPS`` gaps gets its median: the step's engine-step
 series (per condition and load step, all run dirs, repeats and blocks together).
 
-- **slow**: a second whose median is more than ``SLOW_FACTOR`` (1.35) x the 20th percentile
-  of the step's per-second medians; ``fast_ms`` / ``slow_ms`` are the medians of the fast and
-  slow seconds, ``slow_share`` the share of slow seconds.
+- **slow**: the per-second medians split in two where they separate best on a log scale
+  (``_cut``: Otsu's rule, whatever share of the seconds is slow); ``fast_ms`` / ``slow_ms``
+  are the medians of the two groups, ``slow_share`` the share of slow seconds.
 - **bimodal** (two regimes): at least ``MIN_SECONDS`` seconds, each regime holds at least
-  ``MIN_SHARE`` (10 %) of them and ``slow_ms / fast_ms >= MIN_SEPARATION`` (1.25).
+  ``MIN_SHARE`` (10 %) of them and ``slow_ms / fast_ms >= MIN_SEPARATION`` (1.25); a split
+  that is not leaves every second fast (``slow_share`` 0).
 - **drifting**: within one step execution (>= ``DRIFT_MIN_SECONDS`` seconds), the seconds
   of the fast regime (all seconds when not bimodal) trend: the rank correlation of their
   medians with time is at least ``DRIFT_RHO`` (0.5) in size and the last third's median
@@ -63,8 +64,6 @@ __all__ = [
     "step_label",
 ]
 
-SLOW_FACTOR = 1.35
-FAST_QUANTILE = 0.20
 MIN_SHARE = 0.10
 MIN_SEPARATION = 1.25
 MIN_SECONDS = 10
@@ -82,9 +81,9 @@ EVENT_EXCESS = 0.25
 
 #: The rule in words, as the report states it under the regime sentences.
 RULE = (
-    f"A second is slow when its median engine step (chunk gap) is more than {SLOW_FACTOR:g}x "
-    f"the step's 20th percentile of per-second medians; a step has two regimes when each "
-    f"holds at least {MIN_SHARE * 100:.0f} % of its seconds and slow/fast >= {MIN_SEPARATION:g}."
+    "A step's per-second median engine steps (chunk gaps) are split in two where they "
+    "separate best on a log scale; it has two regimes when each group holds at least "
+    f"{MIN_SHARE * 100:.0f} % of its seconds and slow/fast >= {MIN_SEPARATION:g}."
 )
 
 #: ("qps", 8.0) for an open-loop step, ("concurrency", 8.0) for a closed-loop one.
@@ -442,16 +441,39 @@ class _Split:
         return share_ok and self.slow_ms / self.fast_ms >= MIN_SEPARATION
 
 
+def _cut(log_ms: np.ndarray) -> float:
+    """Where the sorted per-second medians (log scale) split best into two groups: the cut
+    that maximises the between-group variance (Otsu's rule). Unlike a fixed quantile it finds
+    the fast level whatever share of seconds is slow (a 20th percentile falls into the slow
+    regime once more than ~80 % of a short step's seconds are slow)."""
+    x = np.sort(log_ms)
+    n = x.shape[0]
+    k = np.arange(1, n)  # the lower group holds x[:k]
+    csum = np.cumsum(x)[:-1]
+    m0 = csum / k
+    m1 = (x.sum() - csum) / (n - k)
+    between = k * (n - k) * (m1 - m0) ** 2
+    i = int(np.argmax(between))
+    return float((x[i] + x[i + 1]) / 2.0)
+
+
 def _split(ms: np.ndarray) -> _Split:
-    threshold = SLOW_FACTOR * float(np.quantile(ms, FAST_QUANTILE))
+    """The step's seconds split into a fast and a slow group (see ``_cut``); a split that
+    is not two regimes (``_Split.bimodal``) leaves every second fast."""
+    if ms.shape[0] < 2 or float(ms.min()) == float(ms.max()):
+        return _Split(float(ms.max()), np.zeros(ms.shape, bool), float(np.median(ms)), None, 0.0)
+    threshold = math.exp(_cut(np.log(ms)))
     slow = ms > threshold
-    return _Split(
+    split = _Split(
         threshold_ms=threshold,
         slow=slow,
-        fast_ms=float(np.median(ms[~slow])) if (~slow).any() else None,
-        slow_ms=float(np.median(ms[slow])) if slow.any() else None,
+        fast_ms=float(np.median(ms[~slow])),
+        slow_ms=float(np.median(ms[slow])),
         slow_share=float(slow.mean()),
     )
+    if split.bimodal:
+        return split
+    return _Split(threshold, np.zeros(ms.shape, bool), float(np.median(ms)), None, 0.0)
 
 
 def _rank_corr(x: np.ndarray, y: np.ndarray) -> float:

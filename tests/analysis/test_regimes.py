@@ -239,3 +239,20 @@ def test_pick_caps_requests_per_second_and_step() -> None:
     picked, capped = pick(cols)
     assert picked.tolist() == list(range(MAX_PER_SECOND)) + list(range(30, 50))
     assert capped == frozenset({0.0})
+
+
+def test_a_mostly_slow_step_is_still_two_regimes_at_its_true_share(tmp_path: Path) -> None:
+    """80 % of seconds slow: a fixed low quantile of the per-second medians would fall into
+    the slow regime and call every second fast; the split must find the fast level anyway."""
+    from analysis.synth_rundir import T0
+
+    def mostly_slow(t: float) -> float:
+        return 13.0 if (t - T0) % 10.0 < 2.0 else 20.0
+
+    run = write_regime_run(
+        tmp_path / "spec", Cond("spec"), mostly_slow, tokens_per_chunk=3, qps=(4.0,), seconds=60
+    )
+    (r,) = _regimes(run, baseline="spec").by_condition["spec"].values()
+    assert r.bimodal
+    assert r.fast_ms == pytest.approx(13.0, rel=0.05) and r.slow_ms == pytest.approx(20.0, rel=0.05)
+    assert r.slow_share == pytest.approx(0.8, abs=0.08)
