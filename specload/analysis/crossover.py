@@ -39,7 +39,7 @@ import numpy as np
 
 from specload.analysis.effect import HELPS, INCOMPLETE, NA, effect_text
 from specload.analysis.stats import Estimate
-from specload.analysis.wording import load_ci_text, load_with_ci
+from specload.analysis.wording import load_ci_text, load_with_ci, too_few_starts_text
 
 __all__ = [
     "ALWAYS",
@@ -160,6 +160,9 @@ class Crossover:
     excluded: list[float] = field(default_factory=list)
     #: each replicate (server start) analysed alone; empty with one replicate
     starts: list[StartEffects] = field(default_factory=list)
+    #: server starts pooled too few for an interval over them (``steps.starts_too_few``; 0:
+    #: there is one): no step is significant, no boundary decided; the per-start figures stand
+    too_few_starts: int = 0
     note: str = ""
 
     @property
@@ -205,7 +208,7 @@ class Crossover:
     @property
     def decided(self) -> bool:
         """A boundary (or always/never) whose steps every replicate agrees on: safe to act on."""
-        return self.replicates_agree and self.status != MIXED
+        return self.replicates_agree and self.status != MIXED and not self.too_few_starts
 
     # Back-compatible views of the stop boundary (``qps`` / ``ci`` were the crossover).
     @property
@@ -256,6 +259,9 @@ class Crossover:
             "split_qps": self.split_qps,
             "replicates_agree": self.replicates_agree,
             "decided": self.decided,
+            "too_few_starts": (
+                too_few_starts_text(self.too_few_starts) if self.too_few_starts else None
+            ),
             "note": self.note,
         }
 

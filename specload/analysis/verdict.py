@@ -19,13 +19,14 @@ from specload.analysis.crossover import (
     NEVER,
     STARTS,
     Crossover,
+    StartEffects,
     fmt_qps,
 )
 from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, NA
 from specload.analysis.ratios import RatioRow
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
-from specload.analysis.wording import pct
+from specload.analysis.wording import pct, too_few_starts_text
 
 __all__ = [
     "BLOCKS_CAVEAT",
@@ -37,13 +38,17 @@ __all__ = [
     "where_effect",
 ]
 
-#: Said wherever a CI covers one server start only.
-SINGLE_START_CAVEAT = "within one server start; run --replicates 2+ for a decision"
+#: Said wherever a CI covers one server start only: it says nothing about a new start
+#: (``benchmarks/results/coverage.md``: 0-70 % of a new start's values).
+SINGLE_START_CAVEAT = (
+    "within one server start, about that start only; run --replicates 3+ for a decision "
+    "about a new start"
+)
 #: Said where the CIs are over interleaved blocks of one server start (``sweep --interleave``):
 #: time drift within the start is in them, the variance between starts is not.
 BLOCKS_CAVEAT = (
-    "over {blocks} interleaved blocks per step of one server start; --replicates 2+ adds the "
-    "variance between starts"
+    "over {blocks} interleaved blocks per step of one server start, about that start only; "
+    "--replicates 3+ gives an interval over starts"
 )
 
 
@@ -177,6 +182,24 @@ def _disagreement(x: Crossover) -> str:
     )
 
 
+def _too_few(x: Crossover) -> str:
+    """Too few server starts for an interval over them: no decision, each start's own
+    effects instead (within-start CIs, by the one rule), the figures that stand."""
+
+    def one(s: StartEffects) -> str:
+        by: dict[str, list[float]] = {}
+        for q, e in s.effects.items():
+            if e in (HELPS, HURTS):
+                by.setdefault(e, []).append(q)
+        said = "; ".join(f"{e} at {_loads(qs)}" for e, qs in by.items())
+        return f"{s.run} {said or 'no significant change at any step'}"
+
+    head = f"{x.condition}: {too_few_starts_text(x.too_few_starts)}, no decision"
+    if not x.starts:
+        return head
+    return f"{head}; each start alone (about that start only): " + ", ".join(map(one, x.starts))
+
+
 def status_words_plain(status: str) -> str:
     """A status without figures: "stops helping", "starts helping"."""
     return {
@@ -255,8 +278,12 @@ def sentence(
     """
     if x is None:
         return _nothing_to_compare(cond, rows.get(metric, []), metric, excluded)
-    head = _disagreement(x) if not x.replicates_agree else _headline(x, rows.get(x.metric, []))
-    parts = [head, *_family_clauses(x.metric, rows, x.status)]
+    if x.too_few_starts:
+        parts = [_too_few(x)]
+    elif not x.replicates_agree:
+        parts = [_disagreement(x), *_family_clauses(x.metric, rows, x.status)]
+    else:
+        parts = [_headline(x, rows.get(x.metric, [])), *_family_clauses(x.metric, rows, x.status)]
     err = _error_clause(cond, base)
     if err:
         parts.append(err)

@@ -17,7 +17,7 @@ from specload.analysis.ratios import RatioRow
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
 from specload.analysis.verdict import metric_label
-from specload.analysis.wording import signed_change, step_label
+from specload.analysis.wording import signed_change, step_label, too_few_starts_text
 from specload.report.model import Report
 
 __all__ = [
@@ -74,6 +74,13 @@ def fmt_change(e: Estimate) -> str:
 def ci_scope(report: Report, label: str) -> str:
     """What a condition's CIs cover: one server start, or the variance between starts."""
     c = report.comparison
+    few = c.too_few_starts(label)
+    if few:
+        return (
+            f"No CIs: {too_few_starts_text(few)}; no step is called significant from the pooled "
+            "figures. Each start alone (its own CI, about that start only): the verdict and "
+            "the server starts column."
+        )
     caveat = c.ci_caveat(label)
     if caveat:
         return f"95 % CIs {caveat}."
@@ -386,7 +393,9 @@ def crossover_table(report: Report) -> Table:
     rows = []
     for x in report.comparison.crossovers:
         status = x.status.replace("_", " ")
-        if not x.replicates_agree:
+        if x.too_few_starts:
+            status = too_few_starts_text(x.too_few_starts)
+        elif not x.replicates_agree:
             status += " (starts disagree: undecided)"
         rows.append(
             [
