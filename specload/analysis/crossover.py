@@ -39,7 +39,12 @@ import numpy as np
 
 from specload.analysis.effect import HELPS, INCOMPLETE, NA, effect_text
 from specload.analysis.stats import Estimate
-from specload.analysis.wording import load_ci_text, load_with_ci, too_few_starts_text
+from specload.analysis.wording import (
+    load_ci_text,
+    load_with_ci,
+    step_label,
+    too_few_starts_text,
+)
 
 __all__ = [
     "ALWAYS",
@@ -163,6 +168,8 @@ class Crossover:
     #: server starts pooled too few for an interval over them (``steps.starts_too_few``; 0:
     #: there is one): no step is significant, no boundary decided; the per-start figures stand
     too_few_starts: int = 0
+    #: the condition's achieved load per target QPS, to name a step as "16 (17.1)"
+    achieved: dict[float, float | None] = field(default_factory=dict)
     note: str = ""
 
     @property
@@ -192,6 +199,14 @@ class Crossover:
         """True when every step has the same effect (the one rule) in every server start."""
         return not self.split_qps
 
+    def step_text(self, qps: float) -> str:
+        """A step named with its achieved load beside the nominal one (``step_label``)."""
+        return step_label(qps, self.achieved.get(qps))
+
+    def steps_text(self, qps: list[float]) -> str:
+        """Steps named with their achieved loads: "4, 16 (17.1) req/s"."""
+        return ", ".join(self.step_text(q) for q in qps) + " req/s"
+
     def split_text(self) -> str:
         """Where and how the starts disagree: "at 1 req/s (helps in r2; no significant
         change in r1) and 24 req/s (helps in r1; hurts in r2)"."""
@@ -202,7 +217,7 @@ class Crossover:
                 if q in s.effects:
                     runs.setdefault(effect_text(s.effects[q]), []).append(s.run)
             how = "; ".join(f"{e} in {', '.join(rs)}" for e, rs in runs.items())
-            parts.append(f"{q:g} req/s ({how})")
+            parts.append(f"{self.step_text(q)} req/s ({how})")
         return "at " + (" and ".join(parts) if len(parts) < 3 else ", ".join(parts))
 
     @property

@@ -31,6 +31,9 @@ class RatioRow:
     ratio: Estimate
     #: ``helps`` / ``hurts`` / ``no_change`` / ``n/a`` / ``incomplete`` (``analysis.effect``)
     effect: str
+    #: the condition's achieved load at this step, named beside the nominal one
+    #: (``wording.step_label``: "16 (17.1)")
+    achieved_qps: float | None = None
 
 
 @dataclass(slots=True)
@@ -74,7 +77,9 @@ def step_ratios(
                 s.latency[metric], s.replicates[metric], b.latency[metric], b.replicates[metric]
             )
             effect = INCOMPLETE if s.target_qps in incomplete else classify(est, min_gain)
-            rows[metric].append(RatioRow(s.condition, metric, s.target_qps, est, effect))
+            rows[metric].append(
+                RatioRow(s.condition, metric, s.target_qps, est, effect, s.achieved_qps)
+            )
             cols.append(r)
         reps[metric] = np.stack(cols, axis=1) if cols else np.empty((0, 0))
     return rows, reps

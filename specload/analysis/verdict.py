@@ -26,7 +26,7 @@ from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, NA
 from specload.analysis.ratios import RatioRow
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
-from specload.analysis.wording import pct, too_few_starts_text
+from specload.analysis.wording import pct, step_label, too_few_starts_text
 
 __all__ = [
     "BLOCKS_CAVEAT",
@@ -74,8 +74,13 @@ def where_effect(rows: list[RatioRow], effect: str) -> str | None:
         return "at every tested load"
     first = hits.index(True)
     if all(hits[first:]):
-        return f"from {used[first].target_qps:g} req/s"
-    return "at " + _loads([r.target_qps for r, h in zip(used, hits, strict=False) if h])
+        return f"from {_rows_text(used[first : first + 1])}"
+    return "at " + _rows_text([r for r, h in zip(used, hits, strict=False) if h])
+
+
+def _rows_text(rows: list[RatioRow]) -> str:
+    """The rows' steps, each with its achieved load beside the nominal one ("16 (17.1)")."""
+    return ", ".join(step_label(r.target_qps, r.achieved_qps) for r in rows) + " req/s"
 
 
 def _gain_text(g: Estimate) -> str:
@@ -168,7 +173,7 @@ def _headline(x: Crossover, rows: list[RatioRow]) -> str:
             f"lower, at {x.peak_qps:g} req/s"
         )
     return (
-        f"{c} helps {label} at {_loads(x.helping)} but not in between: no single boundary "
+        f"{c} helps {label} at {x.steps_text(x.helping)} but not in between: no single boundary "
         "(lengthen the steps or add replicates)"
     )
 
@@ -191,7 +196,7 @@ def _too_few(x: Crossover) -> str:
         for q, e in s.effects.items():
             if e in (HELPS, HURTS):
                 by.setdefault(e, []).append(q)
-        said = "; ".join(f"{e} at {_loads(qs)}" for e, qs in by.items())
+        said = "; ".join(f"{e} at {x.steps_text(qs)}" for e, qs in by.items())
         return f"{s.run} {said or 'no significant change at any step'}"
 
     head = f"{x.condition}: {too_few_starts_text(x.too_few_starts)}, no decision"

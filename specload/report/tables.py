@@ -243,7 +243,7 @@ def _starts_cell(x: Crossover) -> str:
         return "1 (single)"
     if x.replicates_agree:
         return f"{n}: all agree"
-    return f"{n}: disagree at {', '.join(f'{q:g}' for q in x.split_qps)}"
+    return f"{n}: disagree at {', '.join(x.step_text(q) for q in x.split_qps)}"
 
 
 def capacity_table(report: Report) -> Table | None:
@@ -405,7 +405,7 @@ def crossover_table(report: Report) -> Table:
                 _boundary_cell(x.start, x),
                 _boundary_cell(x.stop, x),
                 f"{x.tested_range[0]:g}–{x.tested_range[1]:g}",
-                ", ".join(f"{q:g}" for q in x.helping) or DASH,
+                ", ".join(x.step_text(q) for q in x.helping) or DASH,
                 ", ".join(f"{q:g}" for q in x.excluded) or DASH,
                 _starts_cell(x),
                 f"{x.agreement:.0%}",
