@@ -90,6 +90,8 @@ def test_every_report_says_it_in_the_one_wording(two: Comparison) -> None:
         assert TOO_FEW in text
     assert "95 % CIs include the variance between server starts" not in render_markdown(report)
     json.dumps(data)  # report.json stays serialisable
+    [undecided] = [a for a in report.advice if a.kind == "undecided" and a.condition == "spec"]
+    assert f"spec: no decision yet: {TOO_FEW}" in undecided.text
 
 
 def test_three_starts_that_differ_get_an_interval_over_starts(tmp_path: Path) -> None:
