@@ -85,7 +85,7 @@ def ci_scope(report: Report, label: str) -> str:
     if caveat:
         return f"95 % CIs {caveat}."
     return (
-        f"95 % CIs include the variance between server starts ({c.starts_per_step(label)} "
+        f"95 % CIs are t intervals over server starts ({c.starts_per_step(label)} "
         f"of {label}, {c.starts_per_step(c.baseline)} of {c.baseline}, at every step)."
     )
 

@@ -52,9 +52,13 @@ def test_two_starts_give_no_interval_three_a_t_widened_one() -> None:
     none, nan = over_starts(est, reps, 2)
     assert none == Estimate(1.0) and np.isnan(nan).all()
     three, wide = over_starts(est, reps, 3)
-    assert (three, wide.tolist()) == (lambda e, r: (e, r.tolist()))(*few_units_widened(est, reps, 3))
+    assert (three, wide.tolist()) == (lambda e, r: (e, r.tolist()))(
+        *few_units_widened(est, reps, 3)
+    )
     assert three.lo is not None and three.hi is not None
-    assert three.hi - three.lo > 2 * (float(np.percentile(reps, 97.5)) - float(np.percentile(reps, 2.5)))
+    assert three.hi - three.lo > 2 * (
+        float(np.percentile(reps, 97.5)) - float(np.percentile(reps, 2.5))
+    )
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +92,7 @@ def test_every_report_says_it_in_the_one_wording(two: Comparison) -> None:
     render_terminal(report, file=term, width=200)
     for text in (render_markdown(report), render_html(report), term.getvalue()):
         assert TOO_FEW in text
-    assert "95 % CIs include the variance between server starts" not in render_markdown(report)
+    assert "95 % CIs are t intervals over server starts" not in render_markdown(report)
     json.dumps(data)  # report.json stays serialisable
     [undecided] = [a for a in report.advice if a.kind == "undecided" and a.condition == "spec"]
     assert f"spec: no decision yet: {TOO_FEW}" in undecided.text
@@ -100,6 +104,8 @@ def test_three_starts_that_differ_get_an_interval_over_starts(tmp_path: Path) ->
     starts reaches beyond no change."""
     c = compare_runs(_starts(tmp_path, [0.7, 0.8, 0.9]), bootstrap=400)
     assert c.ci_scope("spec") == "between_starts" and c.too_few_starts("spec") == 0
+    note = "95 % CIs are t intervals over server starts (3 of spec, 3 of baseline, at every step)"
+    assert note in render_markdown(build_report(c))
     for r in c.ratios["spec"]["tpot_p50"]:
         assert r.ratio.lo is not None and r.ratio.hi is not None
         assert r.ratio.lo < 0.7 and r.ratio.hi > 1.0, r.ratio
