@@ -38,7 +38,7 @@ def test_short_coverage_run_compares_designs_against_a_truth(monkeypatch, tmp_pa
     monkeypatch.setattr(cov, "TRUTH_STARTS", 2)
     monkeypatch.setattr(cov, "TRUTH_S", 60.0)
     monkeypatch.setattr(cov, "BOOTSTRAP", 200)
-    result = cov.run(seeds=1, workers=1, worlds=["regime"])
+    result = cov.run(seeds=1, workers=1, worlds=["regime"], kinds=cov.KINDS)
     world = result["worlds"]["regime"]
     assert len(world["truth"]["ratios"]) == 2
     assert all(0.5 < r < 2.0 for r in world["truth"]["ratios"])
@@ -49,5 +49,21 @@ def test_short_coverage_run_compares_designs_against_a_truth(monkeypatch, tmp_pa
         interleaved = designs["interleaved-1"]["cells"][i]
         assert contiguous["coverage"] in (0.0, 1.0) and interleaved["coverage"] in (0.0, 1.0)
         assert interleaved["median_width"] > contiguous["median_width"]
+    # what a checker reads: one start prints a CI about that start, not about a new one
+    for name in designs:
+        assert designs[name]["ci_printed"] and designs[name]["ci_claim"] == "same_start"
+        assert designs[name]["min_coverage"] in (0.0, 1.0)
     text = cov.markdown(result)
-    assert "| interleaved-1 |" in text and "Truth:" in text
+    assert "| interleaved-1 |" in text and "Truth (2 starts x 60 s)" in text
+
+
+def test_two_starts_pooled_print_no_ci_and_claim_nothing() -> None:
+    """The checker's form: a design whose CIs are all absent (two starts pooled,
+    ``stats.over_starts``) reads ``ci_printed`` false, no claim, no coverage."""
+    cov = _load()
+    cells = [{"median_width": None, "coverage": 0.0}] * 2
+    assert cov._claim("contiguous-2", cells) == {
+        "starts": 2, "ci_printed": False, "ci_claim": None, "min_coverage": None}  # fmt: skip
+    cells = [{"median_width": 0.3, "coverage": 0.95}, {"median_width": 0.2, "coverage": 0.9}]
+    assert cov._claim("interleaved-3", cells)["ci_claim"] == "new_start"
+    assert cov._claim("interleaved-3", cells)["min_coverage"] == 0.9
