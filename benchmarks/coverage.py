@@ -402,6 +402,8 @@ def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
             seeds = w.get("seeds", r["seeds"])
             designs = {d: {"seeds": seeds} | v for d, v in w["designs"].items()}
             have = out["worlds"].setdefault(name, {"truth": w["truth"], "designs": {}})
+            if w.get("note"):
+                have["note"] = w["note"]
             assert have["truth"] == w["truth"], f"{name}: runs with different truths"
             have["designs"] |= designs
     return out
@@ -429,6 +431,8 @@ def markdown(result: dict[str, Any]) -> str:
                   + f"Truth ({w['truth'].get('starts', 8)} "
                   f"starts x {w['truth'].get('s', 150.0):g} s): {truth_txt}; stop "
                   f"{w['truth']['stop']}", ""]  # fmt: skip
+        if w.get("note"):
+            lines += [w["note"], ""]
         head = "| design | " + " | ".join(result["cells"]) + " | crossover |"
         lines += [head, "|" + "---|" * (len(result["cells"]) + 2)]
         for name, d in w["designs"].items():
