@@ -372,13 +372,15 @@ def _claim(name: str, cells: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run(seeds: int, workers: int, worlds: Sequence[str], kinds: tuple[str, ...]) -> dict[str, Any]:
+def run(
+    seeds: int, workers: int, worlds: Sequence[str], kinds: tuple[str, ...], first_seed: int = 1
+) -> dict[str, Any]:
     result: dict[str, Any] = {"seeds": seeds, "cells": [c.label for c in CELLS], "worlds": {}}
     for name in worlds:
         t = time.time()
         true = truth(WORLDS[name][0], workers)
         print(f"{name}: truth {true} ({time.time() - t:.0f} s)", flush=True)
-        jobs = [(s, name, true, kinds) for s in range(1, seeds + 1)]
+        jobs = [(s, name, true, kinds) for s in range(first_seed, first_seed + seeds)]
         with ProcessPoolExecutor(workers) as pool:
             per_seed = list(pool.map(one_seed, jobs))
         result["worlds"][name] = {
@@ -392,20 +394,33 @@ def run(seeds: int, workers: int, worlds: Sequence[str], kinds: tuple[str, ...])
 
 
 def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """One result from several runs (worlds or kinds of design run apart, each with its own
-    seed count, on a machine whose time is short). A world's truth is deterministic, so runs
-    of one world share it; each design keeps the seed count it was measured with."""
+    """One result from several runs (worlds, kinds of design or seed ranges run apart on a
+    machine whose time is short). A world's truth is deterministic, so runs of one world
+    share it; where they carry per-seed answers these are pooled and summarised again, else
+    each design keeps the seed count it was measured with."""
     out: dict[str, Any] = {"seeds": max(r["seeds"] for r in results), "cells": results[0]["cells"],
                            "worlds": {}}  # fmt: skip
     for r in results:
         for name, w in r["worlds"].items():
             seeds = w.get("seeds", r["seeds"])
-            designs = {d: {"seeds": seeds} | v for d, v in w["designs"].items()}
-            have = out["worlds"].setdefault(name, {"truth": w["truth"], "designs": {}})
+            have = out["worlds"].setdefault(
+                name, {"truth": w["truth"], "designs": {}, "per_seed": []}
+            )
+            assert have["truth"] == w["truth"], f"{name}: runs with different truths"
             if w.get("note"):
                 have["note"] = w["note"]
-            assert have["truth"] == w["truth"], f"{name}: runs with different truths"
-            have["designs"] |= designs
+            if w.get("per_seed"):
+                have["per_seed"] += w["per_seed"]
+            else:
+                have["designs"] |= {d: {"seeds": seeds} | v for d, v in w["designs"].items()}
+    for w in out["worlds"].values():
+        if w["per_seed"]:
+            n = len(w["per_seed"])
+            w["designs"] |= {
+                d: {"seeds": n} | v for d, v in summarise(w["per_seed"], w["truth"]).items()
+            }
+        else:
+            del w["per_seed"]
     return out
 
 
@@ -460,6 +475,8 @@ def markdown(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--first-seed", type=int, default=1,
+                   help="seeds FIRST.. (a later run adds seeds: --merge joins them)")  # fmt: skip
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     p.add_argument("--world", action="append", choices=sorted(WORLDS), default=[])
     p.add_argument("--out", type=Path, default=OUT)
@@ -472,7 +489,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.merge:
         result = merge([json.loads(f.read_text()) for f in a.merge])
     else:
-        result = run(a.seeds, a.workers, a.world or sorted(WORLDS), tuple(a.kind or KINDS))
+        worlds, kinds = a.world or sorted(WORLDS), tuple(a.kind or KINDS)
+        result = run(a.seeds, a.workers, worlds, kinds, a.first_seed)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / f"{a.stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     (a.out / f"{a.stem}.md").write_text(markdown(result))

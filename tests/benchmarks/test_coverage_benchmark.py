@@ -67,3 +67,25 @@ def test_two_starts_pooled_print_no_ci_and_claim_nothing() -> None:
     cells = [{"median_width": 0.3, "coverage": 0.95}, {"median_width": 0.2, "coverage": 0.9}]
     assert cov._claim("interleaved-3", cells)["ci_claim"] == "new_start"
     assert cov._claim("interleaved-3", cells)["min_coverage"] == 0.9
+
+
+def test_runs_of_one_world_merge_their_seeds() -> None:
+    """Seeds run apart (``--first-seed``) pool into one summary: coverage over all of them."""
+    cov = _load()
+
+    def one_seed(covered: bool) -> dict[str, Any]:
+        cell = {"covered": covered, "width": 0.2, "effect": "helps", "true_effect": "helps",
+                "ratio": 0.8}  # fmt: skip
+        return {"contiguous-3": {"cells": [cell] * len(cov.CELLS), "stop": None}}
+
+    truth = {"ratios": [0.8] * len(cov.CELLS), "stop": None}
+    runs = [
+        {"seeds": 1, "cells": ["c"], "worlds": {"starts": {"truth": truth, "designs": {},
+                                                          "per_seed": [one_seed(ok)]}}}
+        for ok in (True, False)
+    ]  # fmt: skip
+    merged = cov.merge(runs)["worlds"]["starts"]
+    design = merged["designs"]["contiguous-3"]
+    assert design["seeds"] == 2 and len(merged["per_seed"]) == 2
+    assert [c["coverage"] for c in design["cells"]] == [0.5] * len(cov.CELLS)
+    assert design["min_coverage"] == 0.5 and design["ci_claim"] == "new_start"
