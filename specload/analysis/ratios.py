@@ -16,7 +16,7 @@ import numpy as np
 from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, classify
 from specload.analysis.stats import Estimate, ratio_estimate
 from specload.analysis.steps import LATENCY_FIELDS, StepStats, metric_names
-from specload.analysis.wording import change_words
+from specload.analysis.wording import change_words, step_label
 
 __all__ = ["Flag", "RatioRow", "p95_flags", "step_ratios"]
 
@@ -45,11 +45,13 @@ class Flag:
     target_qps: float
     p50: Estimate
     p95: Estimate
+    #: the condition's achieved load at the step ("16 (17.1)")
+    achieved_qps: float | None = None
 
     def message(self) -> str:
         name = self.family.upper() if self.family != "queue_delay" else "queue delay"
         return (
-            f"{self.condition} at {self.target_qps:g} req/s: p50 {name} "
+            f"{self.condition} at {step_label(self.target_qps, self.achieved_qps)} req/s: p50 {name} "
             f"{change_words(self.p50)} but p95 {name} {change_words(self.p95)} "
             "(some requests wait on the drafting path)"
         )
@@ -93,5 +95,7 @@ def p95_flags(rows: dict[str, list[RatioRow]]) -> list[Flag]:
             continue
         for r50, r95 in zip(rows.get(f"{fam}_p50", []), rows.get(f"{fam}_p95", []), strict=False):
             if r50.effect == HELPS and r95.effect == HURTS:
-                flags.append(Flag(r50.condition, fam, r50.target_qps, r50.ratio, r95.ratio))
+                flags.append(
+                    Flag(r50.condition, fam, r50.target_qps, r50.ratio, r95.ratio, r50.achieved_qps)
+                )
     return flags

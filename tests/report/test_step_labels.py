@@ -58,3 +58,14 @@ def test_the_status_table_and_the_verdict_name_steps_with_their_achieved_load(
     rows = [RatioRow("s", "tpot_p50", q, Estimate(0.8, 0.7, 0.9), e, q * 1.06)
             for q, e in ((2, NO_CHANGE), (16, HELPS), (32, NO_CHANGE))]  # fmt: skip
     assert where_effect(rows, HELPS) == "at 16 (17.0) req/s"
+
+
+def test_gate_and_p95_lines_name_the_step_with_its_achieved_load() -> None:
+    from specload.analysis.gates import GateFailure
+    from specload.analysis.ratios import Flag
+    from specload.analysis.stats import Estimate
+
+    gate = GateFailure("spec", "tpot_p95", 16.0, 12.0, 10.0, (8.0, 15.0), achieved_qps=17.05)
+    assert "+12.0 % (CI +8.0…+15.0 %) at 16 (17.1) req/s exceeds" in gate.message()
+    flag = Flag("spec", "tpot", 20.0, Estimate(0.8, 0.7, 0.9), Estimate(1.3, 1.1, 1.5), 18.6)
+    assert flag.message().startswith("spec at 20 (18.6) req/s: p50 TPOT")
