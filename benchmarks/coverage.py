@@ -34,7 +34,6 @@ Usage: python benchmarks/coverage.py [--seeds N] [--workers N] [--quick]
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
@@ -54,8 +53,8 @@ from specload.analysis.crossover import find_crossover
 from specload.analysis.effect import HELPS, HURTS, NO_CHANGE, classify
 from specload.analysis.ratios import step_ratios
 from specload.analysis.run_columns import load_runs
-from specload.analysis.stats import Estimate, few_units_widened
-from specload.analysis.steps import StepStats, condition_steps
+from specload.analysis.stats import MIN_STARTS_FOR_CI, Estimate
+from specload.analysis.steps import condition_steps
 from specload.cli.demo import SPEC_CONFIGS
 from specload.condition import parse_condition
 from specload.protocol.interleave import Cell, plan_blocks
@@ -76,9 +75,10 @@ CELLS = (Cell(0.0, 1), Cell(4.0), Cell(8.0), Cell(12.0), Cell(16.0))
 INPUT_TOKENS, OUTPUT_TOKENS = 512, 128
 WARMUP_S, STEP_S = 12.0, 60.0  # contiguous: 72 s per step and condition
 BLOCKS, BLOCK_WARMUP_S, BLOCK_GAP_S = 6, 2.0, 3.0  # interleaved: 6 x (2 + 10) = 72 s
+KINDS = ("contiguous", "interleaved")
 CONTIGUOUS_STARTS = (1, 2, 3, 5)
 INTERLEAVED_SESSIONS = (1, 2, 3)
-TRUTH_STARTS, TRUTH_S = 8, 150.0
+TRUTH_STARTS, TRUTH_S = 40, 150.0
 METRIC, MIN_GAIN = "tpot_p50", 0.05
 BOOTSTRAP = 1000
 T0 = 1_790_000_000.0
@@ -223,22 +223,34 @@ def interleaved_session(world: World, session: int, out: Path) -> dict[str, Path
     }
 
 
-def truth(world: World) -> dict[str, Any]:
-    """Pooled p50 TPOT per cell over many long windows on many starts, and the crossover."""
-    pooled: dict[str, dict[int, list[float]]] = {
-        lb: {i: [] for i in range(len(CELLS))} for lb in LABELS
-    }
-    for start in range(TRUTH_STARTS):
-        for label in LABELS:
-            for i, cell in enumerate(CELLS):
-                run = _window(world, label, 50_000 + start, cell, 300.0 * i, 0.0, TRUTH_S)
-                pooled[label][i] += [r.tpot_s for r in run.results
-                                     if r.tpot_s is not None and r.arrival < run.t0 + TRUTH_S]  # fmt: skip
+def _truth_start(args: tuple[World, int]) -> dict[str, list[list[float]]]:
+    """One truth start: every condition's TPOT values at every cell over ``TRUTH_S``."""
+    world, start = args
+    out: dict[str, list[list[float]]] = {}
+    for label in LABELS:
+        out[label] = []
+        for i, cell in enumerate(CELLS):
+            run = _window(world, label, 50_000 + start, cell, 300.0 * i, 0.0, TRUTH_S)
+            out[label].append([r.tpot_s for r in run.results
+                               if r.tpot_s is not None and r.arrival < run.t0 + TRUTH_S])  # fmt: skip
+    return out
+
+
+def truth(world: World, workers: int = 1) -> dict[str, Any]:
+    """Pooled p50 TPOT per cell over many long windows on many starts, and the crossover.
+    ``TRUTH_STARTS`` starts: with 8 the truth's own start draw was off by a third of a
+    3-start estimate's spread, and the estimates sat to one side of it."""
+    pooled: dict[str, list[list[float]]] = {lb: [[] for _ in CELLS] for lb in LABELS}
+    with ProcessPoolExecutor(workers) as pool:
+        for part in pool.map(_truth_start, [(world, s) for s in range(TRUTH_STARTS)]):
+            for label in LABELS:
+                for i in range(len(CELLS)):
+                    pooled[label][i] += part[label][i]
     ratios = [
         float(np.median(pooled["spec"][i]) / np.median(pooled["baseline"][i]))
         for i in range(len(CELLS))
     ]
-    return {"ratios": ratios, "stop": _true_stop(ratios)}
+    return {"ratios": ratios, "stop": _true_stop(ratios), "starts": TRUTH_STARTS, "s": TRUTH_S}
 
 
 def _true_stop(ratios: Sequence[float]) -> float | None:
@@ -256,27 +268,11 @@ def _finite(v: float | None) -> float | None:
     return None if v is None or not math.isfinite(v) else float(v)
 
 
-def _t_widened(steps: list[StepStats], units: int) -> list[StepStats]:
-    """The steps with every percentile's replicates stretched like a t interval over
-    ``units`` starts (``stats.few_units_widened``), as a candidate rule for pooled starts."""
-    out = []
-    for s in steps:
-        lat, reps = dict(s.latency), dict(s.replicates)
-        for name in lat:
-            lat[name], reps[name] = few_units_widened(lat[name], reps[name], units)
-        out.append(dataclasses.replace(s, latency=lat, replicates=reps))
-    return out
-
-
-def evaluate(
-    dirs: Sequence[dict[str, Path]], true: dict[str, Any], t_widen: bool = False
-) -> dict[str, Any]:
-    """compare's answer from these runs against the truth: per cell and for the crossover.
-    ``t_widen``: the candidate rule for several starts (a t interval over starts)."""
+def evaluate(dirs: Sequence[dict[str, Path]], true: dict[str, Any]) -> dict[str, Any]:
+    """compare's answer from these runs against the truth: per cell and for the crossover
+    (compare's own interval rule: ``stats.over_starts`` over several starts)."""
     runs = {label: load_runs([d[label] for d in dirs]) for label in LABELS}
     steps = {label: condition_steps(label, runs[label], b=BOOTSTRAP, seed=0) for label in LABELS}
-    if t_widen:
-        steps = {label: _t_widened(st, len(dirs)) for label, st in steps.items()}
     rows, reps = step_ratios(steps["spec"], steps["baseline"], MIN_GAIN)
     cells = []
     for row, t in zip(rows[METRIC], true["ratios"], strict=True):
@@ -312,11 +308,12 @@ def _stop_covered(x: Any, true_stop: float | None) -> bool | None:
     return bool(lo <= true_stop <= hi)
 
 
-def one_seed(args: tuple[int, str, dict[str, Any]]) -> dict[str, Any]:
-    """Every design of one seed in one world; the designs that pool k starts (sessions) take
-    the first k of the same ones."""
-    seed, world_name, true = args
-    world, designs = WORLDS[world_name]
+def one_seed(args: tuple[int, str, dict[str, Any], tuple[str, ...]]) -> dict[str, Any]:
+    """Every design (of ``kinds``) of one seed in one world; the designs that pool k starts
+    (sessions) take the first k of the same ones."""
+    seed, world_name, true, kinds = args
+    world, all_designs = WORLDS[world_name]
+    designs = [(kind, k) for kind, k in all_designs if kind in kinds]
     out: dict[str, Any] = {}
     with TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -326,8 +323,6 @@ def one_seed(args: tuple[int, str, dict[str, Any]]) -> dict[str, Any]:
             while len(made[kind]) < k:
                 made[kind].append(make[kind](world, 100 * seed + len(made[kind]) + 1, base))
             out[f"{kind}-{k}"] = evaluate(made[kind][:k], true)
-            if kind == "contiguous" and k >= 2:  # the candidate rule for pooled starts
-                out[f"{kind}-{k}-t"] = evaluate(made[kind][:k], true, t_widen=True)
     return out
 
 
@@ -358,20 +353,38 @@ def summarise(per_seed: list[dict[str, Any]], true: dict[str, Any]) -> dict[str,
             "cells": cells,
             "stop_coverage": float(np.mean(stops)) if stops else None,
             "stop_n": len(stops),
-        }
+        } | _claim(name, cells)
     return designs
 
 
-def run(seeds: int, workers: int, worlds: Sequence[str]) -> dict[str, Any]:
+def _claim(name: str, cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a checker reads per design: how many starts (sessions), whether compare prints a
+    CI, what the CI claims to cover (``new_start``: the population of server starts, with two
+    or more; ``same_start``: one start's own truth, said in its caveat) and the lowest
+    coverage over the cells where one is printed."""
+    k = int(name.rsplit("-", 1)[1])
+    printed = any(c["median_width"] is not None for c in cells)
+    return {
+        "starts": k,
+        "ci_printed": printed,
+        "ci_claim": None if not printed else "new_start" if k >= 2 else "same_start",
+        "min_coverage": min(c["coverage"] for c in cells) if printed else None,
+    }
+
+
+def run(
+    seeds: int, workers: int, worlds: Sequence[str], kinds: tuple[str, ...], first_seed: int = 1
+) -> dict[str, Any]:
     result: dict[str, Any] = {"seeds": seeds, "cells": [c.label for c in CELLS], "worlds": {}}
     for name in worlds:
         t = time.time()
-        true = truth(WORLDS[name][0])
+        true = truth(WORLDS[name][0], workers)
         print(f"{name}: truth {true} ({time.time() - t:.0f} s)", flush=True)
-        jobs = [(s, name, true) for s in range(1, seeds + 1)]
+        jobs = [(s, name, true, kinds) for s in range(first_seed, first_seed + seeds)]
         with ProcessPoolExecutor(workers) as pool:
             per_seed = list(pool.map(one_seed, jobs))
         result["worlds"][name] = {
+            "seeds": seeds,
             "truth": true,
             "designs": summarise(per_seed, true),
             "per_seed": per_seed,
@@ -380,25 +393,67 @@ def run(seeds: int, workers: int, worlds: Sequence[str]) -> dict[str, Any]:
     return result
 
 
+def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """One result from several runs (worlds, kinds of design or seed ranges run apart on a
+    machine whose time is short). A world's truth is deterministic, so runs of one world
+    share it; where they carry per-seed answers these are pooled and summarised again, else
+    each design keeps the seed count it was measured with."""
+    out: dict[str, Any] = {"seeds": max(r["seeds"] for r in results), "cells": results[0]["cells"],
+                           "worlds": {}}  # fmt: skip
+    for r in results:
+        for name, w in r["worlds"].items():
+            seeds = w.get("seeds", r["seeds"])
+            have = out["worlds"].setdefault(
+                name, {"truth": w["truth"], "designs": {}, "per_seed": []}
+            )
+            assert have["truth"] == w["truth"], f"{name}: runs with different truths"
+            if w.get("note"):
+                have["note"] = w["note"]
+            if w.get("per_seed"):
+                have["per_seed"] += w["per_seed"]
+            else:
+                have["designs"] |= {d: {"seeds": seeds} | v for d, v in w["designs"].items()}
+    for w in out["worlds"].values():
+        if w["per_seed"]:
+            n = len(w["per_seed"])
+            w["designs"] |= {
+                d: {"seeds": n} | v for d, v in summarise(w["per_seed"], w["truth"]).items()
+            }
+        else:
+            del w["per_seed"]
+    return out
+
+
 def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# Coverage of compare's 95 % intervals on the simulator (benchmarks/coverage.py)",
         "",
-        f"{result['seeds']} seeds per design; p50 TPOT ratio spec / baseline per step; equal "
+        "Seeds per design: under each world's heading; p50 TPOT ratio spec / baseline per step; equal "
         "server time per step and condition (72 s). `coverage`: share of seeds whose CI holds "
         "the true ratio; `width`: median CI width (ratio units); `wrong`: share of seeds whose "
         "answer by the rule is the opposite of the truth's (helps where it hurts or the reverse "
-        "of the truth's side). Crossover: share of seeds whose stop CI holds the true stop.",
+        "of the truth's side). Crossover: share of seeds whose stop CI holds the true stop. "
+        "Two or more starts (sessions): compare's interval over starts (`stats.over_starts`: "
+        "a t interval over them, none at two); one: its within-start interval (over blocks "
+        "when interleaved), whose caveat says it covers that start only.",
     ]
     for world, w in result["worlds"].items():
         truth_txt = ", ".join(
             f"{c} {r:.3f}" for c, r in zip(result["cells"], w["truth"]["ratios"], strict=True)
         )
-        lines += ["", f"## {world.replace('_', ' ')}", "", f"Truth: {truth_txt}; stop "
+        lines += ["", f"## {world.replace('_', ' ')}", "",
+                  (f"{w['seeds']} seeds. " if "seeds" in w else "Seeds per design as listed. ")
+                  + f"Truth ({w['truth'].get('starts', 8)} "
+                  f"starts x {w['truth'].get('s', 150.0):g} s): {truth_txt}; stop "
                   f"{w['truth']['stop']}", ""]  # fmt: skip
+        if w.get("note"):
+            lines += [w["note"], ""]
         head = "| design | " + " | ".join(result["cells"]) + " | crossover |"
         lines += [head, "|" + "---|" * (len(result["cells"]) + 2)]
         for name, d in w["designs"].items():
+            if not d["ci_printed"]:
+                lines.append(f"| {name} | " + " | ".join(["no CI"] * len(d["cells"])) + " | — |")
+                continue
             cells = " | ".join(
                 f"{c['coverage']:.2f} ({c['median_width']:.2f}; {c['wrong_answer']:.2f})"
                 if c["median_width"] is not None else f"{c['coverage']:.2f}"
@@ -407,20 +462,35 @@ def markdown(result: dict[str, Any]) -> str:
             stop = (
                 "—" if d["stop_coverage"] is None else f"{d['stop_coverage']:.2f} ({d['stop_n']})"
             )
-            lines.append(f"| {name} | {cells} | {stop} |")
-        lines += ["", "Cells: coverage (width; wrong)."]
+            seeds = f" ({d['seeds']} seeds)" if "seeds" in d else ""
+            lines.append(f"| {name}{seeds} | {cells} | {stop} |")
+        lines += [
+            "",
+            "Cells: coverage (width; wrong). `no CI`: compare prints none "
+            f"(fewer than {MIN_STARTS_FOR_CI} starts pooled: `stats.over_starts`).",
+        ]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--first-seed", type=int, default=1,
+                   help="seeds FIRST.. (a later run adds seeds: --merge joins them)")  # fmt: skip
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     p.add_argument("--world", action="append", choices=sorted(WORLDS), default=[])
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--stem", default="coverage", help="result file names (STEM.md, STEM.json)")
+    p.add_argument("--kind", action="append", choices=KINDS, default=[],
+                   help="only these designs (default: both kinds)")  # fmt: skip
+    p.add_argument("--merge", type=Path, nargs="+", default=[],
+                   help="write STEM from these result files' worlds (runs nothing)")  # fmt: skip
     a = p.parse_args(argv)
-    result = run(a.seeds, a.workers, a.world or sorted(WORLDS))
+    if a.merge:
+        result = merge([json.loads(f.read_text()) for f in a.merge])
+    else:
+        worlds, kinds = a.world or sorted(WORLDS), tuple(a.kind or KINDS)
+        result = run(a.seeds, a.workers, worlds, kinds, a.first_seed)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / f"{a.stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     (a.out / f"{a.stem}.md").write_text(markdown(result))

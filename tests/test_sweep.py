@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from specload.analysis.wording import too_few_starts_text
 from specload.errors import ConfigError
 from specload.sweep import parse_condition
 from tests.conftest import REPO
@@ -459,11 +460,14 @@ def test_replicates_run_interleaved_and_starts_that_disagree_get_no_decision(
     report = json.loads((out_dir / "report" / "report.json").read_text())
     assert {c["label"]: c["server_starts"] for c in report["conditions"]} == {
         "baseline": 2, "spec": 2}  # fmt: skip
-    assert {c["ci_scope"] for c in report["conditions"]} == {"between_starts"}
+    # two starts: too few for an interval over starts; each start alone instead
+    assert {c["ci_scope"] for c in report["conditions"]} == {"none"}
     x = report["crossover"]["spec"]["tpot_p50"]
     assert len(x["replicate_statuses"]) == 2 and not x["decided"], x
-    assert report["verdict"]["spec"].startswith("spec: server starts disagree on p50 TPOT")
-    assert "stops helping at ≈" not in report["verdict"]["spec"]
+    assert x["too_few_starts"] == too_few_starts_text(2)
+    verdict = report["verdict"]["spec"]
+    assert verdict.startswith(f"spec: {too_few_starts_text(2)}, no decision; each start alone")
+    assert "spec-r1 " in verdict and "spec-r2 " in verdict and "stops helping at ≈" not in verdict
     first = report["findings"][0]  # the starts' effects differ at some step: said first
     assert first.startswith("server starts disagree: spec on p50 TPOT at "), first
     assert "spec-r1" in first and "spec-r2" in first and x["split_qps"], x

@@ -37,7 +37,8 @@
 #                servers share the GPU; 0.85 starts)
 #   BLOCKS, BLOCK_WARMUP_S  override the scenario's interleave blocks (--dry-run defaults:
 #                2 blocks, 1 s warm-up)
-#   REPLICATES   MODE=starts: server starts per condition (default 2)
+#   REPLICATES   MODE=starts: server starts per condition (default 3: two give no interval
+#                over starts, compare then says so and shows each start alone)
 #   TARGET       target model folder or hub name (default: the kit's Llama-3.1-8B-shaped
 #                config, benchmarks/gpu/models/target-8b, with LOAD_FORMAT=dummy)
 #   DRAFT        draft model (default: the kit's Llama-3.2-1B-shaped config)
@@ -98,7 +99,7 @@ case "$MODE" in
   *) echo "gpu-kit: MODE is interleaved or starts, not '$MODE'" >&2; exit 2 ;;
 esac
 OUT=${OUT:-runs/gpu-kit}
-REPLICATES=${REPLICATES:-2}
+REPLICATES=${REPLICATES:-3}
 HEALTH_TIMEOUT=${HEALTH_TIMEOUT:-600}
 DEFAULT_SPEC='{"method":"draft_model","model":"@DRAFT@","num_speculative_tokens":4,"rejection_sample_method":"synthetic","synthetic_acceptance_rates":[0.8,0.55,0.3,0.15]}'
 SPEC_CONFIG=${SPEC_CONFIG:-$DEFAULT_SPEC}

@@ -101,6 +101,9 @@ class ConditionFigures:
     starts: int = 0
     split_qps: tuple[float, ...] = ()
     split: str = ""
+    #: the verdict's words where too few starts are pooled for an interval over them
+    #: (``wording.too_few_starts_text``), else empty
+    too_few: str = ""
     ttft_ratio: float | None = None
     tpot_ratio: float | None = None
     gpu_memory_peak_mib: float | None = None
@@ -156,6 +159,16 @@ def _where_hurts(c: ConditionFigures) -> str:
 
 
 def _undecided(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
+    if c.too_few:
+        return [
+            Advice(
+                "undecided",
+                c.label,
+                f"{c.label}: no decision yet: {c.too_few}. Run at least one more start per "
+                "condition (specload sweep --replicates 3) before acting.",
+                {"starts": float(c.starts)},
+            )
+        ]
     if c.split_qps:
         where = c.split or f"at {', '.join(f'{q:g}' for q in c.split_qps)} req/s"
         return [
@@ -164,7 +177,7 @@ def _undecided(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
                 c.label,
                 f"{c.label}: no decision yet: server starts disagree on {inp.metric} {where}, "
                 f"each of the {c.starts} starts analysed alone. Run more replicates (specload "
-                "sweep --replicates 3) before acting.",
+                f"sweep --replicates {max(c.starts + 2, 3)}) before acting.",
                 {"starts": float(c.starts), "split_qps": list(c.split_qps)},
             )
         ]

@@ -58,7 +58,7 @@ from specload.analysis.run_columns import RunColumns, load_runs
 from specload.analysis.samples import output_samples
 from specload.analysis.server import server_gaps, server_steps
 from specload.analysis.stats import Estimate
-from specload.analysis.steps import StepStats, condition_steps, metric_names
+from specload.analysis.steps import StepStats, condition_steps, metric_names, starts_too_few
 from specload.analysis.telemetry import read_telemetry, step_telemetry
 from specload.analysis.verdict import benefit_words, sentence
 from specload.analysis.vllm_schedule_rules import is_dynamic
@@ -334,6 +334,10 @@ def _against(inp: _Inputs, base: str, metric: str, min_gain: float) -> _Against:
         )
         out.ratios[label] = rows
         crossovers = _crossovers(label, base, rows, out.reps[label], metrics, min_gain)
+        few = starts_too_few(cond_steps, inp.steps[base])
+        achieved = {s.target_qps: s.achieved_qps for s in cond_steps}
+        for x in crossovers:
+            x.too_few_starts, x.achieved = few, achieved
         if inp.starts.get(label) or inp.starts.get(base):
             for x in crossovers:
                 x.starts = per_start_effects(

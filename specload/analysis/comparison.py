@@ -25,8 +25,9 @@ from specload.analysis.regimes import Regimes
 from specload.analysis.replicates import Disagreement
 from specload.analysis.samples import OutputSample
 from specload.analysis.schedule_results import ScheduleAnalysis
-from specload.analysis.steps import StepStats
+from specload.analysis.steps import StepStats, starts_too_few
 from specload.analysis.verdict import BLOCKS_CAVEAT, SINGLE_START_CAVEAT
+from specload.analysis.wording import too_few_starts_text
 from specload.slo import Slo
 
 __all__ = ["Comparison", "ConditionInfo"]
@@ -121,17 +122,30 @@ class Comparison:
         """The fewest interleaved blocks behind any of ``label``'s steps (0: not interleaved)."""
         return min((s.blocks for s in self.steps.get(label, [])), default=0)
 
+    def too_few_starts(self, label: str) -> int:
+        """Server starts too few for an interval over them (``steps.starts_too_few``), 0 when
+        ``label`` vs the baseline has one."""
+        return starts_too_few(self.steps.get(label, []), self.steps.get(self.baseline, []))
+
     def ci_caveat(self, label: str) -> str | None:
         """What the CIs of ``label`` vs the baseline leave out, in words; None when they
-        include the variance between server starts."""
-        if not self.single_start(label):
+        are an interval over server starts or there are none (``too_few_starts``)."""
+        if self.too_few_starts(label) or not self.single_start(label):
             return None
         blocks = min(self.blocks_per_step(label), self.blocks_per_step(self.baseline))
         return BLOCKS_CAVEAT.format(blocks=blocks) if blocks >= 2 else SINGLE_START_CAVEAT
 
+    def ci_note(self, label: str) -> str | None:
+        """What every report says about ``label``'s CIs beside them: why there are none
+        (``wording.too_few_starts_text``), what they leave out (``ci_caveat``), or None."""
+        few = self.too_few_starts(label)
+        return too_few_starts_text(few) if few else self.ci_caveat(label)
+
     def ci_scope(self, label: str) -> str:
-        """report.json's ``ci_scope``: ``within_start``, ``blocks_within_start`` or
-        ``between_starts``."""
+        """report.json's ``ci_scope``: ``within_start``, ``blocks_within_start``,
+        ``between_starts`` or ``none`` (too few starts for an interval over them)."""
+        if self.too_few_starts(label):
+            return "none"
         if not self.single_start(label):
             return "between_starts"
         caveat = self.ci_caveat(label)

@@ -39,7 +39,12 @@ import numpy as np
 
 from specload.analysis.effect import HELPS, INCOMPLETE, NA, effect_text
 from specload.analysis.stats import Estimate
-from specload.analysis.wording import load_ci_text, load_with_ci
+from specload.analysis.wording import (
+    load_ci_text,
+    load_with_ci,
+    step_label,
+    too_few_starts_text,
+)
 
 __all__ = [
     "ALWAYS",
@@ -160,6 +165,11 @@ class Crossover:
     excluded: list[float] = field(default_factory=list)
     #: each replicate (server start) analysed alone; empty with one replicate
     starts: list[StartEffects] = field(default_factory=list)
+    #: server starts pooled too few for an interval over them (``steps.starts_too_few``; 0:
+    #: there is one): no step is significant, no boundary decided; the per-start figures stand
+    too_few_starts: int = 0
+    #: the condition's achieved load per target QPS, to name a step as "16 (17.1)"
+    achieved: dict[float, float | None] = field(default_factory=dict)
     note: str = ""
 
     @property
@@ -189,6 +199,14 @@ class Crossover:
         """True when every step has the same effect (the one rule) in every server start."""
         return not self.split_qps
 
+    def step_text(self, qps: float) -> str:
+        """A step named with its achieved load beside the nominal one (``step_label``)."""
+        return step_label(qps, self.achieved.get(qps))
+
+    def steps_text(self, qps: list[float]) -> str:
+        """Steps named with their achieved loads: "4, 16 (17.1) req/s"."""
+        return ", ".join(self.step_text(q) for q in qps) + " req/s"
+
     def split_text(self) -> str:
         """Where and how the starts disagree: "at 1 req/s (helps in r2; no significant
         change in r1) and 24 req/s (helps in r1; hurts in r2)"."""
@@ -199,13 +217,13 @@ class Crossover:
                 if q in s.effects:
                     runs.setdefault(effect_text(s.effects[q]), []).append(s.run)
             how = "; ".join(f"{e} in {', '.join(rs)}" for e, rs in runs.items())
-            parts.append(f"{q:g} req/s ({how})")
+            parts.append(f"{self.step_text(q)} req/s ({how})")
         return "at " + (" and ".join(parts) if len(parts) < 3 else ", ".join(parts))
 
     @property
     def decided(self) -> bool:
         """A boundary (or always/never) whose steps every replicate agrees on: safe to act on."""
-        return self.replicates_agree and self.status != MIXED
+        return self.replicates_agree and self.status != MIXED and not self.too_few_starts
 
     # Back-compatible views of the stop boundary (``qps`` / ``ci`` were the crossover).
     @property
@@ -256,6 +274,9 @@ class Crossover:
             "split_qps": self.split_qps,
             "replicates_agree": self.replicates_agree,
             "decided": self.decided,
+            "too_few_starts": (
+                too_few_starts_text(self.too_few_starts) if self.too_few_starts else None
+            ),
             "note": self.note,
         }
 

@@ -23,7 +23,7 @@ from specload.analysis.crossover import fmt_qps
 from specload.analysis.effect import HURTS, INCOMPLETE
 from specload.analysis.ratios import RatioRow
 from specload.analysis.steps import StepStats, metric_names
-from specload.analysis.wording import pct_ci_text
+from specload.analysis.wording import pct_ci_text, step_label
 from specload.errors import ConfigError
 
 __all__ = [
@@ -94,6 +94,8 @@ class GateFailure:
     ci_open: tuple[str, str] = ("", "")
     on: str = "ci"
     possible: bool = False
+    #: the condition's achieved load at the step, named beside the nominal one ("16 (17.1)")
+    achieved_qps: float | None = None
 
     def message(self) -> str:
         unit = " pp" if self.metric == "error_rate" else " %"
@@ -108,7 +110,8 @@ class GateFailure:
         else:
             what = (
                 f"{self.condition}: {self.metric} {self.change_pct:+.1f}{unit}{ci} at "
-                f"{self.target_qps:g} req/s exceeds the allowed +{self.max_pct:g}{unit}"
+                f"{step_label(self.target_qps, self.achieved_qps)} req/s exceeds the allowed "
+                f"+{self.max_pct:g}{unit}"
             )
         return ("possible regression: " if self.possible else "") + what + self._why()
 
@@ -216,7 +219,9 @@ def _error_rate_check(
         return
     change = (s.error_rate - base_err[s.target_qps]) * 100
     result.checked += 1
-    found = GateFailure(cond, g.metric, s.target_qps, change, g.max_pct, on=g.on)
+    found = GateFailure(
+        cond, g.metric, s.target_qps, change, g.max_pct, on=g.on, achieved_qps=s.achieved_qps
+    )
     result.record(judge(g, change, change, True), found)
 
 
@@ -232,8 +237,9 @@ def _latency_check(result: GateResult, g: Gate, cond: str, row: RatioRow | None)
     est = row.ratio
     change = (est.value - 1) * 100 if est.value is not None else 0.0
     found = GateFailure(
-        cond, g.metric, row.target_qps, change, g.max_pct, (_pct(est.lo), _pct(est.hi)), on=g.on
-    )
+        cond, g.metric, row.target_qps, change, g.max_pct, (_pct(est.lo), _pct(est.hi)), on=g.on,
+        achieved_qps=row.achieved_qps,
+    )  # fmt: skip
     result.record(judge(g, change, _pct(est.lo), row.effect == HURTS), found)
 
 

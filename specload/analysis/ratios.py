@@ -16,7 +16,7 @@ import numpy as np
 from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, classify
 from specload.analysis.stats import Estimate, ratio_estimate
 from specload.analysis.steps import LATENCY_FIELDS, StepStats, metric_names
-from specload.analysis.wording import change_words
+from specload.analysis.wording import change_words, step_label
 
 __all__ = ["Flag", "RatioRow", "p95_flags", "step_ratios"]
 
@@ -31,6 +31,9 @@ class RatioRow:
     ratio: Estimate
     #: ``helps`` / ``hurts`` / ``no_change`` / ``n/a`` / ``incomplete`` (``analysis.effect``)
     effect: str
+    #: the condition's achieved load at this step, named beside the nominal one
+    #: (``wording.step_label``: "16 (17.1)")
+    achieved_qps: float | None = None
 
 
 @dataclass(slots=True)
@@ -42,11 +45,13 @@ class Flag:
     target_qps: float
     p50: Estimate
     p95: Estimate
+    #: the condition's achieved load at the step ("16 (17.1)")
+    achieved_qps: float | None = None
 
     def message(self) -> str:
         name = self.family.upper() if self.family != "queue_delay" else "queue delay"
         return (
-            f"{self.condition} at {self.target_qps:g} req/s: p50 {name} "
+            f"{self.condition} at {step_label(self.target_qps, self.achieved_qps)} req/s: p50 {name} "
             f"{change_words(self.p50)} but p95 {name} {change_words(self.p95)} "
             "(some requests wait on the drafting path)"
         )
@@ -74,7 +79,9 @@ def step_ratios(
                 s.latency[metric], s.replicates[metric], b.latency[metric], b.replicates[metric]
             )
             effect = INCOMPLETE if s.target_qps in incomplete else classify(est, min_gain)
-            rows[metric].append(RatioRow(s.condition, metric, s.target_qps, est, effect))
+            rows[metric].append(
+                RatioRow(s.condition, metric, s.target_qps, est, effect, s.achieved_qps)
+            )
             cols.append(r)
         reps[metric] = np.stack(cols, axis=1) if cols else np.empty((0, 0))
     return rows, reps
@@ -88,5 +95,7 @@ def p95_flags(rows: dict[str, list[RatioRow]]) -> list[Flag]:
             continue
         for r50, r95 in zip(rows.get(f"{fam}_p50", []), rows.get(f"{fam}_p95", []), strict=False):
             if r50.effect == HELPS and r95.effect == HURTS:
-                flags.append(Flag(r50.condition, fam, r50.target_qps, r50.ratio, r95.ratio))
+                flags.append(
+                    Flag(r50.condition, fam, r50.target_qps, r50.ratio, r95.ratio, r50.achieved_qps)
+                )
     return flags

@@ -11,8 +11,10 @@ or by the span of send times when ``steps.json`` is missing.
 
 Each run directory of a condition is one *replicate* (one server start). Where a step has
 latency values from two or more run directories, the bootstrap replicates of its percentiles
-are two-level (run directories, then requests within each; ``stats.py`` says why and how), so
-every CI, ratio and crossover downstream includes the variance between server starts (each
+are two-level (run directories, then requests within each; ``stats.py`` says why and how),
+stretched like a t interval over the starts, and absent at two starts
+(``stats.over_starts``), so every CI, ratio and crossover downstream is an interval over
+server starts (each
 start's own figures, to show whether they agree, come from ``analysis.replicates``, which
 runs this module on each run directory alone). Repeats inside one run directory (re-walks of the ladder on one
 server) are not replicates: they are pooled.
@@ -27,7 +29,15 @@ import numpy as np
 
 from specload.analysis.run_columns import RunColumns
 from specload.analysis.server import ServerStep
-from specload.analysis.stats import Estimate, Units, estimate, few_units_widened, rng_for
+from specload.analysis.stats import (
+    MIN_STARTS_FOR_CI,
+    Estimate,
+    Units,
+    estimate,
+    few_units_widened,
+    over_starts,
+    rng_for,
+)
 from specload.records import counts_as_load
 
 __all__ = [
@@ -38,6 +48,7 @@ __all__ = [
     "load_mask",
     "metric_names",
     "pool_runs",
+    "starts_too_few",
 ]
 
 #: Metric family → record field (seconds).
@@ -86,7 +97,8 @@ class StepStats:
     lookup_match_rate: float | None = None
     lookup_n: int = 0
     #: How many run directories (replicates, server starts) have records at this step. Where a
-    #: latency metric has values from two or more, its ``replicates`` (and CI) are two-level.
+    #: latency metric has values from two or more, its ``replicates`` (and CI) are two-level and
+    #: an interval over the starts (``stats.over_starts``: none at two).
     runs: int = 1
     #: Interleaved blocks (``sweep --interleave``) behind this step, 0 outside such runs: the
     #: CIs are then over blocks (paired with the other conditions' neighbouring blocks, and
@@ -167,28 +179,38 @@ def pool_runs(
 def _latency(
     cols: dict[str, np.ndarray], ok: np.ndarray, cond: str, qps: float, b: int, seed: int
 ) -> tuple[dict[str, Estimate], dict[str, np.ndarray]]:
-    """Pooled percentiles; two-level bootstrap where values come from two or more run dirs."""
+    """Pooled percentiles and their replicates. The top level of the interval is the server
+    start (run dir) wherever values come from two or more (``stats.over_starts``: a t
+    interval over them, none at two); within one interleaved start it is the block
+    (``stats.few_units_widened``); else the request."""
     est: dict[str, Estimate] = {}
     reps: dict[str, np.ndarray] = {}
     blocks = _is_blocked(cols)
     for fam, col in LATENCY_FIELDS.items():
         sel = np.ones(ok.shape, dtype=bool) if fam == "queue_delay" else ok
-        x, unit = cols[col][sel], cols["_unit"][sel]
+        x, run, unit = cols[col][sel], cols["_run"][sel], cols["_unit"][sel]
         finite = ~np.isnan(x)
-        x, unit = x[finite], unit[finite]
+        x, run, unit = x[finite], run[finite], unit[finite]
+        starts = int(np.unique(run).size)
+        if starts < 2:
+            run = unit  # one start: its blocks (interleaved) or its requests are the units
         groups: Units | None = None
-        if unit.size and unit.min() != unit.max():  # values from two or more units
+        if run.size and run.min() != run.max():  # values from two or more units
             order = np.argsort(x, kind="stable")
-            x, groups = x[order], Units.of(unit[order])
+            x, groups = x[order], Units.of(run[order])
         else:
             x = np.sort(x)
         for tag, q in QUANTILES.items():
             name = f"{fam}_{tag}"
             # Blocks: the same generator for every condition, so the unit draw (the first
-            # draw) picks the same pairs of neighbouring blocks in each (paired resampling).
+            # draw) picks the same pairs of neighbouring blocks (or sessions) in each.
             rng = rng_for("blocks" if blocks else cond, qps, name, seed=seed)
             est[name], reps[name] = estimate(x, q, b, rng, groups)
-            if blocks and groups is not None:
+            if groups is None:
+                continue
+            if starts >= 2:  # a t interval over the starts, none below three
+                est[name], reps[name] = over_starts(est[name], reps[name], starts)
+            elif blocks:  # one interleaved start: over its blocks, stretched for few of them
                 est[name], reps[name] = few_units_widened(est[name], reps[name], groups.count)
     return est, reps
 
@@ -242,6 +264,17 @@ def _one_step(
         runs=int(np.unique(cols["_run"]).size),
         blocks=int(np.unique(cols["_unit"]).size) if _is_blocked(cols) else 0,
     )
+
+
+def starts_too_few(*sides: list[StepStats]) -> int:
+    """The number of server starts (2 up to ``MIN_STARTS_FOR_CI`` - 1) that leaves a
+    comparison of these sides' steps without an interval over starts (``stats.over_starts``);
+    0 when each side has an interval (one start's own, or one over enough starts)."""
+    for steps in sides:
+        k = min((s.runs for s in steps), default=1)
+        if 2 <= k < MIN_STARTS_FOR_CI:
+            return k
+    return 0
 
 
 def load_mask(turn: np.ndarray) -> np.ndarray:

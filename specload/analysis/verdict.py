@@ -19,13 +19,14 @@ from specload.analysis.crossover import (
     NEVER,
     STARTS,
     Crossover,
+    StartEffects,
     fmt_qps,
 )
 from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, NA
 from specload.analysis.ratios import RatioRow
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
-from specload.analysis.wording import pct
+from specload.analysis.wording import pct, step_label, too_few_starts_text
 
 __all__ = [
     "BLOCKS_CAVEAT",
@@ -37,13 +38,17 @@ __all__ = [
     "where_effect",
 ]
 
-#: Said wherever a CI covers one server start only.
-SINGLE_START_CAVEAT = "within one server start; run --replicates 2+ for a decision"
+#: Said wherever a CI covers one server start only: it says nothing about a new start
+#: (``benchmarks/results/coverage.md``: 0-70 % of a new start's values).
+SINGLE_START_CAVEAT = (
+    "within one server start, about that start only; run --replicates 3+ for a decision "
+    "about a new start"
+)
 #: Said where the CIs are over interleaved blocks of one server start (``sweep --interleave``):
 #: time drift within the start is in them, the variance between starts is not.
 BLOCKS_CAVEAT = (
-    "over {blocks} interleaved blocks per step of one server start; --replicates 2+ adds the "
-    "variance between starts"
+    "over {blocks} interleaved blocks per step of one server start, about that start only; "
+    "--replicates 3+ gives an interval over starts"
 )
 
 
@@ -69,8 +74,13 @@ def where_effect(rows: list[RatioRow], effect: str) -> str | None:
         return "at every tested load"
     first = hits.index(True)
     if all(hits[first:]):
-        return f"from {used[first].target_qps:g} req/s"
-    return "at " + _loads([r.target_qps for r, h in zip(used, hits, strict=False) if h])
+        return f"from {_rows_text(used[first : first + 1])}"
+    return "at " + _rows_text([r for r, h in zip(used, hits, strict=False) if h])
+
+
+def _rows_text(rows: list[RatioRow]) -> str:
+    """The rows' steps, each with its achieved load beside the nominal one ("16 (17.1)")."""
+    return ", ".join(step_label(r.target_qps, r.achieved_qps) for r in rows) + " req/s"
 
 
 def _gain_text(g: Estimate) -> str:
@@ -163,7 +173,7 @@ def _headline(x: Crossover, rows: list[RatioRow]) -> str:
             f"lower, at {x.peak_qps:g} req/s"
         )
     return (
-        f"{c} helps {label} at {_loads(x.helping)} but not in between: no single boundary "
+        f"{c} helps {label} at {x.steps_text(x.helping)} but not in between: no single boundary "
         "(lengthen the steps or add replicates)"
     )
 
@@ -175,6 +185,24 @@ def _disagreement(x: Crossover) -> str:
         f"{x.condition}: server starts disagree on {metric_label(x.metric)} {x.split_text()}, "
         f"each of the {len(x.starts)} starts analysed alone: no decision, run more replicates"
     )
+
+
+def _too_few(x: Crossover) -> str:
+    """Too few server starts for an interval over them: no decision, each start's own
+    effects instead (within-start CIs, by the one rule), the figures that stand."""
+
+    def one(s: StartEffects) -> str:
+        by: dict[str, list[float]] = {}
+        for q, e in s.effects.items():
+            if e in (HELPS, HURTS):
+                by.setdefault(e, []).append(q)
+        said = "; ".join(f"{e} at {x.steps_text(qs)}" for e, qs in by.items())
+        return f"{s.run} {said or 'no significant change at any step'}"
+
+    head = f"{x.condition}: {too_few_starts_text(x.too_few_starts)}, no decision"
+    if not x.starts:
+        return head
+    return f"{head}; each start alone (about that start only): " + ", ".join(map(one, x.starts))
 
 
 def status_words_plain(status: str) -> str:
@@ -255,8 +283,12 @@ def sentence(
     """
     if x is None:
         return _nothing_to_compare(cond, rows.get(metric, []), metric, excluded)
-    head = _disagreement(x) if not x.replicates_agree else _headline(x, rows.get(x.metric, []))
-    parts = [head, *_family_clauses(x.metric, rows, x.status)]
+    if x.too_few_starts:
+        parts = [_too_few(x)]
+    elif not x.replicates_agree:
+        parts = [_disagreement(x), *_family_clauses(x.metric, rows, x.status)]
+    else:
+        parts = [_headline(x, rows.get(x.metric, [])), *_family_clauses(x.metric, rows, x.status)]
     err = _error_clause(cond, base)
     if err:
         parts.append(err)

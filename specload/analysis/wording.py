@@ -22,7 +22,14 @@ __all__ = [
     "pct_ci_text",
     "signed_change",
     "step_label",
+    "too_few_starts_text",
 ]
+
+
+def too_few_starts_text(starts: int) -> str:
+    """What every report says instead of a CI where too few server starts are pooled
+    (``stats.over_starts``): one wording for terminal, markdown, HTML and report.json."""
+    return f"{starts} starts: too few for a 95 % interval over starts"
 
 
 def digits_for(fraction: float) -> int:

@@ -2,14 +2,15 @@
 
 What ``make demo`` runs. A sweep over four conditions of ``specload sim`` with a calibrated
 profile (baseline; speculative decoding with the calibration's draft-model settings; prefix
-caching; both), each on two fresh server starts, interleaved (one start is one sample, not
-a property of the config), the demo scenario through Locust headless, then compare: the
+caching; both), each on three fresh server starts, interleaved (one start is one sample, not
+a property of the config; three is the fewest whose pooled CI is an interval over starts,
+``stats.over_starts``), the demo scenario through Locust headless, then compare: the
 one-sentence verdict on the terminal and the report in ``OUT/report/report.html``.
 
 Each simulator start draws its own host, as real starts differ: a few percent on the
 speculative step's launch-bound cost, and now and then a 15-second window where that step
 runs slower (seen on an H200: one 20-s step 30 % apart between two starts of one config).
-The report's CIs include that variance between starts, and it says where starts disagree.
+The report's CIs are a t interval over the starts, and it says where starts disagree.
 
 ``--workload interleaved`` is the way to decide on a GPU whose speculative step drifts: the
 baseline and draft-model speculation, both servers up at once, each step cut into blocks run
@@ -78,8 +79,9 @@ NGRAM_CONFIG: dict[str, object] = {
 
 #: ``specload compare`` options for the demo: "stops helping" = no longer faster at all.
 DEMO_COMPARE_ARGS = ("--min-gain", "0")
-#: Server starts per condition (interleaved: baseline, spec, prefix, both, baseline, ...).
-DEMO_REPLICATES = 2
+#: Server starts per condition (interleaved: baseline, spec, prefix, both, baseline, ...):
+#: the fewest with an interval over starts (``stats.MIN_STARTS_FOR_CI``; two give none).
+DEMO_REPLICATES = 3
 #: Per-start host draws (``specload sim --start-jitter``): starts on one host differ by a few
 #: percent, and a slow window (the profile's probability and factor) may fall into a run;
 #: ``slow_window_latest_s`` keeps it inside the demo's short runs.

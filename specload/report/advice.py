@@ -22,6 +22,7 @@ from specload.analysis.effect import HELPS
 from specload.analysis.ratios import RatioRow
 from specload.analysis.steps import StepStats
 from specload.analysis.verdict import metric_label
+from specload.analysis.wording import too_few_starts_text
 
 __all__ = ["advice_for", "advice_input"]
 
@@ -78,6 +79,7 @@ def _figures(c: Comparison, info: ConditionInfo) -> ConditionFigures:
         starts=len(x.starts) if x is not None else 0,
         split_qps=tuple(x.split_qps) if x is not None else (),
         split=x.split_text() if x is not None and x.split_qps else "",
+        too_few=too_few_starts_text(x.too_few_starts) if x is not None and x.too_few_starts else "",
         ttft_ratio=rows["ttft_p50"][0].ratio.value if rows["ttft_p50"] else None,
         tpot_ratio=rows["tpot_p50"][0].ratio.value if rows["tpot_p50"] else None,
         gpu_memory_peak_mib=_gpu_peak(c.steps[info.label]),

@@ -181,6 +181,7 @@ def report_dict(report: Report) -> dict[str, Any]:
                 "runs": i.runs,
                 "server_starts": i.starts,
                 "ci_scope": c.ci_scope(i.label),
+                "ci_note": c.ci_note(i.label),
                 "target": i.meta.get("target"),
                 "status": i.meta.get("status"),
                 "scenario": i.meta.get("scenario"),

@@ -17,7 +17,7 @@ from specload.analysis.ratios import RatioRow
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
 from specload.analysis.verdict import metric_label
-from specload.analysis.wording import signed_change, step_label
+from specload.analysis.wording import signed_change, step_label, too_few_starts_text
 from specload.report.model import Report
 
 __all__ = [
@@ -74,11 +74,18 @@ def fmt_change(e: Estimate) -> str:
 def ci_scope(report: Report, label: str) -> str:
     """What a condition's CIs cover: one server start, or the variance between starts."""
     c = report.comparison
+    few = c.too_few_starts(label)
+    if few:
+        return (
+            f"No CIs: {too_few_starts_text(few)}; no step is called significant from the pooled "
+            "figures. Each start alone (its own CI, about that start only): the verdict and "
+            "the server starts column."
+        )
     caveat = c.ci_caveat(label)
     if caveat:
         return f"95 % CIs {caveat}."
     return (
-        f"95 % CIs include the variance between server starts ({c.starts_per_step(label)} "
+        f"95 % CIs are t intervals over server starts ({c.starts_per_step(label)} "
         f"of {label}, {c.starts_per_step(c.baseline)} of {c.baseline}, at every step)."
     )
 
@@ -236,7 +243,7 @@ def _starts_cell(x: Crossover) -> str:
         return "1 (single)"
     if x.replicates_agree:
         return f"{n}: all agree"
-    return f"{n}: disagree at {', '.join(f'{q:g}' for q in x.split_qps)}"
+    return f"{n}: disagree at {', '.join(x.step_text(q) for q in x.split_qps)}"
 
 
 def capacity_table(report: Report) -> Table | None:
@@ -386,7 +393,9 @@ def crossover_table(report: Report) -> Table:
     rows = []
     for x in report.comparison.crossovers:
         status = x.status.replace("_", " ")
-        if not x.replicates_agree:
+        if x.too_few_starts:
+            status = too_few_starts_text(x.too_few_starts)
+        elif not x.replicates_agree:
             status += " (starts disagree: undecided)"
         rows.append(
             [
@@ -396,7 +405,7 @@ def crossover_table(report: Report) -> Table:
                 _boundary_cell(x.start, x),
                 _boundary_cell(x.stop, x),
                 f"{x.tested_range[0]:g}–{x.tested_range[1]:g}",
-                ", ".join(f"{q:g}" for q in x.helping) or DASH,
+                ", ".join(x.step_text(q) for q in x.helping) or DASH,
                 ", ".join(f"{q:g}" for q in x.excluded) or DASH,
                 _starts_cell(x),
                 f"{x.agreement:.0%}",

@@ -38,13 +38,16 @@ def _single_level(runs: list[RunColumns], qps: float, b: int, seed: int) -> dict
 
 @pytest.fixture(scope="module")
 def disagreeing(tmp_path_factory: pytest.TempPathFactory) -> list[RunColumns]:
-    """Two server starts of one condition whose TPOT differs by 30 % (and one extra step)."""
+    """Three server starts of one condition whose TPOT differs by up to 30 % (and one extra
+    step in the first)."""
     d = tmp_path_factory.mktemp("replicates")
     a = write_run(d / "start1", Cond("baseline"), qps=(2, 4), n=400, seed=1, metrics=False)
-    b = write_run(
-        d / "start2", Cond("baseline", tpot=lambda q: 1.3), qps=(2,), n=400, seed=2, metrics=False
-    )
-    return load_runs([a, b])
+    b, c = (
+        write_run(d / f"start{k}", Cond("baseline", tpot=lambda q, f=f: f), qps=(2,), n=400,
+                  seed=k, metrics=False)
+        for k, f in ((2, 1.3), (3, 1.15))
+    )  # fmt: skip
+    return load_runs([a, b, c])
 
 
 def _step(steps: list[StepStats], qps: float) -> StepStats:
@@ -55,7 +58,7 @@ def test_replicates_that_disagree_widen_the_ci_far_beyond_pooled_resampling(
     disagreeing: list[RunColumns],
 ) -> None:
     s = _step(condition_steps("baseline", disagreeing, b=1000, seed=0), 2.0)
-    assert s.runs == 2 and s.n == 800 and s.executions == 2
+    assert s.runs == 3 and s.n == 1200 and s.executions == 3
     pooled = np.sort(
         np.concatenate(
             [r.cols["tpot_s"][~r.cols["warmup"] & (r.cols["step"] == 0)] for r in disagreeing]
@@ -70,7 +73,7 @@ def test_replicates_that_disagree_widen_the_ci_far_beyond_pooled_resampling(
     assert s.replicates["tpot_p50"].shape == (1000,)
     # Each start alone (analysis.replicates): within-start CIs that do not overlap, and the
     # pooled CI reaches out to each start's own median.
-    one, two = (
+    one, two, _ = (
         _step(condition_steps("baseline", [r], b=1000, seed=0), 2.0).latency["tpot_p50"]
         for r in disagreeing
     )
@@ -79,6 +82,18 @@ def test_replicates_that_disagree_widen_the_ci_far_beyond_pooled_resampling(
     assert one.hi < two.lo
     assert two.value / one.value == pytest.approx(1.3, rel=0.05)
     assert hier.lo < one.value * 1.03 and hier.hi > two.value * 0.97
+
+
+def test_two_run_dirs_give_the_pooled_value_without_an_interval(
+    disagreeing: list[RunColumns],
+) -> None:
+    """Two starts: too few for an interval over starts (``stats.over_starts``): the pooled
+    percentile stands, no CI, replicates NaN (nothing downstream can call it significant)."""
+    s = _step(condition_steps("baseline", disagreeing[:2], b=300, seed=0), 2.0)
+    assert s.runs == 2
+    for name, est in s.latency.items():
+        assert est.value is not None and (est.lo, est.hi) == (None, None), name
+        assert np.isnan(s.replicates[name]).all(), name
 
 
 def test_a_step_only_one_run_dir_reached_is_the_single_level_bootstrap(

@@ -38,7 +38,7 @@ def test_short_coverage_run_compares_designs_against_a_truth(monkeypatch, tmp_pa
     monkeypatch.setattr(cov, "TRUTH_STARTS", 2)
     monkeypatch.setattr(cov, "TRUTH_S", 60.0)
     monkeypatch.setattr(cov, "BOOTSTRAP", 200)
-    result = cov.run(seeds=1, workers=1, worlds=["regime"])
+    result = cov.run(seeds=1, workers=1, worlds=["regime"], kinds=cov.KINDS)
     world = result["worlds"]["regime"]
     assert len(world["truth"]["ratios"]) == 2
     assert all(0.5 < r < 2.0 for r in world["truth"]["ratios"])
@@ -49,5 +49,43 @@ def test_short_coverage_run_compares_designs_against_a_truth(monkeypatch, tmp_pa
         interleaved = designs["interleaved-1"]["cells"][i]
         assert contiguous["coverage"] in (0.0, 1.0) and interleaved["coverage"] in (0.0, 1.0)
         assert interleaved["median_width"] > contiguous["median_width"]
+    # what a checker reads: one start prints a CI about that start, not about a new one
+    for name in designs:
+        assert designs[name]["ci_printed"] and designs[name]["ci_claim"] == "same_start"
+        assert designs[name]["min_coverage"] in (0.0, 1.0)
     text = cov.markdown(result)
-    assert "| interleaved-1 |" in text and "Truth:" in text
+    assert "| interleaved-1 |" in text and "Truth (2 starts x 60 s)" in text
+
+
+def test_two_starts_pooled_print_no_ci_and_claim_nothing() -> None:
+    """The checker's form: a design whose CIs are all absent (two starts pooled,
+    ``stats.over_starts``) reads ``ci_printed`` false, no claim, no coverage."""
+    cov = _load()
+    cells = [{"median_width": None, "coverage": 0.0}] * 2
+    assert cov._claim("contiguous-2", cells) == {
+        "starts": 2, "ci_printed": False, "ci_claim": None, "min_coverage": None}  # fmt: skip
+    cells = [{"median_width": 0.3, "coverage": 0.95}, {"median_width": 0.2, "coverage": 0.9}]
+    assert cov._claim("interleaved-3", cells)["ci_claim"] == "new_start"
+    assert cov._claim("interleaved-3", cells)["min_coverage"] == 0.9
+
+
+def test_runs_of_one_world_merge_their_seeds() -> None:
+    """Seeds run apart (``--first-seed``) pool into one summary: coverage over all of them."""
+    cov = _load()
+
+    def one_seed(covered: bool) -> dict[str, Any]:
+        cell = {"covered": covered, "width": 0.2, "effect": "helps", "true_effect": "helps",
+                "ratio": 0.8}  # fmt: skip
+        return {"contiguous-3": {"cells": [cell] * len(cov.CELLS), "stop": None}}
+
+    truth = {"ratios": [0.8] * len(cov.CELLS), "stop": None}
+    runs = [
+        {"seeds": 1, "cells": ["c"], "worlds": {"starts": {"truth": truth, "designs": {},
+                                                          "per_seed": [one_seed(ok)]}}}
+        for ok in (True, False)
+    ]  # fmt: skip
+    merged = cov.merge(runs)["worlds"]["starts"]
+    design = merged["designs"]["contiguous-3"]
+    assert design["seeds"] == 2 and len(merged["per_seed"]) == 2
+    assert [c["coverage"] for c in design["cells"]] == [0.5] * len(cov.CELLS)
+    assert design["min_coverage"] == 0.5 and design["ci_claim"] == "new_start"

@@ -36,3 +36,36 @@ def test_every_step_table_shows_the_achieved_load(four_way: Comparison) -> None:
     assert server is not None
     assert [r[1] for r in server.rows if r[0] == "baseline"] == want
     assert "| 32 (33.9) |" in render_markdown(report)
+
+
+def test_the_status_table_and_the_verdict_name_steps_with_their_achieved_load(
+    four_way: Comparison,
+) -> None:
+    from specload.analysis.effect import HELPS, NO_CHANGE
+    from specload.analysis.ratios import RatioRow
+    from specload.analysis.stats import Estimate
+    from specload.analysis.verdict import metric_label, where_effect
+    from specload.report.tables import crossover_table
+
+    c = copy.deepcopy(four_way)
+    x = next(x for x in c.crossovers if x.helping)
+    # compare fills each crossover with its condition's achieved loads
+    assert x.achieved == {s.target_qps: s.achieved_qps for s in c.steps[x.condition]}
+    x.achieved = {q: q * 1.06 for q in x.achieved}
+    want = [x.condition, metric_label(x.metric)]
+    row = next(r for r in crossover_table(build_report(c)).rows if r[:2] == want)
+    assert row[6] == ", ".join(step_label(q, q * 1.06) for q in x.helping)
+    rows = [RatioRow("s", "tpot_p50", q, Estimate(0.8, 0.7, 0.9), e, q * 1.06)
+            for q, e in ((2, NO_CHANGE), (16, HELPS), (32, NO_CHANGE))]  # fmt: skip
+    assert where_effect(rows, HELPS) == "at 16 (17.0) req/s"
+
+
+def test_gate_and_p95_lines_name_the_step_with_its_achieved_load() -> None:
+    from specload.analysis.gates import GateFailure
+    from specload.analysis.ratios import Flag
+    from specload.analysis.stats import Estimate
+
+    gate = GateFailure("spec", "tpot_p95", 16.0, 12.0, 10.0, (8.0, 15.0), achieved_qps=17.05)
+    assert "+12.0 % (CI +8.0…+15.0 %) at 16 (17.1) req/s exceeds" in gate.message()
+    flag = Flag("spec", "tpot", 20.0, Estimate(0.8, 0.7, 0.9), Estimate(1.3, 1.1, 1.5), 18.6)
+    assert flag.message().startswith("spec at 20 (18.6) req/s: p50 TPOT")
