@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.from_json:
         result = json.loads(a.from_json.read_text())
     else:
-        result = _coverage().run(a.seeds, a.workers, [WORLD])
+        cov = _coverage()
+        result = cov.run(a.seeds, a.workers, [WORLD], cov.KINDS)
         a.out.mkdir(parents=True, exist_ok=True)
         (a.out / "interleave.json").write_text(json.dumps(result, indent=2) + "\n")
     text = markdown(result)

@@ -37,6 +37,7 @@ from specload.analysis.stats import (
     few_units_widened,
     over_starts,
     rng_for,
+    unit_percentiles,
 )
 from specload.records import counts_as_load
 
@@ -211,7 +212,10 @@ def _latency(
             if starts >= 2:  # a t interval over the starts, none below three
                 est[name], reps[name] = over_starts(est[name], reps[name], starts)
             elif blocks:  # one interleaved start: over its blocks, stretched for few of them
-                est[name], reps[name] = few_units_widened(est[name], reps[name], groups.count)
+                spread = unit_percentiles(x, groups, q)
+                est[name], reps[name] = few_units_widened(
+                    est[name], reps[name], groups.count, spread
+                )
     return est, reps
 
 

@@ -204,3 +204,30 @@ def test_hierarchical_bootstrap_is_deterministic_for_a_seed_and_covers_q_0_and_1
     assert np.isnan(
         hierarchical_bootstrap_quantile(np.array([]), np.array([]), 0.5, 3, np.random.default_rng())
     ).all()
+
+
+def test_blocks_in_two_regimes_keep_their_spread_when_the_bootstrap_collapses() -> None:
+    """Five blocks fast, one slow: the pooled median sits in the fast blocks in nearly every
+    bootstrap draw, so the widened bootstrap alone stays narrow; the blocks' own medians
+    spread, and the interval must be at least their t interval (stats.few_units_widened)."""
+    from specload.analysis.stats import few_units_widened, t975, unit_percentiles
+
+    rng = np.random.default_rng(3)
+    blocks = [rng.normal(0.83, 0.004, 9) for _ in range(5)] + [rng.normal(1.10, 0.004, 9)]
+    x = np.concatenate(blocks)
+    unit = np.repeat(np.arange(6), 9)
+    order = np.argsort(x, kind="stable")
+    xs, groups = x[order], Units.of(unit[order])
+    est, reps = estimate(xs, 0.5, 1000, np.random.default_rng(0), groups)
+    spread = unit_percentiles(xs, groups, 0.5)
+    assert spread == pytest.approx([float(np.median(b)) for b in blocks], rel=1e-9)
+    narrow, _ = few_units_widened(est, reps, 6)
+    wide, _ = few_units_widened(est, reps, 6, spread)
+    logs = np.log(spread)
+    half_t = t975(5) * float(np.std(logs, ddof=1)) / math.sqrt(6)
+    assert narrow.lo is not None and narrow.hi is not None
+    assert wide.lo is not None and wide.hi is not None
+    assert math.log(wide.hi / wide.lo) / 2 >= 0.95 * half_t > math.log(narrow.hi / narrow.lo) / 2
+    assert wide.lo <= narrow.lo and wide.hi >= narrow.hi
+    # a unit with too few values for a tail percentile gives no value for it
+    assert np.isnan(unit_percentiles(xs, groups, 0.99)).all()
