@@ -213,6 +213,17 @@ def _overrides(text: str | None) -> dict[str, Any] | None:
     return value
 
 
+def _check_baseline(path: str, label: str, scenario: Any) -> None:
+    """Headless, a baseline the live comparison could never use (this run's label, another
+    scenario, not finished) is bad input before any traffic: nobody watches a banner there.
+    The web UI shows it as a banner instead (the form may still change)."""
+    from specload.provisional import baseline_problem, load_baseline
+
+    problem = baseline_problem(load_baseline(path), label, scenario.to_dict())
+    if problem is not None:
+        raise ConfigError(problem, path="--baseline-run")
+
+
 def resolve_run_options(
     values: Any, *, host: str | None, run_dir: str | None, headless: bool
 ) -> tuple[RunOptions, Any]:
@@ -239,6 +250,8 @@ def resolve_run_options(
 
     scenario = load_scenario(scenario_path, _overrides(getattr(values, "scenario_set", "")))
     label = getattr(values, "label", "") or "run"
+    if baseline_run and headless:
+        _check_baseline(baseline_run, label, scenario)
     opts = RunOptions(
         scenario_path=os.path.abspath(scenario_path),
         label=label,

@@ -672,6 +672,15 @@ class RunSession:
         for why in self.writer.meta.degraded:
             log.warning("specload: run degraded: %s", why)
 
+    def end_comparison(self) -> None:
+        """Headless, a live comparison asked for (``--baseline-run``) that gave no final
+        answer is exit 1: CI must not read a run that compared nothing as a pass. Its reason
+        was printed when the comparison ended."""
+        if not self.opts.headless or self.compare is None or self.compare.failure is None:
+            return
+        env = self.runner.environment
+        env.process_exit_code = max(env.process_exit_code or 0, 1)
+
     def _judge(self, status: str) -> str:
         """A run that went to its end over its error budget, or short of a worker, is
         ``degraded`` (records kept, reasons in run.json); headless Locust then exits 1."""
