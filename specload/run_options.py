@@ -19,6 +19,7 @@ from typing import Any
 from specload.budget import DEFAULT_MAX_ERROR_RATE, max_error_rate
 from specload.condition import declared_speculative
 from specload.errors import ConfigError
+from specload.gate_options import GateOptions, resolve_gate_options
 
 __all__ = [
     "RUN_OPTIONS",
@@ -183,6 +184,8 @@ class RunOptions:
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE  # errors / records, any step or overall
     #: ``--baseline-run``: a finished run compared live in the web UI (``locust/live_compare``)
     baseline_run: str | None = None
+    #: the gate options (``gate_options.py``): checked by ``specload compare`` at the end
+    gates: GateOptions = GateOptions()
 
 
 def check_host(host: str | None) -> str:
@@ -239,6 +242,17 @@ def resolve_run_options(
         DcgmSource(gpu_url)  # ConfigError for anything but an http(s) URL
     budget = max_error_rate(getattr(values, "max_error_rate", DEFAULT_MAX_ERROR_RATE))
     baseline_run = getattr(values, "baseline_run", "") or None
+    gates = resolve_gate_options(values)
+    if gates.asked and not baseline_run:
+        raise ConfigError(
+            "gates, SLOs and --junit compare this run with a baseline run: give --baseline-run "
+            "RUN_DIR (or run specload compare BASELINE RUN afterwards)",
+            path="--max-regression"
+            if gates.max_regression
+            else "--slo"
+            if gates.slo
+            else "--junit",
+        )
     if baseline_run:
         from specload.provisional import load_baseline
 
@@ -265,5 +279,6 @@ def resolve_run_options(
         gpu_metrics_url=gpu_url,
         max_error_rate=budget,
         baseline_run=baseline_run,
+        gates=gates,
     )
     return opts, scenario

@@ -50,44 +50,63 @@ def last_message(text: str) -> str:
     return "; ".join(lines[heads[-1] if heads else -1 :]) if lines else "no message"
 
 
-def _child(*args: str) -> tuple[int, str]:
-    """Run ``python -m ARGS`` (cooperatively, off the event loop's CPU): its exit code and the
-    last message it printed on stderr (else stdout); code -1 when it ran past
-    ``JOB_TIMEOUT_S``."""
+def _run_child(*args: str) -> tuple[int, str, str]:
+    """Run ``python -m ARGS`` (cooperatively, off the event loop's CPU): its exit code, stdout
+    and stderr; code -1 when it ran past ``JOB_TIMEOUT_S``."""
     try:
         proc = subprocess.run(
             [sys.executable, "-m", *args], capture_output=True, text=True, timeout=JOB_TIMEOUT_S
         )
     except subprocess.TimeoutExpired:
-        return -1, f"took over {JOB_TIMEOUT_S:g} s and was given up"
-    return proc.returncode, last_message(proc.stderr or proc.stdout)
+        return -1, "", f"took over {JOB_TIMEOUT_S:g} s and was given up"
+    return proc.returncode, proc.stdout or "", proc.stderr or ""
+
+
+def _child(*args: str) -> tuple[int, str]:
+    """``_run_child``: its exit code and the last message it printed on stderr (else stdout)."""
+    code, out, err = _run_child(*args)
+    return code, last_message(err or out)
 
 
 class ReportJob:
-    """The full comparison (``specload compare``'s files) of a finished run, on request."""
+    """The full comparison (``specload compare``'s files) of a finished run, on request (the
+    UI's Report button), or at the end of a headless run with gates (``gate_options.py``)."""
 
     def __init__(self) -> None:
         self.state = "none"  # none | running | ready | failed
         self.out: Path | None = None
         self.problem: str | None = None
         self.greenlet: gevent.Greenlet | None = None
+        #: compare's exit code (1: a gate failed or nothing comparable; 2: bad input)
+        self.code: int | None = None
+        #: what compare said on stderr (gate failures, possible regressions), line by line
+        self.said: list[str] = []
 
-    def start(self, run_dirs: list[Path], out: Path, baseline: str | None) -> None:
-        """Run ``specload compare`` in a child process; ``state`` says how it went."""
+    def start(
+        self, run_dirs: list[Path], out: Path, baseline: str | None, extra: tuple[str, ...] = ()
+    ) -> None:
+        """Run ``specload compare`` (``extra``: more of its options) in a child process;
+        ``state`` says how it went."""
         if self.state == "running":
             return
         self.state, self.out, self.problem = "running", out, None
-        self.greenlet = gevent.spawn(self._run, run_dirs, out, baseline)
+        self.greenlet = gevent.spawn(self._run, run_dirs, out, baseline, extra)
 
-    def _run(self, run_dirs: list[Path], out: Path, baseline: str | None) -> None:
+    def _run(
+        self, run_dirs: list[Path], out: Path, baseline: str | None, extra: tuple[str, ...]
+    ) -> None:
         args = ["specload", "compare", *map(str, run_dirs), "--out", str(out), "--quiet"]
-        code, said = _child(*args, *(["--baseline", baseline] if baseline else []))
+        code, stdout, stderr = _run_child(
+            *args, *(["--baseline", baseline] if baseline else []), *extra
+        )
+        self.code = code
+        self.said = [x for x in stderr.splitlines() if x.strip()]
         # exit 1 is a verdict (a gate failed, nothing comparable), not a failure: files written
         if code in (0, 1) and (out / "report.html").is_file():
             self.state = "ready"
             print(f"[specload] report: {out / 'report.html'}", flush=True)
         else:
-            self.state, self.problem = "failed", f"compare: {said}"
+            self.state, self.problem = "failed", f"compare: {last_message(stderr or stdout)}"
 
     def view(self) -> dict[str, Any]:
         return {

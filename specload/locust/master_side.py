@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from specload.errors import SpecloadError
@@ -118,11 +117,7 @@ class MasterSide:
         s = self.session
         if s is None or not s.finished:
             return {"state": "none", "problem": "the report is made once the run has ended"}
-        dirs, name, base = [s.writer.path], s.writer.path.name, None
-        if s.compare is not None and s.compare.blocked is None:
-            dirs.insert(0, s.compare.baseline.path)
-            name, base = f"{name}-vs-{s.compare.baseline.path.name}", s.compare.baseline.label
-        s.report.start(dirs, Path(s.writer.path).parent / "reports" / name, base)
+        s.start_report()
         return s.report.view()
 
     def _report(self, exc: SpecloadError) -> None:

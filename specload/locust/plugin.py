@@ -22,6 +22,7 @@ import threading
 from typing import Any
 
 from specload.errors import SpecloadError
+from specload.gate_options import add_gate_options
 from specload.locust.events import install_buckets
 from specload.locust.load_process import LoadProcess
 from specload.locust.master_side import MasterSide, api_key
@@ -45,10 +46,12 @@ _installed = False
 
 
 def add_options(parser: Any) -> None:
-    """specload's Locust options (``init_command_line_parser``): the run options table.
+    """specload's Locust options (``init_command_line_parser``): the run options table and
+    the gate options ``specload compare`` has too (``gate_options.py``).
 
     Locust's own ``add_argument`` (an argument group would drop ``include_in_web_ui``)."""
     add_run_options(parser, locust=True)
+    add_gate_options(parser, locust=True)
 
 
 def _wire(runner: Any, cls: Any, handler: Any) -> None:

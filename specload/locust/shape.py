@@ -31,8 +31,7 @@ class StepShape(LoadTestShape):
         session = side.session
         if session is not None and session.finished:
             if not session.stopped_externally and not session.end_reported:
-                compare = session.compare
-                if session.opts.headless and compare is not None and not compare.final:
+                if session.end_pending():
                     users = int(session.scenario.max_concurrency)  # the final verdict first
                     return users, float(users)
                 session.end_comparison()

@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -105,3 +106,26 @@ def test_a_live_comparison_that_fails_is_exit_1_with_its_reason(
     assert res.returncode == 1, out[-3000:]
     line = next(x for x in out.splitlines() if "no final comparison" in x)
     assert "median prompt_tokens (code)" in line and "questions" not in line
+
+
+def test_a_failed_gate_on_locusts_command_line_is_exit_1_with_a_junit_failure(
+    baseline: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """One command for CI: the run, the comparison, the gate and the JUnit file. The server
+    answers every request 50 ms later, so p50 TTFT is far beyond +10 %."""
+    base, scenario = baseline
+    slow = start_sim(
+        "--profile", "tiny", "--profile-set", "frontend_delay_s=0.05", log_dir=tmp_path
+    )
+    try:
+        gate = ["--max-regression", "ttft_p50=10", "--junit", str(tmp_path / "junit.xml")]
+        res = locust(tmp_path, slow.url, scenario, "--baseline-run", str(base), *gate)
+    finally:
+        slow.stop()
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out[-3000:]
+    assert "[specload] gate failed: live: ttft_p50 +" in out
+    suite = ElementTree.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "1"
+    case = next(c for c in suite.iter("testcase") if c.get("name") == "ttft_p50 at most +10 %")
+    assert case.find("failure") is not None
