@@ -30,6 +30,7 @@ from specload.analysis.capacity import (
     find_capacity,
     goodput,
 )
+from specload.analysis.class_split import class_split
 from specload.analysis.classes import ClassAnswer, class_masks, restrict
 from specload.analysis.closed_loop import closed_loop, has_closed_loop, ladder_only
 from specload.analysis.comparable import differences, not_comparable_message
@@ -516,6 +517,7 @@ def compare_runs(
     _capacity(comparison, groups, slos, gates or [])
     comparison.verdicts = _verdicts(vs, comparison, contract)
     comparison.classes = _class_answers(groups, inputs, comparison)
+    _lead_with_classes(comparison)
     if closed_groups is not None:
         comparison.closed_loop = closed_loop(closed_groups, base, min_gain, bootstrap, seed)
     comparison.schedules = analyse_schedules(comparison, schedule)
@@ -529,6 +531,17 @@ def compare_runs(
         if label != base and (found := output_samples(base_dirs, [r.path for r in rs])):
             comparison.samples[label] = found
     return comparison
+
+
+def _lead_with_classes(c: Comparison) -> None:
+    """Where classes disagree (one gains, another does not), the verdict says so first: the
+    overall sentence averages them into something neither class sees."""
+    drafting = {i.label for i in c.conditions if i.features.spec_on}
+    for label in list(c.verdicts):
+        pool = "a drafting pool" if label in drafting else ""
+        split = class_split(label, c.baseline, c.classes, c.metric, pool)
+        if split is not None:
+            c.verdicts[label] = f"{split.headline()}. Overall: {c.verdicts[label]}"
 
 
 def _class_answers(
