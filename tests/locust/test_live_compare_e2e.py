@@ -91,6 +91,7 @@ def test_a_mixed_prompt_file_ends_with_the_final_vs_baseline_line_and_exit_0(
     assert res.returncode == 0, out[-3000:]
     assert "[specload] vs baseline (final, 2 steps): live " in out
     assert "failed" not in out and "Traceback" not in out
+    assert "spawn rate is very high" not in out  # specload's pool is spawned at once by design
 
 
 def test_a_live_comparison_that_fails_is_exit_1_with_its_reason(
