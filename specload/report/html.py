@@ -195,7 +195,8 @@ def render_html(report: Report) -> str:
             verdicts=list(c.verdicts.values()),
             best_of_both_verdicts=best_of_both_verdicts(report),
             rule=rule_note(report),
-            findings=report.findings,
+            findings=report.first_findings,
+            more_findings=report.more_findings,
             advice=[a.text for a in report.advice],
             blocks=_blocks(report),
         )

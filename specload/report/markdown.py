@@ -91,10 +91,10 @@ def render_markdown(report: Report) -> str:
         "",
     ]
     if report.findings:
-        out += ["**Look at:**", ""] + [f"- {_cell(f)}" for f in report.findings[:20]]
-        if len(report.findings) > 20:
-            out.append(f"- … and {len(report.findings) - 20} more (see report.json)")
-        out.append("")
+        out += ["**Look at:**", ""] + [f"- {_cell(f)}" for f in report.first_findings] + [""]
+    if more := report.more_findings:
+        out += [f"<details><summary>{len(more)} more findings</summary>", ""]
+        out += [f"- {_cell(f)}" for f in more] + ["", "</details>", ""]
     if report.advice:
         out += ["**Recommendations:**", ""] + [f"- {_cell(a.text)}" for a in report.advice] + [""]
     gates = gate_table(report)

@@ -38,6 +38,11 @@ class RunRow:
     status: str
 
 
+#: Findings on a report's first screen, after the verdicts; the rest are folded in a section
+#: ("N more findings"): fourteen banners before the recommendations buried the answer.
+FIRST_FINDINGS = 3
+
+
 @dataclass(slots=True)
 class Report:
     title: str
@@ -49,6 +54,16 @@ class Report:
     findings: list[str] = field(default_factory=list)
     advice: list[Advice] = field(default_factory=list)
     exit_code: int = 0
+
+    @property
+    def first_findings(self) -> list[str]:
+        """The findings shown on the first screen (``FIRST_FINDINGS``, in order)."""
+        return self.findings[:FIRST_FINDINGS]
+
+    @property
+    def more_findings(self) -> list[str]:
+        """The findings folded under "N more findings"."""
+        return self.findings[FIRST_FINDINGS:]
 
 
 def _s(v: Any) -> str:

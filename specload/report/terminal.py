@@ -159,10 +159,10 @@ def render_terminal(report: Report, file: IO[str] | None = None, width: int | No
     if c.ratios:
         console.print(f"[dim]{escape(rule_note(report))}[/dim]", soft_wrap=True)
     _best_of_both(console, report)
-    for finding in report.findings[:10]:
+    for finding in report.first_findings:
         console.print(f"[yellow]![/yellow] {escape(finding)}", markup=True, soft_wrap=True)
-    if len(report.findings) > 10:
-        console.print(f"[yellow]![/yellow] … {len(report.findings) - 10} more in report.md")
+    if report.more_findings:
+        console.print(f"[yellow]![/yellow] … {len(report.more_findings)} more in report.md")
     for advice in report.advice:
         console.print(f"[cyan]→[/cyan] {escape(advice.text)}", markup=True, soft_wrap=True)
     _proposals(console, report)
