@@ -229,7 +229,7 @@ def versus_text(cond: Capacity, base: Capacity, change: CapacityChange | None) -
         return "—"
     if change is not None and change.value is not None:
         return change.text()
-    for who, cap in (("baseline", base), ("this condition", cond)):
+    for who, cap in (("baseline", base), (cond.condition, cond)):
         if cap.qps is None:
             return f"{who} {cap.qps_text()} req/s: {_beyond_words(cap)}"
     return "—"

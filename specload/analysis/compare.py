@@ -24,6 +24,7 @@ from typing import Any
 from specload.analysis.attribution import Attribution, attribute
 from specload.analysis.batch_schedule import ScheduleOptions
 from specload.analysis.capacity import (
+    Capacity,
     capacity_change,
     capacity_gate,
     capacity_sentence,
@@ -533,6 +534,17 @@ def compare_runs(
     return comparison
 
 
+def _class_capacity(c: Comparison, steps: dict[str, list[StepStats]]) -> dict[str, Capacity]:
+    """One class's capacity within the SLOs per condition (``find_capacity`` on its steps):
+    a drafting pool for code carries a load of its own."""
+    out: dict[str, Capacity] = {}
+    for label, st in steps.items() if c.slos else ():
+        found = find_capacity(label, st, c.slos, set(c.incomplete.get(label, {})))
+        if found is not None:
+            out[label] = found
+    return out
+
+
 def _lead_with_classes(c: Comparison) -> None:
     """Where classes disagree (one gains, another does not), the verdict says so first: the
     overall sentence averages them into something neither class sees."""
@@ -567,6 +579,7 @@ def _class_answers(
             name, kind, {label: sum(r.n for r in rs) for label, rs in sub.items()}, bounds
         )
         answer.ratios, answer.steps = vs.ratios, steps
+        answer.capacity = _class_capacity(c, steps)
         for label in vs.ratios:
             answer.crossovers[label] = {x.metric: x for x in vs.crossovers if x.condition == label}
             answer.verdicts[label] = sentence(

@@ -20,6 +20,7 @@ from typing import Any
 
 from specload.analysis.regimes import RULE as REGIME_RULE
 from specload.analysis.samples import diff_segments
+from specload.report.class_tables import class_capacity_table
 from specload.report.model import Report
 from specload.report.plots import regime_plot, render_plots
 from specload.report.schedule_tables import (
@@ -153,6 +154,8 @@ def _blocks(report: Report) -> list[Block]:
         blocks.append(_table(closed))
     if classes := class_table(report):
         blocks.append(_table(classes))
+        if class_capacity := class_capacity_table(report):
+            blocks.append(_table(class_capacity))
         blocks += [
             {"kind": "note", "text": f"{a.name}: {v}"}
             for a in c.classes

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import IO, Any
 
+from specload.report.class_tables import class_capacity_table
 from specload.report.model import Report
 from specload.report.schedule_tables import batch_table, best_of_both_tables
 from specload.report.tables import (
@@ -121,6 +122,7 @@ def _tables(report: Report) -> list[Table]:
         crossover,
         capacity_table(report),
         class_table(report),
+        class_capacity_table(report),
         closed_loop_table(report),
         batch_table(report),
     ]

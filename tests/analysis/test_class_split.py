@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import orjson
 import pytest
 
-from analysis.synth_rundir import SPEC, Cond, write_run
+from analysis.synth_rundir import SPEC, Cond, with_classes, write_run
 from specload.analysis.class_split import ClassEffect, ClassSplit, class_split
 from specload.analysis.compare import compare_runs
 from specload.analysis.comparison import Comparison
@@ -19,26 +18,12 @@ from specload.report.schedule_tables import proposal_lines
 QPS = (2, 4, 8, 12)
 
 
-def _classes(run: Path, code: float = 1.0, questions: float = 1.0) -> Path:
-    """Even prompts are `code`, odd ones `questions`; each class's TPOT scaled by its factor."""
-    lines = []
-    for line in (run / "requests.jsonl").read_bytes().splitlines():
-        r = orjson.loads(line)
-        is_code = r["prompt_index"] % 2 == 0
-        r["category"] = "code" if is_code else "questions"
-        if r.get("tpot_s") is not None:
-            r["tpot_s"] *= code if is_code else questions
-        lines.append(orjson.dumps(r))
-    (run / "requests.jsonl").write_bytes(b"\n".join(lines) + b"\n")
-    return run
-
-
 @pytest.fixture(scope="module")
 def split(tmp_path_factory: pytest.TempPathFactory) -> Comparison:
     """Code 18 % faster, questions 20 % slower: overall no significant difference."""
     d = tmp_path_factory.mktemp("split")
-    base = _classes(write_run(d / "base", Cond("baseline"), qps=QPS))
-    spec = _classes(write_run(d / "spec", Cond("spec", speculative=SPEC), qps=QPS), 0.82, 1.2)
+    base = with_classes(write_run(d / "base", Cond("baseline"), qps=QPS))
+    spec = with_classes(write_run(d / "spec", Cond("spec", speculative=SPEC), qps=QPS), 0.82, 1.2)
     return compare_runs([base, spec], bootstrap=200)
 
 
@@ -60,8 +45,8 @@ def test_no_advice_turns_off_what_the_class_answer_keeps(split: Comparison) -> N
 
 
 def test_classes_that_agree_keep_the_overall_verdict(tmp_path: Path) -> None:
-    base = _classes(write_run(tmp_path / "b", Cond("baseline"), qps=QPS, n=120))
-    spec = _classes(write_run(tmp_path / "s", Cond("spec", speculative=SPEC), qps=QPS, n=120))
+    base = with_classes(write_run(tmp_path / "b", Cond("baseline"), qps=QPS, n=120))
+    spec = with_classes(write_run(tmp_path / "s", Cond("spec", speculative=SPEC), qps=QPS, n=120))
     c = compare_runs([base, spec], bootstrap=200)
     assert class_split("spec", c.baseline, c.classes, c.metric) is None
     assert "Overall:" not in c.verdicts["spec"] and "route" not in c.verdicts["spec"]
