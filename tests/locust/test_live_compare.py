@@ -95,3 +95,45 @@ def test_last_message_keeps_the_head_line_of_a_many_line_error() -> None:
         "specload: runs are not comparable; 1 key differs:; median prompt_tokens: 7 | 157"
     )
     assert last_message("") == "no message"
+
+
+class _Job:
+    """Stands in for ``ReportJob``: records what it was asked to compare."""
+
+    def start(self, dirs: list[Path], out: Path, baseline: str | None, extra: tuple) -> None:
+        self.args = (dirs, out, baseline, extra)
+
+
+def test_report_compares_against_the_baseline_after_a_failed_update(
+    runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The Report button (and headless gates) compare with the baseline even when a live
+    update failed: compare's own message then says why. Only a baseline that could never
+    be used (``blocked``) gives the run's own report."""
+    from types import SimpleNamespace
+
+    from specload.gate_options import GateOptions
+    from specload.locust.session import RunSession
+
+    base, spec = runs
+    live = LiveComparison(load_baseline(base), spec, "spec", scenario(), lambda _: None)
+    try:
+        live.problem = "live comparison failed: something"
+        job = _Job()
+        gates = GateOptions(max_regression=("tpot_p50=5",), junit="ci.xml")
+        session = SimpleNamespace(
+            writer=SimpleNamespace(path=tmp_path / "runs" / "spec"),
+            compare=live,
+            report=job,
+            opts=SimpleNamespace(gates=gates),
+        )
+        RunSession.start_report(session)  # type: ignore[arg-type]
+        dirs, out, baseline, extra = job.args
+        assert dirs == [base, tmp_path / "runs" / "spec"] and baseline == "baseline"
+        assert out == tmp_path / "runs" / "reports" / "spec-vs-base"
+        assert extra == ("--max-regression=tpot_p50=5", "--gate-on", "ci", "--junit", "ci.xml")
+        live.blocked = "the baseline has this run's label"
+        RunSession.start_report(session)  # type: ignore[arg-type]
+        assert job.args[0] == [tmp_path / "runs" / "spec"] and job.args[2] is None
+    finally:
+        live.close()
