@@ -41,3 +41,17 @@ def test_an_open_ended_baseline_capacity_is_stated(runs: tuple[Path, Path]) -> N
     rows = {r[0]: r for r in cap.rows}
     assert rows["baseline"][1] == ">12"
     assert rows["slow"][5] == "baseline >12 req/s: not reached"
+
+
+def test_the_runs_lengths_read_todays_scenarios() -> None:
+    """run.json nests synthetic prompts under ``prompts.synthetic``; a prompt file or a
+    trace has per-prompt lengths and is named ("lengths in —" on every run before)."""
+    from specload.report.model import _lengths
+    from specload.scenario import load_scenario
+
+    root = Path(__file__).resolve().parents[2] / "scenarios"
+    lengths = {
+        f: _lengths(load_scenario(root / f).to_dict()) for f in ("demo.yaml", "mixed-demo.yaml")
+    }
+    assert lengths["demo.yaml"] == "in 512 / out 256 / shared prefix 256"
+    assert lengths["mixed-demo.yaml"] == "in file mixed-traffic.jsonl / out 256"
