@@ -37,7 +37,7 @@ def test_html_shows_three_findings_and_folds_the_rest(report: Report) -> None:
     more = len(report.findings) - FIRST_FINDINGS
     assert f"<summary>{more} more findings</summary>" in folded
     assert folded.split("</details>")[0].count('<div class="finding">') == more
-    assert page.index('class="verdict"') < page.index('class="finding"')
+    assert page.index('class="verdict ') < page.index('class="finding"')
 
 
 def test_markdown_and_terminal_lead_with_three(report: Report) -> None:
@@ -49,3 +49,21 @@ def test_markdown_and_terminal_lead_with_three(report: Report) -> None:
     text = out.getvalue()
     assert text.count("\n! ") + text.startswith("! ") == FIRST_FINDINGS + 1  # + "… N more"
     assert f"… {len(report.findings) - FIRST_FINDINGS} more in report.md" in text
+
+
+def test_the_verdicts_colour_comes_from_the_effect(report: Report, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    """Green only where the condition helps, red where it only hurts, grey for no decision
+    (the starts above disagree) or no significant change."""
+    from specload.report.html import verdict_tone
+
+    assert verdict_tone(report.comparison, "spec") == "neutral"
+    d = tmp_path_factory.mktemp("tones")
+    qps = (2, 4, 8)
+    base = write_run(d / "base", Cond("baseline"), qps=qps, n=150, metrics=False)
+    fast = Cond("fast", speculative=SPEC, tpot=lambda q: 0.7)
+    slow = Cond("slow", speculative=SPEC, tpot=lambda q: 1.3)
+    dirs = [base, *(write_run(d / x.label, x, qps=qps, n=150, metrics=False) for x in (fast, slow))]
+    c = compare_runs(dirs, bootstrap=200, baseline="baseline")
+    assert verdict_tone(c, "fast") == "helps" and verdict_tone(c, "slow") == "hurts"
+    page = render_html(build_report(c))
+    assert '<div class="verdict helps">fast ' in page and '<div class="verdict hurts">slow ' in page
