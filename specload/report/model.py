@@ -72,7 +72,7 @@ def _s(v: Any) -> str:
 
 
 def _lengths(sc: dict[str, Any]) -> str:
-    """"in 512 / out 256 / shared prefix 256"; a prompt file or a trace by name (their lengths
+    """ "in 512 / out 256 / shared prefix 256"; a prompt file or a trace by name (their lengths
     are per prompt), a length distribution by its kind. Reads the scenario's nested
     ``prompts.synthetic`` (today's run.json) and the older flat ``prompts`` alike."""
     prompts = sc.get("prompts") or {}
