@@ -15,7 +15,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from specload.analysis.comparison import Comparison
-from specload.analysis.gates import GateFailure
+from specload.analysis.gates import CAPACITY_GATE, GateFailure
 
 __all__ = ["junit_xml", "write_junit"]
 
@@ -27,6 +27,10 @@ def _case(suite: ET.Element, classname: str, name: str) -> ET.Element:
 
 
 def _gate_name(metric: str, max_pct: float, operating_qps: float | None) -> str:
+    """What the gate allows, as its testcase is named: "tpot_p95 at most +10 % up to 8
+    req/s", "capacity loses at most 10 %"."""
+    if metric == CAPACITY_GATE:
+        return f"capacity loses at most {max_pct:g} %"
     unit = " pp" if metric == "error_rate" else " %"
     scope = f" up to {operating_qps:g} req/s" if operating_qps is not None else ""
     return f"{metric} at most +{max_pct:g}{unit}{scope}"
