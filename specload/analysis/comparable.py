@@ -260,6 +260,6 @@ def not_comparable_message(runs: list[RunColumns]) -> str:
     lines = [_format_line(d) for d in diffs[:MAX_KEYS]]
     if len(diffs) > MAX_KEYS:
         lines.append(f"  ... and {len(diffs) - MAX_KEYS} more keys (--force lists them all)")
-    count = f"{len(diffs)} key{'s' if len(diffs) != 1 else ''} differ"
+    count = f"{len(diffs)} key differs" if len(diffs) == 1 else f"{len(diffs)} keys differ"
     head = f"runs are not comparable (use --force to compare anyway); {count}:"
     return "\n".join([head, *lines])

@@ -19,6 +19,7 @@ answer, which headless is a non-zero exit with that reason.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import tempfile
 import time
@@ -44,10 +45,17 @@ JOB_TIMEOUT_S = 300.0
 
 def last_message(text: str) -> str:
     """The last message a child printed, on one line: from its last ``specload...:`` line on
-    (a not-comparable error is a head line and one line per key; the key alone says little)."""
+    (a not-comparable error is a head line and one line per key; the key alone says little),
+    without the program's name (the banner says who failed)."""
     lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
+    if not lines:
+        return "no message"
     heads = [i for i, x in enumerate(lines) if x.startswith("specload")]
-    return "; ".join(lines[heads[-1] if heads else -1 :]) if lines else "no message"
+    said = lines[heads[-1] if heads else -1 :]
+    out = re.sub(r"^specload[\w .-]*: (error: )?", "", said[0])
+    for line in said[1:]:  # "N keys differ:" then one line per key
+        out += (" " if out.endswith(":") else "; ") + line
+    return out
 
 
 def _run_child(*args: str) -> tuple[int, str, str]:

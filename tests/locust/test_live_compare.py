@@ -46,7 +46,7 @@ def test_a_failed_update_is_said_and_the_next_one_still_runs(
         _wait(live)
         live.update({0})
         _wait(live)
-        assert live.problem and live.problem.startswith("live comparison failed: specload")
+        assert live.problem and live.problem.startswith("live comparison failed: runs are not")
         assert "target.model" in live.problem
         assert any("(the next step tries again)" in x for x in said)
         (run_dir / "run.json").write_bytes(orjson.dumps(meta))
@@ -91,9 +91,11 @@ def test_a_baseline_of_this_label_is_final_at_the_end_with_the_reason(
 
 def test_last_message_keeps_the_head_line_of_a_many_line_error() -> None:
     text = "specload: runs are not comparable; 1 key differs:\n  median prompt_tokens: 7 | 157\n"
-    assert last_message(text) == (
-        "specload: runs are not comparable; 1 key differs:; median prompt_tokens: 7 | 157"
+    assert (
+        last_message(text)
+        == "runs are not comparable; 1 key differs: median prompt_tokens: 7 | 157"
     )
+    assert last_message("specload compare: error: x: bad\n") == "x: bad"
     assert last_message("") == "no message"
 
 
