@@ -19,6 +19,7 @@ from typing import Any
 from specload.budget import DEFAULT_MAX_ERROR_RATE, max_error_rate
 from specload.condition import declared_speculative
 from specload.errors import ConfigError
+from specload.gate_options import GateOptions, resolve_gate_options
 
 __all__ = [
     "RUN_OPTIONS",
@@ -183,6 +184,8 @@ class RunOptions:
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE  # errors / records, any step or overall
     #: ``--baseline-run``: a finished run compared live in the web UI (``locust/live_compare``)
     baseline_run: str | None = None
+    #: the gate options (``gate_options.py``): checked by ``specload compare`` at the end
+    gates: GateOptions = GateOptions()
 
 
 def check_host(host: str | None) -> str:
@@ -213,6 +216,17 @@ def _overrides(text: str | None) -> dict[str, Any] | None:
     return value
 
 
+def _check_baseline(path: str, label: str, scenario: Any) -> None:
+    """Headless, a baseline the live comparison could never use (this run's label, another
+    scenario, not finished) is bad input before any traffic: nobody watches a banner there.
+    The web UI shows it as a banner instead (the form may still change)."""
+    from specload.provisional import baseline_problem, load_baseline
+
+    problem = baseline_problem(load_baseline(path), label, scenario.to_dict())
+    if problem is not None:
+        raise ConfigError(problem, path="--baseline-run")
+
+
 def resolve_run_options(
     values: Any, *, host: str | None, run_dir: str | None, headless: bool
 ) -> tuple[RunOptions, Any]:
@@ -228,6 +242,17 @@ def resolve_run_options(
         DcgmSource(gpu_url)  # ConfigError for anything but an http(s) URL
     budget = max_error_rate(getattr(values, "max_error_rate", DEFAULT_MAX_ERROR_RATE))
     baseline_run = getattr(values, "baseline_run", "") or None
+    gates = resolve_gate_options(values)
+    if gates.asked and not baseline_run:
+        raise ConfigError(
+            "gates, SLOs and --junit compare this run with a baseline run: give --baseline-run "
+            "RUN_DIR (or run specload compare BASELINE RUN afterwards)",
+            path="--max-regression"
+            if gates.max_regression
+            else "--slo"
+            if gates.slo
+            else "--junit",
+        )
     if baseline_run:
         from specload.provisional import load_baseline
 
@@ -239,6 +264,8 @@ def resolve_run_options(
 
     scenario = load_scenario(scenario_path, _overrides(getattr(values, "scenario_set", "")))
     label = getattr(values, "label", "") or "run"
+    if baseline_run and headless:
+        _check_baseline(baseline_run, label, scenario)
     opts = RunOptions(
         scenario_path=os.path.abspath(scenario_path),
         label=label,
@@ -252,5 +279,6 @@ def resolve_run_options(
         gpu_metrics_url=gpu_url,
         max_error_rate=budget,
         baseline_run=baseline_run,
+        gates=gates,
     )
     return opts, scenario

@@ -17,6 +17,10 @@ directory and answers with figures:
 Then one plain recommendation (``ngram``, ``ngram_maybe``, ``prefix_caching``, both, or
 ``neither``) with the figures and thresholds that justify it. This module reads the sources; the figures and thresholds are
 ``repetition.py``; ``cli/inspect.py`` renders the result.
+
+A prompt file or run with categories (a prompt file's ``category``) is also profiled per
+category (``RepetitionProfile.categories``): code edits that repeat their input and open
+questions that do not average into a figure neither class has.
 """
 
 from __future__ import annotations
@@ -43,12 +47,24 @@ from specload.repetition import (
 )
 
 __all__ = [
+    "CategoryProfile",
     "RepetitionProfile",
     "inspect_path",
     "inspect_prompts",
     "inspect_run",
     "read_prompt_set",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class CategoryProfile:
+    """One category's figures and its own recommendation (same thresholds as the whole)."""
+
+    name: str
+    requests: int
+    lookup: Distribution | None
+    cacheable_share: float | None
+    recommendation: Recommendation
 
 
 @dataclass
@@ -64,6 +80,8 @@ class RepetitionProfile:
     prefix: PrefixProfile | None
     recommendations: list[Recommendation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: per category, when the prompts carry two or more (else empty)
+    categories: list[CategoryProfile] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,16 +124,51 @@ def read_prompt_set(path: Path) -> list[list[dict[str, Any]]]:
     return out
 
 
+def read_categories(path: Path) -> list[str | None]:
+    """Each prompt's ``category`` (None without one), in the order of ``read_prompt_set``
+    (which has checked the file)."""
+    out: list[str | None] = []
+    for line in path.read_bytes().splitlines():
+        if line.strip():
+            obj = orjson.loads(line)
+            cat = obj.get("category") if isinstance(obj, dict) else None
+            out.append(str(cat) if cat is not None else None)
+    return out
+
+
+def by_category(
+    categories: list[str | None],
+    rates: list[float | None],
+    prompts: list[list[int]] | None,
+    basis: str,
+) -> list[CategoryProfile]:
+    """Per category (two or more): its lookup rates, its prompts' reusable prefix share
+    (``prompts`` None: unknown) and its own recommendation."""
+    names = sorted({c for c in categories if c is not None})
+    if len(names) < 2:
+        return []
+    out = []
+    for name in names:
+        idx = [i for i, c in enumerate(categories) if c == name]
+        lookup = distribution(r for i in idx if (r := rates[i]) is not None)
+        prefix = prefix_profile([prompts[i] for i in idx], basis) if prompts else None
+        rec = recommend(lookup, basis, prefix)[0]
+        share = prefix.cacheable_share if prefix else None
+        out.append(CategoryProfile(name, len(idx), lookup, share, rec))
+    return out
+
+
 def inspect_prompts(path: Path, tokenizer: SplitTokenizer | None = None) -> RepetitionProfile:
-    """Profile a prompt set: lookup rate (replies or self-repetition) and shared prefixes."""
+    """Profile a prompt set: lookup rate (replies or self-repetition) and shared prefixes,
+    overall and per category."""
     sets = read_prompt_set(path)
-    rates: list[float] = []
+    per_prompt: list[float | None] = []
     replies = 0
     for msgs in sets:
         rate, from_reply = lookup_rate(msgs, tokenizer)
         replies += from_reply
-        if rate is not None:
-            rates.append(rate)
+        per_prompt.append(rate)
+    rates = [r for r in per_prompt if r is not None]
     notes: list[str] = []
     if replies == len(sets):
         basis = "last assistant reply vs. the conversation before it"
@@ -140,6 +193,7 @@ def inspect_prompts(path: Path, tokenizer: SplitTokenizer | None = None) -> Repe
         prefix=prefix,
         recommendations=recommend(lookup, basis, prefix),
         notes=notes,
+        categories=by_category(read_categories(path), per_prompt, prompts, basis),
     )
 
 
@@ -233,6 +287,10 @@ def inspect_run(path: Path) -> RepetitionProfile:
     basis = f"recorded outputs ({method or 'unknown'} tokens)"
     lookup = distribution(rates)
     prefix = _run_prefix(records, run.meta, notes)
+    categories = [str(c) if (c := r.get("category")) is not None else None for r in records]
+    per_record = [
+        float(x) if (x := r.get("lookup_match_rate")) is not None else None for r in records
+    ]
     return RepetitionProfile(
         source=str(path),
         kind="run",
@@ -243,6 +301,7 @@ def inspect_run(path: Path) -> RepetitionProfile:
         prefix=prefix,
         recommendations=recommend(lookup, basis, prefix),
         notes=notes,
+        categories=by_category(categories, per_record, None, basis),
     )
 
 

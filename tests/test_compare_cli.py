@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 from analysis.synth_rundir import SPEC, Cond, linear_gain, scenario, write_run
@@ -83,6 +84,26 @@ def test_gate_beyond_the_limit_exits_1_and_names_the_step(
     err = capsys.readouterr().err
     assert "gate failed: spec-ngram-k4: tpot_p50 +" in err and "at 32 req/s" in err
     assert json.loads((tmp_path / "r" / "report.json").read_text())["gates"]["passed"] is False
+
+
+def test_junit_has_a_testcase_per_gate_and_verdict_and_a_failure_for_the_failed_gate(
+    pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    junit = tmp_path / "ci" / "specload.xml"
+    gates = ["--max-regression", "tpot_p50=0.5", "--max-regression", "ttft_p50=50"]
+    args = ["compare", *map(str, pair), "--out", str(tmp_path / "r"), "--no-html", "--quiet"]
+    rc = main([*args, *gates, "--min-gain", "0.01", "--junit", str(junit)])
+    assert rc == 1
+    suite = ElementTree.parse(junit).getroot().find("testsuite")
+    assert suite is not None and suite.get("tests") == "3" and suite.get("failures") == "1"
+    cases = {(c.get("classname"), c.get("name")): c for c in suite.iter("testcase")}
+    failed = cases[("specload.gate.spec-ngram-k4", "tpot_p50 at most +0.5 %")]
+    failure = failed.find("failure")
+    assert failure is not None and "at 32 req/s" in (failure.get("message") or "")
+    assert cases[("specload.gate.spec-ngram-k4", "ttft_p50 at most +50 %")].find("failure") is None
+    verdict = cases[("specload.verdict", "spec-ngram-k4")]
+    assert verdict.find("failure") is None
+    assert "lowers p50 TPOT" in (verdict.findtext("system-out") or "")
 
 
 def test_gate_up_to_the_operating_point_passes(pair: tuple[Path, Path], tmp_path: Path) -> None:

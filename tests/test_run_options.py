@@ -12,6 +12,7 @@ import pytest
 
 from specload.cli.main import build_parser
 from specload.errors import ConfigError
+from specload.gate_options import add_gate_options
 from specload.run_options import RUN_OPTIONS, resolve_run_options
 
 
@@ -51,6 +52,28 @@ def test_both_parsers_offer_the_shared_options_with_one_help_and_default() -> No
     assert cli["--scenario"].required and not lo["--scenario"][2]
 
 
+def _compare_parser() -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["compare"]
+
+
+def test_the_gate_options_are_compares_own_on_locusts_command_line() -> None:
+    """One definition (``gate_options.py``): the same flags, defaults and help on ``specload
+    compare`` and on Locust (where ``--baseline-run`` runs compare with them at the end)."""
+    child = subprocess.run(
+        [sys.executable, "-c", LOCUST_OPTIONS], capture_output=True, text=True, check=True
+    )
+    lo = json.loads(child.stdout)
+    mine = argparse.ArgumentParser()
+    add_gate_options(mine)
+    flags = [f for f in _actions(mine) if f != "-h"]
+    assert flags == ["--operating-qps", "--max-regression", "--gate-on", "--slo", "--junit"]
+    cmp = _actions(_compare_parser())
+    for flag in flags:
+        assert cmp[flag].default == lo[flag][1], flag
+        assert lo[flag][0].startswith(str(cmp[flag].help).split(" (with --baseline-run")[0]), flag
+
+
 @pytest.mark.parametrize(
     ("flag", "value", "message"),
     [
@@ -58,6 +81,10 @@ def test_both_parsers_offer_the_shared_options_with_one_help_and_default() -> No
         ("gpu_metrics_url", "dcgm-host:9400", "--gpu-metrics-url"),
         ("max_error_rate", 1.5, "--max-error-rate"),
         ("scenario", "", "no scenario"),
+        ("max_regression", ["tpot_p50=5"], "--max-regression: gates.*give --baseline-run"),
+        ("junit", "ci.xml", "--junit: gates.*give --baseline-run"),
+        ("operating_qps", -1.0, "--operating-qps -1: expected a load > 0"),
+        ("slo", ["tpot=fast"], "--slo"),
     ],
 )
 def test_bad_input_is_one_config_error_whichever_way_the_run_started(

@@ -161,6 +161,24 @@ def test_bad_values_name_file_key_path_and_expectation(
     assert expect in line
 
 
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [
+        ("steps: [1]\nstep_duraton_s: 3\n", "did you mean 'step_duration_s'?"),
+        ("steps: [1]\nmax_tokens: {dist: normal, mean: 9, stdev: 1}\n", "did you mean 'stddev'?"),
+        ("steps: [1]\nconversation: {turns: 2, think_time: 1}\n", "did you mean 'think_time_s'?"),
+        ("steps: [1]\nzzz: 1\n", ""),
+    ],
+)
+def test_a_typo_gets_the_closest_key_and_only_keys_a_person_writes(
+    tmp_path: Path, text: str, hint: str
+) -> None:
+    line = str(error_of(tmp_path, text))
+    assert "unknown key (" in line and (hint in line if hint else "did you mean" not in line)
+    listed = line.split("expected one of: ")[1]
+    assert "trace_info" not in listed and "source" not in listed
+
+
 def test_yaml_syntax_error_names_line_and_column(tmp_path: Path) -> None:
     err = error_of(tmp_path, "steps: [1, 2\nname: x\n")
     assert "line 2" in str(err) and "column" in str(err)

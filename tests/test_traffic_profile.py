@@ -374,3 +374,29 @@ def test_every_figure_combination_gives_one_consistent_recommendation(
     assert said["prefix"] == (
         {"for"} if prefix_for else {"against"} if share is not None else set()
     )
+
+
+def test_a_prompt_file_with_categories_is_profiled_per_category(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The shipped mixed workload: code edits repeat their input, the rest does not; the
+    average (15 %) is neither, so each category gets its own figures and advice."""
+    mixed = Path(__file__).resolve().parents[1] / "scenarios" / "prompts" / "mixed-traffic.jsonl"
+    profile = inspect_path(mixed)
+    cats = {c.name: c for c in profile.categories}
+    assert set(cats) == {"code", "qa", "summary", "writing"}
+    assert cats["code"].recommendation.action == "ngram" and cats["code"].requests == 60
+    assert cats["qa"].recommendation.action == "neither"
+    assert main(["inspect", str(mixed)]) == 0
+    out = capsys.readouterr().out
+    assert "Per category" in out and "│ code " in out
+
+
+def test_a_run_with_categories_is_profiled_per_category(tmp_path: Path) -> None:
+    records = [
+        record(i, 0.7 if i % 2 else 0.0, category="code" if i % 2 else "chat") for i in range(40)
+    ]
+    cats = {c.name: c for c in inspect_path(run_dir(tmp_path / "run", records)).categories}
+    assert cats["code"].lookup is not None and cats["code"].lookup.p50 == pytest.approx(0.7)
+    assert cats["code"].recommendation.action == "ngram"
+    assert cats["chat"].recommendation.action != "ngram" and cats["chat"].requests == 20

@@ -221,6 +221,26 @@ def _change_replicates(cond: Capacity, base: Capacity) -> tuple[np.ndarray, np.n
     return ordered, bounded
 
 
+def versus_text(cond: Capacity, base: Capacity, change: CapacityChange | None) -> str:
+    """A condition's capacity against the baseline's, as the capacity table says it: the
+    change with its CI, or, where one capacity lies beyond the tested range so there is no
+    ratio, what the steps do show ("baseline >12 req/s: not reached"), never a bare dash."""
+    if cond.condition == base.condition:
+        return "—"
+    if change is not None and change.value is not None:
+        return change.text()
+    for who, cap in (("baseline", base), (cond.condition, cond)):
+        if cap.qps is None:
+            return f"{who} {cap.qps_text()} req/s: {_beyond_words(cap)}"
+    return "—"
+
+
+def _beyond_words(cap: Capacity) -> str:
+    """Why a capacity has no figure: the SLOs held at every tested step, or at none."""
+    above = cap.boundary.qps is not None and cap.boundary.qps > 0
+    return "not reached" if above else "missed at the lowest step"
+
+
 def capacity_change(cond: Capacity, base: Capacity) -> CapacityChange:
     """``cond / base - 1`` (a value when both capacities lie inside the tested range) and its
     percentile CI over every bootstrap replicate (``CapacityChange``)."""

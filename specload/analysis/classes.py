@@ -48,6 +48,8 @@ class ClassAnswer:
     ratios: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     #: condition -> [StepStats]
     steps: dict[str, list[Any]] = field(default_factory=dict)
+    #: condition -> Capacity within the SLOs (``analysis.capacity``), when SLOs were given
+    capacity: dict[str, Any] = field(default_factory=dict)
 
 
 def _categories(runs: list[RunColumns]) -> list[str]:

@@ -7,6 +7,12 @@ server version (when both report one), and the resolved scenario flattened to do
 paths, and the measured median prompt length, ignoring keys that legitimately differ between
 runs of one comparison (the scenario's file path and name, step list, durations, warm-up,
 repeats, scrape interval).
+
+The median prompt length is taken per category (a prompt file's ``category``) and over the
+steps every run has: a mix of 13-token questions and 150-token code edits has a median that
+jumps from one to the other with the mix, and a run in progress (the web UI's live view holds
+its settled steps only) sent the prompts of its first steps, not the whole run's. Like is
+compared with like: the same class, the same steps.
 Runs sharing a label must also share a declared condition. ``differences`` returns them as
 lines (each run against the first, full paths: what a forced report keeps);
 ``key_differences`` groups them by key with every run's value, and
@@ -26,6 +32,7 @@ from specload.analysis.run_columns import RunColumns
 __all__ = [
     "IGNORED_SCENARIO_KEYS",
     "KeyDifference",
+    "common_steps",
     "differences",
     "flatten",
     "key_differences",
@@ -36,7 +43,8 @@ __all__ = [
 PROMPT_REL_MAX = 0.02
 #: Target keys compared (when both runs report them).
 TARGET_KEYS = ("model", "server_version")
-#: The key under which the median prompt length is compared.
+#: The key under which the median prompt length is compared (``PROMPT_KEY (category)`` per
+#: category when the records carry one).
 PROMPT_KEY = "median prompt_tokens"
 #: Limits of one line of ``not_comparable_message``: characters of a value, of a run name,
 #: values and run names shown per key, keys shown, characters of a line.
@@ -89,43 +97,71 @@ def _target(meta: dict[str, Any], key: str) -> Any:
     return target.get(key) if isinstance(target, dict) else None
 
 
-def _median_prompt(run: RunColumns) -> float | None:
-    x = run.cols["prompt_tokens"]
+def common_steps(runs: list[RunColumns]) -> set[int] | None:
+    """The step indexes every run has records in; None (all records) when they share none."""
+    sets = [{int(x) for x in r.cols["step"][np.isfinite(r.cols["step"])]} for r in runs]
+    common = set.intersection(*sets) if sets else set()
+    return common or None
+
+
+def _median(x: np.ndarray) -> float | None:
     x = x[~np.isnan(x)]
     return float(np.median(x)) if x.size else None
 
 
-def _values(run: RunColumns) -> dict[str, Any]:
-    """Everything that must match, by key: target, flattened scenario, median prompt length."""
+def _median_prompts(run: RunColumns, steps: set[int] | None) -> dict[str, float | None]:
+    """``{PROMPT_KEY: median}``, or one ``PROMPT_KEY (category)`` per category, over
+    ``steps`` (None: every record)."""
+    tokens = np.asarray(run.cols["prompt_tokens"], dtype=float)
+    keep = np.ones(tokens.shape, dtype=bool)
+    if steps is not None:
+        keep = np.isin(run.cols["step"], sorted(steps))
+    category = run.cols.get("category")
+    names = {str(c) for c in category[keep] if c is not None} if category is not None else set()
+    if not names:
+        return {PROMPT_KEY: _median(tokens[keep])}
+    assert category is not None
+    return {f"{PROMPT_KEY} ({c})": _median(tokens[keep & (category == c)]) for c in sorted(names)}
+
+
+def _values(run: RunColumns, steps: set[int] | None = None) -> dict[str, Any]:
+    """Everything that must match, by key: target, flattened scenario, median prompt length
+    (per category, over ``steps``)."""
     out: dict[str, Any] = {f"target.{k}": _target(run.meta, k) for k in TARGET_KEYS}
     scen = flatten(run.meta.get("scenario") or {})
     out.update({f"scenario.{k}": v for k, v in scen.items()})
-    out[PROMPT_KEY] = _median_prompt(run)
+    out.update(_median_prompts(run, steps))
     return out
+
+
+def _is_prompt_key(key: str) -> bool:
+    return key == PROMPT_KEY or key.startswith(f"{PROMPT_KEY} (")
 
 
 def _differs(key: str, a: Any, b: Any) -> bool:
     """Whether ``b`` (a run) differs from ``a`` (the reference run) in a way that matters."""
     if key.startswith("target."):  # a server without the endpoint reports None: unknown
         return a is not None and b is not None and a != b
-    if key == PROMPT_KEY:
+    if _is_prompt_key(key):
         return bool(a and b and abs(b / a - 1) > PROMPT_REL_MAX)
     return bool(a != b)
 
 
 def _keys(values: list[dict[str, Any]]) -> list[str]:
-    """Target keys, then scenario keys sorted, then the prompt length: the order shown."""
+    """Target keys, then scenario keys sorted, then the prompt lengths: the order shown."""
     scen = sorted({k for v in values for k in v if k.startswith("scenario.")})
-    return [*(f"target.{k}" for k in TARGET_KEYS), *scen, PROMPT_KEY]
+    prompts = sorted({k for v in values for k in v if _is_prompt_key(k)})
+    return [*(f"target.{k}" for k in TARGET_KEYS), *scen, *prompts]
 
 
 def _show(key: str, value: Any) -> str:
-    return f"{value:g}" if key == PROMPT_KEY and value is not None else repr(value)
+    return f"{value:g}" if _is_prompt_key(key) and value is not None else repr(value)
 
 
 def _pairs(runs: list[RunColumns]) -> list[str]:
     """Each run against the first: ``PATH (label) vs PATH (label): key b != a``."""
-    values = [_values(r) for r in runs]
+    steps = common_steps(runs)
+    values = [_values(r, steps) for r in runs]
     keys = _keys(values)
     diffs = []
     for run, vals in zip(runs[1:], values[1:], strict=True):
@@ -180,7 +216,8 @@ def _run_names(runs: list[RunColumns]) -> list[str]:
 def key_differences(runs: list[RunColumns]) -> list[KeyDifference]:
     """The differences of ``differences``, grouped by key, with every run's value."""
     names = _run_names(runs)
-    values = [_values(r) for r in runs]
+    steps = common_steps(runs)
+    values = [_values(r, steps) for r in runs]
     out = []
     for key in _keys(values):
         ref = values[0].get(key)
@@ -223,6 +260,6 @@ def not_comparable_message(runs: list[RunColumns]) -> str:
     lines = [_format_line(d) for d in diffs[:MAX_KEYS]]
     if len(diffs) > MAX_KEYS:
         lines.append(f"  ... and {len(diffs) - MAX_KEYS} more keys (--force lists them all)")
-    count = f"{len(diffs)} key{'s' if len(diffs) != 1 else ''} differ"
+    count = f"{len(diffs)} key differs" if len(diffs) == 1 else f"{len(diffs)} keys differ"
     head = f"runs are not comparable (use --force to compare anyway); {count}:"
     return "\n".join([head, *lines])

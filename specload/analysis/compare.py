@@ -24,12 +24,14 @@ from typing import Any
 from specload.analysis.attribution import Attribution, attribute
 from specload.analysis.batch_schedule import ScheduleOptions
 from specload.analysis.capacity import (
+    Capacity,
     capacity_change,
     capacity_gate,
     capacity_sentence,
     find_capacity,
     goodput,
 )
+from specload.analysis.class_split import class_split
 from specload.analysis.classes import ClassAnswer, class_masks, restrict
 from specload.analysis.closed_loop import closed_loop, has_closed_loop, ladder_only
 from specload.analysis.comparable import differences, not_comparable_message
@@ -520,6 +522,7 @@ def compare_runs(
     _capacity(comparison, groups, slos, gates or [])
     comparison.verdicts = _verdicts(vs, comparison, contract)
     comparison.classes = _class_answers(groups, inputs, comparison)
+    _lead_with_classes(comparison)
     if closed_groups is not None:
         comparison.closed_loop = closed_loop(closed_groups, base, min_gain, bootstrap, seed)
     comparison.schedules = analyse_schedules(comparison, schedule)
@@ -533,6 +536,28 @@ def compare_runs(
         if label != base and (found := output_samples(base_dirs, [r.path for r in rs])):
             comparison.samples[label] = found
     return comparison
+
+
+def _class_capacity(c: Comparison, steps: dict[str, list[StepStats]]) -> dict[str, Capacity]:
+    """One class's capacity within the SLOs per condition (``find_capacity`` on its steps):
+    a drafting pool for code carries a load of its own."""
+    out: dict[str, Capacity] = {}
+    for label, st in steps.items() if c.slos else ():
+        found = find_capacity(label, st, c.slos, set(c.incomplete.get(label, {})))
+        if found is not None:
+            out[label] = found
+    return out
+
+
+def _lead_with_classes(c: Comparison) -> None:
+    """Where classes disagree (one gains, another does not), the verdict says so first: the
+    overall sentence averages them into something neither class sees."""
+    drafting = {i.label for i in c.conditions if i.features.spec_on}
+    for label in list(c.verdicts):
+        pool = "a drafting pool" if label in drafting else ""
+        split = class_split(label, c.baseline, c.classes, c.metric, pool)
+        if split is not None:
+            c.verdicts[label] = f"{split.headline()}. Overall: {c.verdicts[label]}"
 
 
 def _class_answers(
@@ -558,6 +583,7 @@ def _class_answers(
             name, kind, {label: sum(r.n for r in rs) for label, rs in sub.items()}, bounds
         )
         answer.ratios, answer.steps = vs.ratios, steps
+        answer.capacity = _class_capacity(c, steps)
         for label in vs.ratios:
             answer.crossovers[label] = {x.metric: x for x in vs.crossovers if x.condition == label}
             answer.verdicts[label] = sentence(

@@ -26,7 +26,7 @@ from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, NA
 from specload.analysis.ratios import RatioRow
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
-from specload.analysis.wording import pct, step_label, too_few_starts_text
+from specload.analysis.wording import load_range, pct, step_label, too_few_starts_text
 
 __all__ = [
     "BLOCKS_CAVEAT",
@@ -124,7 +124,7 @@ def benefit_words(x: Crossover | None) -> str:
 
 def _headline(x: Crossover, rows: list[RatioRow]) -> str:
     c, label, lo, hi = x.condition, metric_label(x.metric), *x.tested_range
-    tested = f"{lo:g}–{hi:g} req/s"
+    tested = load_range(lo, hi)
     if x.status == NEVER:
         worse = where_effect(rows, HURTS)
         if worse:

@@ -17,6 +17,7 @@ __all__ = [
     "digits_for",
     "load_ci_text",
     "load_decimals",
+    "load_range",
     "load_with_ci",
     "pct",
     "pct_ci_text",
@@ -139,3 +140,8 @@ def load_ci_text(
         else:
             parts.append("?")
     return "–".join(parts)
+
+
+def load_range(lo: float, hi: float) -> str:
+    """A tested range of loads: "4–16 req/s", or "4 req/s" for one step (not "4–4")."""
+    return f"{lo:g} req/s" if lo == hi else f"{lo:g}–{hi:g} req/s"

@@ -14,43 +14,12 @@ import argparse
 import sys
 from typing import Any
 
-__all__ = ["add_gate_options", "add_parser", "run"]
-
-
-def add_gate_options(p: argparse.ArgumentParser) -> None:
-    """The CI gate options, defined once: ``--operating-qps``, ``--max-regression`` and
-    ``--gate-on`` (``analysis.gates``)."""
-    from specload.analysis.gates import GATE_ON
-
-    p.add_argument(
-        "--operating-qps",
-        type=float,
-        metavar="Q",
-        help="gates apply to steps up to this load (default: every step)",
-    )
-    p.add_argument(
-        "--max-regression",
-        action="append",
-        default=[],
-        metavar="METRIC=PCT",
-        help="fail (exit 1) when a condition hurts METRIC (the report's rule: significantly "
-        "worse) by more than PCT percent at a step up to --operating-qps, judged by --gate-on "
-        "(percentage points for error_rate, judged on its value; capacity=PCT: its capacity "
-        "within the --slo is significantly lower than the baseline's by more than PCT "
-        "percent); a gate that would check no step is an error (exit 2); repeatable",
-    )
-    p.add_argument(
-        "--gate-on",
-        choices=GATE_ON,
-        default="ci",
-        help="ci: a gate fails only when the whole 95%% CI of the change lies beyond its limit; "
-        "a point estimate beyond it with the CI reaching back passes with a 'possible "
-        "regression' line (exit 0); point: fails on the point estimate, the stricter old rule "
-        "(default: %(default)s)",
-    )
+__all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: Any) -> None:
+    from specload.gate_options import add_gate_options
+
     p = subparsers.add_parser(
         "compare",
         help="compare run directories: where speculative decoding stops helping, with CIs",
@@ -104,16 +73,7 @@ def add_parser(subparsers: Any) -> None:
         help="steps whose error rate passes this are left out of every conclusion (default: "
         "the budget the runs recorded, else 0.05)",
     )
-    add_gate_options(p)
-    p.add_argument(
-        "--slo",
-        action="append",
-        default=[],
-        metavar="METRIC=DURATION",
-        help="a latency SLO, e.g. ttft_p95=500ms, tpot_p95=25ms, e2e_p99=8s (repeatable; "
-        "default: the scenario's slo:): per condition the highest load at which every SLO "
-        "holds (its capacity, with a CI) and goodput per step (req/s meeting every SLO)",
-    )
+    add_gate_options(p)  # with --slo and --junit: specload/gate_options.py
     p.add_argument(
         "--force", action="store_true", help="compare runs even when they are not comparable"
     )
@@ -143,42 +103,41 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from specload.analysis.batch_schedule import ScheduleOptions
     from specload.analysis.compare import compare_runs
-    from specload.analysis.gates import parse_gate
     from specload.errors import ConfigError
+    from specload.gate_options import resolve_gate_options
     from specload.report import write_report_files
+    from specload.report.junit import write_junit
     from specload.report.model import build_report
     from specload.report.terminal import render_terminal
-    from specload.slo import parse_slo
 
     if args.bootstrap < 100:
         raise ConfigError(f"--bootstrap {args.bootstrap}: expected at least 100 replicates")
-    if args.operating_qps is not None and args.operating_qps <= 0:
-        raise ConfigError(f"--operating-qps {args.operating_qps}: expected a load > 0 (req/s)")
+    gate_opts = resolve_gate_options(args)
     if args.max_error_rate is not None:
         from specload.budget import max_error_rate
 
         max_error_rate(args.max_error_rate)
     if args.max_num_seqs < 1:
         raise ConfigError(f"--max-num-seqs {args.max_num_seqs}: expected at least 1 request")
-    gates = [parse_gate(spec, args.gate_on) for spec in args.max_regression]
-    slos = [parse_slo(spec) for spec in args.slo] or None
     _check_out_dir(args.out)
     comparison = compare_runs(
         args.run_dirs,
         baseline=args.baseline,
         metric=args.metric,
         min_gain=args.min_gain,
-        operating_qps=args.operating_qps,
+        operating_qps=gate_opts.operating_qps,
         force=args.force,
-        gates=gates,
+        gates=gate_opts.gates(),
         bootstrap=args.bootstrap,
         seed=args.seed,
         schedule=ScheduleOptions(max_num_seqs=args.max_num_seqs),
         max_error_rate=args.max_error_rate,
-        slos=slos,
+        slos=gate_opts.slos(),
     )
     report = build_report(comparison)
     paths = write_report_files(report, args.out, html=not args.no_html)
+    if gate_opts.junit:
+        paths["junit"] = write_junit(comparison, gate_opts.junit)
     if args.quiet:
         print(comparison.verdict)
     else:

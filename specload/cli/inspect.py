@@ -67,12 +67,36 @@ def render(profile: Any, console: Any) -> None:
             _pct(d.p90),
         )
     console.print(table)
+    _render_categories(profile.categories, console)
     _render_prefix(profile.prefix, console)
     for note in profile.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
     console.print("[bold]Recommendation[/bold]")
     for rec in profile.recommendations:
         console.print(f"  [bold]{escape('[' + rec.action + ']')}[/bold] {escape(rec.text)}")
+
+
+def _render_categories(categories: list[Any], console: Any) -> None:
+    """Per category: its lookup match rate, reusable prefix share and recommendation."""
+    if not categories:
+        return
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="Per category (each with its own recommendation)")
+    for col in ("category", "requests", "lookup p50", "lookup mean", "prefix reusable", "advice"):
+        table.add_column(col)
+    for c in categories:
+        d = c.lookup
+        table.add_row(
+            escape(c.name),
+            str(c.requests),
+            _pct(d.p50 if d else None),
+            _pct(d.mean if d else None),
+            _pct(c.cacheable_share),
+            escape(c.recommendation.action),
+        )
+    console.print(table)
 
 
 def _render_prefix(prefix: Any, console: Any) -> None:

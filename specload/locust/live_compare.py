@@ -9,13 +9,17 @@ the run ends, one last comparison covers every step, and ``make_report`` writes 
 comparison (``specload compare``'s files) for the UI's Report button.
 
 Problems never stop the run: a baseline with this run's label (``compare`` would pool the
-two as replicates), a baseline of another scenario, a comparison that fails: each becomes
-``problem``, shown as a banner, and the run goes on.
+two as replicates), a baseline of another scenario (``blocked``: no comparison at all), a
+comparison that fails (``problem`` until the next one succeeds: one bad update never stops
+the later ones): each is shown as a banner, and the run goes on. When the run ends the
+comparison is final whatever happened (``final``); ``failure`` then says why it gave no
+answer, which headless is a non-zero exit with that reason.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import tempfile
 import time
@@ -39,44 +43,78 @@ BOOTSTRAP = 1000
 JOB_TIMEOUT_S = 300.0
 
 
-def _child(*args: str) -> tuple[int, str]:
-    """Run ``python -m ARGS`` (cooperatively, off the event loop's CPU): its exit code and the
-    last line it printed on stderr (else stdout); code -1 when it ran past ``JOB_TIMEOUT_S``."""
+def last_message(text: str) -> str:
+    """The last message a child printed, on one line: from its last ``specload...:`` line on
+    (a not-comparable error is a head line and one line per key; the key alone says little),
+    without the program's name (the banner says who failed)."""
+    lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
+    if not lines:
+        return "no message"
+    heads = [i for i, x in enumerate(lines) if x.startswith("specload")]
+    said = lines[heads[-1] if heads else -1 :]
+    out = re.sub(r"^specload[\w .-]*: (error: )?", "", said[0])
+    for line in said[1:]:  # "N keys differ:" then one line per key
+        out += (" " if out.endswith(":") else "; ") + line
+    return out
+
+
+def _run_child(*args: str) -> tuple[int, str, str]:
+    """Run ``python -m ARGS`` (cooperatively, off the event loop's CPU): its exit code, stdout
+    and stderr; code -1 when it ran past ``JOB_TIMEOUT_S``."""
     try:
         proc = subprocess.run(
             [sys.executable, "-m", *args], capture_output=True, text=True, timeout=JOB_TIMEOUT_S
         )
     except subprocess.TimeoutExpired:
-        return -1, f"took over {JOB_TIMEOUT_S:g} s and was given up"
-    lines = [x for x in (proc.stderr or proc.stdout).strip().splitlines() if x.strip()]
-    return proc.returncode, lines[-1] if lines else "no message"
+        return -1, "", f"took over {JOB_TIMEOUT_S:g} s and was given up"
+    return proc.returncode, proc.stdout or "", proc.stderr or ""
+
+
+def _child(*args: str) -> tuple[int, str]:
+    """``_run_child``: its exit code and the last message it printed on stderr (else stdout)."""
+    code, out, err = _run_child(*args)
+    return code, last_message(err or out)
 
 
 class ReportJob:
-    """The full comparison (``specload compare``'s files) of a finished run, on request."""
+    """The full comparison (``specload compare``'s files) of a finished run, on request (the
+    UI's Report button), or at the end of a headless run with gates (``gate_options.py``)."""
 
     def __init__(self) -> None:
         self.state = "none"  # none | running | ready | failed
         self.out: Path | None = None
         self.problem: str | None = None
         self.greenlet: gevent.Greenlet | None = None
+        #: compare's exit code (1: a gate failed or nothing comparable; 2: bad input)
+        self.code: int | None = None
+        #: what compare said on stderr (gate failures, possible regressions), line by line
+        self.said: list[str] = []
 
-    def start(self, run_dirs: list[Path], out: Path, baseline: str | None) -> None:
-        """Run ``specload compare`` in a child process; ``state`` says how it went."""
+    def start(
+        self, run_dirs: list[Path], out: Path, baseline: str | None, extra: tuple[str, ...] = ()
+    ) -> None:
+        """Run ``specload compare`` (``extra``: more of its options) in a child process;
+        ``state`` says how it went."""
         if self.state == "running":
             return
         self.state, self.out, self.problem = "running", out, None
-        self.greenlet = gevent.spawn(self._run, run_dirs, out, baseline)
+        self.greenlet = gevent.spawn(self._run, run_dirs, out, baseline, extra)
 
-    def _run(self, run_dirs: list[Path], out: Path, baseline: str | None) -> None:
+    def _run(
+        self, run_dirs: list[Path], out: Path, baseline: str | None, extra: tuple[str, ...]
+    ) -> None:
         args = ["specload", "compare", *map(str, run_dirs), "--out", str(out), "--quiet"]
-        code, said = _child(*args, *(["--baseline", baseline] if baseline else []))
+        code, stdout, stderr = _run_child(
+            *args, *(["--baseline", baseline] if baseline else []), *extra
+        )
+        self.code = code
+        self.said = [x for x in stderr.splitlines() if x.strip()]
         # exit 1 is a verdict (a gate failed, nothing comparable), not a failure: files written
         if code in (0, 1) and (out / "report.html").is_file():
             self.state = "ready"
             print(f"[specload] report: {out / 'report.html'}", flush=True)
         else:
-            self.state, self.problem = "failed", f"compare: {said}"
+            self.state, self.problem = "failed", f"compare: {last_message(stderr or stdout)}"
 
     def view(self) -> dict[str, Any]:
         return {
@@ -101,25 +139,38 @@ class LiveComparison:
         self.run_dir = run_dir
         self.label = label
         self.say = say
-        self.problem = baseline_problem(baseline, label, scenario)
+        #: why this baseline cannot be compared at all (fixed at the start)
+        self.blocked = baseline_problem(baseline, label, scenario)
+        #: what the UI shows: ``blocked``, else why the last comparison failed (None: it worked)
+        self.problem = self.blocked
+        #: the final comparison gave no answer: why (headless: a non-zero exit)
+        self.failure: str | None = None
         self._scratch = tempfile.TemporaryDirectory(prefix="specload-live-")
         self.result: dict[str, Any] | None = None
         self.compared: tuple[int, ...] = ()
         self.final = False
         self.updated_at: float | None = None
         self._job: gevent.Greenlet | None = None
+        self._running: tuple[tuple[int, ...], bool] | None = None
         self._wanted: tuple[tuple[int, ...], bool] | None = None
-        self._launch((), final=False)  # the baseline's own curve, before any step settles
+        if self.blocked is None:
+            self._launch((), final=False)  # the baseline's own curve, before any step settles
 
     # --- provisional comparisons ----------------------------------------------------------
     def update(self, settled: set[int], *, final: bool = False) -> None:
         """Compare again when more steps have settled (or the run ended); one child at a time,
-        the newest request waits for the one in flight."""
+        the newest request waits for the one in flight. The final call always ends final."""
         steps = tuple(sorted(settled))
-        if self.problem is not None or (steps == self.compared and not final):
+        if self.blocked is not None:
+            if final:
+                self._end(None, self.blocked)
             return
-        if final and steps == self.compared and self.result is not None:
-            self.final = True
+        if not final and (
+            steps == self.compared or (steps, False) in (self._running, self._wanted)
+        ):
+            return
+        if final and steps == self.compared and self.result is not None and self.problem is None:
+            self._end(steps, None)
             return
         self._wanted = (steps, final)
         if self._job is None or self._job.dead:
@@ -133,6 +184,7 @@ class LiveComparison:
         self._launch(steps, final)
 
     def _launch(self, steps: tuple[int, ...], final: bool) -> None:
+        self._running = (steps, final)
         self._job = gevent.spawn(self._compare, steps, final)
         self._job.link(lambda _g: self._next())
 
@@ -143,23 +195,43 @@ class LiveComparison:
             "--baseline", self.baseline.label, "--steps", ",".join(map(str, steps)),
             "--bootstrap", str(BOOTSTRAP),
         )  # fmt: skip
+        self._running = None
         if code != 0:
-            self.problem = f"live comparison failed: {said}"
-            log.warning("specload: %s", self.problem)
+            why = f"live comparison failed: {said}"
+            if why != self.problem and not final:
+                self.say(f"vs {self.baseline.label}: {why} (the next step tries again)")
+            self.problem = why
+            if final:
+                self._end(None, why)
             return
         report = orjson.loads((out / "report.json").read_bytes())
         self.result = summary(report, self.baseline.label, self.label if steps else None)
-        self.compared, self.final, self.updated_at = steps, final, time.time()
-        if steps and self.result.get("verdict"):
-            kind = "final" if final else "provisional"
-            self.say(
-                f"vs {self.baseline.label} ({kind}, {len(steps)} steps): {self.result['verdict']}"
-            )
+        self.compared, self.updated_at, self.problem = steps, time.time(), None
+        if final:
+            self._end(steps, None)
+        elif steps and self.result.get("verdict"):
+            self._say_verdict(steps, "provisional")
+
+    def _say_verdict(self, steps: tuple[int, ...], kind: str) -> None:
+        if self.result and self.result.get("verdict"):
+            n = f"{len(steps)} step{'s' if len(steps) != 1 else ''}"
+            self.say(f"vs {self.baseline.label} ({kind}, {n}): {self.result['verdict']}")
+
+    def _end(self, steps: tuple[int, ...] | None, failure: str | None) -> None:
+        """The run ended: the comparison is final, with its verdict line or why it has none."""
+        self.final, self.failure = True, failure
+        if failure is not None:
+            self.say(f"vs {self.baseline.label}: no final comparison: {failure}")
+        elif steps:
+            self._say_verdict(steps, "final")
+        else:
+            self.failure = "no step ran to its end with its records: nothing to compare"
+            self.say(f"vs {self.baseline.label}: no final comparison: {self.failure}")
 
     # --- what the UI reads ----------------------------------------------------------------
     @property
     def computing(self) -> bool:
-        return self._job is not None and not self._job.dead
+        return (self._job is not None and not self._job.dead) or self._wanted is not None
 
     def view(self) -> dict[str, Any]:
         """The ``compare`` part of the web UI's JSON (see docs/web-ui.md)."""
@@ -170,6 +242,7 @@ class LiveComparison:
                 "run_id": self.baseline.run_id,
             },
             "problem": self.problem,
+            "failure": self.failure,
             "computing": self.computing,
             "provisional": not self.final,
             "compared_steps": list(self.compared),

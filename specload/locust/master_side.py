@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from specload.errors import SpecloadError
@@ -112,16 +111,13 @@ class MasterSide:
 
     def make_report(self) -> dict[str, Any]:
         """Start the full comparison of the finished run (the UI's Report button): against
-        the baseline run when there is one, else the run's own report. Written beside the run
+        the baseline run when there is one (even when a live update failed: compare's own
+        message then says why), else the run's own report. Written beside the run
         dir, in ``reports/<run>-vs-<baseline>`` (or ``reports/<run>``) under its parent."""
         s = self.session
         if s is None or not s.finished:
             return {"state": "none", "problem": "the report is made once the run has ended"}
-        dirs, name, base = [s.writer.path], s.writer.path.name, None
-        if s.compare is not None and s.compare.problem is None:
-            dirs.insert(0, s.compare.baseline.path)
-            name, base = f"{name}-vs-{s.compare.baseline.path.name}", s.compare.baseline.label
-        s.report.start(dirs, Path(s.writer.path).parent / "reports" / name, base)
+        s.start_report()
         return s.report.view()
 
     def _report(self, exc: SpecloadError) -> None:

@@ -22,6 +22,7 @@ import threading
 from typing import Any
 
 from specload.errors import SpecloadError
+from specload.gate_options import add_gate_options
 from specload.locust.events import install_buckets
 from specload.locust.load_process import LoadProcess
 from specload.locust.master_side import MasterSide, api_key
@@ -45,10 +46,12 @@ _installed = False
 
 
 def add_options(parser: Any) -> None:
-    """specload's Locust options (``init_command_line_parser``): the run options table.
+    """specload's Locust options (``init_command_line_parser``): the run options table and
+    the gate options ``specload compare`` has too (``gate_options.py``).
 
     Locust's own ``add_argument`` (an argument group would drop ``include_in_web_ui``)."""
     add_run_options(parser, locust=True)
+    add_gate_options(parser, locust=True)
 
 
 def _wire(runner: Any, cls: Any, handler: Any) -> None:
@@ -99,6 +102,24 @@ def _interrupt_main() -> None:
     hub.loop.run_callback(hub.parent.throw, KeyboardInterrupt)
 
 
+class _SpawnRateFilter(logging.Filter):
+    """Drops Locust's "spawn rate is very high" warning, printed on every specload run.
+
+    specload's users are concurrency slots that wait for the pacer's arrivals; the load is
+    the step's QPS, not the spawn. The shape spawns the whole pool at once on purpose (the
+    first step starts when it is up), so the warning is about something specload does not
+    do, and it taught users to skim past warnings."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Your selected spawn rate is very high")
+
+
+def _quiet_spawn_warning() -> None:
+    runners_log = logging.getLogger("locust.runners")
+    if not any(isinstance(f, _SpawnRateFilter) for f in runners_log.filters):
+        runners_log.addFilter(_SpawnRateFilter())
+
+
 def _default_rebalancing(environment: Any) -> None:
     """Turn Locust's ``--enable-rebalancing`` on: a scenario's ``max_concurrency`` is the
     user pool of the whole run, on however many workers are connected.
@@ -119,6 +140,7 @@ def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_kw: An
 
     runner = runner or environment.runner
     _graceful_signals()
+    _quiet_spawn_warning()
     roles = roles_of(environment)
     if isinstance(runner, (LocalRunner, WorkerRunner)):
         worker = LOCAL_WORKER if isinstance(runner, LocalRunner) else runner.client_id

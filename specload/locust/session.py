@@ -672,6 +672,49 @@ class RunSession:
         for why in self.writer.meta.degraded:
             log.warning("specload: run degraded: %s", why)
 
+    def start_report(self) -> None:
+        """``specload compare`` of the finished run, with the gate options: against the
+        baseline run when there is one it can use (even when a live update failed: compare's
+        own message then says why), else the run's own report. Written beside the run dir,
+        in ``reports/<run>-vs-<baseline>`` (or ``reports/<run>``) under its parent."""
+        dirs, name, base = [self.writer.path], self.writer.path.name, None
+        c = self.compare
+        if c is not None and c.blocked is None:
+            dirs.insert(0, c.baseline.path)
+            name, base = f"{name}-vs-{c.baseline.path.name}", c.baseline.label
+        out = Path(self.writer.path).parent / "reports" / name
+        self.report.start(dirs, out, base, tuple(self.opts.gates.argv()))
+
+    def end_pending(self) -> bool:
+        """Headless with ``--baseline-run``: whether Locust must wait before it exits: for
+        the final live comparison, then, with gates (``--max-regression``, ``--slo``,
+        ``--junit``), for ``specload compare`` with them (started here)."""
+        if not self.opts.headless or self.compare is None:
+            return False
+        if not self.compare.final:
+            return True
+        if self.opts.gates.asked and self.report.state == "none":
+            self.start_report()
+            return True
+        return self.report.state == "running"
+
+    def end_comparison(self) -> None:
+        """Headless, the exit code of the comparison: a live comparison asked for
+        (``--baseline-run``) that gave no final answer is exit 1 (CI must not read a run
+        that compared nothing as a pass; its reason was printed); a failed gate is
+        compare's exit 1, bad gate input its exit 2, each with compare's own lines."""
+        if not self.opts.headless or self.compare is None:
+            return
+        code = 1 if self.compare.failure is not None else 0
+        if self.opts.gates.asked and self.report.code is not None:
+            for line in self.report.said:
+                self._say(line)
+            if self.report.problem:
+                self._say(f"gates not checked: {self.report.problem}")
+            code = max(code, self.report.code if self.report.code in (0, 1, 2) else 1)
+        env = self.runner.environment
+        env.process_exit_code = max(env.process_exit_code or 0, code) or None
+
     def _judge(self, status: str) -> str:
         """A run that went to its end over its error budget, or short of a worker, is
         ``degraded`` (records kept, reasons in run.json); headless Locust then exits 1."""

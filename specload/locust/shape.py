@@ -31,10 +31,10 @@ class StepShape(LoadTestShape):
         session = side.session
         if session is not None and session.finished:
             if not session.stopped_externally and not session.end_reported:
-                compare = session.compare
-                if session.opts.headless and compare is not None and compare.computing:
+                if session.end_pending():
                     users = int(session.scenario.max_concurrency)  # the final verdict first
                     return users, float(users)
+                session.end_comparison()
                 session.end_reported = True  # ended by itself: end the Locust run, once
                 return None
             session = None  # a new Start after a finished run

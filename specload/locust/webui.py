@@ -57,7 +57,7 @@ _STEP_COLUMNS = [
     ("state", "State"),
     ("target_qps", "Target QPS"),
     ("achieved_qps", "Achieved QPS"),
-    ("requests", "Requests"),
+    ("requests", "Records (incl. warm-up)"),  # the terminal counts the measured window
     ("errors", "Errors"),
     ("ttft_p50_ms", "TTFT p50 ms"),
     ("ttft_p95_ms", "TTFT p95 ms"),

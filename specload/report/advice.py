@@ -16,6 +16,7 @@ from specload.analysis.advise import (
     StepFigures,
     advise,
 )
+from specload.analysis.class_split import class_split
 from specload.analysis.comparison import Comparison, ConditionInfo
 from specload.analysis.crossover import NEVER, Boundary
 from specload.analysis.effect import HELPS
@@ -109,33 +110,34 @@ def advice_input(c: Comparison) -> AdviceInput:
 
 
 def _class_advice(c: Comparison) -> list[Advice]:
-    """Where some classes of request gain and others never do: draft for those classes only
-    (route them to a speculative pool), whatever the overall verdict says."""
+    """Where classes of request disagree (``analysis.class_split``: some gain, others do
+    not): draft for the gaining classes only (route them to a speculative pool), whatever the
+    overall verdict says."""
     out = []
     for label in c.ratios:
-        gain: list[tuple[str, float]] = []
-        never: list[str] = []
-        for a in c.classes:
-            x = a.crossovers.get(label, {}).get(c.metric)
-            if x is None:  # the pooled rule per step decides; starts may still disagree
-                continue
-            if x.helping:
-                gain.append((a.name, max(x.helping)))
-            elif x.status == NEVER:
-                never.append(a.name)
-        if gain and never:
-            helps = ", ".join(f"`{n}` (up to {q:g} req/s tested)" for n, q in gain)
-            rest = ", ".join(f"`{n}`" for n in never)
-            text = (
-                f"{label}: {metric_label(c.metric)} gains for {helps} and never for {rest}: draft "
-                f"for {', '.join(f'`{n}`' for n, _ in gain)} requests only (route them to a "
-                "pool with speculative decoding on) and serve the rest without it."
-            )
-            figures = {"helps": dict(gain), "never": never}
-            out.append(Advice("by_class", label, text, figures))
+        split = class_split(label, c.baseline, c.classes, c.metric)
+        if split is None:
+            continue
+        gain = [(e.name, max(e.helping_qps)) for e in split.gain]
+        helps = ", ".join(f"`{n}` (up to {q:g} req/s tested)" for n, q in gain)
+        rest = ", ".join(f"`{e.name}`" for e in split.rest)
+        text = (
+            f"{label}: {metric_label(c.metric)} gains for {helps} and never for {rest}: draft "
+            f"for {', '.join(f'`{n}`' for n, _ in gain)} requests only (route them to a "
+            "pool with speculative decoding on) and serve the rest without it."
+        )
+        figures = {"helps": dict(gain), "never": [e.name for e in split.rest]}
+        out.append(Advice("by_class", label, text, figures))
     return out
 
 
 def advice_for(c: Comparison) -> list[Advice]:
-    """Recommendations for ``c``: per class first (when classes disagree), then the rules'."""
-    return [*_class_advice(c), *advise(advice_input(c))] if c.ratios else []
+    """Recommendations for ``c``: per class first (when classes disagree), then the rules'.
+    A condition whose classes disagree gets no "turn it off" from the overall figures: the
+    per-class answer keeps it for the classes that gain."""
+    if not c.ratios:
+        return []
+    by_class = _class_advice(c)
+    split = {a.condition for a in by_class}
+    rules = [a for a in advise(advice_input(c)) if not (a.kind == "off" and a.condition in split)]
+    return [*by_class, *rules]

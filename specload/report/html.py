@@ -18,8 +18,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from specload.analysis.class_split import class_split
+from specload.analysis.comparison import Comparison
+from specload.analysis.effect import HURTS
 from specload.analysis.regimes import RULE as REGIME_RULE
 from specload.analysis.samples import diff_segments
+from specload.report.class_tables import class_capacity_table
 from specload.report.model import Report
 from specload.report.plots import regime_plot, render_plots
 from specload.report.schedule_tables import (
@@ -153,6 +157,8 @@ def _blocks(report: Report) -> list[Block]:
         blocks.append(_table(closed))
     if classes := class_table(report):
         blocks.append(_table(classes))
+        if class_capacity := class_capacity_table(report):
+            blocks.append(_table(class_capacity))
         blocks += [
             {"kind": "note", "text": f"{a.name}: {v}"}
             for a in c.classes
@@ -182,6 +188,22 @@ def _blocks(report: Report) -> list[Block]:
     return blocks + [{"kind": "note", "text": n} for n in c.notes]
 
 
+def verdict_tone(c: Comparison, label: str) -> str:
+    """The verdict's colour, from the effect alone: ``helps`` (green) where the condition
+    helps at some tested load and nothing is undecided, ``hurts`` (red) where it only hurts,
+    else ``neutral`` (no decision, no significant change, classes that disagree). A green
+    bar beside "no decision" or "worse" said the opposite of its sentence."""
+    x = c.crossover(label, c.metric)
+    if x is None or not x.replicates_agree:
+        return "neutral"
+    if class_split(label, c.baseline, c.classes, c.metric) is not None:
+        return "neutral"
+    if x.helping:
+        return "helps"
+    rows = c.ratios.get(label, {}).get(c.metric, [])
+    return "hurts" if any(r.effect == HURTS for r in rows) else "neutral"
+
+
 def render_html(report: Report) -> str:
     c = report.comparison
     return str(
@@ -192,10 +214,11 @@ def render_html(report: Report) -> str:
             bootstrap=c.bootstrap,
             version=report.specload_version,
             generated_at=report.generated_at,
-            verdicts=list(c.verdicts.values()),
+            verdicts=[(verdict_tone(c, label), v) for label, v in c.verdicts.items()],
             best_of_both_verdicts=best_of_both_verdicts(report),
             rule=rule_note(report),
-            findings=report.findings,
+            findings=report.first_findings,
+            more_findings=report.more_findings,
             advice=[a.text for a in report.advice],
             blocks=_blocks(report),
         )

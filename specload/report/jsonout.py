@@ -148,6 +148,7 @@ def _classes(c: Comparison) -> dict[str, Any]:
             },
             "steps": {label: [_step(s, None) for s in steps] for label, steps in a.steps.items()},
             "ratios": _ratios(a.ratios),
+            "capacity": {label: cap.to_dict() for label, cap in a.capacity.items()},
         }
         for a in c.classes
     }

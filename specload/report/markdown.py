@@ -8,6 +8,7 @@ contract, the gates and the runs. Plots live in the HTML report.
 from __future__ import annotations
 
 from specload.analysis.regimes import RULE as REGIME_RULE
+from specload.report.class_tables import class_capacity_table
 from specload.report.model import Report
 from specload.report.schedule_tables import batch_table, best_of_both_verdicts
 from specload.report.tables import (
@@ -75,6 +76,17 @@ def schedule_markdown(report: Report) -> list[str]:
     return out + [table_markdown(t) for t in tables]
 
 
+def _findings_markdown(report: Report) -> list[str]:
+    """The first findings, then the rest folded in a ``<details>`` (GitHub renders it)."""
+    out = []
+    if report.findings:
+        out += ["**Look at:**", ""] + [f"- {_cell(f)}" for f in report.first_findings] + [""]
+    if more := report.more_findings:
+        out += [f"<details><summary>{len(more)} more findings</summary>", ""]
+        out += [f"- {_cell(f)}" for f in more] + ["", "</details>", ""]
+    return out
+
+
 def render_markdown(report: Report) -> str:
     c = report.comparison
     out = [f"## {report.title}", ""]
@@ -90,11 +102,7 @@ def render_markdown(report: Report) -> str:
         ),
         "",
     ]
-    if report.findings:
-        out += ["**Look at:**", ""] + [f"- {_cell(f)}" for f in report.findings[:20]]
-        if len(report.findings) > 20:
-            out.append(f"- … and {len(report.findings) - 20} more (see report.json)")
-        out.append("")
+    out += _findings_markdown(report)
     if report.advice:
         out += ["**Recommendations:**", ""] + [f"- {_cell(a.text)}" for a in report.advice] + [""]
     gates = gate_table(report)
@@ -108,6 +116,8 @@ def render_markdown(report: Report) -> str:
         out.append(table_markdown(closed))
     if classes := class_table(report):
         out.append(table_markdown(classes))
+        if class_capacity := class_capacity_table(report):
+            out.append(table_markdown(class_capacity))
         out += [f"- `{a.name}`: {v}" for a in c.classes for v in a.verdicts.values()] + [""]
     batch = batch_table(report)
     if batch:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from specload import __version__
@@ -38,6 +39,11 @@ class RunRow:
     status: str
 
 
+#: Findings on a report's first screen, after the verdicts; the rest are folded in a section
+#: ("N more findings"): fourteen banners before the recommendations buried the answer.
+FIRST_FINDINGS = 3
+
+
 @dataclass(slots=True)
 class Report:
     title: str
@@ -50,16 +56,41 @@ class Report:
     advice: list[Advice] = field(default_factory=list)
     exit_code: int = 0
 
+    @property
+    def first_findings(self) -> list[str]:
+        """The findings shown on the first screen (``FIRST_FINDINGS``, in order)."""
+        return self.findings[:FIRST_FINDINGS]
+
+    @property
+    def more_findings(self) -> list[str]:
+        """The findings folded under "N more findings"."""
+        return self.findings[FIRST_FINDINGS:]
+
 
 def _s(v: Any) -> str:
     return "—" if v in (None, "", [], {}) else str(v)
 
 
 def _lengths(sc: dict[str, Any]) -> str:
+    """ "in 512 / out 256 / shared prefix 256"; a prompt file or a trace by name (their lengths
+    are per prompt), a length distribution by its kind. Reads the scenario's nested
+    ``prompts.synthetic`` (today's run.json) and the older flat ``prompts`` alike."""
     prompts = sc.get("prompts") or {}
-    inp = prompts.get("input_tokens") if isinstance(prompts, dict) else None
-    shared = prompts.get("shared_prefix_tokens") if isinstance(prompts, dict) else None
+    if not isinstance(prompts, dict):
+        prompts = {}
+    nested = prompts.get("synthetic")
+    spec: dict[str, Any] = nested if isinstance(nested, dict) else prompts
+    inp: Any = spec.get("input_tokens")
+    if isinstance(inp, dict):
+        inp = inp.get("dist") or "varied"
+    if inp is None and isinstance(prompts.get("file"), str):
+        inp = f"file {Path(prompts['file']).name}"
+    if inp is None and sc.get("trace"):
+        inp = f"trace {Path(str(sc['trace'])).name}"
+    shared = spec.get("shared_prefix_tokens")
     out = sc.get("max_tokens") or (sc.get("sampling") or {}).get("max_tokens")
+    if isinstance(out, dict):
+        out = out.get("dist") or "varied"
     parts = [f"in {_s(inp)}", f"out {_s(out)}"]
     if shared:
         parts.append(f"shared prefix {shared}")

@@ -8,6 +8,7 @@ the "best of both" check per step against min(baseline, static spec) with its pl
 
 from __future__ import annotations
 
+from specload.analysis.class_split import class_split
 from specload.analysis.schedule_results import ScheduleAnalysis
 from specload.analysis.verdict import metric_label, status_words_plain
 from specload.report.model import Report
@@ -65,7 +66,13 @@ def batch_table(report: Report) -> Table | None:
 def proposal_lines(report: Report) -> list[tuple[str, str]]:
     """(explanation, flag to paste) per proposal; the flag is "" when none could be made."""
     out = []
+    c = report.comparison
     for p in schedules_of(report).proposals:
+        if class_split(p.condition, c.baseline, c.classes, c.metric) is not None:
+            # one schedule for the mixed traffic would turn drafting down for the classes
+            # that gain (the verdict routes them instead)
+            out.append((f"{p.condition}: no schedule proposed: its classes disagree", ""))
+            continue
         if p.errors:
             out.append((f"{p.condition}: no schedule proposed: " + "; ".join(p.errors), ""))
             continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from specload.analysis.capacity import versus_text
 from specload.analysis.crossover import Boundary, Crossover
 from specload.analysis.decode_step import DecodeStep
 from specload.analysis.effect import effect_text, rule_text
@@ -246,6 +247,18 @@ def _starts_cell(x: Crossover) -> str:
     return f"{n}: disagree at {', '.join(x.step_text(q) for q in x.split_qps)}"
 
 
+def _tested_top(report: Report) -> str:
+    """The highest tested load of this comparison, as its captions write it (``>24``)."""
+    tops = [x.tested_range[1] for x in report.comparison.crossovers]
+    return f"{max(tops):g}" if tops else "HIGHEST"
+
+
+def _beyond_note(ranges: list[tuple[float, float]]) -> str:
+    """The capacity caption's open ends, from this comparison's tested range."""
+    lo, hi = min(r[0] for r in ranges), max(r[1] for r in ranges)
+    return f"'>{hi:g}' holds at every tested step, '<{lo:g}' misses at the lowest."
+
+
 def capacity_table(report: Report) -> Table | None:
     """Per condition: the highest load within every SLO, its CI, what limits it, and the
     change against the baseline (``analysis.capacity``); None without SLOs."""
@@ -254,8 +267,9 @@ def capacity_table(report: Report) -> Table | None:
         return None
     rows = []
     for label, cap in c.capacity.items():
+        base = c.capacity.get(c.baseline)
         change = c.capacity_changes.get(label)
-        cell = change.text() if change is not None else DASH
+        cell = versus_text(cap, base, change) if base is not None else DASH
         ci = cap.boundary.ci_text(cap.tested_range) if cap.qps is not None else DASH
         rows.append(
             [
@@ -274,7 +288,7 @@ def capacity_table(report: Report) -> Table | None:
         rows,
         note="The highest load at which every SLO holds at every tested step up to it, "
         "interpolated in log load between the last step that holds and the first that does "
-        "not; '>32' holds at every tested step, '<2' misses at the lowest. Goodput per step "
+        f"not; {_beyond_note([cap.tested_range for cap in c.capacity.values()])} Goodput per step "
         "(requests/s meeting every SLO) is in report.json and the goodput plot.",
     )
 
@@ -429,8 +443,8 @@ def crossover_table(report: Report) -> Table:
         ],
         rows,
         note="Steps classified by the rule stated at the top. A boundary lies between a helping "
-        "and a non-helping step, interpolated in log load; '>24' means beyond the highest tested "
-        "step. Server starts: each start against its partner baseline start, by the same rule; "
+        "and a non-helping step, interpolated in log load; "
+        f"'>{_tested_top(report)}' means beyond the highest tested step. Server starts: each start against its partner baseline start, by the same rule; "
         "they agree when every step has the same effect in every start, else 'disagree at' "
         "names the loads and no boundary is claimed ('undecided'). Statuses: docs/report.md.",
     )

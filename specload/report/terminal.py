@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import IO, Any
 
+from specload.report.class_tables import class_capacity_table
 from specload.report.model import Report
 from specload.report.schedule_tables import batch_table, best_of_both_tables
 from specload.report.tables import (
@@ -121,6 +122,7 @@ def _tables(report: Report) -> list[Table]:
         crossover,
         capacity_table(report),
         class_table(report),
+        class_capacity_table(report),
         closed_loop_table(report),
         batch_table(report),
     ]
@@ -159,10 +161,10 @@ def render_terminal(report: Report, file: IO[str] | None = None, width: int | No
     if c.ratios:
         console.print(f"[dim]{escape(rule_note(report))}[/dim]", soft_wrap=True)
     _best_of_both(console, report)
-    for finding in report.findings[:10]:
+    for finding in report.first_findings:
         console.print(f"[yellow]![/yellow] {escape(finding)}", markup=True, soft_wrap=True)
-    if len(report.findings) > 10:
-        console.print(f"[yellow]![/yellow] … {len(report.findings) - 10} more in report.md")
+    if report.more_findings:
+        console.print(f"[yellow]![/yellow] … {len(report.more_findings)} more in report.md")
     for advice in report.advice:
         console.print(f"[cyan]→[/cyan] {escape(advice.text)}", markup=True, soft_wrap=True)
     _proposals(console, report)

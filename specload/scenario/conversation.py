@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specload.pacer import derive_seed
+from specload.scenario.keys import unknown_key
 from specload.scenario.words import prose_pieces
 
 __all__ = ["ConversationSpec", "parse_conversation"]
@@ -84,7 +85,7 @@ def parse_conversation(value: Any, fail: Callable[[str, str], Exception]) -> Con
     if unknown:
         raise fail(
             f"conversation.{unknown[0]}",
-            f"unknown key (expected one of {', '.join(sorted(_KEYS))})",
+            unknown_key(unknown[0], _KEYS),
         )
     turns = value.get("turns")
     if isinstance(turns, bool) or not isinstance(turns, int) or turns < 2:

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from specload.pacer import derive_seed
+from specload.scenario.keys import unknown_key
 
 __all__ = ["DISTS", "LengthDist", "parse_length"]
 
@@ -82,9 +83,7 @@ def parse_length(
         return int(n), None
     unknown = sorted(set(map(str, value)) - _KEYS)
     if unknown:
-        raise fail(
-            f"{path}.{unknown[0]}", f"unknown key (expected one of {', '.join(sorted(_KEYS))})"
-        )
+        raise fail(f"{path}.{unknown[0]}", unknown_key(unknown[0], _KEYS))
     dist = value.get("dist")
     if dist not in DISTS:
         raise fail(f"{path}.dist", f"got {dist!r} (expected one of {', '.join(DISTS)})")

@@ -25,6 +25,7 @@ import yaml
 
 from specload.errors import ConfigError
 from specload.scenario.conversation import parse_conversation
+from specload.scenario.keys import unknown_key
 from specload.scenario.lengths import parse_length
 from specload.scenario.schema import (
     ARRIVALS,
@@ -73,6 +74,9 @@ _TOP_KEYS = {
     "source",
     "interleave",
 }
+#: Keys a scenario read back from ``to_dict`` carries (a worker's copy, run.json): accepted,
+#: never offered to a person as an expected key.
+_INTERNAL_KEYS = frozenset({"trace_info", "source"})
 _INTERLEAVE_KEYS = {"blocks", "block_warmup_s", "seed"}
 _SYNTH_KEYS = {"input_tokens", "shared_prefix_tokens", "repetition", "count", "exact_tokens"}
 _CONTRACT_KEYS = {"json", "required_fields", "tools"}
@@ -94,8 +98,7 @@ class _Reader:
         for key in value:
             if key not in allowed:
                 where = f"{path}.{key}" if path else str(key)
-                known = ", ".join(sorted(allowed))
-                raise self.fail(where, f"unknown key (expected one of: {known})")
+                raise self.fail(where, unknown_key(str(key), allowed - _INTERNAL_KEYS))
         return dict(value)
 
     def number(

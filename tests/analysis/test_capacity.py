@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -126,7 +127,13 @@ def test_capacity_gate_exit_codes_and_report_json(
     assert all(s["goodput"] is not None for s in report["steps"]["spec"])
     capsys.readouterr()
     # 30 % slower TPOT everywhere: 16 ms is reached at ≈ 4.3 req/s instead of ≈ 11: −61 %
-    assert compare(base, slow, "--slo", "tpot_p50=16ms", "--max-regression", "capacity=10") == 1
+    junit = str(tmp_path / "junit.xml")
+    gate = ["--max-regression", "capacity=10", "--junit", junit]
+    assert compare(base, slow, "--slo", "tpot_p50=16ms", *gate) == 1
+    case = (
+        ElementTree.parse(junit).getroot().find(".//testcase[@name='capacity loses at most 10 %']")
+    )
+    assert case is not None and case.find("failure") is not None
     err = capsys.readouterr().err
     assert (
         "gate failed: slow: capacity within the SLO" in err

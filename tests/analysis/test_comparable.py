@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 
 from analysis.synth_rundir import SPEC, Cond, scenario, write_run
@@ -13,6 +14,7 @@ from specload.analysis.comparable import differences, key_differences
 from specload.analysis.compare import compare_runs
 from specload.analysis.run_columns import load_runs
 from specload.errors import ConfigError
+from specload.provisional import write_view
 
 
 def test_different_model_version_and_lengths_are_refused_with_the_differences(
@@ -146,3 +148,34 @@ def test_same_label_with_different_conditions_is_refused_in_one_line_naming_both
     lines = str(exc.value).splitlines()
     assert len(lines) == 2 and lines[1].startswith("  condition of label 'x': {")
     assert lines[1].endswith(" in x/b") and " in x/a | " in lines[1]
+
+
+def _two_classes(run: Path, code_tokens: float = 150.0) -> Path:
+    """Give a synthetic run a prompt file's two classes of very different lengths: code edits
+    (``code_tokens``) and 13-token questions, mostly code in step 0 and mostly questions
+    after, so the median over all classes jumps with the steps taken."""
+    lines = []
+    for line in (run / "requests.jsonl").read_bytes().splitlines():
+        r = orjson.loads(line)
+        code = r["prompt_index"] % 10 < (8 if r["step"] == 0 else 2)
+        r["category"], r["prompt_tokens"] = ("code", code_tokens) if code else ("questions", 13)
+        lines.append(orjson.dumps(r))
+    (run / "requests.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    return run
+
+
+def test_prompt_lengths_are_compared_per_class_over_the_steps_both_runs_have(
+    tmp_path: Path,
+) -> None:
+    """The live view (settled steps only) of a mixed prompt file against the whole baseline:
+    the overall median would be 150 in one and 13 in the other; per class on the same steps
+    they agree. A class whose prompts do differ is still refused, by name."""
+    base = _two_classes(write_run(tmp_path / "b", Cond("baseline"), qps=(2, 4, 8), n=60))
+    spec = _two_classes(write_run(tmp_path / "s", Cond("spec", speculative=SPEC), n=60))
+    view = write_view(spec, tmp_path / "view", {0})
+    assert compare_runs([base, view], bootstrap=50).differences == []
+    longer = _two_classes(write_run(tmp_path / "l", Cond("spec", speculative=SPEC), n=60), 300)
+    with pytest.raises(ConfigError) as exc:
+        compare_runs([base, write_view(longer, tmp_path / "view2", {0})])
+    assert "  median prompt_tokens (code): 150 in baseline | 300 in spec" in str(exc.value)
+    assert "questions" not in str(exc.value)

@@ -121,7 +121,9 @@ def test_run_started_from_the_ui_shows_per_step_figures_from_the_records(
             first = _poll(
                 page,
                 lambda: [
-                    r for r in _table(page) if r["State"] == "running" and int(r["Requests"]) > 0
+                    r
+                    for r in _table(page)
+                    if r["State"] == "running" and int(r["Records (incl. warm-up)"]) > 0
                 ],
                 "a running step",
                 log,
@@ -166,14 +168,14 @@ def test_run_started_from_the_ui_shows_per_step_figures_from_the_records(
     finally:
         stop_process(proc)
 
-    assert int(first[0]["Requests"]) > 0 and len(done) == 2
+    assert int(first[0]["Records (incl. warm-up)"]) > 0 and len(done) == 2
     records = list(read_run(run_dir).record_dicts())
     assert records and all(r["ok"] for r in records)
     for i, row in enumerate(final):
         mine = [r for r in records if r["step"] == i]
         measured = [r for r in mine if not r["warmup"]]
         assert row["Step"] == f"{i + 1}/2 (r0)" and row["Target QPS"] == ("3", "6")[i]
-        assert int(row["Requests"]) == len(mine) > 0 and row["Errors"] == "0"
+        assert int(row["Records (incl. warm-up)"]) == len(mine) > 0 and row["Errors"] == "0"
         for col, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("E2E", "e2e_s")):
             assert row[f"{col} p50 ms"] == f"{_p50([r[key] for r in measured]) * 1000:.2f}", col
         assert float(row["Achieved QPS"]) > 0

@@ -194,8 +194,10 @@
     } else {
       const n = cmp.compared_steps.length;
       const total = run.total_steps || n;
-      const tag = cmp.provisional ? `PROVISIONAL · ${n} of ${total} steps compared` : `FINAL · all ${n} steps compared`;
-      box.appendChild(el("div", { cls: "specload-tag " + (cmp.provisional ? "specload-provisional" : "specload-final"),
+      const tag = cmp.provisional ? `PROVISIONAL · ${n} of ${total} steps compared` :
+        (cmp.failure ? "FINAL · no comparison" : `FINAL · ${n} of ${total} steps compared`);
+      const tone = cmp.provisional ? "specload-provisional" : (cmp.failure ? "specload-none" : "specload-final");
+      box.appendChild(el("div", { cls: "specload-tag " + tone,
         "data-testid": "specload-verdict-tag", text: tag }));
       box.appendChild(el("p", { cls: "specload-against", text: `${run.label || "this run"} against ${cmp.baseline.label} (${cmp.baseline.path})` }));
       let sentence = cmp.verdict;
