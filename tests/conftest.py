@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -18,11 +19,61 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
-from specload.ports import free_port
+import specload.ports
 
 REPO = Path(__file__).resolve().parent.parent
-__all__ = ["REPO", "free_port", "start_sim", "stop_process", "wait_http"]
+__all__ = ["REPO", "examples", "free_port", "start_sim", "stop_process", "wait_http"]
+
+#: Hypothesis: each property test states its full example count (``examples(n)``); a run
+#: draws a quarter of it (at least 10) unless ``HYPOTHESIS_PROFILE=nightly`` asks for all of
+#: it. The tests derandomize, so a bounded run draws the same examples every time.
+HYPOTHESIS_PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "bounded")
+settings.register_profile("bounded", deadline=None)
+settings.register_profile("nightly", deadline=None, max_examples=400)
+settings.load_profile(HYPOTHESIS_PROFILE)
+
+
+def _port_slice() -> range:
+    """Ports this test process picks from: below the kernel's ephemeral range (no outgoing
+    connection ever takes one), a slice of its own per pytest-xdist worker (no neighbour
+    picks the same). Empty where the ephemeral range leaves no room below it."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return range(0)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    width = (low - 12000) // 16
+    start = 12000 + (index % 16) * width
+    return range(start, start + width) if width >= 200 else range(0)
+
+
+_PORTS = _port_slice()
+_next_port = 0
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now, for a server a test starts: from this
+    process's own slice (``_port_slice``), taken in turn so a port just given up is not
+    handed out again soon; the kernel's pick where there is no slice."""
+    global _next_port
+    for _ in range(len(_PORTS)):
+        port = _PORTS[_next_port % len(_PORTS)]
+        _next_port += 1
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    return specload.ports.free_port()
+
+
+def examples(nightly: int) -> int:
+    """Hypothesis examples for a property test whose full count is ``nightly``."""
+    return nightly if HYPOTHESIS_PROFILE == "nightly" else max(10, nightly // 4)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -23,6 +23,7 @@ from specload.cli.main import main
 from specload.errors import ConfigError
 from specload.scenario import load_scenario
 from specload.scenario.parse import _TOP_KEYS
+from tests.conftest import examples
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = sorted((REPO / "scenarios").glob("*.yaml"))
@@ -43,7 +44,7 @@ SUB_KEYS = [
     "tools",
 ]
 FUZZ = settings(
-    max_examples=100,
+    max_examples=examples(100),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
@@ -170,7 +171,7 @@ def run_cli(argv: list[str]) -> tuple[int, str, str]:
 
 
 @settings(
-    max_examples=25,
+    max_examples=examples(25),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture],

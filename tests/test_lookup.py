@@ -19,6 +19,7 @@ from specload.client.lookup import (
     prompt_text,
 )
 from specload.errors import ConfigError
+from tests.conftest import examples
 
 CODE = """def load(path):
     with open(path) as fh:
@@ -114,7 +115,7 @@ def test_a_match_never_spans_two_messages() -> None:
     assert split.matched_tokens == 0
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(cuts=st.lists(st.integers(min_value=0, max_value=len(CODE)), max_size=30))
 def test_any_chunking_of_the_stream_gives_the_one_shot_result(cuts: list[int]) -> None:
     edges = sorted({0, len(CODE), *cuts})
@@ -189,7 +190,7 @@ def vllm_next_token(ctx: list[int], min_n: int, max_n: int) -> int | None:
     return None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     prompt=st.lists(st.integers(0, 3), max_size=30),
     output=st.lists(st.integers(0, 3), min_size=1, max_size=40),

@@ -21,6 +21,7 @@ from specload.client import ChatRequest, StreamClient
 from specload.client.sse import SSEDecoder
 from specload.records import ERROR_KINDS, RequestRecord
 from tests.client.rawserver import RawServer, raw_server
+from tests.conftest import examples
 
 SSE_HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -71,7 +72,7 @@ def split(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in itertools.pairwise(points) if b > a]
 
 
-@settings(FUZZ, max_examples=600)
+@settings(FUZZ, max_examples=examples(600))
 @given(data=streams, cuts=st.lists(st.integers(0, 400), max_size=12))
 def test_decoder_never_raises_and_any_split_gives_the_same_events(
     data: bytes, cuts: list[int]
@@ -131,7 +132,7 @@ def chunked(pieces: list[bytes]) -> list:
     return out
 
 
-@settings(FUZZ, max_examples=300)
+@settings(FUZZ, max_examples=examples(300))
 @given(data=streams, cuts=st.lists(st.integers(0, 400), max_size=5), end=st.booleans())
 def test_client_classifies_any_sse_body_split_anywhere(
     server: RawServer, data: bytes, cuts: list[int], end: bool
@@ -146,7 +147,7 @@ def test_client_classifies_any_sse_body_split_anywhere(
         assert not rec.ok and rec.error.kind in ("stream_broken", "bad_payload")
 
 
-@settings(FUZZ, max_examples=30)
+@settings(FUZZ, max_examples=examples(30))
 @given(data=st.binary(max_size=300), cuts=st.lists(st.integers(0, 300), max_size=4))
 def test_client_classifies_arbitrary_response_bytes(
     server: RawServer, data: bytes, cuts: list[int]
