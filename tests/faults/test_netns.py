@@ -23,7 +23,7 @@ from specload.locust.load_process import worker_tag
 from specload.preflight import PREFLIGHT_ID_PREFIX
 from specload.recorder import read_run
 from tests.faults.matrix import Row, check_report, kind_of
-from tests.locust.runcheck import check_timing
+from tests.locust.runcheck import BUSY_S, check_timing
 
 LAB = Path(__file__).with_name("netlab.py")
 UNSHARE = ["unshare", "--user", "--map-root-user", "--net", "--mount", "--fork"]
@@ -105,12 +105,11 @@ def test_master_and_workers_in_separate_network_namespaces(tmp_path: Path, matri
     # the last step starts after the loss was noticed: the survivor alone carries the target
     last = run.steps[-1]
     assert last["start"] > lost["at"], (last, lost)
-    sent = sum(
-        1
-        for r in mine
-        if r["step"] == last["index"] and last["warmup_end"] <= r["sent_at"] < last["end"]
-    )
-    assert abs(sent / (last["end"] - last["warmup_end"]) - 8.0) <= 0.8, sent
+    # (the whole schedule, target x window to one at the edge, sent on time but for a busy
+    # box's delays; its clock's offset cancels: both times are its own)
+    ours = [r for r in mine if r["step"] == last["index"] and not r["warmup"]]
+    assert abs(len(ours) - 8.0 * (last["end"] - last["warmup_end"])) <= 1, len(ours)
+    assert statistics.median(r["sent_at"] - r["scheduled_at"] for r in ours) <= BUSY_S
     # the lost worker's gap: what it sent beyond what reached the master, counted
     assert (
         lost["sent"] >= lost["recorded"] == sum(1 for r in records if r["worker"] == lost["worker"])
@@ -119,8 +118,8 @@ def test_master_and_workers_in_separate_network_namespaces(tmp_path: Path, matri
     assert all(f"-{worker_tag(lost['worker'])}-" in rid for rid in missing)
     # the survivor's clock runs 0.3 s ahead: its timestamps show it, its latencies do not
     offsets = [r["sent_at"] - truth[r["request_id"]]["arrived_at"] for r in mine]
-    assert abs(statistics.median(offsets) - facts["skew_s"]) < 0.05, statistics.median(offsets)
-    ttft_err, tpot_err = check_timing(mine, truth)  # median |TTFT error| <= 2 ms, TPOT <= 1 %
+    assert abs(statistics.median(offsets) - facts["skew_s"]) < 0.1, statistics.median(offsets)
+    ttft_err, tpot_err = check_timing(mine, truth)  # causal, and late by a busy box's delays
     kinds: dict[str, int] = {}
     for r in records:
         kinds[kind_of(r)] = kinds.get(kind_of(r), 0) + 1

