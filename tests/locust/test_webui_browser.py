@@ -6,6 +6,11 @@ directory under "Custom parameters"), presses Start, opens the specload tab, and
 table. The figures must be the run's own: the request counts and the TTFT/TPOT/E2E medians
 shown equal what the run directory's records give, and the acceptance rate comes from the
 simulator's ``/metrics``. The screenshot is kept under ``test-artifacts/``.
+
+The run's states in between (warm-up, running) last a second or two each and belong to the
+run's clock, not the test's: the test waits only for states that last (every step done, the
+run completed) and checks every table the page drew on the way, as the page itself recorded
+them: steps move forward only, and no step ever showed more requests than its records hold.
 """
 
 from __future__ import annotations
@@ -40,15 +45,30 @@ prompts:
 """
 ROWS_JS = """() => Array.from(document.querySelectorAll('table tr'))
   .map(tr => Array.from(tr.children).map(td => td.innerText.trim()))"""
+#: Before any page script runs: keep every distinct specload step table the page draws (its
+#: rows, as ROWS_JS reads them), so the test sees the states it could not wait for.
+HISTORY_JS = """window.__tables = [];
+new MutationObserver(() => {
+  const rows = Array.from(document.querySelectorAll('table tr'))
+    .map(tr => Array.from(tr.children).map(td => td.innerText.trim()));
+  if (rows.length < 2 || !rows[0].includes('State')) return;
+  const last = window.__tables[window.__tables.length - 1];
+  if (JSON.stringify(last) !== JSON.stringify(rows)) window.__tables.push(rows);
+}).observe(document, {subtree: true, childList: true, characterData: true});"""
+STATES = ("next", "warm-up", "running", "done")
 
 
-def _table(page: Any) -> list[dict[str, str]]:
-    """The visible table as ``{column title: cell}`` rows."""
-    rows = page.evaluate(ROWS_JS)
+def _rows(rows: list[list[str]]) -> list[dict[str, str]]:
+    """A table read by ROWS_JS as ``{column title: cell}`` rows."""
     if len(rows) < 2:
         return []
     head = [h.replace("\n", " ") for h in rows[0]]
     return [dict(zip(head, r, strict=False)) for r in rows[1:]]
+
+
+def _table(page: Any) -> list[dict[str, str]]:
+    """The visible table as ``{column title: cell}`` rows."""
+    return _rows(page.evaluate(ROWS_JS))
 
 
 def _p50(values: list[float]) -> float:
@@ -117,17 +137,9 @@ def test_run_started_from_the_ui_shows_per_step_figures_from_the_records(
     try:
         wait_http(url + "/", proc=proc)
         with chromium_page(width=1600, height=900) as (page, errors):
+            page.add_init_script(HISTORY_JS)
             _start_from_the_form(page, url, sim.url, scenario, run_dir)
-            first = _poll(
-                page,
-                lambda: [
-                    r
-                    for r in _table(page)
-                    if r["State"] == "running" and int(r["Records (incl. warm-up)"]) > 0
-                ],
-                "a running step",
-                log,
-            )
+            page.evaluate("() => { window.__notReloaded = true; }")
             # the page refreshes by itself: the run ends and every step is done, no reload
             done = _poll(
                 page,
@@ -136,6 +148,8 @@ def test_run_started_from_the_ui_shows_per_step_figures_from_the_records(
                 log,
             )
             _poll(page, lambda: _live(url)["run"]["status"] == "completed", "completion", log)
+            assert page.evaluate("() => window.__notReloaded === true")
+            drawn = [_rows(rows) for rows in page.evaluate("() => window.__tables")]
             page.reload()  # Locust stops polling when the run ends: show the final figures
             final = _poll(
                 page,
@@ -168,9 +182,22 @@ def test_run_started_from_the_ui_shows_per_step_figures_from_the_records(
     finally:
         stop_process(proc)
 
-    assert int(first[0]["Records (incl. warm-up)"]) > 0 and len(done) == 2
+    assert len(done) == 2
     records = list(read_run(run_dir).record_dicts())
     assert records and all(r["ok"] for r in records)
+    # every table drawn before the reload: steps only move forward (next, warm-up, running,
+    # done), and a step's live count never exceeds its records
+    assert drawn and all(row["State"] == "done" for row in drawn[-1]), drawn
+    for i in range(2):
+        seen = [t[i] for t in drawn if len(t) == 2]
+        states = [STATES.index(row["State"]) for row in seen]
+        assert states == sorted(states), [row["State"] for row in seen]
+        counted = [
+            int(row["Records (incl. warm-up)"])
+            for row in seen
+            if row["Records (incl. warm-up)"].isdigit()
+        ]
+        assert max(counted) <= sum(1 for r in records if r["step"] == i), counted
     for i, row in enumerate(final):
         mine = [r for r in records if r["step"] == i]
         measured = [r for r in mine if not r["warmup"]]
