@@ -9,24 +9,16 @@ window, not the drift between windows). No figure is asserted: those are the ben
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.benchmarks import load_benchmark
 
 
 def _load() -> Any:
-    path = REPO / "benchmarks" / "coverage.py"
-    spec = importlib.util.spec_from_file_location("specload_coverage_benchmark", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("coverage.py")
 
 
 @pytest.mark.slow

@@ -8,23 +8,15 @@ the truth comes from the simulator's regime over the spec blocks' measured secon
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.benchmarks import load_benchmark
 
 
 def _load() -> Any:
-    path = REPO / "benchmarks" / "regime_reading.py"
-    spec = importlib.util.spec_from_file_location("specload_regime_reading_benchmark", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("regime_reading.py")
 
 
 @pytest.mark.slow
