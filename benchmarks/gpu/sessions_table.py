@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specload.recorder.run_json import load_run_json
+
 METRICS = ("tpot_p50", "tpot_p95", "ttft_p50", "e2e_p50")
 EFFECT_WORDS = {"helps": "helps", "hurts": "hurts", "no_change": "no sig."}
 
@@ -157,15 +159,19 @@ def regime_table(names: list[str], reports: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+def _blocks_run(run_dir: Path) -> int:
+    """Blocks this condition started (its merged blocks.log has one header per block)."""
+    return (run_dir / "blocks.log").read_text().count("===== block")
+
+
 def blocks_line(names: list[str], sweeps: list[Path]) -> str:
     parts = []
     for name, sweep in zip(names, sweeps, strict=True):
-        plan = json.loads((sweep / "spec" / "run.json").read_text())["interleave"]
-        done = sum(1 for _ in (sweep / "baseline" / "blocks.log").read_text().split("===== block"))
+        plan = load_run_json(sweep / "spec")["interleave"]
         parts.append(
             f"{name}: order seed {plan['seed']}, {plan['block_s']:g} s blocks after "
-            f"{plan['block_warmup_s']:g} s warm-up, {done - 1} + "
-            f"{(sweep / 'spec' / 'blocks.log').read_text().count('===== block')} blocks run"
+            f"{plan['block_warmup_s']:g} s warm-up, {_blocks_run(sweep / 'baseline')} + "
+            f"{_blocks_run(sweep / 'spec')} blocks run"
         )
     return "; ".join(parts)
 

@@ -349,7 +349,7 @@ def unit_percentiles(xs: np.ndarray, groups: Units, q: float) -> np.ndarray:
     return out
 
 
-def _spread_stretch(est: float, reps: np.ndarray, unit_values: np.ndarray) -> float:
+def _spread_stretch(reps: np.ndarray, unit_values: np.ndarray) -> float:
     """The stretch that makes the replicates' interval at least as wide, on a log scale, as
     a t interval of the units' own values; 0 where there is nothing to compare."""
     v = unit_values[np.isfinite(unit_values) & (unit_values > 0)]
@@ -381,7 +381,7 @@ def few_units_widened(
         return est, reps
     c = widening(units)
     if unit_values is not None:
-        c = max(c, _spread_stretch(est.value, reps, unit_values))
+        c = max(c, _spread_stretch(reps, unit_values))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         # a large stretch of a far replicate must stay a number: clipped at e^+-30
         out = est.value * np.exp(np.clip(c * np.log(reps / est.value), -30.0, 30.0))
