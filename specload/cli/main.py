@@ -19,7 +19,7 @@ from specload.errors import SpecloadError
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 #: Command modules, in the order ``--help`` lists them.
-COMMANDS = ("demo", "run", "sweep", "compare", "inspect", "sim")
+COMMANDS = ("demo", "run", "sweep", "compare", "inspect", "sim", "locust")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,8 +45,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in[:1] == ["locust"]:  # Locust parses its own command line (``cli.locust``)
+        from specload.cli.locust import run
+
+        return run(args_in[1:])
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_in)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
