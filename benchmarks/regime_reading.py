@@ -77,10 +77,13 @@ def _host(label: str, seed: int) -> HostDraw:
 
 def _window(sc: Scenario, label: str, seed: int, cell: Cell, b: Block, t: float) -> VirtualRun:
     host = _host(label, seed)
-    cfg = EngineConfig(
-        load_profile(PROFILE), parse_spec_config(SPEC) if label == "spec" else None, host=host
-    )
     rng_seed = zlib.crc32(f"{label}:{seed}:{b.number}".encode())
+    cfg = EngineConfig(  # the engine's draws seeded per block too (``coverage._window``)
+        load_profile(PROFILE),
+        parse_spec_config(SPEC) if label == "spec" else None,
+        host=host,
+        seed=rng_seed,
+    )
     span = b.warmup_s + b.duration_s
     out = sc.max_tokens or 256
     if cell.concurrency:

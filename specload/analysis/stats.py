@@ -397,15 +397,18 @@ def few_units_widened(
 MIN_STARTS_FOR_CI = 3
 
 
-def over_starts(est: Estimate, reps: np.ndarray, starts: int) -> tuple[Estimate, np.ndarray]:
+def over_starts(
+    est: Estimate, reps: np.ndarray, starts: int, start_values: np.ndarray | None = None
+) -> tuple[Estimate, np.ndarray]:
     """A pooled percentile's interval over ``starts`` server starts (two or more run dirs).
 
     Why: the two-level bootstrap over a handful of starts undercovers a new start's value
     (35-90 % in ``benchmarks/results/coverage.md``); stretched like a t interval over the
-    starts (``few_units_widened``) it covers. Below ``MIN_STARTS_FOR_CI`` starts no interval
-    is given (value kept, replicates NaN): nothing downstream can then call a step
-    significant or put a CI on a boundary.
+    starts, and at least as wide as the t interval of the starts' own percentiles
+    (``start_values``), it covers: the same rule as for blocks (``few_units_widened``).
+    Below ``MIN_STARTS_FOR_CI`` starts no interval is given (value kept, replicates NaN):
+    nothing downstream can then call a step significant or put a CI on a boundary.
     """
     if starts < MIN_STARTS_FOR_CI:
         return Estimate(est.value), np.full(reps.shape, np.nan)
-    return few_units_widened(est, reps, starts)
+    return few_units_widened(est, reps, starts, start_values)

@@ -61,6 +61,23 @@ def test_two_starts_give_no_interval_three_a_t_widened_one() -> None:
     )
 
 
+def test_three_starts_whose_bootstrap_collapses_get_the_t_interval_of_their_own_values() -> None:
+    """The floor blocks have, over starts too: where the pooled percentile barely moves in
+    the bootstrap (most starts' values on one side of a bimodal step), the interval is at
+    least the t interval of the starts' own percentiles."""
+    from specload.analysis.stats import t975
+
+    reps = np.full(1000, 1.0) * np.exp(np.random.default_rng(0).normal(0.0, 0.001, 1000))
+    est = Estimate(1.0, 0.999, 1.001)
+    starts = np.array([0.9, 1.0, 1.15])
+    got, _ = over_starts(est, reps, 3, starts)
+    half = t975(2) * float(np.std(np.log(starts), ddof=1)) / np.sqrt(3)
+    assert got.lo is not None and got.hi is not None
+    assert np.log(got.hi / got.lo) / 2 == pytest.approx(half, rel=0.05)
+    plain, _ = over_starts(est, reps, 3)  # without the starts' values: the stretch alone
+    assert plain.hi is not None and plain.hi < 1.01
+
+
 @pytest.fixture(scope="module")
 def two(tmp_path_factory: pytest.TempPathFactory) -> Comparison:
     return compare_runs(_starts(tmp_path_factory.mktemp("two"), [0.7, 0.7]), bootstrap=300)
