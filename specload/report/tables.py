@@ -438,7 +438,7 @@ def crossover_table(report: Report) -> Table:
             "helps at",
             "left out",
             "server starts",
-            "bootstrap agreement",
+            "same steps in resamples",
             "note",
         ],
         rows,
@@ -446,7 +446,9 @@ def crossover_table(report: Report) -> Table:
         "and a non-helping step, interpolated in log load; "
         f"'>{_tested_top(report)}' means beyond the highest tested step. Server starts: each start against its partner baseline start, by the same rule; "
         "they agree when every step has the same effect in every start, else 'disagree at' "
-        "names the loads and no boundary is claimed ('undecided'). Statuses: docs/report.md.",
+        "names the loads and no boundary is claimed ('undecided'). Same steps in resamples: the "
+        "share of bootstrap resamples that help at exactly the steps above (low: the helping "
+        "range is fragile). Statuses: docs/report.md.",
     )
 
 
