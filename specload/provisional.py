@@ -150,11 +150,13 @@ def write_view(run_dir: str | Path, dest: str | Path, steps: set[int]) -> Path:
     run) with its counts set to what the view holds; steps.json, requests.jsonl and
     metrics.jsonl keep the settled steps' entries only.
     """
+    from specload.recorder.run_json import load_run_json
+
     src, out = Path(run_dir), Path(dest)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    meta = orjson.loads((src / "run.json").read_bytes())
+    meta = load_run_json(src)
     plan = orjson.loads((src / "steps.json").read_bytes()) if (src / "steps.json").exists() else []
     (out / "steps.json").write_bytes(orjson.dumps([s for s in plan if s.get("index") in steps]))
     n = _filter_jsonl(src / "requests.jsonl", out / "requests.jsonl", steps)

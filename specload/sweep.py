@@ -32,6 +32,7 @@ from typing import IO, Any
 from specload.condition import Condition, parse_condition
 from specload.errors import ConfigError, TargetError
 from specload.ports import free_port
+from specload.recorder.run_json import peek_run_json
 from specload.recorder.rundir import write_json_durably
 from specload.target import ExternalTarget, ManagedServer, Target, log_tail, reset_prefix_cache
 
@@ -430,9 +431,8 @@ def patch_run_json(
     ``interrupted`` and nothing is written.
     """
     path = run_dir / "run.json"
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+    meta = peek_run_json(run_dir)
+    if meta is None:
         return "interrupted" if interrupted else "failed"
     meta["server_cmd"] = server_cmd
     meta["condition"] = _merged_condition(cond.as_json(), meta.get("condition"))
@@ -488,10 +488,7 @@ def degraded_lines(results: Sequence[ConditionResult]) -> list[str]:
     for r in results:
         if r.status != "degraded":
             continue
-        try:
-            reasons = json.loads((r.run_dir / "run.json").read_text()).get("degraded") or []
-        except (OSError, json.JSONDecodeError, AttributeError):
-            reasons = []
+        reasons = (peek_run_json(r.run_dir) or {}).get("degraded") or []
         lines.append(
             f"{r.condition.name} degraded ({r.run_dir}): "
             + ("; ".join(map(str, reasons)) or "see its run.json")
@@ -546,10 +543,7 @@ def _baseline_label(this_sweep: Sequence[Path], all_dirs: Sequence[Path]) -> str
 
 
 def _label(run_dir: Path) -> str:
-    try:
-        return str(json.loads((run_dir / "run.json").read_text()).get("label") or run_dir.name)
-    except (OSError, json.JSONDecodeError):
-        return run_dir.name
+    return str((peek_run_json(run_dir) or {}).get("label") or run_dir.name)
 
 
 def _headline(report_json: Path) -> str | None:

@@ -22,7 +22,7 @@ from specload.analysis.crossover import (
     StartEffects,
     fmt_qps,
 )
-from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, NA
+from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, NA, NO_CHANGE, effect_text
 from specload.analysis.ratios import RatioRow
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
@@ -197,7 +197,7 @@ def _too_few(x: Crossover) -> str:
             if e in (HELPS, HURTS):
                 by.setdefault(e, []).append(q)
         said = "; ".join(f"{e} at {x.steps_text(qs)}" for e, qs in by.items())
-        return f"{s.run} {said or 'no significant change at any step'}"
+        return f"{s.run} {said or effect_text(NO_CHANGE) + ' at any step'}"
 
     head = f"{x.condition}: {too_few_starts_text(x.too_few_starts)}, no decision"
     if not x.starts:

@@ -21,7 +21,6 @@ written.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from specload.ports import free_port
+from specload.recorder.run_json import peek_run_json
 from specload.run_options import add_run_options, resolve_run_options
 
 __all__ = ["add_parser", "locust_command", "run"]
@@ -267,11 +267,7 @@ def _reason(note: str) -> str:
 
 
 def _meta(out: Path) -> dict[str, Any]:
-    try:
-        meta = json.loads((out / "run.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
+    return peek_run_json(out) or {}
 
 
 def _status(out: Path) -> str | None:

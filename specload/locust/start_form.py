@@ -12,9 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from specload.errors import SpecloadError
+from specload.recorder.run_json import peek_run_json
 
 __all__ = ["baseline_choices", "step_plan"]
 
@@ -54,11 +53,8 @@ def step_plan(path: str) -> dict[str, Any]:
 
 
 def _run(d: Path) -> dict[str, Any] | None:
-    try:
-        meta = orjson.loads((d / "run.json").read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    if not isinstance(meta, dict) or meta.get("status") not in ("completed", "degraded"):
+    meta = peek_run_json(d)
+    if meta is None or meta.get("status") not in ("completed", "degraded"):
         return None
     return {
         "path": str(d),

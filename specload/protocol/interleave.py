@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from specload.errors import ConfigError
+from specload.recorder.run_json import peek_run_json
 from specload.recorder.rundir import write_json_durably
 from specload.scenario.schema import InterleaveSpec, Scenario
 
@@ -177,7 +178,7 @@ def merge_blocks(
         open(run_dir / "blocks.log", "a", encoding="utf-8") as log,
     ):
         for execution, (block, path) in enumerate(blocks):
-            meta = _read_json(path / "run.json")
+            meta = peek_run_json(path)
             if not isinstance(meta, dict):
                 missing.append(f"block {block.number + 1} ({_where(block, interleave)}) never ran")
                 continue

@@ -28,6 +28,7 @@ from specload.protocol.interleave import (
     plan_blocks,
     plan_json,
 )
+from specload.recorder.run_json import peek_run_json
 from specload.recorder.rundir import write_json_durably
 from specload.scenario import load_scenario
 from specload.scenario.schema import Scenario
@@ -281,7 +282,9 @@ def _mark_degraded(run_dir: Path, reasons: list[str], interrupted: bool) -> str:
     """A session cut short measured fewer blocks than planned: the run says so, and every
     condition of an interrupted session says ``interrupted`` (whichever block was hit)."""
     path = run_dir / "run.json"
-    meta = json.loads(path.read_text())
+    meta = peek_run_json(run_dir)
+    if meta is None:  # the merge wrote it a moment ago: gone now is a bug, said plainly
+        raise RuntimeError(f"{path}: the merged run.json is missing or unreadable")
     if interrupted:
         meta["status"] = "interrupted"
     elif meta.get("status") == "completed":

@@ -26,6 +26,7 @@ __all__ = [
     "RUN_SCHEMA_PATH",
     "RUN_SCHEMA_VERSION",
     "load_run_json",
+    "peek_run_json",
     "unrecorded_warning",
     "validate_run_json",
 ]
@@ -91,3 +92,15 @@ def load_run_json(run_dir: str | Path) -> dict[str, Any]:
     except orjson.JSONDecodeError as exc:
         raise ConfigError(f"not valid JSON ({exc})", file=str(path)) from None
     return validate_run_json(meta, path)
+
+
+def peek_run_json(run_dir: str | Path) -> dict[str, Any] | None:
+    """``RUN_DIR/run.json`` as it is, or None when missing or unreadable: for the tools that
+    look at a run they may not own (a sweep's own just-written run, the start form's list of
+    finished runs), where a bad file means "not a run to use", not bad input. Nothing is
+    checked against the schema: a reader that uses the run goes through ``load_run_json``."""
+    try:
+        meta = orjson.loads((Path(run_dir) / "run.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return meta if isinstance(meta, dict) else None

@@ -1,0 +1,52 @@
+"""One concept, one definition: a second copy of a rule drifts (it already did, twice).
+
+Checked on the source, so a new copy fails here before it reaches a user:
+- run.json is parsed in ``specload/recorder/run_json.py`` only (``load_run_json`` for a run
+  to use, ``peek_run_json`` for one that may not be a run yet);
+- the help/hurt rule's words and the CI wording come from ``analysis/wording.py`` and
+  ``analysis/effect.py``: no other module spells out "no significant change".
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parent.parent / "specload"
+PARSE = re.compile(r"(read_text|read_bytes|open\(|loads\()")
+
+
+def _lines(skip: tuple[str, ...]) -> list[tuple[str, int, str]]:
+    out = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = str(path.relative_to(PKG))
+        if rel.startswith(skip):
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            out.append((rel, n, line))
+    return out
+
+
+def test_run_json_is_parsed_by_the_one_reader_only() -> None:
+    bad = [
+        f"{rel}:{n}: {line.strip()}"
+        for rel, n, line in _lines(("recorder/run_json.py",))
+        if '"run.json"' in line and PARSE.search(line)
+    ]
+    assert not bad, "parse run.json with recorder.run_json (load_run_json/peek_run_json):\n" + (
+        "\n".join(bad)
+    )
+
+
+def test_the_rules_no_change_words_are_written_once() -> None:
+    bad = [
+        f"{rel}:{n}"
+        for rel, n, line in _lines(("analysis/wording.py", "analysis/effect.py"))
+        if re.search(r"[\"']no significant change", line)
+    ]
+    assert not bad, f"use analysis.effect / analysis.wording for the rule's words: {bad}"
+
+
+def test_the_checks_see_the_package() -> None:
+    # guards the guards: a moved package would make the checks above pass vacuously
+    assert (PKG / "recorder" / "run_json.py").is_file() and len(_lines(())) > 10_000
