@@ -52,7 +52,9 @@ def markdown(result: dict[str, Any]) -> str:
         "condition). Answers by the rule (5 % and a CI that excludes no change): helps / no "
         "change / hurts, counted over seeds. Spread: 10th-90th percentile of the seeds' point "
         "ratios. Coverage: share of seeds whose 95 % CI holds the true ratio (the pooled p50s "
-        "of 8 long runs, 150 s each per step).",
+        f"of {w['truth'].get('starts', 8)} long runs, {w['truth'].get('s', 150.0):g} s each "
+        "per step). Every window runs on a fresh engine whose own draws (accepted drafts) are "
+        "seeded by that window.",
         "",
         "| step | truth | design | answers (helps/none/hurts) | spread | coverage | CI width |",
         "|---|---|---|---|---|---|---|",

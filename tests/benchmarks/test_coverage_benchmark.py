@@ -81,3 +81,17 @@ def test_runs_of_one_world_merge_their_seeds() -> None:
     assert design["seeds"] == 2 and len(merged["per_seed"]) == 2
     assert [c["coverage"] for c in design["cells"]] == [0.5] * len(cov.CELLS)
     assert design["min_coverage"] == 0.5 and design["ci_claim"] == "new_start"
+
+
+def test_each_window_draws_its_own_accepted_drafts() -> None:
+    """A fresh engine per window must not replay one acceptance sequence: on a host with no
+    regime and no jitter, two windows at different session times differ only by those
+    draws, so their TPOTs must differ (with the engine's default seed they were equal)."""
+    cov = _load()
+    flat = cov.World("flat", regime=False, starts_differ=False)
+    one = cov.Cell(0.0, 1)
+    a, b = (cov._window(flat, "spec", 1, one, t0, 0.0, 4.0) for t0 in (0.0, 100.0))
+    ta = [r.tpot_s for r in a.results[:5]]
+    tb = [r.tpot_s for r in b.results[:5]]
+    assert len(ta) == len(tb) == 5
+    assert any(abs(x - y) > 1e-6 * x for x, y in zip(ta, tb, strict=True))  # not float noise
