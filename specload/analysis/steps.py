@@ -209,11 +209,11 @@ def _latency(
             est[name], reps[name] = estimate(x, q, b, rng, groups)
             if groups is None:
                 continue
-            # each unit's own percentile: the interval is at least their t interval
-            spread = unit_percentiles(x, groups, q)
             if starts >= 2:  # a t interval over the starts, none below three
+                spread = unit_percentiles(x, groups, q)  # at least their own t interval
                 est[name], reps[name] = over_starts(est[name], reps[name], starts, spread)
             elif blocks:  # one interleaved start: over its blocks, stretched for few of them
+                spread = unit_percentiles(x, groups, q)
                 est[name], reps[name] = few_units_widened(
                     est[name], reps[name], groups.count, spread
                 )

@@ -179,7 +179,7 @@ def merge_blocks(
     ):
         for execution, (block, path) in enumerate(blocks):
             meta = peek_run_json(path)
-            if not isinstance(meta, dict):
+            if meta is None:
                 missing.append(f"block {block.number + 1} ({_where(block, interleave)}) never ran")
                 continue
             metas.append((block.number + 1, meta))
