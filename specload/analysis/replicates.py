@@ -122,8 +122,19 @@ def per_start_steps(
     if len(same) < 2:
         return []
     return [
-        PerStart(r.path.name, condition_steps(label, [r], b=bootstrap, seed=seed)) for r in same
+        PerStart(name, condition_steps(label, [r], b=bootstrap, seed=seed))
+        for name, r in zip(start_names(same), same, strict=True)
     ]
+
+
+def start_names(runs: list[RunColumns]) -> list[str]:
+    """A name per start that tells them apart in a sentence: the run dir's name, numbered in
+    start order where two share it (sessions of the GPU kit are each ``.../sweep/spec``, so
+    "hurts in spec; no change in spec, spec" would name nothing)."""
+    names = [r.path.name for r in runs]
+    if len(set(names)) == len(names):
+        return names
+    return [f"{n} #{i}" for i, n in enumerate(names, 1)]
 
 
 def _overlap(ests: list[Estimate]) -> bool:

@@ -86,3 +86,21 @@ def test_starts_whose_effects_match_at_every_step_all_agree(tmp_path: Path) -> N
     assert _row(c)[8] == "2: all agree"
     findings = build_report(c).findings
     assert not any(f.startswith("server starts disagree: spec on p50 TPOT") for f in findings)
+
+
+def test_starts_in_folders_of_one_name_are_told_apart_by_number(tmp_path: Path) -> None:
+    # The GPU kit's sessions are each ``out/sweep/{baseline,spec}``: pooled, three starts
+    # named "spec" made "helps in spec, spec; hurts in spec", which names nothing.
+    dirs = []
+    for k, pattern in enumerate([PATTERN_A, PATTERN_A, PATTERN_B], 1):
+        meta = {"started_at": 1000.0 * k}  # no replicate number: start time orders them
+        base = Cond("baseline", extra_meta=meta)
+        spec = Cond("spec", speculative=SPEC, tpot=lambda q, p=pattern: p[int(q)], extra_meta=meta)
+        dirs.append(write_run(tmp_path / f"s{k}" / "baseline", base, qps=QPS, n=150, seed=k,
+                              metrics=False))  # fmt: skip
+        dirs.append(write_run(tmp_path / f"s{k}" / "spec", spec, qps=QPS, n=150, seed=k,
+                              metrics=False))  # fmt: skip
+    x = compare_runs(dirs, bootstrap=200).crossover("spec", "tpot_p50")
+    assert x is not None
+    assert [s.run for s in x.starts] == ["spec #1", "spec #2", "spec #3"]
+    assert x.split_text().startswith("at 8 req/s (helps in spec #1, spec #2; hurts in spec #3)")
