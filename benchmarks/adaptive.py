@@ -6,7 +6,7 @@ On the calibrated simulator profile (``h200-llama8b``: vLLM 0.26 on one H200, Ll
 start becomes a real run directory; the p50 TPOT crossover (where speculation stops helping)
 and its 95 % CI come from ``specload compare``'s own analysis (``compare_runs``,
 ``refine.current_bounds``: the two-level bootstrap over run dirs of ``analysis/steps.py`` and
-``stats.py``), the search's passes from ``specload/refine.py`` itself (``run_refinement``
+``stats.py``), the search's passes from ``specload/protocol/refine.py`` itself (``run_refinement``
 with a virtual ``run_pass``).
 
 The two strategies, on the same terms:
@@ -95,14 +95,14 @@ from specload.analysis.crossover import find_crossover
 from specload.analysis.effect import classify
 from specload.analysis.stats import Estimate
 from specload.cli.demo import SPEC_CONFIGS
-from specload.condition import parse_condition
-from specload.records import RequestRecord
-from specload.refine import Bound, converged, current_bounds, run_refinement
+from specload.core.condition import parse_condition
+from specload.core.records import RequestRecord
+from specload.protocol.refine import Bound, converged, current_bounds, run_refinement
+from specload.protocol.sweep import SweepPlan
 from specload.sim.engine import EngineConfig
 from specload.sim.host import HostDraw, JitterParams, draw_host
 from specload.sim.profiles import load_profile
 from specload.sim.spec import parse_spec_config
-from specload.sweep import SweepPlan
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"

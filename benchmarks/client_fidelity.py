@@ -52,8 +52,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from specload.client import ChatRequest, make_client
-from specload.ports import free_port
-from specload.records import RequestRecord
+from specload.core.ports import free_port
+from specload.core.records import RequestRecord
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

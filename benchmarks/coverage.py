@@ -56,9 +56,9 @@ from specload.analysis.run_columns import load_runs
 from specload.analysis.stats import MIN_STARTS_FOR_CI, Estimate
 from specload.analysis.steps import condition_steps
 from specload.cli.demo import SPEC_CONFIGS
-from specload.condition import parse_condition
+from specload.core.condition import parse_condition
+from specload.core.records import RequestRecord
 from specload.protocol.interleave import Cell, plan_blocks
-from specload.records import RequestRecord
 from specload.scenario import parse_scenario
 from specload.sim.engine import EngineConfig
 from specload.sim.host import HostDraw, JitterParams, draw_host

@@ -40,9 +40,9 @@ import numpy as np
 from specload.analysis.regimes import find_regimes, step_label
 from specload.analysis.run_columns import load_runs
 from specload.cli.demo import SPEC_CONFIGS
-from specload.condition import parse_condition
+from specload.core.condition import parse_condition
+from specload.core.records import RequestRecord
 from specload.protocol.interleave import Block, Cell, cells_of, plan_blocks
-from specload.records import RequestRecord
 from specload.scenario import Scenario, load_scenario
 from specload.sim.engine import EngineConfig
 from specload.sim.host import HostDraw, draw_host

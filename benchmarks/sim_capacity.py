@@ -36,7 +36,7 @@ OUT = ROOT / "benchmarks" / "results"
 LAG = "specload_sim_step_lag_seconds"
 sys.path.insert(0, str(ROOT))
 
-from specload.ports import free_port
+from specload.core.ports import free_port
 
 
 def lag_buckets(url: str) -> dict[float, float]:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-import specload.ports
+import specload.core.ports
 
 REPO = Path(__file__).resolve().parent.parent
 __all__ = ["REPO", "examples", "free_port", "start_sim", "stop_process", "wait_http"]
@@ -68,7 +68,7 @@ def free_port() -> int:
             except OSError:
                 continue
         return port
-    return specload.ports.free_port()
+    return specload.core.ports.free_port()
 
 
 def examples(nightly: int) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from specload.analysis.compare import compare_runs
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 from specload.recorder import read_run
 from specload.scenario import parse_scenario
 from tests.conftest import specload_run

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from specload.analysis.vllm_schedule_rules import SCHEDULE_KEY, check_schedule
-from specload.condition import parse_condition
+from specload.core.condition import parse_condition
 from tests.conftest import REPO
 
 PY = shlex.quote(sys.executable)

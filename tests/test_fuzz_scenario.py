@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specload.cli.main import main
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 from specload.scenario import load_scenario
 from specload.scenario.parse import _TOP_KEYS
 from tests.conftest import examples

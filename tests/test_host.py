@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specload.host import fingerprint, host_differences
+from specload.metrics.host import fingerprint, host_differences
 from specload.recorder import read_run
 from tests.conftest import FakeExporter, free_port
 

@@ -8,20 +8,24 @@ work on run dirs from any server.
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 PKG = Path(__file__).resolve().parent.parent / "specload"
 
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return names
+def _floors() -> ModuleType:
+    """``scripts/floors.py``: the floors table and the page's generated diagram."""
+    spec = importlib.util.spec_from_file_location("floors", PKG.parent / "scripts" / "floors.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+floors = _floors()
+_imports = floors.imported_modules
 
 
 def _modules(sub: str) -> list[Path]:
@@ -50,7 +54,7 @@ def test_only_locust_and_cli_packages_import_locust() -> None:
 
 
 def test_analysis_and_report_do_not_depend_on_load_generation() -> None:
-    forbidden = ("specload.client", "specload.locust", "specload.sim", "specload.pacer")
+    forbidden = ("specload.client", "specload.locust", "specload.sim", "specload.core.pacer")
     bad = {
         f"{p.relative_to(PKG)}: {name}"
         for sub in ("analysis", "report")
@@ -63,8 +67,36 @@ def test_analysis_and_report_do_not_depend_on_load_generation() -> None:
 
 def test_the_layering_check_sees_the_package() -> None:
     # Guards the guards: if the package moved, the checks above would pass vacuously.
-    assert (PKG / "records.py").exists()
+    assert (PKG / "core" / "records.py").exists()
     assert len(list(PKG.rglob("*.py"))) > 3
+
+
+def test_every_package_imports_only_floors_below_its_own() -> None:
+    edges = floors.package_edges()
+    assert edges["metrics"] and edges["cli"], "the edges are read from the source"
+    assert not floors.violations(edges), "\n".join(floors.violations(edges))
+
+
+def test_a_back_edge_is_named() -> None:
+    # Guards the guard: metrics importing analysis (the edge this layout removed) is caught.
+    edges = {k: set(v) for k, v in floors.package_edges().items()}
+    edges["metrics"].add("analysis")
+    assert floors.violations(edges) == ["metrics (floor 2) imports analysis (floor 3)"]
+
+
+def test_the_architecture_page_shows_the_code_s_floors() -> None:
+    page = floors.DOC.read_text()
+    assert floors.BEGIN in page, "docs/architecture.md lost its floors diagram"
+    assert floors.page_with_diagram(page) == page, "python scripts/floors.py --write"
+
+
+def test_every_package_has_a_floor_and_the_top_holds_only_entry_points() -> None:
+    packages = {p.parent.name for p in PKG.glob("*/__init__.py")}
+    assert packages == set(floors.FLOOR), f"without a floor: {packages - set(floors.FLOOR)}"
+    loose = sorted(p.name for p in PKG.glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py"], (
+        f"a module at the top of specload/ has no floor; put it in a package: {loose}"
+    )
 
 
 def _module_name(path: Path) -> str:

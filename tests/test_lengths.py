@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 from specload.scenario import parse_scenario
 from specload.scenario.lengths import LengthDist, parse_length
 from specload.scenario.prompts import build_prompt_set, estimate_tokens

@@ -18,7 +18,7 @@ from specload.client.lookup import (
     match_rate_of,
     prompt_text,
 )
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 from tests.conftest import examples
 
 CODE = """def load(path):
@@ -255,7 +255,7 @@ def test_every_client_record_carries_the_rate_computed_while_streaming(sim, kind
 def test_failed_request_without_output_has_no_rate() -> None:
     from specload.client.assemble import RecordBuilder
     from specload.client.request import ChatRequest, RecordMeta
-    from specload.records import ErrorInfo
+    from specload.core.records import ErrorInfo
 
     req = ChatRequest(model="m", messages=[{"role": "user", "content": "hi"}])
     meta = RecordMeta("r", "w", 0, 0, 1.0, False, 0.0)

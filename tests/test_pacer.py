@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from specload.pacer import Pacer, derive_seed
+from specload.core.pacer import Pacer, derive_seed
 
 
 def gaps(p: Pacer, n: int) -> list[float]:

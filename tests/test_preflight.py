@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from specload.errors import ConfigError
-from specload.preflight import PREFLIGHT_ID_PREFIX, PreflightError, preflight
+from specload.core.errors import ConfigError
+from specload.protocol.preflight import PREFLIGHT_ID_PREFIX, PreflightError, preflight
 from tests.conftest import REPO, free_port, stop_process, wait_http
 from tests.faults.matrix import start_raw
 

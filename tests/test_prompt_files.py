@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 from specload.scenario import parse_scenario
 from specload.scenario.prompt_files import read_prompt_file
 from specload.scenario.prompts import PromptSet, build_prompt_set

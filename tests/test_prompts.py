@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from specload.errors import ConfigError
-from specload.ports import free_port
+from specload.core.errors import ConfigError
+from specload.core.ports import free_port
 from specload.scenario import load_scenario, parse_scenario
 from specload.scenario.prompts import build_prompt_set, estimate_tokens, server_tokenizer
 

@@ -1,4 +1,4 @@
-"""The provisional comparison behind the web UI's live answer (``specload/provisional.py``).
+"""The provisional comparison behind the web UI's live answer (``specload/protocol/provisional.py``).
 
 Synthetic run dirs with known ratios: the view keeps only the settled steps, the child's
 report is ``specload compare``'s own (same ratios, same CIs, same verdict), and bad input
@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from specload.analysis.compare import compare_runs
-from specload.errors import ConfigError
-from specload.provisional import (
+from specload.core.errors import ConfigError
+from specload.protocol.provisional import (
     baseline_problem,
     load_baseline,
     main,
@@ -110,7 +110,7 @@ def test_incomparable_runs_exit_2_with_one_line(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "specload.provisional",
+            "specload.protocol.provisional",
             str(other),
             str(base),
             str(tmp_path / "out"),

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from specload.analysis.run_columns import load_run
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
+from specload.core.records import ErrorInfo, RequestRecord
 from specload.recorder import JsonlWriter, RunMeta, RunWriter, check_out_dir, iter_jsonl, read_run
 from specload.recorder.run_json import RUN_SCHEMA_PATH, validate_run_json
-from specload.records import ErrorInfo, RequestRecord
 from tests.conftest import REPO
 
 

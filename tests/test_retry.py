@@ -7,7 +7,7 @@ import urllib.error
 
 import pytest
 
-from specload.retry import transient_delay, with_retries
+from specload.core.retry import transient_delay, with_retries
 
 
 def _http(code: int, retry_after: str | None = None) -> urllib.error.HTTPError:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from specload.cli.main import build_parser
-from specload.errors import ConfigError
-from specload.gate_options import add_gate_options
-from specload.run_options import RUN_OPTIONS, resolve_run_options
+from specload.core.errors import ConfigError
+from specload.options.gates import add_gate_options
+from specload.options.run import RUN_OPTIONS, resolve_run_options
 
 
 def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -58,7 +58,7 @@ def _compare_parser() -> argparse.ArgumentParser:
 
 
 def test_the_gate_options_are_compares_own_on_locusts_command_line() -> None:
-    """One definition (``gate_options.py``): the same flags, defaults and help on ``specload
+    """One definition (``options/gates.py``): the same flags, defaults and help on ``specload
     compare`` and on Locust (where ``--baseline-run`` runs compare with them at the end)."""
     child = subprocess.run(
         [sys.executable, "-c", LOCUST_OPTIONS], capture_output=True, text=True, check=True

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from specload.analysis.stats import MIN_STARTS_FOR_CI
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 from specload.scenario import Scenario, StepPlan, load_scenario, parse_scenario
 
 REPO = Path(__file__).resolve().parent.parent
@@ -213,7 +213,7 @@ def test_smoke_runs_in_seconds() -> None:
 
 def test_specload_scenario_import_needs_no_locust() -> None:
     code = (
-        "import sys, specload.scenario, specload.pacer, specload.scenario.prompts; "
+        "import sys, specload.scenario, specload.core.pacer, specload.scenario.prompts; "
         "print('locust' in sys.modules)"
     )
     out = subprocess.run(

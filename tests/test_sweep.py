@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from specload.analysis.wording import too_few_starts_text
-from specload.errors import ConfigError
-from specload.sweep import parse_condition
+from specload.core.errors import ConfigError
+from specload.protocol.sweep import parse_condition
 from tests.conftest import REPO
 
 PY = shlex.quote(sys.executable)
@@ -374,7 +374,7 @@ def test_sigint_while_waiting_for_health_stops_the_starting_server(tmp_path: Pat
 
 
 def test_replicates_are_interleaved_across_conditions() -> None:
-    from specload.sweep import sweep_order
+    from specload.protocol.sweep import sweep_order
 
     a, b = parse_condition("baseline="), parse_condition("spec=--x")
     order = [(c.name, r) for c, r in sweep_order([a, b], 3)]
@@ -384,7 +384,7 @@ def test_replicates_are_interleaved_across_conditions() -> None:
 
 
 def test_planned_run_dirs_are_numbered_only_for_several_starts(tmp_path: Path) -> None:
-    from specload.sweep import SweepPlan, planned_runs
+    from specload.protocol.sweep import SweepPlan, planned_runs
 
     a, b = parse_condition("baseline="), parse_condition("spec=--x")
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from specload.errors import ConfigError, TargetError
-from specload.target import (
+from specload.core.errors import ConfigError, TargetError
+from specload.protocol.target import (
     ExternalTarget,
     ManagedServer,
     build_server_cmd,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from specload.errors import ConfigError
-from specload.pacer import Pacer
+from specload.core.errors import ConfigError
+from specload.core.pacer import Pacer
 from specload.recorder import read_run
 from specload.scenario import load_scenario, parse_scenario
 from specload.scenario.prompts import PromptSet, build_prompt_set, estimate_tokens

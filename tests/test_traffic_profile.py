@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from specload.cli.main import main
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
+from specload.core.records import RequestRecord
+from specload.inspect.profile import inspect_path
 from specload.recorder.rundir import RunMeta, RunWriter
-from specload.records import RequestRecord
-from specload.traffic_profile import inspect_path
 
 VOCAB = [f"w{i}" for i in range(5000)]
 REPO = Path(__file__).resolve().parent.parent
@@ -330,13 +330,13 @@ def test_marginal_lookup_rate_gives_one_recommendation_that_does_not_contradict_
 
 
 def _dist(mean: float) -> Any:
-    from specload.repetition import distribution
+    from specload.inspect.repetition import distribution
 
     return distribution([mean] * 10)
 
 
 def _prefix(share: float) -> Any:
-    from specload.repetition import PrefixGroup, PrefixProfile
+    from specload.inspect.repetition import PrefixGroup, PrefixProfile
 
     return PrefixProfile("test", 1000, share, None, 10, (PrefixGroup(320, 10),), 0)
 
@@ -361,7 +361,7 @@ def _prefix(share: float) -> Any:
 def test_every_figure_combination_gives_one_consistent_recommendation(
     mean: float | None, share: float | None, action: str
 ) -> None:
-    from specload.repetition import recommend
+    from specload.inspect.repetition import recommend
 
     lookup = None if mean is None else _dist(mean)
     prefix = None if share is None else _prefix(share)

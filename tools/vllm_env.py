@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from specload.errors import TargetError
+from specload.core.errors import TargetError
 
 __all__ = [
     "CHAT_TEMPLATE",

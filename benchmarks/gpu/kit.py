@@ -10,7 +10,7 @@ flips between ~13 and ~20 ms in windows of seconds on an H200) hits both conditi
 
 ``starts``: for each start, interleaved (baseline, spec, baseline, spec, ...), the server is
 started in a process group of its own and waited for, then stopped with its whole group, by
-specload's own ``specload.target.ManagedServer`` (what ``specload sweep`` uses). While it is up:
+specload's own ``specload.protocol.target.ManagedServer`` (what ``specload sweep`` uses). While it is up:
 
 - a warm-up: N concurrent short completions, so one-time compilation and lazy init are not
   billed to the first measured step;
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported where used: the usage checks need no specload
-    from specload.target import ManagedServer
+    from specload.protocol.target import ManagedServer
 
 T0 = time.time()
 
@@ -208,10 +208,10 @@ def cmd_bench(a: argparse.Namespace) -> int:
 
 def cmd_starts(a: argparse.Namespace) -> int:
     """Every server start, interleaved (baseline, spec, baseline, spec, ...): the server is
-    started, stopped and waited for by ``specload.target.ManagedServer``, as ``specload
+    started, stopped and waited for by ``specload.protocol.target.ManagedServer``, as ``specload
     sweep`` does, and between the two this start's warm-up, sweep run and reference bench."""
-    from specload.errors import TargetError
-    from specload.target import ManagedServer
+    from specload.core.errors import TargetError
+    from specload.protocol.target import ManagedServer
 
     out, failed = Path(a.out), 0
     commands = {"baseline": a.baseline_cmd, "spec": a.spec_cmd}
@@ -271,7 +271,7 @@ CONDITIONS = ("baseline", "spec")
 def cmd_interleaved(a: argparse.Namespace) -> int:
     """Both servers up at once, one interleaved sweep over them, both stopped (whole groups,
     also on Ctrl-C or SIGTERM, so no engine is left holding the GPU)."""
-    from specload.errors import TargetError
+    from specload.core.errors import TargetError
 
     servers = _servers(a)
     failed = 0
@@ -296,8 +296,8 @@ def cmd_interleaved(a: argparse.Namespace) -> int:
 def _servers(a: argparse.Namespace) -> dict[str, ManagedServer]:
     """One ``ManagedServer`` per condition, each on its own port (``--port`` P: baseline on P,
     spec on P + 1; 0: free ports), its log in ``OUT/servers/<condition>.log``."""
-    from specload.ports import free_port
-    from specload.target import ManagedServer
+    from specload.core.ports import free_port
+    from specload.protocol.target import ManagedServer
 
     ports = (a.port, a.port + 1) if a.port else (free_port(), free_port())
     commands = {"baseline": a.baseline_cmd, "spec": a.spec_cmd}

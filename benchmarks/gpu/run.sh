@@ -145,7 +145,7 @@ if [ "$DRY" = 1 ]; then
   BENCH_S=${BENCH_S:-3}
   MIN_PROMPTS=4
   if [ "$MODE" = interleaved ]; then PORT=${PORT:-0}  # 0: kit.py picks a free port per server
-  else PORT=${PORT:-$("$PY" -c 'from specload.ports import free_port; print(free_port())')}; fi
+  else PORT=${PORT:-$("$PY" -c 'from specload.core.ports import free_port; print(free_port())')}; fi
   SPEC=${SPEC_CONFIG//@DRAFT@/draft-1b}
 else
   : "${DRAFT:?set DRAFT to the draft model (folder or name) when TARGET is set}"

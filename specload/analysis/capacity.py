@@ -2,7 +2,7 @@
 
 Operators ask "where does speculation stop helping" and "how much can we carry within our
 SLO" in the same breath: a config that lowers TPOT at low load may give up a quarter of the
-capacity. An SLO (``specload/slo.py``) is a latency percentile and its limit
+capacity. An SLO (``specload/core/slo.py``) is a latency percentile and its limit
 (``tpot_p95=25ms``); a step *holds* it when the step's percentile is at most the limit.
 
 **Capacity** is the highest load at which every SLO holds at every tested step up to it:
@@ -35,8 +35,8 @@ from specload.analysis.run_columns import RunColumns
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import LATENCY_FIELDS, StepStats, pool_runs
 from specload.analysis.wording import pct_ci_text
-from specload.errors import ConfigError
-from specload.slo import Slo
+from specload.core.errors import ConfigError
+from specload.core.slo import Slo
 
 __all__ = [
     "CAPACITY_STATUSES",

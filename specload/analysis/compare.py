@@ -64,10 +64,10 @@ from specload.analysis.steps import StepStats, condition_steps, metric_names, st
 from specload.analysis.telemetry import read_telemetry, step_telemetry
 from specload.analysis.verdict import benefit_words, sentence
 from specload.analysis.vllm_schedule_rules import is_dynamic
-from specload.errors import ConfigError
-from specload.host import host_differences
-from specload.records import FELL_BEHIND_S
-from specload.slo import Slo, slos_from_scenario
+from specload.core.errors import ConfigError
+from specload.core.records import FELL_BEHIND_S
+from specload.core.slo import Slo, slos_from_scenario
+from specload.metrics.host import host_differences
 
 __all__ = [
     "CROSSOVER_METRICS",

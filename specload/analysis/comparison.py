@@ -28,7 +28,7 @@ from specload.analysis.schedule_results import ScheduleAnalysis
 from specload.analysis.steps import StepStats, starts_too_few
 from specload.analysis.verdict import BLOCKS_CAVEAT, SINGLE_START_CAVEAT
 from specload.analysis.wording import too_few_starts_text
-from specload.slo import Slo
+from specload.core.slo import Slo
 
 __all__ = ["Comparison", "ConditionInfo"]
 
@@ -95,7 +95,7 @@ class Comparison:
     disagreements: list[Disagreement] = field(default_factory=list)
     #: the error budget the incomplete steps were judged by
     max_error_rate: float = 0.05
-    #: fields in which the runs' hosts differ (run.json ``host``; ``specload.host``)
+    #: fields in which the runs' hosts differ (run.json ``host``; ``specload.metrics.host``)
     host_differences: list[str] = field(default_factory=list)
     #: the latency SLOs capacity and goodput were judged by (``--slo`` or the scenario's)
     slos: list[Slo] = field(default_factory=list)

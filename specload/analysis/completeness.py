@@ -14,7 +14,7 @@ from typing import Any
 from specload.analysis.run_columns import RunColumns
 from specload.analysis.steps import StepStats
 from specload.analysis.wording import pct
-from specload.budget import DEFAULT_MAX_ERROR_RATE
+from specload.core.budget import DEFAULT_MAX_ERROR_RATE
 
 __all__ = ["error_budget", "incomplete_steps"]
 

@@ -24,7 +24,7 @@ from specload.analysis.effect import HURTS, INCOMPLETE
 from specload.analysis.ratios import RatioRow
 from specload.analysis.steps import StepStats, metric_names
 from specload.analysis.wording import pct_ci_text, step_label
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 
 __all__ = [
     "CAPACITY_GATE",

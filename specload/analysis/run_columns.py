@@ -18,9 +18,9 @@ import numpy as np
 import orjson
 
 from specload.analysis.columns import Part, parse_lines, read_columns
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
+from specload.core.records import SCHEMA_VERSION
 from specload.recorder.run_json import load_run_json, unrecorded_warning
-from specload.records import SCHEMA_VERSION
 
 __all__ = ["RunColumns", "load_run", "load_runs", "read_jsonl"]
 

@@ -39,7 +39,7 @@ from specload.analysis.stats import (
     rng_for,
     unit_percentiles,
 )
-from specload.records import counts_as_load
+from specload.core.records import counts_as_load
 
 __all__ = [
     "LATENCY_FIELDS",

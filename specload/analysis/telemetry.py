@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from specload.recorder.jsonl import iter_jsonl
+from specload.recorder.rundir import TELEMETRY_FILE
 
 __all__ = [
     "CLOCK_DROP",
     "LOADGEN_SATURATED",
     "STEAL_HIGH_PCT",
-    "TELEMETRY_FILE",
     "StepTelemetry",
     "TelemetrySecond",
     "loadgen_share",
@@ -39,8 +39,6 @@ LOADGEN_SATURATED = 0.9
 CLOCK_DROP = 0.05
 #: Mean CPU steal above this (percent): a noisy neighbour took the host's CPU.
 STEAL_HIGH_PCT = 5.0
-
-TELEMETRY_FILE = "telemetry.jsonl"
 
 #: Clock-event reasons that say nothing about a slow GPU (it is simply not busy).
 _IGNORED_EVENTS = frozenset({"gpu_idle", "idle"})

@@ -18,7 +18,7 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: Any) -> None:
-    from specload.gate_options import add_gate_options
+    from specload.options.gates import add_gate_options
 
     p = subparsers.add_parser(
         "compare",
@@ -73,7 +73,7 @@ def add_parser(subparsers: Any) -> None:
         help="steps whose error rate passes this are left out of every conclusion (default: "
         "the budget the runs recorded, else 0.05)",
     )
-    add_gate_options(p)  # with --slo and --junit: specload/gate_options.py
+    add_gate_options(p)  # with --slo and --junit: specload/options/gates.py
     p.add_argument(
         "--force", action="store_true", help="compare runs even when they are not comparable"
     )
@@ -103,8 +103,8 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from specload.analysis.batch_schedule import ScheduleOptions
     from specload.analysis.compare import compare_runs
-    from specload.errors import ConfigError
-    from specload.gate_options import resolve_gate_options
+    from specload.core.errors import ConfigError
+    from specload.options.gates import resolve_gate_options
     from specload.report import write_report_files
     from specload.report.junit import write_junit
     from specload.report.model import build_report
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--bootstrap {args.bootstrap}: expected at least 100 replicates")
     gate_opts = resolve_gate_options(args)
     if args.max_error_rate is not None:
-        from specload.budget import max_error_rate
+        from specload.core.budget import max_error_rate
 
         max_error_rate(args.max_error_rate)
     if args.max_num_seqs < 1:
@@ -160,7 +160,7 @@ def _check_out_dir(out: str) -> None:
     import os
     from pathlib import Path
 
-    from specload.errors import ConfigError
+    from specload.core.errors import ConfigError
 
     p = Path(out)
     for existing in (p, *p.parents):

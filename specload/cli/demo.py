@@ -33,7 +33,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -145,7 +145,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 def demo_conditions(profile: str, workload: str = "protocol") -> list:  # type: ignore[type-arg]
     """Baseline, spec, prefix and both, declared as the simulator is started for each; for
     the mixed workload, baseline and n-gram drafting (whose gain depends on the content)."""
-    from specload.sweep import parse_condition
+    from specload.protocol.sweep import parse_condition
 
     if workload == "mixed":
         ngram = shlex.join(
@@ -197,7 +197,7 @@ def _clear_previous(out: Path, names: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specload.sweep import (
+    from specload.protocol.sweep import (
         SweepPlan,
         compare_sweep,
         degraded_lines,

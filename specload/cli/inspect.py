@@ -1,6 +1,6 @@
 """``specload inspect PROMPTS.jsonl | RUN_DIR``: will n-gram drafting or prefix caching help?
 
-Renders ``specload.traffic_profile.RepetitionProfile`` as a terminal summary (rich) or, with
+Renders ``specload.inspect.profile.RepetitionProfile`` as a terminal summary (rich) or, with
 ``--json``, as one JSON object for pipelines. Bad input is one line and exit 2.
 """
 
@@ -126,7 +126,7 @@ def _render_prefix(prefix: Any, console: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from specload.client.lookup import load_tokenizer
-    from specload.traffic_profile import inspect_path
+    from specload.inspect.profile import inspect_path
 
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
     profile = inspect_path(args.source, tokenizer)

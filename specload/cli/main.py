@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from specload import __version__
-from specload.errors import SpecloadError
+from specload.core.errors import SpecloadError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 

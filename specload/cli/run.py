@@ -2,7 +2,7 @@
 
 Bad input fails here, in a second, before Locust starts: the scenario is validated, the host
 must carry a scheme, the output directory must be writable and not hold a run already, and
-the target must pass the pre-flight (``specload.preflight``: reachable, the scenario's model
+the target must pass the pre-flight (``specload.protocol.preflight``: reachable, the scenario's model
 served, one streamed completion with usage; ``--skip-preflight`` to go without). Each is one
 line, exit 2, and leaves no run directory behind. The run itself is ``locust -f <packaged locustfile> --headless`` in a
 child process: that keeps ``--processes N`` exactly Locust's own (it forks workers), and
@@ -28,9 +28,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specload.ports import free_port
+from specload.core.ports import free_port
+from specload.options.run import add_run_options, resolve_run_options
 from specload.recorder.run_json import peek_run_json
-from specload.run_options import add_run_options, resolve_run_options
 
 __all__ = ["add_parser", "locust_command", "run"]
 
@@ -62,7 +62,7 @@ def _validate(args: argparse.Namespace) -> Path:
     created = _first_missing(Path(args.out))
     out = check_out_dir(args.out)
     if not args.skip_preflight:
-        from specload.preflight import preflight
+        from specload.protocol.preflight import preflight
 
         try:
             preflight(
@@ -88,7 +88,7 @@ def _first_missing(path: Path) -> Path | None:
 
 def _validate_args(args: argparse.Namespace) -> Any:
     """The checks that need no server and no disk: arguments and the scenario."""
-    from specload.errors import ConfigError
+    from specload.core.errors import ConfigError
 
     if args.processes < 0:
         raise ConfigError(f"{args.processes} is negative (expected 0 or more)", path="--processes")
@@ -197,7 +197,7 @@ def _pump(proc: subprocess.Popen[bytes], log_path: Path) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specload.errors import ConfigError, SpecloadError
+    from specload.core.errors import ConfigError, SpecloadError
     from specload.recorder.rundir import LOCK_FD_ENV, lock_run_dir
 
     out = _validate(args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 
 __all__ = ["add_parser", "run"]
 

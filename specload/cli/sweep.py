@@ -34,11 +34,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specload.budget import DEFAULT_MAX_ERROR_RATE
-from specload.errors import ConfigError, TargetError
+from specload.core.budget import DEFAULT_MAX_ERROR_RATE
+from specload.core.errors import ConfigError, TargetError
 
 if TYPE_CHECKING:  # imported where used, so that `specload --help` stays fast
-    from specload.condition import Condition
+    from specload.core.condition import Condition
     from specload.scenario import Scenario
 
 __all__ = ["add_parser", "run"]
@@ -140,7 +140,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "warm-up), run in a seeded random order with each condition's block of a step next "
         "to the other's; compare's intervals are then over blocks",
     )
-    search = p.add_argument_group("adaptive search (specload/refine.py)")
+    search = p.add_argument_group("adaptive search (specload/protocol/refine.py)")
     search.add_argument(
         "--refine",
         choices=["crossover", "capacity"],
@@ -200,7 +200,7 @@ def _urls(args: argparse.Namespace) -> tuple[str | None, dict[str, str]]:
 
 def _conditions(args: argparse.Namespace, urls: dict[str, str]) -> list[Condition]:
     """The conditions named by --condition, --label and --url LABEL=URL, as declared."""
-    from specload.sweep import parse_condition
+    from specload.protocol.sweep import parse_condition
 
     if urls and args.server_cmd is not None:
         raise ConfigError("give --server-cmd or --url, not both", path="--url")
@@ -234,13 +234,13 @@ def _check_urls(urls: list[str], skip_preflight: bool) -> None:
                 f"{url!r} has no scheme (expected http://... or https://...)", path="--url"
             )
         if not skip_preflight:
-            from specload.preflight import check_host_path
+            from specload.protocol.preflight import check_host_path
 
             check_host_path(url)
 
 
 def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from specload.sweep import SweepPlan
+    from specload.protocol.sweep import SweepPlan
 
     args.url, urls = _urls(args)
     conditions = _conditions(args, urls)
@@ -249,7 +249,7 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     if args.processes is not None and args.processes < 1:
         raise ConfigError("must be at least 1", path="--processes")
     _check_urls([args.url] if args.url is not None else list(urls.values()), args.skip_preflight)
-    from specload.budget import max_error_rate
+    from specload.core.budget import max_error_rate
 
     rate = max_error_rate(args.max_error_rate)
     scenario = _validate_scenario(args.scenario)
@@ -290,7 +290,7 @@ def _declared_url_condition(cond: Condition, args: argparse.Namespace) -> Condit
     """A --url condition declares only what --speculative-config / --prefix-caching say."""
     import dataclasses
 
-    from specload.condition import declared_speculative
+    from specload.core.condition import declared_speculative
 
     spec, spec_declared = declared_speculative(args.speculative_config)
     if not spec_declared:  # the condition's own flags, if any
@@ -304,7 +304,7 @@ def _declared_url_condition(cond: Condition, args: argparse.Namespace) -> Condit
 
 def _validate_refine(args: argparse.Namespace, scenario: Scenario) -> None:
     """--refine's options, checked before any server starts."""
-    from specload.slo import parse_slo
+    from specload.core.slo import parse_slo
 
     for spec in args.slo:
         parse_slo(spec)
@@ -368,7 +368,7 @@ def _validate_out(out: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specload.sweep import compare_sweep, run_sweep
+    from specload.protocol.sweep import compare_sweep, run_sweep
 
     plan = _plan(args)
     try:
@@ -401,8 +401,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _refine(plan, results: list, args: argparse.Namespace) -> list:  # type: ignore[no-untyped-def, type-arg]
     """The adaptive search after the coarse ladder; its passes' runs."""
-    from specload.refine import run_refinement, write_refine_json
-    from specload.slo import parse_slo
+    from specload.core.slo import parse_slo
+    from specload.protocol.refine import run_refinement, write_refine_json
 
     slos = [parse_slo(s) for s in args.slo] or None
     ref = run_refinement(
@@ -416,7 +416,7 @@ def _refine(plan, results: list, args: argparse.Namespace) -> list:  # type: ign
 
 def _print_degraded(results: list) -> None:  # type: ignore[type-arg]
     """Degraded runs last on the terminal: their numbers are in the report, but incomplete."""
-    from specload.sweep import degraded_lines
+    from specload.protocol.sweep import degraded_lines
 
     for line in degraded_lines(results):
         print(f"specload sweep: {line}", file=sys.stderr)

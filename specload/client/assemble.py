@@ -19,7 +19,7 @@ from specload.client.contract import check_output, messages_sha256, sha256_text
 from specload.client.lookup import LookupMatcher, prompt_text
 from specload.client.request import ChatRequest, RecordMeta
 from specload.client.timing import SAME_CLOCK, StreamTiming, WallAnchor, itl_s
-from specload.records import ANSWER_KEY, ErrorInfo, RequestRecord
+from specload.core.records import ANSWER_KEY, ErrorInfo, RequestRecord
 
 __all__ = ["RecordBuilder"]
 

@@ -20,7 +20,7 @@ from gevent import GreenletExit
 from specload.client.assemble import RecordBuilder
 from specload.client.request import ChatRequest, RecordMeta
 from specload.client.timing import CLOCK, WallAnchor
-from specload.records import ErrorInfo, RequestRecord
+from specload.core.records import ErrorInfo, RequestRecord
 
 __all__ = ["AttemptClient", "Deadline", "Exchange", "RequestCancelled", "attempt"]
 

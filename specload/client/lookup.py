@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 
 __all__ = [
     "DEFAULT_LOOKUP_MAX",

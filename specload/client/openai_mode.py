@@ -22,7 +22,7 @@ from specload.client.assemble import RecordBuilder
 from specload.client.attempt import AttemptClient, Exchange
 from specload.client.request import ChatRequest
 from specload.client.timing import CLOCK
-from specload.records import ErrorInfo
+from specload.core.records import ErrorInfo
 
 __all__ = ["OpenAIStreamClient"]
 

@@ -49,7 +49,7 @@ from specload.client.request import ChatRequest
 from specload.client.rxstamp import RX, stamp_pool
 from specload.client.sse import SSEDecoder
 from specload.client.timing import CLOCK
-from specload.records import ErrorInfo
+from specload.core.records import ErrorInfo
 
 __all__ = ["ChatRequest", "RequestCancelled", "StreamClient"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specload.records import RequestRecord
+from specload.core.records import RequestRecord
 
 __all__ = [
     "RequestFailed",

@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from specload.records import FELL_BEHIND_S
+from specload.core.records import FELL_BEHIND_S
 
 __all__ = ["SETTLE_S", "LiveStats", "StepTally", "budget_reasons", "percentile"]
 

@@ -2,7 +2,7 @@
 
 With ``--baseline-run DIR`` (or the start form's field) the master loads a finished run of
 the same scenario. Each time a step settles (it has ended and every request sent in it has
-its record) it re-runs the provisional comparison (``specload.provisional``, a child
+its record) it re-runs the provisional comparison (``specload.protocol.provisional``, a child
 process: the same rule and code as ``specload compare``) over the settled steps, and keeps
 the figures the specload tab shows: ratios with CIs, the verdict so far, the crossover. When
 the run ends, one last comparison covers every step, and ``make_report`` writes the full
@@ -31,7 +31,7 @@ import gevent
 import orjson
 from gevent import subprocess
 
-from specload.provisional import Baseline, baseline_problem, summary
+from specload.protocol.provisional import Baseline, baseline_problem, summary
 
 __all__ = ["LiveComparison", "ReportJob"]
 
@@ -78,7 +78,7 @@ def _child(*args: str) -> tuple[int, str]:
 
 class ReportJob:
     """The full comparison (``specload compare``'s files) of a finished run, on request (the
-    UI's Report button), or at the end of a headless run with gates (``gate_options.py``)."""
+    UI's Report button), or at the end of a headless run with gates (``options/gates.py``)."""
 
     def __init__(self) -> None:
         self.state = "none"  # none | running | ready | failed
@@ -191,7 +191,7 @@ class LiveComparison:
     def _compare(self, steps: tuple[int, ...], final: bool) -> None:
         out = Path(self._scratch.name) / f"c{len(steps)}"
         code, said = _child(
-            "specload.provisional", str(self.run_dir), str(self.baseline.path), str(out),
+            "specload.protocol.provisional", str(self.run_dir), str(self.baseline.path), str(out),
             "--baseline", self.baseline.label, "--steps", ",".join(map(str, steps)),
             "--bootstrap", str(BOOTSTRAP),
         )  # fmt: skip

@@ -24,6 +24,8 @@ import gevent
 import gevent.event
 import gevent.queue
 
+from specload.core.pacer import Pacer, derive_seed
+from specload.core.records import ANSWER_KEY, ErrorInfo, RequestRecord, counts_as_load
 from specload.locust.messages import (
     Drain,
     FinalCounts,
@@ -32,8 +34,6 @@ from specload.locust.messages import (
     StepChange,
     WorkerReady,
 )
-from specload.pacer import Pacer, derive_seed
-from specload.records import ANSWER_KEY, ErrorInfo, RequestRecord, counts_as_load
 
 __all__ = ["Arrival", "LoadProcess", "RecordOutbox"]
 

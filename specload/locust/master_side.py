@@ -12,10 +12,10 @@ import os
 import sys
 from typing import Any
 
-from specload.errors import SpecloadError
+from specload.core.errors import SpecloadError
 from specload.locust.session import RunSession
 from specload.locust.web_paths import UiPaths
-from specload.run_options import RunOptions, resolve_run_options
+from specload.options.run import RunOptions, resolve_run_options
 
 __all__ = ["MasterSide", "api_key"]
 
@@ -73,7 +73,7 @@ class MasterSide:
         ``SpecloadError`` (exit 2) naming what is wrong."""
         if getattr(self.environment.parsed_options, "skip_preflight", False):
             return
-        from specload.preflight import preflight
+        from specload.protocol.preflight import preflight
 
         preflight(opts.host, model=scenario.model, api_key=api_key(self.environment))
 

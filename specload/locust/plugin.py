@@ -7,7 +7,7 @@ sub-millisecond response-time buckets in place, and on ``init`` gives the proces
 a ``LoadProcess`` where users run (local runner, workers) and a ``MasterSide`` where the
 schedule and the run directory live (local runner, master). Nothing happens at import time.
 
-Before any load the master checks the target (``specload.preflight``: reachable, the model
+Before any load the master checks the target (``specload.protocol.preflight``: reachable, the model
 served, one streamed completion with usage): headless at start-up, where a failure is one
 line and exit code 2; in the web UI when Start is pressed, where a failure is logged and no
 run starts. ``--skip-preflight`` turns the check off. Either way no run directory is made.
@@ -21,8 +21,7 @@ import sys
 import threading
 from typing import Any
 
-from specload.errors import SpecloadError
-from specload.gate_options import add_gate_options
+from specload.core.errors import SpecloadError
 from specload.locust.events import install_buckets
 from specload.locust.load_process import LoadProcess
 from specload.locust.master_side import MasterSide, api_key
@@ -36,7 +35,8 @@ from specload.locust.messages import (
 )
 from specload.locust.registry import roles as roles_of
 from specload.locust.workers import LOCAL_WORKER
-from specload.run_options import add_run_options
+from specload.options.gates import add_gate_options
+from specload.options.run import add_run_options
 
 __all__ = ["add_options", "install"]
 
@@ -47,7 +47,7 @@ _installed = False
 
 def add_options(parser: Any) -> None:
     """specload's Locust options (``init_command_line_parser``): the run options table and
-    the gate options ``specload compare`` has too (``gate_options.py``).
+    the gate options ``specload compare`` has too (``options/gates.py``).
 
     Locust's own ``add_argument`` (an argument group would drop ``include_in_web_ui``)."""
     add_run_options(parser, locust=True)

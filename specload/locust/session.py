@@ -29,8 +29,7 @@ from typing import Any
 
 import gevent
 
-from specload import host as hostinfo
-from specload.condition import declared_condition
+from specload.core.condition import declared_condition
 from specload.locust.live import LiveStats, budget_reasons
 from specload.locust.live_compare import LiveComparison, ReportJob
 from specload.locust.messages import (
@@ -44,14 +43,15 @@ from specload.locust.messages import (
 )
 from specload.locust.step_plan import TimedStep, timed_steps
 from specload.locust.workers import WorkerView
+from specload.metrics import host as hostinfo
 from specload.metrics.counters import restarted
 from specload.metrics.gpu import GpuMemorySampler, open_gpu_source
 from specload.metrics.scrape import MetricsScraper, fetch_server_info
 from specload.metrics.telemetry import TelemetrySampler
 from specload.metrics.vllm import step_server_metrics
-from specload.provisional import load_baseline
+from specload.options.run import RunOptions
+from specload.protocol.provisional import load_baseline
 from specload.recorder.rundir import RunMeta, RunWriter
-from specload.run_options import RunOptions
 from specload.scenario.preparation import PreparationFailed, PreparedPrompts, prepare_prompts
 
 __all__ = ["DRAIN_WAIT_S", "LEAD_S", "RunSession", "SessionSnapshot"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from specload.errors import SpecloadError
+from specload.core.errors import SpecloadError
 from specload.recorder.run_json import peek_run_json
 
 __all__ = ["baseline_choices", "step_plan"]

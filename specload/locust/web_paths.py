@@ -27,8 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specload.errors import ConfigError
-from specload.run_options import RUN_OPTIONS
+from specload.core.errors import ConfigError
+from specload.options.run import RUN_OPTIONS
 
 __all__ = ["PathRefused", "UiPaths", "exposure_warning", "hidden_fields"]
 

@@ -1,4 +1,8 @@
-"""The server's own metrics: scraping ``/metrics`` and turning vLLM's names into per-step figures."""
+"""What is measured beside the records: the server's ``/metrics``, GPU and host telemetry.
+
+Scraping ``/metrics`` and turning vLLM's names into per-step figures, GPU and host
+telemetry while a run goes, and the host fingerprint in run.json (``host``).
+"""
 
 from specload.metrics.scrape import (
     MetricsScraper,

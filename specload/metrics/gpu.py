@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 
 __all__ = [
     "CLOCK_EVENT_BITS",

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from specload.analysis.telemetry import TELEMETRY_FILE
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 from specload.metrics.gpu import (
     NOT_ON_THIS_HOST,
     DcgmSource,
@@ -40,6 +39,7 @@ from specload.metrics.gpu import (
     server_on_this_host,
 )
 from specload.recorder.jsonl import JsonlWriter
+from specload.recorder.rundir import TELEMETRY_FILE
 
 __all__ = [
     "DEFAULT_INTERVAL_S",

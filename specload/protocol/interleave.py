@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 from specload.recorder.run_json import peek_run_json
 from specload.recorder.rundir import write_json_durably
 from specload.scenario.schema import InterleaveSpec, Scenario

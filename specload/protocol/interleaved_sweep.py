@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specload.errors import ConfigError, TargetError
+from specload.core.errors import ConfigError, TargetError
 from specload.protocol.interleave import (
     Block,
     Cell,
@@ -28,11 +28,7 @@ from specload.protocol.interleave import (
     plan_blocks,
     plan_json,
 )
-from specload.recorder.run_json import peek_run_json
-from specload.recorder.rundir import write_json_durably
-from specload.scenario import load_scenario
-from specload.scenario.schema import Scenario
-from specload.sweep import (
+from specload.protocol.sweep import (
     Condition,
     ConditionResult,
     SweepPlan,
@@ -44,7 +40,11 @@ from specload.sweep import (
     shielded,
     sigterm_as_interrupt,
 )
-from specload.target import ManagedServer, Target, reset_prefix_cache
+from specload.protocol.target import ManagedServer, Target, reset_prefix_cache
+from specload.recorder.run_json import peek_run_json
+from specload.recorder.rundir import write_json_durably
+from specload.scenario import load_scenario
+from specload.scenario.schema import Scenario
 
 __all__ = ["check_interleave_plan", "describe", "run_interleaved"]
 

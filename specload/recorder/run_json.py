@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 
 __all__ = [
     "RUN_SCHEMA_PATH",

@@ -23,10 +23,14 @@ from typing import IO, Any
 import orjson
 
 from specload import __version__
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
+from specload.core.records import RequestRecord
 from specload.recorder.jsonl import JsonlWriter, iter_jsonl
 from specload.recorder.run_json import RUN_SCHEMA_VERSION, load_run_json, unrecorded_warning
-from specload.records import RequestRecord
+
+#: GPU and host telemetry of a run, one line per sample (``metrics.telemetry`` writes it,
+#: ``analysis.telemetry`` reads it): named here, with the run dir, so neither imports the other.
+TELEMETRY_FILE = "telemetry.jsonl"
 
 __all__ = [
     "RUN_SCHEMA_VERSION",
@@ -99,7 +103,7 @@ class RunMeta:
     max_error_rate: float | None = None
     #: Why the run is ``degraded`` (one sentence each); empty otherwise.
     degraded: list[str] = field(default_factory=list)
-    #: Where the numbers came from (``specload.host.fingerprint``); None in older runs.
+    #: Where the numbers came from (``specload.metrics.host.fingerprint``); None in older runs.
     host: dict[str, Any] | None = None
     #: What ``telemetry.jsonl`` samples (``TelemetrySampler.summary()``: ``gpu``, ``host``,
     #: ``interval_s``, why no GPU, sources that stopped); None in older runs.

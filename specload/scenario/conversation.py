@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from specload.pacer import derive_seed
+from specload.core.pacer import derive_seed
 from specload.scenario.keys import unknown_key
 from specload.scenario.words import prose_pieces
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from specload.pacer import derive_seed
+from specload.core.pacer import derive_seed
 from specload.scenario.keys import unknown_key
 
 __all__ = ["DISTS", "LengthDist", "parse_length"]

@@ -23,7 +23,8 @@ from typing import Any
 
 import yaml
 
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
+from specload.core.slo import EXPECTED_DURATION, duration_s, slo_metrics
 from specload.scenario.conversation import parse_conversation
 from specload.scenario.keys import unknown_key
 from specload.scenario.lengths import parse_length
@@ -35,7 +36,6 @@ from specload.scenario.schema import (
     PromptSpec,
     Scenario,
 )
-from specload.slo import EXPECTED_DURATION, duration_s, slo_metrics
 
 __all__ = ["apply_overrides", "load_scenario", "parse_scenario"]
 

@@ -7,7 +7,7 @@ requests to a server that may be busy, and one reset in any of them failed the w
 Built once, the set is shipped in ``RunStart`` with its hash (``PromptSet.sha256``), which
 run.json records: the set is part of the run's identity.
 
-A ``/tokenize`` that keeps failing after its retries (``specload/retry.py``) falls back to the
+A ``/tokenize`` that keeps failing after its retries (``specload/core/retry.py``) falls back to the
 documented estimate (one token per word or punctuation mark), with a warning in run.json, or,
 when the scenario says ``prompts.synthetic.exact_tokens: true``, fails the run with one line.
 A server without ``/tokenize`` at all is the estimate too, and the same rule applies.
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from specload.errors import SpecloadError
+from specload.core.errors import SpecloadError
 from specload.scenario.prompts import (
     PromptSet,
     Tokenize,

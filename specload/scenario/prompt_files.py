@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 
 __all__ = ["FORMATS", "FileEntry", "json_lines", "read_prompt_file"]
 

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from specload.errors import ConfigError
-from specload.pacer import derive_seed
-from specload.retry import with_retries
+from specload.core.errors import ConfigError
+from specload.core.pacer import derive_seed
+from specload.core.retry import with_retries
 from specload.scenario.schema import Scenario
 from specload.scenario.words import code_pieces, prose_pieces
 
@@ -405,7 +405,7 @@ def server_tokenizer(
             return int(json.loads(resp.read())["count"])
 
     def post(payload: dict[str, Any]) -> int:
-        # a reset, a timeout, a 5xx or a 429 is tried again (specload/retry.py): one hiccup
+        # a reset, a timeout, a 5xx or a 429 is tried again (specload/core/retry.py): one hiccup
         # of a busy server must not fail the preparation of a run
         return with_retries(lambda: post_once(payload))
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from specload.pacer import derive_seed
+from specload.core.pacer import derive_seed
 from specload.scenario.words import code_pieces, prose_pieces
 
 __all__ = ["CATEGORIES", "mixed_traffic", "sample_trace"]

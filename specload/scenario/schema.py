@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from specload.pacer import ARRIVALS as PACER_ARRIVALS
+from specload.core.pacer import ARRIVALS as PACER_ARRIVALS
 from specload.scenario.conversation import ConversationSpec
 from specload.scenario.lengths import LengthDist
 
@@ -169,7 +169,7 @@ class Scenario:
     stream: bool = True
     prompts: PromptSpec = field(default_factory=PromptSpec)
     contract: ContractSpec | None = None
-    #: latency SLOs, ``{"tpot_p95": "25ms", ...}`` (``specload/slo.py``), for compare
+    #: latency SLOs, ``{"tpot_p95": "25ms", ...}`` (``specload/core/slo.py``), for compare
     slo: dict[str, str] = field(default_factory=dict)
     #: prompt-length bounds of compare's per-class answer when prompts carry no category
     #: (``analysis/classes.py``; default: short/long at the median)

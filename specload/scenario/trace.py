@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 from specload.scenario.prompt_files import json_lines
 
 __all__ = ["MOONCAKE_BLOCK", "TRACE_FORMATS", "Trace", "TraceEntry", "read_trace"]

@@ -22,7 +22,7 @@ from specload.analysis.capacity import CROSSES, VIOLATES, WITHIN
 from specload.analysis.compare import compare_runs
 from specload.analysis.run_columns import load_run
 from specload.cli.main import main
-from specload.slo import Slo
+from specload.core.slo import Slo
 
 QPS = (2, 4, 8, 16, 32)
 SPEC_TPOT = linear_gain(0.25, 2, 0.1)

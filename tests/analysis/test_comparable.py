@@ -13,8 +13,8 @@ from analysis.synth_rundir import SPEC, Cond, scenario, write_run
 from specload.analysis.comparable import differences, key_differences
 from specload.analysis.compare import compare_runs
 from specload.analysis.run_columns import load_runs
-from specload.errors import ConfigError
-from specload.provisional import write_view
+from specload.core.errors import ConfigError
+from specload.protocol.provisional import write_view
 
 
 def test_different_model_version_and_lengths_are_refused_with_the_differences(

@@ -19,7 +19,7 @@ from specload.analysis.crossover import fmt_qps
 from specload.analysis.effect import HELPS, HURTS, NO_CHANGE
 from specload.analysis.gates import parse_gate
 from specload.analysis.verdict import where_effect
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 from specload.report import write_reports
 from specload.report.model import build_report
 from specload.report.tables import ratio_table

@@ -9,7 +9,7 @@ import pytest
 
 from analysis.synth_rundir import Cond, write_run
 from specload.analysis.run_columns import load_run
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 
 
 def test_partial_trailing_line_is_skipped_and_reported(tmp_path: Path) -> None:

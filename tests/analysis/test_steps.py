@@ -151,8 +151,8 @@ def test_replicated_steps_are_deterministic_for_a_seed(disagreeing: list[RunColu
 
 def _conversations(path: Path, starts: int, turns: int = 4) -> Path:
     """A 10-second step at 2 req/s target holding ``starts`` conversations of ``turns``."""
+    from specload.core.records import RequestRecord
     from specload.recorder import RunMeta, RunWriter
-    from specload.records import RequestRecord
 
     w = RunWriter(path, RunMeta(run_id="r", label="chat"))
     w.begin_step({"index": 0, "repeat": 0, "target_qps": 2.0, "start": 0.0, "warmup_end": 0.0})

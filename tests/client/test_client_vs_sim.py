@@ -13,7 +13,7 @@ import pytest
 from gevent.pool import Pool
 
 from specload.client import ChatRequest, StreamClient, make_client
-from specload.records import RequestRecord
+from specload.core.records import RequestRecord
 from specload.scenario import parse_scenario
 from specload.scenario.prompts import build_prompt_set, server_tokenizer
 from tests.locust.runcheck import BUSY_S, CLOCK_EPS_S

@@ -17,7 +17,7 @@ import pytest
 
 from specload.client import ChatRequest, StreamClient, make_client
 from specload.client.rxstamp import realtime_to_monotonic
-from specload.records import RequestRecord
+from specload.core.records import RequestRecord
 from tests.client.rawserver import raw_server, sse_response
 from tests.client.test_stream_client import DONE, chunk
 

@@ -11,7 +11,7 @@ from gevent import socket as gsocket
 
 from specload.client import ChatRequest, StreamClient
 from specload.client.rxstamp import StampedSocket, supported
-from specload.records import RequestRecord
+from specload.core.records import RequestRecord
 from tests.client.rawserver import raw_server, sse_response
 from tests.client.test_stream_client import DONE, chunk
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from specload.client import ChatRequest, StreamClient
 from specload.client.sse import SSEDecoder
-from specload.records import ERROR_KINDS, RequestRecord
+from specload.core.records import ERROR_KINDS, RequestRecord
 from tests.client.rawserver import RawServer, raw_server
 from tests.conftest import examples
 

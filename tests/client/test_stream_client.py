@@ -11,7 +11,7 @@ import pytest
 
 from specload.client import ChatRequest, RequestCancelled, StreamClient, make_client
 from specload.client.contract import messages_sha256, sha256_text
-from specload.records import RequestRecord
+from specload.core.records import RequestRecord
 from tests.client.rawserver import json_response, raw_server, sse_response
 
 MESSAGES = ({"role": "user", "content": "secret prompt text"},)

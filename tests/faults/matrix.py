@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from specload.cli.main import main
-from specload.preflight import PREFLIGHT_ID_PREFIX
+from specload.protocol.preflight import PREFLIGHT_ID_PREFIX
 from specload.recorder import read_run
 from tests.conftest import REPO
 

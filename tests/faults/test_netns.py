@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from specload.locust.load_process import worker_tag
-from specload.preflight import PREFLIGHT_ID_PREFIX
+from specload.protocol.preflight import PREFLIGHT_ID_PREFIX
 from specload.recorder import read_run
 from tests.faults.matrix import Row, check_report, kind_of
 from tests.locust.runcheck import BUSY_S, check_timing

@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from specload.preflight import PREFLIGHT_ID_PREFIX
+from specload.protocol.preflight import PREFLIGHT_ID_PREFIX
 from specload.recorder import read_run
 from tests.conftest import free_port
 
@@ -57,7 +57,7 @@ def specload(*args: str, cwd: Path, timeout: float = 120) -> subprocess.Complete
 
 
 def ground_truth(url: str) -> dict[str, dict[str, Any]]:
-    """The requests the server saw, without the pre-flight's own (``specload.preflight``):
+    """The requests the server saw, without the pre-flight's own (``specload.protocol.preflight``):
     that one is the check before the run, not part of it."""
     with urllib.request.urlopen(url + "/debug/requests", timeout=10) as r:
         return {

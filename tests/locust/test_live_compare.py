@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from specload.locust.live_compare import LiveComparison, last_message
-from specload.provisional import load_baseline
+from specload.protocol.provisional import load_baseline
 from tests.analysis.synth_rundir import SPEC, Cond, linear_gain, scenario, write_run
 
 
@@ -114,8 +114,8 @@ def test_report_compares_against_the_baseline_after_a_failed_update(
     be used (``blocked``) gives the run's own report."""
     from types import SimpleNamespace
 
-    from specload.gate_options import GateOptions
     from specload.locust.session import RunSession
+    from specload.options.gates import GateOptions
 
     base, spec = runs
     live = LiveComparison(load_baseline(base), spec, "spec", scenario(), lambda _: None)

@@ -178,8 +178,8 @@ def test_due_counts_every_measured_arrival_queued_for_its_step() -> None:
 def test_only_what_the_step_scheduled_counts_as_its_load() -> None:
     """A conversation's later turns are requests, not arrivals of the step: the window's
     load count (achieved QPS, live) takes its first turns only (``counts_as_load``)."""
+    from specload.core.records import RequestRecord
     from specload.locust.load_process import Arrival
-    from specload.records import RequestRecord
 
     proc = _process(VirtualClock(T0))
     proc.scenario.conversation = None

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from runcheck import LOCUSTFILE, write_scenario
 
+from specload.core.records import ErrorInfo, RequestRecord
 from specload.locust.events import fire_request_events
 from specload.recorder import read_run
-from specload.records import ErrorInfo, RequestRecord
 
 
 def _record(ok: bool, n: int) -> RequestRecord:

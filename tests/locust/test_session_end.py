@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from specload.analysis.run_columns import load_run
+from specload.core.ports import free_port
+from specload.core.records import RequestRecord
 from specload.locust.messages import FinalCounts, RecordBatch, WorkerReady
 from specload.locust.session import RunSession
-from specload.ports import free_port
+from specload.options.run import RunOptions
 from specload.recorder import read_run
-from specload.records import RequestRecord
-from specload.run_options import RunOptions
 from specload.scenario import parse_scenario
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 from specload.metrics.gpu import (
     DcgmSource,
     GpuMemorySampler,

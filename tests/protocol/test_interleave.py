@@ -17,7 +17,7 @@ import pytest
 
 from specload.analysis.run_columns import load_run
 from specload.analysis.steps import condition_steps
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 from specload.protocol.interleave import block_overrides, cells_of, merge_blocks, plan_blocks
 from specload.scenario import parse_scenario
 from tests.conftest import REPO

@@ -9,9 +9,9 @@ import pytest
 from analysis.synth_rundir import SPEC, Cond, write_run
 
 from specload.analysis.compare import compare_runs
+from specload.core.slo import Slo
 from specload.report.model import build_report
 from specload.report.tables import capacity_table, crossover_table
-from specload.slo import Slo
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ from pathlib import Path
 from analysis.synth_rundir import SPEC, Cond, with_classes, write_run
 
 from specload.analysis.compare import compare_runs
+from specload.core.slo import Slo
 from specload.report.class_tables import class_capacity_table
 from specload.report.jsonout import report_dict
 from specload.report.model import build_report
-from specload.slo import Slo
 
 
 def test_capacity_is_given_per_class_against_the_same_class_in_the_baseline(

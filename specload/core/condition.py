@@ -18,7 +18,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 
 __all__ = ["Condition", "declared_condition", "declared_speculative", "parse_condition"]
 

@@ -32,8 +32,8 @@ from typing import Any
 import orjson
 
 from specload.client.lookup import SplitTokenizer, WordTokenizer
-from specload.errors import ConfigError
-from specload.repetition import (
+from specload.core.errors import ConfigError
+from specload.inspect.repetition import (
     BLOCK_TOKENS,
     Distribution,
     PrefixGroup,

@@ -29,12 +29,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from specload.condition import Condition, parse_condition
-from specload.errors import ConfigError, TargetError
-from specload.ports import free_port
+from specload.core.condition import Condition, parse_condition
+from specload.core.errors import ConfigError, TargetError
+from specload.core.ports import free_port
+from specload.protocol.target import (
+    ExternalTarget,
+    ManagedServer,
+    Target,
+    log_tail,
+    reset_prefix_cache,
+)
 from specload.recorder.run_json import peek_run_json
 from specload.recorder.rundir import write_json_durably
-from specload.target import ExternalTarget, ManagedServer, Target, log_tail, reset_prefix_cache
 
 __all__ = [
     "Condition",
@@ -70,7 +76,9 @@ class SweepPlan:
     store_text: bool = False
     processes: int | None = None
     run_args: Sequence[str] = ()
-    skip_preflight: bool = False  # else each server is checked (specload.preflight) once healthy
+    skip_preflight: bool = (
+        False  # else each server is checked (specload.protocol.preflight) once healthy
+    )
     #: fresh server starts per condition, interleaved across conditions (``sweep_order``)
     replicates: int = 1
     #: appended to each run dir's name (``-p2`` for the refine search's second pass)
@@ -276,7 +284,7 @@ def preflight_target(plan: SweepPlan, target: Target) -> None:
     (exit 2) before any load."""
     if plan.skip_preflight:
         return
-    from specload.preflight import preflight
+    from specload.protocol.preflight import preflight
     from specload.scenario import load_scenario
 
     preflight(

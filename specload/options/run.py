@@ -16,10 +16,10 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from specload.budget import DEFAULT_MAX_ERROR_RATE, max_error_rate
-from specload.condition import declared_speculative
-from specload.errors import ConfigError
-from specload.gate_options import GateOptions, resolve_gate_options
+from specload.core.budget import DEFAULT_MAX_ERROR_RATE, max_error_rate
+from specload.core.condition import declared_speculative
+from specload.core.errors import ConfigError
+from specload.options.gates import GateOptions, resolve_gate_options
 
 __all__ = [
     "RUN_OPTIONS",
@@ -184,7 +184,7 @@ class RunOptions:
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE  # errors / records, any step or overall
     #: ``--baseline-run``: a finished run compared live in the web UI (``locust/live_compare``)
     baseline_run: str | None = None
-    #: the gate options (``gate_options.py``): checked by ``specload compare`` at the end
+    #: the gate options (``options/gates.py``): checked by ``specload compare`` at the end
     gates: GateOptions = GateOptions()
 
 
@@ -220,7 +220,7 @@ def _check_baseline(path: str, label: str, scenario: Any) -> None:
     """Headless, a baseline the live comparison could never use (this run's label, another
     scenario, not finished) is bad input before any traffic: nobody watches a banner there.
     The web UI shows it as a banner instead (the form may still change)."""
-    from specload.provisional import baseline_problem, load_baseline
+    from specload.protocol.provisional import baseline_problem, load_baseline
 
     problem = baseline_problem(load_baseline(path), label, scenario.to_dict())
     if problem is not None:
@@ -254,7 +254,7 @@ def resolve_run_options(
             else "--junit",
         )
     if baseline_run:
-        from specload.provisional import load_baseline
+        from specload.protocol.provisional import load_baseline
 
         load_baseline(baseline_run)  # ConfigError: not a run dir
     scenario_path = getattr(values, "scenario", "") or ""

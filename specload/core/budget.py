@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 
 __all__ = ["DEFAULT_MAX_ERROR_RATE", "max_error_rate"]
 

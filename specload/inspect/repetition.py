@@ -1,6 +1,6 @@
 """Repetition figures of traffic: would n-gram drafting or prefix caching help it?
 
-The pure part of ``specload inspect`` (``traffic_profile.py`` reads the sources): per-request lookup
+The pure part of ``specload inspect`` (``profile.py`` reads the sources): per-request lookup
 match rates summarised as a ``Distribution``; shared prefixes of token sequences (each
 prompt's longest prefix shared with another, groups of prompts sharing one, and the share of
 prompt tokens in 16-token blocks an earlier request already filled: vLLM's automatic prefix

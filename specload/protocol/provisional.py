@@ -8,7 +8,7 @@ record), then compares that view with the baseline by ``compare_runs`` and write
 ``report.json``. A step still running, or one whose in-flight requests have not returned,
 never enters: its tail would be missing, and p95 would read low.
 
-It runs as a child process (``python -m specload.provisional``) of the Locust master, so the
+It runs as a child process (``python -m specload.protocol.provisional``) of the Locust master, so the
 bootstrap and the reading of ``requests.jsonl`` never hold up the master's event loop, which
 paces arrivals in a local run. ``summary()`` turns the report into the few figures the web
 UI shows. Exit codes as ``specload compare``: 2 with one line on stderr on bad input (for
@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from specload.errors import ConfigError, SpecloadError
+from specload.core.errors import ConfigError, SpecloadError
 
 __all__ = [
     "UI_METRICS",
@@ -210,7 +210,7 @@ def summary(report: dict[str, Any], baseline: str, label: str | None) -> dict[st
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="python -m specload.provisional",
+        prog="python -m specload.protocol.provisional",
         description="Compare the settled steps of a run in progress with a baseline run "
         "(what the web UI shows live); writes OUT/report.json.",
     )

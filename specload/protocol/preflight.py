@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from specload.errors import ConfigError, TargetError
+from specload.core.errors import ConfigError, TargetError
 
 __all__ = [
     "BUDGET_S",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 
 __all__ = ["GateOptions", "add_gate_options", "resolve_gate_options"]
 
@@ -99,7 +99,7 @@ class GateOptions:
 
     def slos(self) -> list[Any] | None:
         """The ``--slo`` objectives, or None (the scenario's ``slo:``)."""
-        from specload.slo import parse_slo
+        from specload.core.slo import parse_slo
 
         return [parse_slo(spec) for spec in self.slo] or None
 

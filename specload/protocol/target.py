@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
-from specload.errors import ConfigError, TargetError
-from specload.preflight import PreflightError
+from specload.core.errors import ConfigError, TargetError
+from specload.protocol.preflight import PreflightError
 
 __all__ = [
     "PORT_PLACEHOLDER",

@@ -34,7 +34,7 @@ from typing import Any
 
 from specload.analysis.crossover import MIXED
 from specload.analysis.effect import HELPS
-from specload.errors import ConfigError
+from specload.core.errors import ConfigError
 
 __all__ = [
     "REFINE_TARGETS",
@@ -273,7 +273,7 @@ class Refinement:
 
 def _compare(out: Path, baseline: str, slos: Sequence[Any] | None) -> Any:
     from specload.analysis.compare import compare_runs
-    from specload.sweep import sweep_run_dirs
+    from specload.protocol.sweep import sweep_run_dirs
 
     dirs: list[str | Path] = list(sweep_run_dirs(out))
     return compare_runs(dirs, baseline=baseline, bootstrap=500, slos=list(slos or []) or None)
@@ -315,8 +315,8 @@ def run_refinement(
     """
     import dataclasses
 
+    from specload.protocol.sweep import run_sweep
     from specload.scenario import load_scenario
-    from specload.sweep import run_sweep
 
     def sweep_pass(rates: list[float], index: int) -> list[Any]:
         scenario = _pass_scenario(plan, rates, index)
