@@ -249,6 +249,46 @@ def _client_warnings(
     return out
 
 
+def _warmup(run: RunColumns) -> tuple[float, str] | None:
+    """The warm-up before each measured window of ``run`` and where it is set: per block in
+    an interleaved run (``interleave.block_warmup_s``), per step otherwise."""
+    inter = run.meta.get("interleave")
+    if isinstance(inter, dict) and isinstance(inter.get("block_warmup_s"), (int, float)):
+        return float(inter["block_warmup_s"]), "interleave: block_warmup_s"
+    sc = run.meta.get("scenario")
+    if isinstance(sc, dict) and isinstance(sc.get("warmup_s"), (int, float)):
+        return float(sc["warmup_s"]), "warmup_s"
+    return None
+
+
+def _warmup_warnings(
+    groups: dict[str, list[RunColumns]], steps: dict[str, list[StepStats]]
+) -> list[str]:
+    """A step whose warm-up is shorter than its requests: an open-loop batch fills for about
+    one request's time (E2E) after the load starts, so a window measured sooner reads the
+    step below its steady load (seen on the simulator at 20 req/s with 1-s block warm-ups and
+    9-s requests: the per-second engine steps climbed through every block). One line per
+    condition, naming its steps."""
+    out = []
+    for label, rows in steps.items():
+        found = {w for r in groups.get(label, []) if (w := _warmup(r)) is not None}
+        if len(found) != 1:
+            continue
+        (warm, key), short = next(iter(found)), []
+        for s in rows:
+            e2e = s.latency["e2e_p50"].value
+            if s.target_qps > 0 and e2e is not None and e2e > warm:
+                short.append((s.target_qps, e2e))
+        if short:
+            where = ", ".join(f"{q:g} req/s ({e:.1f} s)" for q, e in short)
+            out.append(
+                f"{label}: the warm-up ({warm:g} s) is shorter than a request (p50 E2E) at "
+                f"{where}: measuring began while the batch was still filling, below the step's "
+                f"steady load (lengthen {key} to at least {math.ceil(max(e for _, e in short))} s)"
+            )
+    return out
+
+
 def _telemetry_warnings(groups: dict[str, list[RunColumns]]) -> list[str]:
     """A step whose GPU throttled, whose load generator saturated its cores, or whose host's
     CPU was stolen (``analysis/telemetry.py``): its timings are suspect. One line per kind
@@ -505,6 +545,7 @@ def compare_runs(
         warnings=[
             *(w for rs in groups.values() for r in rs for w in r.warnings),
             *_client_warnings(steps, inputs.starts),
+            *_warmup_warnings(groups, steps),
             *_telemetry_warnings(groups),
         ],
         notes=_notes(groups, steps),
