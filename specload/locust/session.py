@@ -1,4 +1,6 @@
-"""One run on the master: the schedule, the run directory, the scrapes and the final check.
+"""One run on the master: the schedule, the run directory and the end of the run; the
+scrapes of ``/metrics`` are ``scrapes.StepScrapes``'s, what each worker sent and what was
+written ``ledger.WorkerLedger``'s.
 
 The master (or the local runner) owns the step schedule; pacers in each load process only
 follow ``StepChange`` messages. Times are absolute (unix seconds) and fixed ahead: step
@@ -22,7 +24,6 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 import gevent
 
 from specload.core.condition import declared_condition
+from specload.locust.ledger import WorkerLedger
 from specload.locust.live import LiveStats, budget_reasons
 from specload.locust.live_compare import LiveComparison, ReportJob
 from specload.locust.messages import (
@@ -41,14 +43,13 @@ from specload.locust.messages import (
     WorkerReady,
     split_slots,
 )
+from specload.locust.scrapes import StepScrapes
 from specload.locust.step_plan import TimedStep, timed_steps
 from specload.locust.workers import WorkerView
 from specload.metrics import host as hostinfo
-from specload.metrics.counters import restarted
 from specload.metrics.gpu import GpuMemorySampler, open_gpu_source
 from specload.metrics.scrape import MetricsScraper, fetch_server_info
 from specload.metrics.telemetry import TelemetrySampler
-from specload.metrics.vllm import step_server_metrics
 from specload.options.run import RunOptions
 from specload.protocol.provisional import load_baseline
 from specload.recorder.rundir import RunMeta, RunWriter
@@ -71,8 +72,6 @@ EDGE_WAIT_S = 5.0
 #: box: it may come back). Bounded so a worker that is really gone cannot hold the run open;
 #: whatever comes later is still appended while the master lives, else counted.
 DRAIN_WAIT_S = 10.0
-#: Seconds after a step's end before its progress line (batches arrive every 0.5 s).
-PROGRESS_DELAY_S = 0.8
 
 
 def new_run_id(label: str) -> str:
@@ -143,25 +142,15 @@ class RunSession:
         self.stopped_externally = False
         self.end_reported = False
         self.status = "running"
-        self.ready: dict[str, WorkerReady] = {}
-        self.finals: dict[str, FinalCounts] = {}
-        self.sent: dict[str, int] = defaultdict(int)
-        self.received: dict[str, int] = defaultdict(int)
-        #: records that arrived after run.json's end was written (appended, counted)
-        self.late_records = 0
+        self.ledger = WorkerLedger()
         self.epoch = 0
         self.split: dict[str, tuple[int, int]] = {}
         self.announced: list[TimedStep] = []
-        self.current: TimedStep | None = None
-        self._step_scrapes: list[dict[str, float]] = []
-        self._edges: list[gevent.Greenlet] = []
         self._printed: set[int] = set()
         self._api_key = api_key
         self.prepared: PreparedPrompts | None = None
         self._start_wire: dict[str, Any] | None = None
-        self._scraper = MetricsScraper(opts.host, api_key=api_key)
         source, self._gpu_note = open_gpu_source(opts.gpu_metrics_url, opts.host)
-        self._gpu = GpuMemorySampler(source) if source is not None else None
         info = fetch_server_info(opts.host, api_key=api_key)
         models = info.get("models") or []
         self.model = scenario.model or (models[0] if models else "default")
@@ -171,6 +160,15 @@ class RunSession:
             self.writer.path, opts.gpu_metrics_url, opts.host, offload=pool.apply
         )
         self.writer.meta.telemetry = self._telemetry.summary()
+        self.scrapes = StepScrapes(
+            MetricsScraper(opts.host, api_key=api_key),
+            GpuMemorySampler(source) if source is not None else None,
+            self.writer,
+            self.live,
+            say=self._say,
+            guarded=self._guarded,
+            progress=self._progress,
+        )
         self._greenlets: list[gevent.Greenlet] = []
         #: the steps with their times, once the schedule starts (the UI's time left)
         self.timeline: list[TimedStep] = []
@@ -272,14 +270,14 @@ class RunSession:
         meta = self.writer.meta
         lost = {x["worker"] for x in meta.lost_workers}
         connected = set(self.workers.connected())
-        names = sorted(set(self.ready) | set(self.sent) | set(self.received))
+        led = self.ledger
         workers = {
             w: {
-                "sent": self.sent.get(w, 0),
-                "recorded": self.received.get(w, 0),
+                "sent": led.sent.get(w, 0),
+                "recorded": led.received.get(w, 0),
                 "state": "lost" if w in lost else ("connected" if w in connected else "gone"),
             }
-            for w in names
+            for w in led.names()
         }
         return SessionSnapshot(
             run_id=self.run_id,
@@ -291,8 +289,8 @@ class RunSession:
             model=self.model,
             plans=tuple((p.index, p.repeat, p.target_qps) for p in self.scenario.schedule()),
             live=self.live.snapshot(),
-            sent=sum(self.sent.values()),
-            recorded=sum(self.received.values()),
+            sent=sum(led.sent.values()),
+            recorded=sum(led.received.values()),
             workers=workers,
             lost_workers=tuple(dict(x) for x in meta.lost_workers),
             notes=tuple(meta.notes),
@@ -312,7 +310,11 @@ class RunSession:
         it has registered its message handlers, so the first copy may be dropped."""
         for attempt in range(30):
             gevent.sleep(0.5 if attempt == 0 else INVITE_EVERY_S)
-            if self.finished or worker in self.ready or worker not in self.workers.connected():
+            if (
+                self.finished
+                or worker in self.ledger.ready
+                or worker not in self.workers.connected()
+            ):
                 return
             if self.prepared is not None:  # else the run's own RunStart will reach it
                 self.runner.send_message(RunStart.TYPE, self._run_start(), client_id=worker)
@@ -345,10 +347,10 @@ class RunSession:
             self._sleep_until(step.start - LEAD_S)
             self._announce(step)
             self._sleep_until(step.start)
-            self._boundary(step)
+            self.scrapes.boundary(step)
         last = steps[-1]
         self._sleep_until(last.end)
-        self._boundary(None)
+        self.scrapes.boundary(None)
         self.runner.send_message(Drain.TYPE, Drain(self.run_id).to_wire())
         self._wait_finals()
         self.finish("completed")
@@ -359,15 +361,15 @@ class RunSession:
         resend_at = time.time() + INVITE_EVERY_S
         while time.time() < deadline:
             connected = set(self.workers.connected())
-            errors = [r for r in self.ready.values() if r.error]
+            errors = [r for r in self.ledger.ready.values() if r.error]
             if errors:
                 self.writer.meta.notes.append(f"worker {errors[0].worker}: {errors[0].error}")
                 self.finish("failed")
                 return False
-            if self.workers.spawned() and connected and connected <= set(self.ready):
+            if self.workers.spawned() and connected and connected <= set(self.ledger.ready):
                 return True
             if time.time() >= resend_at:  # see _invite: an early copy may have been dropped
-                for w in connected - set(self.ready):
+                for w in connected - set(self.ledger.ready):
                     self.runner.send_message(RunStart.TYPE, self._run_start(), client_id=w)
                 resend_at = time.time() + INVITE_EVERY_S
             gevent.sleep(0.05)
@@ -378,7 +380,7 @@ class RunSession:
     # --- steps --------------------------------------------------------------------------
     def _announce(self, step: TimedStep) -> None:
         self.announced.append(step)
-        live = self.workers.candidates(self.ready)
+        live = self.workers.candidates(self.ledger.ready)
         if live != set(self.split):
             self.split = split_slots(sorted(live))
         self._send_share(step, step.start)
@@ -437,76 +439,8 @@ class RunSession:
             msg = self._step_change(step, begin_at, 0, 0)
             self.runner.send_message(StepChange.TYPE, msg.to_wire(), client_id=worker)
 
-    def _boundary(self, step: TimedStep | None) -> None:
-        """A step edge (``step`` None: the run's end): switch steps now, scrape in the
-        background, so a slow ``/metrics`` never delays the schedule."""
-        prev, scrapes = self.current, self._step_scrapes
-        self.current, self._step_scrapes = step, []
-        self._edges.append(gevent.spawn(self._guarded, lambda: self._edge(prev, scrapes, step)))
-
-    def _edge(
-        self, prev: TimedStep | None, scrapes: list[dict[str, float]], step: TimedStep | None
-    ) -> None:
-        """One scrape closes ``prev`` (its ``end``) and opens ``step`` (its ``start``)."""
-        t, values = self._timed_scrape()
-        if prev is not None:
-            if values is not None:
-                self.writer.add_metrics(t, prev.index, "end", values)
-                scrapes.append(values)
-            else:
-                self._scrape_failed(prev.index, "end")
-            if restarted(scrapes):
-                self._say(
-                    f"step {prev.index + 1} ({prev.target_qps:g} qps): the server restarted "
-                    "during this step (its counters went back); its server counters are "
-                    "left out"
-                )
-            self.live.server[prev.index] = step_server_metrics(scrapes).to_dict()
-            self.writer.end_step(prev.index, prev.end)
-            gevent.spawn_later(PROGRESS_DELAY_S, self._progress, prev.index)
-        if step is not None and values is None:
-            self._scrape_failed(step.index, "start")
-        if step is not None and values is not None:
-            self.writer.add_metrics(t, step.index, "start", values)
-            if step is self.current:
-                self._step_scrapes.insert(0, values)
-        if self._scraper.last_error and not self._scraper.scrapes:
-            note = f"no server metrics: {self._scraper.last_error}"
-            if note not in self.writer.meta.notes:
-                self.writer.meta.notes.append(note)
-
-    def _scrape_failed(self, index: int, phase: str) -> None:
-        """Keep why a step has no server figures, or fewer (its ``server_notes``)."""
-        why = self._scraper.last_error or "no answer"
-        self.writer.note_step(index, f"the {phase} scrape of /metrics failed: {why}")
-
-    def _timed_scrape(self) -> tuple[float, dict[str, float] | None]:
-        """``/metrics`` plus GPU memory (``specload:gpu_memory_used_mib{gpu}``) when sampled."""
-        t, values = self._scraper.timed_scrape()
-        if self._gpu is not None:
-            reading = self._gpu.sample()
-            if reading is not None:
-                values = {**(values or {}), **reading.as_values()}
-            elif self._gpu.errors == 1 and self._gpu.last_error:
-                self.writer.meta.notes.append(f"GPU memory sample failed: {self._gpu.last_error}")
-        return t, values
-
     def _scrape_interval(self) -> None:
-        interval = max(0.5, float(self.scenario.metrics_interval_s))
-        while not self.finished:
-            gevent.sleep(interval)
-            step = self.current
-            t, values = self._timed_scrape()
-            if self.finished:
-                continue
-            if values is None:
-                if step is not None:
-                    self._scrape_failed(step.index, "interval")
-                continue
-            self.writer.add_metrics(t, step.index if step else None, "interval", values)
-            if step is not None and step is self.current:
-                self._step_scrapes.append(values)
-                self.live.server[step.index] = step_server_metrics(self._step_scrapes).to_dict()
+        self.scrapes.interval_loop(self.scenario.metrics_interval_s, lambda: self.finished)
 
     def _flush_loop(self) -> None:
         """Records reach the disk within ``FLUSH_S`` even in a long step (a SIGKILL loses little)."""
@@ -539,7 +473,7 @@ class RunSession:
             return
         now = time.time()
         self._mark_lost(now)
-        live = self.workers.candidates(self.ready)
+        live = self.workers.candidates(self.ledger.ready)
         if not live or live == set(self.split):
             return
         self.epoch += 1
@@ -563,30 +497,26 @@ class RunSession:
         deadline = start + float(self.scenario.request_timeout_s) + 15.0
         while time.time() < deadline:
             self._mark_lost(time.time())
-            waiting = set(self.ready) - set(self.finals)
+            waiting = set(self.ledger.ready) - set(self.ledger.finals)
             if not waiting:
                 return
             lost = {x["worker"] for x in self.writer.meta.lost_workers}
             if waiting <= lost and time.time() >= start + DRAIN_WAIT_S:
                 break
             gevent.sleep(0.05)
-        missing = sorted(set(self.ready) - set(self.finals))
+        missing = sorted(set(self.ledger.ready) - set(self.ledger.finals))
         self.writer.meta.notes.append(f"no final counts from {missing} within the timeout")
 
     def _mark_lost(self, now: float) -> None:
-        """Workers gone without final counts: keep what they sent, note when they vanished."""
-        for w in sorted(self.workers.lost_since(set(self.ready), set(self.finals))):
-            if not any(x["worker"] == w for x in self.writer.meta.lost_workers):
-                self.writer.meta.lost_workers.append(
-                    {"worker": w, "at": now, "sent": self.sent[w], "recorded": self.received[w]}
-                )
-                log.warning("specload: worker %s lost at %.3f", w, now)
+        led = self.ledger
+        gone = self.workers.lost_since(set(led.ready), set(led.finals))
+        led.mark_lost(self.writer.meta.lost_workers, gone, now)
 
     # --- messages from load processes ---------------------------------------------------
     def on_ready(self, msg: WorkerReady) -> None:
         if msg.run_id != self.run_id:
             return
-        self.ready[msg.worker] = msg
+        self.ledger.ready[msg.worker] = msg
         meta = self.writer.meta
         if msg.lookup_method and meta.lookup_method is None:
             meta.lookup_method = msg.lookup_method
@@ -597,20 +527,20 @@ class RunSession:
         """A worker's batch: written, whenever it comes (after the end: ``_late``)."""
         if msg.run_id != self.run_id:
             return
-        self.sent[msg.worker] = max(self.sent[msg.worker], msg.sent)
+        self.ledger.sent[msg.worker] = max(self.ledger.sent[msg.worker], msg.sent)
         self.live.set_sent_in_window(msg.worker, msg.sent_in_window)
         self.live.set_due(msg.worker, msg.due)
         if self._end_written:
             self._late(msg.worker, msg.records)
             return
-        self.received[msg.worker] += self.writer.add_records(msg.records)
+        self.ledger.received[msg.worker] += self.writer.add_records(msg.records)
         for r in msg.records:
             self.live.add(r)
 
     def on_final(self, msg: FinalCounts) -> None:
         if msg.run_id == self.run_id:
-            self.finals[msg.worker] = msg
-            self.sent[msg.worker] = max(self.sent[msg.worker], msg.sent)
+            self.ledger.finals[msg.worker] = msg
+            self.ledger.sent[msg.worker] = max(self.ledger.sent[msg.worker], msg.sent)
             if self._end_written:
                 self._rewrite_end()
 
@@ -618,8 +548,8 @@ class RunSession:
         """Records that arrived after run.json's end was written (a worker slow at the end):
         appended to requests.jsonl, counted, and run.json rewritten with the new counts."""
         n = self.writer.append_late(records) if records else 0
-        self.received[worker] += n
-        self.late_records += n
+        self.ledger.received[worker] += n
+        self.ledger.late_records += n
         for r in records:
             self.live.add(r)
         if n:
@@ -640,11 +570,10 @@ class RunSession:
         if self.finished or self._finishing:
             return
         self._finishing = True  # records still arriving while an edge scrape ends are kept
-        me = gevent.getcurrent()
-        gevent.joinall([g for g in self._edges if g is not me], timeout=EDGE_WAIT_S)
+        self.scrapes.wait(EDGE_WAIT_S)
         self.finished = True
         self.status, self._ended_as = status, status
-        for g in [*self._greenlets, *self._edges]:
+        for g in [*self._greenlets, *self.scrapes.edges]:
             if g is not gevent.getcurrent():
                 g.kill(block=False)
         hostinfo.finish(self.writer.meta.host)
@@ -656,8 +585,8 @@ class RunSession:
         now = time.time()
         if status not in ("completed", "degraded"):  # ended early: the steps end where it ended
             self.writer.steps = [x for x in self.writer.steps if x["start"] < now]
-            if self.current is not None:
-                self.writer.end_step(self.current.index, min(now, self.current.end))
+            if (current := self.scrapes.current) is not None:
+                self.writer.end_step(current.index, min(now, current.end))
         self.writer.close(status, time.time())
         self._end_written = True
         for step in self.announced:  # the last step's line (its delayed greenlet may not run)
@@ -722,7 +651,7 @@ class RunSession:
         if status != "completed":
             return status
         meta.degraded = budget_reasons(
-            self.live.steps, meta.lost_workers, self.opts.max_error_rate, self._unrecorded()
+            self.live.steps, meta.lost_workers, self.opts.max_error_rate, self.ledger.unrecorded()
         )
         self.status = "degraded" if meta.degraded else status
         if self.opts.headless and (meta.degraded or self._set_exit_code):
@@ -730,47 +659,12 @@ class RunSession:
             self._set_exit_code = bool(meta.degraded)
         return self.status
 
-    def _unrecorded(self) -> dict[str, int]:
-        """Requests each worker said it sent that have no record here (yet)."""
-        return {
-            w: self.sent[w] - self.received[w]
-            for w in sorted(self.sent)
-            if self.sent[w] > self.received[w]
-        }
-
     def _final_counts(self) -> None:
-        """counts (``unrecorded``: sent without a record; ``late``: appended after the end)
-        and lost workers into run.json."""
+        """counts and lost workers into run.json (``WorkerLedger``)."""
         meta = self.writer.meta
-        workers = sorted(set(self.ready) | set(self.received) | set(self.sent))
-        by_worker = {w: {"sent": self.sent[w], "recorded": self.received[w]} for w in workers}
-        meta.counts = {
-            "sent": sum(self.sent.values()),
-            "recorded": sum(self.received.values()),
-            "by_worker": by_worker,
-            "unrecorded": sum(self._unrecorded().values()),
-            "late": self.late_records,
-        }
-        self._back_after_the_end()
-        for x in meta.lost_workers:  # batches that arrived after the loss was noticed count too
-            x["sent"], x["recorded"] = self.sent[x["worker"]], self.received[x["worker"]]
-
-    def _back_after_the_end(self) -> None:
-        """A worker noticed missing only after the last step (paused during the drain) whose
-        final counts then arrived was not lost: its share ran, its records are in."""
+        meta.counts = self.ledger.counts()
         end = self.timeline[-1].end if self.timeline else None
-        meta = self.writer.meta
-        back = [
-            x
-            for x in meta.lost_workers
-            if end is not None and x["at"] >= end and x["worker"] in self.finals
-        ]
-        for x in back:
-            meta.lost_workers.remove(x)
-            meta.notes.append(
-                f"worker {x['worker']} missed its heartbeats after the last step (at "
-                f"{x['at']:.3f}) and came back with its final counts: not lost"
-            )
+        self.ledger.settle_lost(meta.lost_workers, end, meta.notes)
 
     def stop(self) -> None:
         """The test was stopped from outside (Ctrl-C, the UI's Stop): end as interrupted.
@@ -785,9 +679,9 @@ class RunSession:
         for g in self._greenlets:
             if g is not gevent.getcurrent():
                 g.kill(block=False)
-        if self.workers.distributed and self.ready:
+        if self.workers.distributed and self.ledger.ready:
             self.runner.send_message(Drain.TYPE, Drain(self.run_id, abort=True).to_wire())
             deadline = time.time() + DRAIN_WAIT_S
-            while time.time() < deadline and not set(self.ready) <= set(self.finals):
+            while time.time() < deadline and not set(self.ledger.ready) <= set(self.ledger.finals):
                 gevent.sleep(0.05)
         self.finish("interrupted")
