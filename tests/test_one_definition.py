@@ -4,7 +4,8 @@ Checked on the source, so a new copy fails here before it reaches a user:
 - run.json is parsed in ``specload/recorder/run_json.py`` only (``load_run_json`` for a run
   to use, ``peek_run_json`` for one that may not be a run yet);
 - the help/hurt rule's words and the CI wording come from ``analysis/wording.py`` and
-  ``analysis/effect.py``: no other module spells out "no significant change".
+  ``analysis/effect.py``: no other module spells out "no significant change", and the web
+  UI shows the words the server sends.
 """
 
 from __future__ import annotations
@@ -45,6 +46,20 @@ def test_the_rules_no_change_words_are_written_once() -> None:
         if re.search(r"[\"']no significant change", line)
     ]
     assert not bad, f"use analysis.effect / analysis.wording for the rule's words: {bad}"
+
+
+def test_the_web_ui_shows_the_rules_words_sent_by_the_server() -> None:
+    # The UI once mapped effects to its own words ("faster", "slower") beside a report that
+    # said "helps", "hurts": it reads ``compare.effects`` (``analysis.effect.effect_text``).
+    scripts = sorted(PKG.rglob("*.js"))
+    assert scripts, "the web UI's script moved: point this check at it"
+    bad = [
+        f"{p.relative_to(PKG)}:{n}"
+        for p in scripts
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"no significant change|\bhelps\s*:|\bhurts\s*:", line)
+    ]
+    assert not bad, f"the web UI spells the rule's words itself: {bad}"
 
 
 def test_the_checks_see_the_package() -> None:

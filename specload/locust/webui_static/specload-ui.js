@@ -160,10 +160,10 @@
       ` · ${dur(run.time_left_step_s)} left in this step · ${dur(run.time_left_run_s)} left in the run`;
   }
 
-  function ratioCell(c) {
+  function ratioCell(c, effects) {
     if (!c || c.value === null || c.value === undefined) return el("td", { text: "-" });
     const text = `${c.value.toFixed(2)}× [${c.lo.toFixed(2)}–${c.hi.toFixed(2)}]`;
-    const words = { helps: "faster", hurts: "slower", no_change: "no significant change" }[c.effect] || c.effect;
+    const words = (effects || {})[c.effect] || c.effect;  // the rule's words, sent by the server
     return el("td", { cls: "specload-" + c.effect, title: words, "data-effect": c.effect, text });
   }
 
@@ -171,7 +171,7 @@
     const cols = [["tpot_p50", "TPOT p50"], ["tpot_p95", "TPOT p95"], ["ttft_p50", "TTFT p50"], ["e2e_p50", "E2E p50"]];
     const head = el("tr", {}, [el("th", { text: "Load (req/s)" }), ...cols.map(([, t]) => el("th", { text: t }))]);
     const rows = cmp.ratios.map((r) =>
-      el("tr", { "data-qps": String(r.target_qps) }, [el("td", { text: qps(r.target_qps) }), ...cols.map(([k]) => ratioCell(r[k]))])
+      el("tr", { "data-qps": String(r.target_qps) }, [el("td", { text: qps(r.target_qps) }), ...cols.map(([k]) => ratioCell(r[k], cmp.effects))])
     );
     return el("table", { cls: "specload-table", "data-testid": "specload-ratios" }, [el("thead", {}, [head]), el("tbody", {}, rows)]);
   }
@@ -210,7 +210,7 @@
       if (cmp.ratios.length) {
         box.appendChild(ratioTable(cmp));
         box.appendChild(el("p", { cls: "specload-muted",
-          text: "Ratio = this run / baseline (below 1: faster), 95 % CI in brackets, coloured by the rule of specload compare: " + (cmp.rule || "") }));
+          text: "Ratio = this run / baseline (below 1: lower than the baseline), 95 % CI in brackets, coloured by the rule of specload compare: " + (cmp.rule || "") }));
       }
     }
     box.appendChild(reportLine(view));
