@@ -62,6 +62,25 @@ def test_the_web_ui_shows_the_rules_words_sent_by_the_server() -> None:
     assert not bad, f"the web UI spells the rule's words itself: {bad}"
 
 
+def test_the_rules_colours_are_defined_in_the_palette_only() -> None:
+    # Four copies (plots, report.css, the web UI's css, the terminal) had drifted into four
+    # greens: each reads ``report/palette.py`` (its CSS variables, its constants).
+    from specload.report import palette
+
+    hexes = {v.lower() for v in palette._CSS.values()}
+    files = [p for ext in ("py", "css", "js", "j2") for p in PKG.rglob(f"*.{ext}")]
+    bad = [
+        f"{p.relative_to(PKG)}: {h}"
+        for p in files
+        if p.name != "palette.py"
+        for h in hexes
+        if h in p.read_text().lower()
+    ]
+    assert not bad, f"a colour of the rule defined outside report/palette.py: {bad}"
+    for css in ("report/templates/report.css", "locust/webui_static/specload-ui.css"):
+        assert "var(--sl-helps" in (PKG / css).read_text(), css
+
+
 def test_the_checks_see_the_package() -> None:
     # guards the guards: a moved package would make the checks above pass vacuously
     assert (PKG / "recorder" / "run_json.py").is_file() and len(_lines(())) > 10_000

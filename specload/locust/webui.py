@@ -28,6 +28,7 @@ from specload.locust.live_view import live_view
 from specload.locust.registry import master_side
 from specload.locust.start_form import baseline_choices, step_plan
 from specload.locust.web_paths import PathRefused, UiPaths, exposure_warning, hidden_fields
+from specload.report.palette import css_variables
 
 __all__ = [
     "LIVE_PATH",
@@ -151,6 +152,7 @@ def _extended_stats(environment: Any) -> list[dict[str, Any]]:
 def _page_with_panel(html: str) -> str:
     """Locust's index page with our stylesheet and script (``webui_static/``) added."""
     tags = (
+        f"<style>{css_variables()}</style>"
         f'<link rel="stylesheet" href=".{STATIC_PATH}/specload-ui.css">'
         f'<script defer src=".{STATIC_PATH}/specload-ui.js"></script>'
     )

@@ -25,6 +25,7 @@ from specload.analysis.regimes import RULE as REGIME_RULE
 from specload.analysis.samples import diff_segments
 from specload.report.class_tables import class_capacity_table
 from specload.report.model import Report
+from specload.report.palette import css_variables
 from specload.report.plots import regime_plot, render_plots
 from specload.report.schedule_tables import (
     batch_table,
@@ -208,7 +209,7 @@ def render_html(report: Report) -> str:
     c = report.comparison
     return str(
         _template().render(
-            css=_resource("report.css"),
+            css=css_variables() + _resource("report.css"),
             title=report.title,
             baseline=c.baseline,
             bootstrap=c.bootstrap,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import IO, Any
 
+from specload.report import palette
 from specload.report.class_tables import class_capacity_table
 from specload.report.model import Report
 from specload.report.schedule_tables import batch_table, best_of_both_tables
@@ -73,8 +74,8 @@ def _rich(t: Table) -> object:
     return rt
 
 
-#: Cell colours by effect (the one rule): the same cells the HTML report colours.
-_STYLE = {"helps": "green", "hurts": "red", "incomplete": "dim"}
+#: Cell colours by effect (the one rule): the same cells and colours as the HTML report.
+_STYLE = palette.TERMINAL
 
 
 def _best_of_both(console: Any, report: Report) -> None:

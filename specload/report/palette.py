@@ -1,0 +1,38 @@
+"""The colours of the one rule and of the lines, defined once for every place that shows them.
+
+The HTML report, the web UI, the terminal tables and the plots colour a step that helps, one
+that hurts and the baseline alike; four copies had drifted into four greens. The style
+sheets read them as CSS variables (``css_variables``: inlined into the report and the web
+UI's page), Python reads the constants.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BASELINE", "HELPS", "HURTS", "LINES", "NEUTRAL", "TERMINAL", "css_variables"]
+
+#: A step that helps / hurts: lines, borders, marks.
+HELPS, HURTS = "#2ca02c", "#d62728"
+#: Reference lines (ratio 1, the offered load) and the baseline's own line.
+NEUTRAL, BASELINE = "#888888", "#444444"
+#: Line colours in order: the baseline's grey first, then the conditions (or classes).
+LINES = (BASELINE, "#1f77b4", HURTS, HELPS, "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
+#: Terminal cell styles by effect (rich).
+TERMINAL = {"helps": HELPS, "hurts": HURTS, "incomplete": "dim"}
+
+_CSS = {
+    "helps": HELPS,
+    "hurts": HURTS,
+    "neutral": NEUTRAL,
+    "baseline": BASELINE,
+    # tints for cell backgrounds, darker shades for text on white (readable contrast)
+    "helps-bg": "#e3f4e3",
+    "hurts-bg": "#fbe3e3",
+    "helps-text": "#157347",
+    "hurts-text": "#b02a37",
+}
+
+
+def css_variables() -> str:
+    """``:root`` with ``--sl-helps``, ``--sl-hurts``, ... for the style sheets."""
+    body = " ".join(f"--sl-{k}: {v};" for k, v in _CSS.items())
+    return f":root {{ {body} }}\n"
