@@ -34,8 +34,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specload.core.budget import DEFAULT_MAX_ERROR_RATE
 from specload.core.errors import ConfigError, TargetError
+from specload.options.run import add_run_option
 
 if TYPE_CHECKING:  # imported where used, so that `specload --help` stays fast
     from specload.core.condition import Condition
@@ -116,14 +116,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         metavar="N",
         help="Locust worker processes per run (as locust --processes)",
     )
-    p.add_argument(
-        "--max-error-rate",
-        type=float,
-        default=DEFAULT_MAX_ERROR_RATE,
-        metavar="FRACTION",
-        help="error budget per run (default %(default)s): a run over it in any step or overall, or "
-        "that loses a worker, is 'degraded'; the sweep goes on, compares, and exits 1",
-    )
+    # each run's error budget, as ``specload run`` and Locust define it (options/run.py)
+    add_run_option(p, "--max-error-rate", help_suffix="; the sweep goes on, compares, and exits 1")
     p.add_argument(
         "--skip-preflight",
         action="store_true",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from specload.core.budget import DEFAULT_MAX_ERROR_RATE, max_error_rate
@@ -27,6 +27,7 @@ __all__ = [
     "RunOptions",
     "add_run_options",
     "check_host",
+    "add_run_option",
     "resolve_run_options",
 ]
 
@@ -148,22 +149,33 @@ def add_run_options(parser: Any, *, locust: bool) -> None:
     for o in RUN_OPTIONS:
         if o.where != "both" and (o.where == "locust") != locust:
             continue
-        kwargs: dict[str, Any] = {"help": o.help}
-        if o.type is None:
-            kwargs.update(action="store_true", default=False)
-        else:
-            kwargs.update(type=o.type, default=o.default)
-        if o.choices is not None:
-            kwargs["choices"] = list(o.choices)
-        if o.metavar is not None:
-            kwargs["metavar"] = o.metavar
-        if locust:
-            if not o.in_web_ui:
-                kwargs["include_in_web_ui"] = False
-        elif o.required_in_cli:
-            kwargs.update(required=True)
-            kwargs.pop("default", None)
-        parser.add_argument(o.flag, **kwargs)
+        _add(parser, o, locust=locust)
+
+
+def add_run_option(parser: Any, flag: str, *, help_suffix: str = "") -> None:
+    """One run option on another command's parser (``specload sweep`` passes its error
+    budget to every run): the same name, default and help, ``help_suffix`` added."""
+    [o] = [o for o in RUN_OPTIONS if o.flag == flag]
+    _add(parser, replace(o, help=o.help + help_suffix), locust=False)
+
+
+def _add(parser: Any, o: Option, *, locust: bool) -> None:
+    kwargs: dict[str, Any] = {"help": o.help}
+    if o.type is None:
+        kwargs.update(action="store_true", default=False)
+    else:
+        kwargs.update(type=o.type, default=o.default)
+    if o.choices is not None:
+        kwargs["choices"] = list(o.choices)
+    if o.metavar is not None:
+        kwargs["metavar"] = o.metavar
+    if locust:
+        if not o.in_web_ui:
+            kwargs["include_in_web_ui"] = False
+    elif o.required_in_cli:
+        kwargs.update(required=True)
+        kwargs.pop("default", None)
+    parser.add_argument(o.flag, **kwargs)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,8 @@ from typing import Any
 from specload.analysis.regimes import Regime
 from specload.analysis.stats import Estimate
 from specload.analysis.verdict import metric_label
-from specload.report import palette
 from specload.report.model import Report
+from specload.report.palette import HELPS, LINES, NEUTRAL
 
 __all__ = ["Plot", "regime_plot", "render_plots"]
 
@@ -90,7 +90,7 @@ def _svg(fig: Any) -> str:
     return buf.getvalue()
 
 
-PALETTE = palette.LINES
+PALETTE = LINES
 
 
 def _colors(report: Report) -> dict[str, str]:
@@ -176,11 +176,11 @@ def _ratio(report: Report, colors: dict[str, str]) -> Plot | None:
         v = [b[0] for b in bands]
         err = [[max(b[0] - b[1], 0.0) for b in bands], [max(b[2] - b[0], 0.0) for b in bands]]
         ax.errorbar(q, v, yerr=err, marker="o", ms=3, capsize=3, color=colors[label], label=label)
-    ax.axhline(1.0, color=palette.NEUTRAL, linewidth=1)
+    ax.axhline(1.0, color=NEUTRAL, linewidth=1)
     if c.min_gain:  # at 0 it would lie on the 1.0 line
         ax.axhline(
             1.0 - c.min_gain,
-            color=palette.HELPS,
+            color=HELPS,
             linestyle="--",
             linewidth=1,
             label=f"{c.min_gain:.0%} lower (helps below, CI permitting)",
@@ -217,7 +217,7 @@ def _class_ratio(report: Report) -> Plot | None:
                 linestyle=styles[j % len(styles)],
                 label=name,
             )
-    ax.axhline(1.0, color=palette.NEUTRAL, linewidth=1)
+    ax.axhline(1.0, color=NEUTRAL, linewidth=1)
     _log_qps_axis(ax, report)
     ax.set(
         ylabel=f"{metric_label(c.metric)} / baseline",

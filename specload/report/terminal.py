@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from specload.report import palette
 from specload.report.class_tables import class_capacity_table
 from specload.report.model import Report
+from specload.report.palette import TERMINAL
 from specload.report.schedule_tables import batch_table, best_of_both_tables
 from specload.report.tables import (
     Table,
@@ -75,7 +75,7 @@ def _rich(t: Table) -> object:
 
 
 #: Cell colours by effect (the one rule): the same cells and colours as the HTML report.
-_STYLE = palette.TERMINAL
+_STYLE = TERMINAL
 
 
 def _best_of_both(console: Any, report: Report) -> None:

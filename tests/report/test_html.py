@@ -12,6 +12,7 @@ from specload.analysis.compare import compare_runs
 from specload.analysis.comparison import Comparison
 from specload.report.html import render_html
 from specload.report.model import build_report
+from specload.report.palette import css_variables
 
 CSS = Path(__file__).resolve().parents[2] / "specload" / "report" / "templates" / "report.css"
 
@@ -22,8 +23,9 @@ def test_page_is_self_contained_with_the_style_sheet_inlined(four_way: Compariso
     assert "<script" not in page and "<link" not in page and "http://" not in page
     style = re.search(r"<style>(.*?)</style>", page, re.S)
     assert style is not None
-    for rule in ("td.helps, span.helps { background: #e3f4e3; }", "figure img {"):
+    for rule in ("td.helps, span.helps { background: var(--sl-helps-bg); }", "figure img {"):
         assert rule in CSS.read_text() and rule in style.group(1)
+    assert css_variables() in style.group(1)  # the palette's colours travel with the page
     assert page.count('<figure id="plot-') >= 3 and "data:image/svg+xml;base64," in page
     assert re.search(r'<td class="[^"]*helps[^"]*">', page)  # the one rule's colours
 
