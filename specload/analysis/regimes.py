@@ -13,7 +13,7 @@ series (per condition and load step, all run dirs, repeats and blocks together).
   (``_cut``: Otsu's rule, whatever share of the seconds is slow); ``fast_ms`` / ``slow_ms``
   are the medians of the two groups, ``slow_share`` the share of slow seconds.
 - **bimodal** (two regimes): at least ``MIN_SECONDS`` seconds, each regime holds at least
-  ``MIN_SHARE`` (10 %) of them and ``slow_ms / fast_ms >= MIN_SEPARATION`` (1.25); a split
+  ``MIN_SHARE`` (10 %) of them and ``slow_ms / fast_ms >= MIN_SEPARATION`` (1.2); a split
   that is not leaves every second fast (``slow_share`` 0).
 - **drifting**: within one step execution (>= ``DRIFT_MIN_SECONDS`` seconds), the seconds
   of the fast regime (all seconds when not bimodal) trend: the rank correlation of their
@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 MIN_SHARE = 0.10
-MIN_SEPARATION = 1.25
+MIN_SEPARATION = 1.2
 MIN_SECONDS = 10
 MIN_GAPS = 5
 DRIFT_MIN_SECONDS = 12
