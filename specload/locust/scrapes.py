@@ -129,6 +129,3 @@ class StepScrapes:
         """Let the edge scrapes in flight finish (the caller's own greenlet excepted)."""
         me = gevent.getcurrent()
         gevent.joinall([g for g in self.edges if g is not me], timeout=timeout_s)
-
-    def greenlets(self) -> list[gevent.Greenlet]:
-        return list(self.edges)

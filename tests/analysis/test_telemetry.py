@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from specload.analysis.telemetry import (
-    TELEMETRY_FILE,
     StepTelemetry,
     TelemetrySecond,
     per_second,
     read_telemetry,
     step_telemetry,
 )
+from specload.recorder.rundir import TELEMETRY_FILE
 
 
 def gpu(t: float, i: int, util: float, clock: float, power: float, *events: str) -> dict[str, Any]:
