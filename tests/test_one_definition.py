@@ -67,7 +67,7 @@ def test_the_rules_colours_are_defined_in_the_palette_only() -> None:
     # greens: each reads ``report/palette.py`` (its CSS variables, its constants).
     from specload.report import palette
 
-    hexes = {v.lower() for v in palette._CSS.values()}
+    hexes = {v.lower() for v in palette.CSS.values()}
     files = [p for ext in ("py", "css", "js", "j2") for p in PKG.rglob(f"*.{ext}")]
     bad = [
         f"{p.relative_to(PKG)}: {h}"

@@ -26,7 +26,7 @@ from specload.analysis.replicates import Disagreement
 from specload.analysis.samples import OutputSample
 from specload.analysis.schedule_results import ScheduleAnalysis
 from specload.analysis.steps import StepStats, starts_too_few
-from specload.analysis.verdict import BLOCKS_CAVEAT, SINGLE_START_CAVEAT
+from specload.analysis.verdict import BLOCKS_CAVEAT, SINGLE_START_CAVEAT, SLICES_CAVEAT
 from specload.analysis.wording import too_few_starts_text
 from specload.core.slo import Slo
 
@@ -122,6 +122,10 @@ class Comparison:
         """The fewest interleaved blocks behind any of ``label``'s steps (0: not interleaved)."""
         return min((s.blocks for s in self.steps.get(label, [])), default=0)
 
+    def slices_per_step(self, label: str) -> int:
+        """The fewest time slices behind any of ``label``'s steps (0: some step not cut)."""
+        return min((s.slices for s in self.steps.get(label, [])), default=0)
+
     def too_few_starts(self, label: str) -> int:
         """Server starts too few for an interval over them (``steps.starts_too_few``), 0 when
         ``label`` vs the baseline has one."""
@@ -133,7 +137,10 @@ class Comparison:
         if self.too_few_starts(label) or not self.single_start(label):
             return None
         blocks = min(self.blocks_per_step(label), self.blocks_per_step(self.baseline))
-        return BLOCKS_CAVEAT.format(blocks=blocks) if blocks >= 2 else SINGLE_START_CAVEAT
+        if blocks >= 2:
+            return BLOCKS_CAVEAT.format(blocks=blocks)
+        slices = min(self.slices_per_step(label), self.slices_per_step(self.baseline))
+        return SLICES_CAVEAT.format(slices=slices) if slices else SINGLE_START_CAVEAT
 
     def ci_note(self, label: str) -> str | None:
         """What every report says about ``label``'s CIs beside them: why there are none
@@ -143,13 +150,16 @@ class Comparison:
 
     def ci_scope(self, label: str) -> str:
         """report.json's ``ci_scope``: ``within_start``, ``blocks_within_start``,
-        ``between_starts`` or ``none`` (too few starts for an interval over them)."""
+        ``slices_within_start``, ``between_starts`` or ``none`` (too few starts for an
+        interval over them)."""
         if self.too_few_starts(label):
             return "none"
         if not self.single_start(label):
             return "between_starts"
         caveat = self.ci_caveat(label)
-        return "within_start" if caveat == SINGLE_START_CAVEAT else "blocks_within_start"
+        if caveat == SINGLE_START_CAVEAT:
+            return "within_start"
+        return "blocks_within_start" if self.blocks_per_step(label) else "slices_within_start"
 
     def single_start(self, label: str) -> bool:
         """True when the CIs of ``label`` vs the baseline cover one server start only (at

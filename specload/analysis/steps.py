@@ -105,6 +105,10 @@ class StepStats:
     #: CIs are then over blocks (paired with the other conditions' neighbouring blocks, and
     #: widened for few units: ``stats.few_units_widened``).
     blocks: int = 0
+    #: Time slices behind this step of one contiguous server start (0: none, e.g. a step
+    #: too short to cut): the CIs are then over them (``stats.few_units_widened``), so drift
+    #: within the start is in the interval (``_time_slices`` says why).
+    slices: int = 0
     #: every measured request per second (later conversation turns included): the server's
     #: request rate, which differs from ``achieved_qps`` only in multi-turn scenarios
     requests_per_s: float | None = None
@@ -140,20 +144,57 @@ def _windows(run: RunColumns, measured: np.ndarray) -> dict[float, tuple[float, 
 
 #: Unit ids of blocks: replicate * BLOCK_UNIT + the block's number within its step.
 BLOCK_UNIT = 100_000
+#: One contiguous start's step execution is cut into at most ``SLICES`` time slices of at
+#: least ``MIN_SLICE_S`` seconds; fewer than ``MIN_SLICES`` and the step is not cut.
+SLICES, MIN_SLICE_S, MIN_SLICES = 6, 4.0, 4
 
 
 def _units(run: RunColumns, i: int, measured: np.ndarray) -> np.ndarray:
     """The bootstrap unit of each measured record: its run dir, or, in an interleaved run
     (records carry ``block``), its block, numbered (replicate, k) so that block k of every
     condition at a step gets the same id: they ran next to each other (``protocol/interleave``)
-    and the paired resampling in ``_latency`` draws them together."""
+    and the paired resampling in ``_latency`` draws them together; else its time slice
+    (``_time_slices``), used where the run is the step's only start."""
     n = int(measured.sum())
     block = run.cols["block"][measured]
-    if n == 0 or np.isnan(block).all():
-        return np.full(n, i, dtype=np.int64)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if np.isnan(block).all():
+        return i * BLOCK_UNIT + _time_slices(run, measured)
     rep = int(run.meta.get("replicate") or i + 1)
     k = np.nan_to_num(run.cols["repeat"][measured], nan=0.0).astype(np.int64)
     return np.asarray(rep * BLOCK_UNIT + k, dtype=np.int64)
+
+
+def _time_slices(run: RunColumns, measured: np.ndarray) -> np.ndarray:
+    """Each record's time slice within its step execution (by send time over the measured
+    window), numbered execution * SLICES + slice; 0 for an execution too short to cut.
+
+    Why: on an H200 the speculative step flips between a fast and a slow regime in windows
+    of seconds, so the requests of one contiguous window are not independent draws: a
+    bootstrap over them covered that start's own long-run ratio in 5-40 % of seeds
+    (``benchmarks/results/coverage.md``). Slices of ten seconds or so hold several of those
+    windows each; an interval over them, stretched for few units like blocks, has the
+    drift in it."""
+    step = np.nan_to_num(run.cols["step"][measured], nan=-1.0).astype(np.int64)
+    sent = run.cols["sent_at"][measured]
+    out = np.zeros(step.size, dtype=np.int64)
+    spans = {
+        int(s["index"]): (s.get("warmup_end") or s.get("start"), s.get("end"))
+        for s in run.steps
+        if s.get("index") is not None
+    }
+    for idx in np.unique(step).tolist():
+        sel = step == idx
+        lo, hi = spans.get(idx, (None, None))
+        lo = float(np.nanmin(sent[sel])) if lo is None else float(lo)
+        hi = float(np.nanmax(sent[sel])) if hi is None else float(hi)
+        k = min(SLICES, int((hi - lo) // MIN_SLICE_S))
+        if k < MIN_SLICES or idx < 0:
+            continue
+        at = np.clip(((sent[sel] - lo) / (hi - lo) * k).astype(np.int64), 0, k - 1)
+        out[sel] = 1 + idx * SLICES + at
+    return out
 
 
 def pool_runs(
@@ -182,8 +223,9 @@ def _latency(
 ) -> tuple[dict[str, Estimate], dict[str, np.ndarray]]:
     """Pooled percentiles and their replicates. The top level of the interval is the server
     start (run dir) wherever values come from two or more (``stats.over_starts``: a t
-    interval over them, none at two); within one interleaved start it is the block
-    (``stats.few_units_widened``); else the request."""
+    interval over them, none at two); within one interleaved start it is the block, within
+    one contiguous start the time slice (``stats.few_units_widened`` for both); else (a
+    step too short to cut) the request."""
     est: dict[str, Estimate] = {}
     reps: dict[str, np.ndarray] = {}
     blocks = _is_blocked(cols)
@@ -194,7 +236,9 @@ def _latency(
         x, run, unit = x[finite], run[finite], unit[finite]
         starts = int(np.unique(run).size)
         if starts < 2:
-            run = unit  # one start: its blocks (interleaved) or its requests are the units
+            run = unit  # one start: its blocks, its time slices, or else its requests
+            if not blocks and np.unique(unit).size < MIN_SLICES:
+                run = np.zeros_like(unit)
         groups: Units | None = None
         if run.size and run.min() != run.max():  # values from two or more units
             order = np.argsort(x, kind="stable")
@@ -212,7 +256,7 @@ def _latency(
             if starts >= 2:  # a t interval over the starts, none below three
                 spread = unit_percentiles(x, groups, q)  # at least their own t interval
                 est[name], reps[name] = over_starts(est[name], reps[name], starts, spread)
-            elif blocks:  # one interleaved start: over its blocks, stretched for few of them
+            else:  # one start: over its blocks or time slices, stretched for few of them
                 spread = unit_percentiles(x, groups, q)
                 est[name], reps[name] = few_units_widened(
                     est[name], reps[name], groups.count, spread
@@ -268,7 +312,16 @@ def _one_step(
         lookup_n=int(lookup.size),
         runs=int(np.unique(cols["_run"]).size),
         blocks=int(np.unique(cols["_unit"]).size) if _is_blocked(cols) else 0,
+        slices=_slices(cols),
     )
+
+
+def _slices(cols: dict[str, np.ndarray]) -> int:
+    """Time slices behind a step of one contiguous start (``_time_slices``), else 0."""
+    if _is_blocked(cols) or np.unique(cols["_run"]).size != 1:
+        return 0
+    k = int(np.unique(cols["_unit"]).size)
+    return k if k >= MIN_SLICES else 0
 
 
 def starts_too_few(*sides: list[StepStats]) -> int:

@@ -30,6 +30,7 @@ from specload.analysis.wording import load_range, pct, step_label, too_few_start
 
 __all__ = [
     "BLOCKS_CAVEAT",
+    "SLICES_CAVEAT",
     "SINGLE_START_CAVEAT",
     "benefit_words",
     "metric_label",
@@ -39,10 +40,19 @@ __all__ = [
 ]
 
 #: Said wherever a CI covers one server start only: it says nothing about a new start
-#: (``benchmarks/results/coverage.md``: 0-70 % of a new start's values).
+#: (``benchmarks/results/coverage.md``: 0-70 % of a new start's values); here the steps were
+#: too short to cut into time slices, so drift within the start is not in it either.
 SINGLE_START_CAVEAT = (
-    "within one server start, about that start only; run --replicates 3+ for a decision "
-    "about a new start"
+    "within one server start over its requests (steps too short to cut into time slices: "
+    "drift in time is not in them), about that start only; run --replicates 3+ for a "
+    "decision about a new start"
+)
+#: Said where the CIs are over time slices of one contiguous server start
+#: (``steps._time_slices``): drift within the start is in them, the variance between starts
+#: is not.
+SLICES_CAVEAT = (
+    "over {slices} time slices per step of one server start, about that start only; "
+    "--replicates 3+ gives an interval over starts"
 )
 #: Said where the CIs are over interleaved blocks of one server start (``sweep --interleave``):
 #: time drift within the start is in them, the variance between starts is not.

@@ -8,7 +8,7 @@ UI's page), Python reads the constants.
 
 from __future__ import annotations
 
-__all__ = ["BASELINE", "HELPS", "HURTS", "LINES", "NEUTRAL", "TERMINAL", "css_variables"]
+__all__ = ["BASELINE", "CSS", "HELPS", "HURTS", "LINES", "NEUTRAL", "TERMINAL", "css_variables"]
 
 #: A step that helps / hurts: lines, borders, marks.
 HELPS, HURTS = "#2ca02c", "#d62728"
@@ -19,7 +19,8 @@ LINES = (BASELINE, "#1f77b4", HURTS, HELPS, "#9467bd", "#ff7f0e", "#8c564b", "#1
 #: Terminal cell styles by effect (rich).
 TERMINAL = {"helps": HELPS, "hurts": HURTS, "incomplete": "dim"}
 
-_CSS = {
+#: Every colour the style sheets get, by variable name (``--sl-NAME``).
+CSS = {
     "helps": HELPS,
     "hurts": HURTS,
     "neutral": NEUTRAL,
@@ -34,5 +35,5 @@ _CSS = {
 
 def css_variables() -> str:
     """``:root`` with ``--sl-helps``, ``--sl-hurts``, ... for the style sheets."""
-    body = " ".join(f"--sl-{k}: {v};" for k, v in _CSS.items())
+    body = " ".join(f"--sl-{k}: {v};" for k, v in CSS.items())
     return f":root {{ {body} }}\n"

@@ -20,7 +20,7 @@ def crossing_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
             "spec-ngram-k4",
             speculative=SPEC,
             tpot=linear_gain(0.25, 2, 0.1),
-            ttft=lambda q: 1.12,
+            ttft=lambda q: 1.2,
             acceptance_rate=0.6,
         ),
     )

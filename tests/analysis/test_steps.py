@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from analysis.synth_rundir import Cond, write_run
+from specload.analysis import steps as steps_mod
 from specload.analysis.run_columns import RunColumns, load_runs
 from specload.analysis.stats import bootstrap_quantile, estimate, quantile_sorted, rng_for
 from specload.analysis.steps import (
@@ -96,6 +97,14 @@ def test_two_run_dirs_give_the_pooled_value_without_an_interval(
         assert np.isnan(s.replicates[name]).all(), name
 
 
+@pytest.fixture()
+def uncut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Steps not cut into time slices (as a step under 15 s is): one run dir's step is then
+    the request-level bootstrap (``test_time_slices.py`` covers the cut)."""
+    monkeypatch.setattr(steps_mod, "MIN_SLICES", 10**6)
+
+
+@pytest.mark.usefixtures("uncut")
 def test_a_step_only_one_run_dir_reached_is_the_single_level_bootstrap(
     disagreeing: list[RunColumns],
 ) -> None:
@@ -106,7 +115,8 @@ def test_a_step_only_one_run_dir_reached_is_the_single_level_bootstrap(
         assert np.array_equal(s.replicates[name], reps), name
 
 
-def test_one_run_dir_is_exactly_the_previous_behaviour(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("uncut")
+def test_one_uncut_run_dir_is_the_request_level_bootstrap(tmp_path: Path) -> None:
     runs = load_runs(
         [
             write_run(
@@ -126,6 +136,7 @@ def test_one_run_dir_is_exactly_the_previous_behaviour(tmp_path: Path) -> None:
             assert np.array_equal(s.replicates[name], reps), name
 
 
+@pytest.mark.usefixtures("uncut")
 def test_repeats_inside_one_run_dir_are_pooled_not_replicates(tmp_path: Path) -> None:
     # One server, the ladder walked twice: two executions of 2 req/s in one run directory.
     runs = load_runs(

@@ -2,9 +2,9 @@
 come from ``python benchmarks/coverage.py`` and ``benchmarks/interleave.py``, committed).
 
 One seed of the ``regime`` world on two steps: the virtual sessions become real run dirs
-that compare's own analysis reads, the truth comes from long runs, and the interleaved
-design's block CI is wider than one contiguous window's (which sees only the requests of one
-window, not the drift between windows). No figure is asserted: those are the benchmark's.
+that compare's own analysis reads, the truth comes from long runs, and each one-start
+design is scored against its own start's truth (what its CI claims), with its new-start
+coverage beside it. No figure is asserted: those are the benchmark's.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def test_short_coverage_run_compares_designs_against_a_truth(monkeypatch, tmp_pa
     monkeypatch.setattr(cov, "WARMUP_S", 4.0)
     monkeypatch.setattr(cov, "TRUTH_STARTS", 2)
     monkeypatch.setattr(cov, "TRUTH_S", 60.0)
+    monkeypatch.setattr(cov, "OWN_S", 60.0)
     monkeypatch.setattr(cov, "BOOTSTRAP", 200)
     result = cov.run(seeds=1, workers=1, worlds=["regime"], kinds=cov.KINDS)
     world = result["worlds"]["regime"]
@@ -39,14 +40,18 @@ def test_short_coverage_run_compares_designs_against_a_truth(monkeypatch, tmp_pa
     for i in range(2):
         contiguous = designs["contiguous-1"]["cells"][i]
         interleaved = designs["interleaved-1"]["cells"][i]
-        assert contiguous["coverage"] in (0.0, 1.0) and interleaved["coverage"] in (0.0, 1.0)
-        assert interleaved["median_width"] > contiguous["median_width"]
+        for cell in (contiguous, interleaved):
+            assert cell["coverage"] in (0.0, 1.0) and cell["population_coverage"] in (0.0, 1.0)
+            assert cell["median_width"] > 0
+        # the own truth is the start's, not the population's
+        assert contiguous["truth_p10_p90"][0] != world["truth"]["ratios"][i]
     # what a checker reads: one start prints a CI about that start, not about a new one
     for name in designs:
         assert designs[name]["ci_printed"] and designs[name]["ci_claim"] == "same_start"
         assert designs[name]["min_coverage"] in (0.0, 1.0)
     text = cov.markdown(result)
     assert "| interleaved-1 |" in text and "Truth (2 starts x 60 s)" in text
+    assert "· new start" in text
 
 
 def test_two_starts_pooled_print_no_ci_and_claim_nothing() -> None:
