@@ -19,16 +19,23 @@ into real run directories and read by compare's own analysis (``analysis.steps``
   the calibrated per-start host factor and slow window (``--start-jitter calibrated``), as
   real starts differ.
 - **truth** per step: the p50 TPOT ratio spec / baseline pooled over ``TRUTH_STARTS`` starts
-  x ``TRUTH_S`` seconds each (the population of starts and seconds a decision is about), and
-  the crossover the product's own interpolation puts between those true ratios.
+  x ``TRUTH_S`` seconds each, after the designs' warm-up (the population of starts and
+  seconds a decision about a new start is about), and the crossover the product's own
+  interpolation puts between those true ratios. A one-start design's CI says it is about
+  that start only, so it is scored against that start's **own truth**: each condition's p50
+  over ``OWN_S`` seconds per cell on that start's own host draw, far from the seconds the
+  design measured (its steady state); how often it held the population's truth is
+  reported beside it.
 
 Reported per (regime, design, starts) and step: coverage of the 95 % CI of the ratio, its
 median width, how often the step's answer by the one rule (helps / hurts / no change) differs
-from the truth's, and the crossover CI's coverage. Results: ``benchmarks/results/coverage.md``
-and ``coverage.json``. ``--quick`` runs a small version (2 seeds, one design of each kind)
-for the test suite.
+from the truth's, and the crossover CI's coverage; each start's own p50 per cell is kept in
+``coverage.json`` (``start_p50``) so other intervals over starts can be scored against the
+same truth without simulating again. Results: ``benchmarks/results/coverage.md`` and
+``coverage.json``. Runs of seeds or worlds made apart (``--first-seed``, ``--world``; e.g.
+on a machine with more cores) are joined with ``--merge``.
 
-Usage: python benchmarks/coverage.py [--seeds N] [--workers N] [--quick]
+Usage: python benchmarks/coverage.py [--seeds N] [--workers N] [--world W] [--merge FILES]
 """
 
 from __future__ import annotations
