@@ -546,8 +546,31 @@ def markdown(result: dict[str, Any]) -> str:
             "",
             "Cells: coverage (width; wrong). `no CI`: compare prints none "
             f"(fewer than {MIN_STARTS_FOR_CI} starts pooled: `stats.over_starts`).",
+            "",
+            "Lowest coverage per design, seeds covered of seeds (95 % Wilson interval): "
+            + "; ".join(_lowest(name, d) for name, d in w["designs"].items() if d["ci_printed"])
+            + ".",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _lowest(name: str, d: dict[str, Any]) -> str:
+    """The design's lowest cell as k/n with its Wilson interval: with 20-30 seeds a cell's
+    coverage is itself uncertain by about +-0.1."""
+    c = min(d["cells"], key=lambda c: c["coverage"])
+    n = c.get("n") or d.get("seeds") or 0
+    k = c.get("covered", round(c["coverage"] * n))
+    lo, hi = wilson(k, n)
+    return f"{name} {k}/{n} at {c['cell']} ({lo:.2f}–{hi:.2f})"
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a share k / n."""
+    if n == 0:
+        return 0.0, 1.0
+    p, d = k / n, 1 + z * z / n
+    mid, half = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return mid - half, mid + half
 
 
 def _cell_text(c: dict[str, Any]) -> str:

@@ -393,8 +393,8 @@ def few_units_widened(
 #: The fewest server starts whose pooled interval is printed. ``benchmarks/coverage.py``: at
 #: 2 starts even the t-widened interval is 70-260 points wide (it covers, but decides
 #: nothing; the run at 62a8c09), so none is printed and the per-start figures stand instead;
-#: at 3 and 5 contiguous starts it covered a new start's ratio in 85-97 % of 40 seeds per
-#: step, at 3 interleaved sessions in 88-93 %.
+#: at 3 and 5 contiguous starts it covered the population's ratio in 83-100 % of 30 seeds
+#: per step (time regime and per-start host draws on), at 3 interleaved sessions in 87-97 %.
 MIN_STARTS_FOR_CI = 3
 
 
@@ -404,9 +404,10 @@ def over_starts(
     """A pooled percentile's interval over ``starts`` server starts (two or more run dirs).
 
     Why: the two-level bootstrap over a handful of starts undercovers a new start's value
-    (35-90 % in ``benchmarks/results/coverage.md``); stretched like a t interval over the
-    starts, and at least as wide as the t interval of the starts' own percentiles
-    (``start_values``), it covers: the same rule as for blocks (``few_units_widened``).
+    (35-90 % in an earlier run of ``benchmarks/coverage.py``); stretched like a t interval
+    over the starts, and at least as wide as the t interval of the starts' own percentiles
+    (``start_values``), it comes close (about 0.9 in ``benchmarks/results/coverage.md``):
+    the same rule as for blocks (``few_units_widened``).
     Below ``MIN_STARTS_FOR_CI`` starts no interval is given (value kept, replicates NaN):
     nothing downstream can then call a step significant or put a CI on a boundary.
     """
