@@ -81,6 +81,7 @@ import sys
 import time
 import zlib
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -808,8 +809,25 @@ def verdict(fx: dict[str, Any], rf: dict[str, Any], budget: float) -> str:
     )  # fmt: skip
 
 
-def run(st: Settings, say: Any = print, reuse: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The truth, then every seed (or the seeds of an earlier result, ``reuse``), scored."""
+def _seed_job(args: tuple[int, Settings]) -> dict[str, Any]:
+    """One seed in a worker process (seeds are independent and deterministic)."""
+    seed, st = args
+    with _timing_only_text():
+        return one_seed(seed, st)
+
+
+def _say_seed(say: Any, seed: int, r: dict[str, Any]) -> None:
+    f, g = r["fixed"], r["refine"]
+    say(f"seed {seed}: fixed {f['stopped']} {f['server_s']:.0f} s {_bound_text(f)}; "
+        f"refine {g['stopped']} {g['server_s']:.0f} s {_bound_text(g)} "
+        f"({r['took_s']:.0f} s)")  # fmt: skip
+
+
+def run(
+    st: Settings, say: Any = print, reuse: dict[str, Any] | None = None, workers: int = 1
+) -> dict[str, Any]:
+    """The truth, then every seed (or the seeds of an earlier result, ``reuse``) on
+    ``workers`` processes, scored."""
     t0 = time.time()
     _check_timing_only_text()
     sc = yaml.safe_load((ROOT / "scenarios" / "low-to-medium.yaml").read_text())
@@ -818,13 +836,12 @@ def run(st: Settings, say: Any = print, reuse: dict[str, Any] | None = None) -> 
         say(f"truth: continuous {true['continuous']['stop']:.2f}, ladder "
             f"{true['ladder']['stop']} req/s ({true['took_s']:.0f} s)")  # fmt: skip
         per_seed = _reused(reuse, st) if reuse is not None else []
-        for seed in range(len(per_seed) + 1, st.seeds + 1):
-            r = one_seed(seed, st)
-            per_seed.append(r)
-            f, g = r["fixed"], r["refine"]
-            say(f"seed {seed}: fixed {f['stopped']} {f['server_s']:.0f} s {_bound_text(f)}; "
-                f"refine {g['stopped']} {g['server_s']:.0f} s {_bound_text(g)} "
-                f"({r['took_s']:.0f} s)")  # fmt: skip
+        todo = list(range(len(per_seed) + 1, st.seeds + 1))
+        with ProcessPoolExecutor(workers) as pool:
+            results = pool.map(_seed_job, [(seed, st) for seed in todo])
+            for seed, r in zip(todo, results, strict=True):
+                per_seed.append(r)
+                _say_seed(say, seed, r)
     score(per_seed, true)
     summary = {name: summarise(name, [r[name] for r in per_seed], true)
                for name in ("fixed", "refine")}  # fmt: skip
@@ -866,6 +883,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=Settings.budget_s,
                    help="server-seconds either strategy may spend (default %(default)s)")  # fmt: skip
     p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--workers", type=int, default=1, help="seeds run in this many processes")
     p.add_argument("--quick", action="store_true",
                    help="2 seeds and a rough truth, to try the script (writes adaptive-quick.*)")  # fmt: skip
     p.add_argument("--reuse", type=Path, metavar="JSON",
@@ -879,7 +897,7 @@ def main(argv: list[str] | None = None) -> int:
                       rough=Effort(2, 1, 20.0), bisect_steps=2)  # fmt: skip
         stem = "adaptive-quick"
     reuse = json.loads(a.reuse.read_text()) if a.reuse else None
-    result = run(st, reuse=reuse)
+    result = run(st, reuse=reuse, workers=a.workers)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / f"{stem}.json").write_text(json.dumps(_finite(result), indent=2, default=_json) + "\n")
     text = markdown(result)
