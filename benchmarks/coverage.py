@@ -332,7 +332,8 @@ def evaluate(dirs: Sequence[dict[str, Path]], *truths: dict[str, Any]) -> list[d
                 "effect": row.effect, "true_effect": _effect(t), "ratio": row.ratio.value,
                 "truth": t,
             })  # fmt: skip
-        out.append({"cells": cells, "stop": _stop_covered(x, true["stop"])})
+        out.append({"cells": cells, "stop": _stop_covered(x, true["stop"]),
+                    "stop_ci": _stop_ci(x)})  # fmt: skip
     out[0]["start_p50"] = {label: [_cell_p50s(r) for r in runs[label]] for label in LABELS}
     return out
 
@@ -353,6 +354,13 @@ def _cell_p50s(run: Any) -> list[float | None]:
 
 def _effect(ratio: float) -> str:
     return HELPS if ratio <= 1 - MIN_GAIN else HURTS if ratio >= 1 + MIN_GAIN else NO_CHANGE
+
+
+def _stop_ci(x: Any) -> dict[str, Any] | None:
+    """The stop compare printed, kept so that it can be scored against another truth."""
+    if x is None or x.stop is None:
+        return None
+    return {"qps": _finite(x.stop.qps), "ci": list(x.stop.ci), "beyond": list(x.stop.ci_beyond)}
 
 
 def _stop_covered(x: Any, true_stop: float | None) -> bool | None:
@@ -431,6 +439,7 @@ def summarise(per_seed: list[dict[str, Any]], true: dict[str, Any]) -> dict[str,
             "cells": cells,
             "stop_coverage": float(np.mean(stops)) if stops else None,
             "stop_n": len(stops),
+            "stop_covered": int(sum(stops)),
         } | _claim(name, cells)
     return designs
 
@@ -550,8 +559,22 @@ def markdown(result: dict[str, Any]) -> str:
             "Lowest coverage per design, seeds covered of seeds (95 % Wilson interval): "
             + "; ".join(_lowest(name, d) for name, d in w["designs"].items() if d["ci_printed"])
             + ".",
+            "",
+            _stops_line(w["designs"]),
         ]
     return "\n".join(lines) + "\n"
+
+
+def _stops_line(designs: dict[str, Any]) -> str:
+    """The crossover's coverage over every design of a world: few seeds per design find a
+    stop, so the designs' counts are joined (each stop CI is ``crossover.bracket``)."""
+    n = sum(d.get("stop_n", 0) for d in designs.values() if d["ci_printed"])
+    k = sum(d.get("stop_covered", round((d["stop_coverage"] or 0) * d.get("stop_n", 0)))
+            for d in designs.values() if d["ci_printed"])  # fmt: skip
+    if not n:
+        return "Stop CIs: no seed found a stop with a CI."
+    lo, hi = wilson(k, n)
+    return f"Stop CIs over every design: {k}/{n} held the true stop ({lo:.2f}–{hi:.2f})."
 
 
 def _lowest(name: str, d: dict[str, Any]) -> str:

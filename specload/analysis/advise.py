@@ -72,7 +72,7 @@ class Bound:
     beyond: tuple[str, str] = ("", "")
 
     def ci(self, tested_range: tuple[float, float]) -> str:
-        return f"95 % CI {load_ci_text(self.qps, (self.lo, self.hi), self.beyond, tested_range)}"
+        return f"95 % CI {load_ci_text((self.lo, self.hi), self.beyond, tested_range)}"
 
 
 @dataclass(frozen=True, slots=True)

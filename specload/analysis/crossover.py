@@ -17,17 +17,22 @@ over increasing load gives the status:
 A boundary is where the estimated gain crosses ``min_gain``, interpolated linearly in gain
 against log(QPS) between two adjacent steps (load steps are usually geometric, and latency
 curves are smoother in log-QPS): the stop is the first crossing downwards after the helping
-band, the start the last crossing upwards before it (``boundaries``: one vectorised search for
-the point estimate and every bootstrap replicate; a replicate's lowest band gives its stop,
-its highest its start). A step
-between the two that does not help significantly but whose estimated gain is still above
-``min_gain`` lies before the stop: the boundary's CI (the same search on every bootstrap
-replicate) then reaches back over it. Where the gain never crosses inside the tested range,
-the boundary lies beyond it (``inf``).
-Its CI applies the same boundary search to every bootstrap replicate of the gains (a
-replicate step "helps" when its gain is at least ``min_gain``): a replicate that helps at
-every step puts the stop above the tested range, one that never helps puts it below; a CI
-bound that lands outside is None (JSON null) and ``ci_beyond`` says on which side.
+band, the start the last crossing upwards before it (``boundaries``). A step between the two
+that does not help significantly but whose estimated gain is still above ``min_gain`` lies
+before the stop. Where the gain never crosses inside the tested range, the boundary lies
+beyond it (``inf``).
+
+Its CI is the pair of tested loads that bracket it (``bracket``): for a stop, the highest step
+up to which every step from the band's first one surely reaches ``min_gain`` (its ratio's CI
+lies entirely at or below ``1 - min_gain``) and the first step above the band that surely
+does not (its CI lies entirely above). Why not the bootstrap replicates' boundaries: over
+server starts their percentile interval held the simulator's true stop in 2 of 11 sessions
+(``benchmarks/results/coverage.md`` at e365eec). The bracket holds the true boundary whenever
+both steps' CIs hold their true ratios on the side that matters and the true gain falls
+through the minimum once between them, so it covers at least as often as the steps' CIs do;
+its width is the ladder's spacing there, which ``protocol.refine`` narrows with new steps.
+A side with no such step is open: the bound is None (JSON null) and ``ci_beyond`` says on
+which side of the tested range it lies.
 """
 
 from __future__ import annotations
@@ -47,7 +52,6 @@ from specload.analysis.wording import (
 )
 
 __all__ = [
-    "STARTS_BOUNDARY_CAVEAT",
     "ALWAYS",
     "BETWEEN",
     "CROSSES",
@@ -59,6 +63,7 @@ __all__ = [
     "Crossover",
     "StartEffects",
     "boundary_ci",
+    "bracket",
     "crossing_qps",
     "find_crossover",
     "fmt_qps",
@@ -70,17 +75,6 @@ ALWAYS, NEVER, CROSSES = "always_helps", "never_helps", "crosses"
 STARTS, BETWEEN, MIXED = "starts_helping", "helps_between", "mixed"
 STATUSES = (ALWAYS, NEVER, CROSSES, STARTS, BETWEEN, MIXED)
 
-#: What a boundary's CI over three or more server starts is worth, measured: on the
-#: simulator (``benchmarks/results/coverage.md``, time regime and per-start host draws on) it
-#: held the true stop boundary in 2 of the 11 seeds that found one (3 or 5 contiguous starts,
-#: 3 interleaved sessions), while the steps' own CIs held their true ratios in 83-100 %.
-#: Said beside such a CI: it shows where the estimates fall, it is not yet a 95 % interval.
-STARTS_BOUNDARY_CAVEAT = (
-    "a boundary's CI over server starts held the simulator's true boundary in only 2 of 11 "
-    "sessions (benchmarks/results/coverage.md): read it as the spread of the estimates, "
-    "not as a 95 % interval"
-)
-
 
 def fmt_qps(v: float) -> str:
     """A load as people read it: 17.6, 16.0, 0.85 (``wording.load_decimals``)."""
@@ -89,7 +83,8 @@ def fmt_qps(v: float) -> str:
 
 @dataclass(slots=True)
 class Boundary:
-    """One boundary (start or stop of helping) in req/s, with its 95 % bootstrap CI."""
+    """One boundary (start or stop of helping) in req/s, with its CI: the tested loads that
+    bracket it (``bracket``)."""
 
     qps: float
     ci: tuple[float | None, float | None] = (None, None)
@@ -107,8 +102,8 @@ class Boundary:
         return f">{tested_range[1]:g}" if self.qps > 0 else f"<{tested_range[0]:g}"
 
     def ci_text(self, tested_range: tuple[float, float]) -> str:
-        """ "16.5–21.0", "<2–4.7", ">32–>32" (``wording.load_ci_text``)."""
-        return load_ci_text(self.qps, self.ci, self.ci_beyond, tested_range)
+        """ "8–16", "<2–4", ">32–>32" (``wording.load_ci_text``)."""
+        return load_ci_text(self.ci, self.ci_beyond, tested_range)
 
     def to_dict(self) -> dict[str, object]:
         """JSON: a boundary beyond the tested range is null with ``beyond`` saying the side."""
@@ -377,20 +372,49 @@ def boundary_ci(points: np.ndarray) -> tuple[tuple[float | None, float | None], 
     )
 
 
-def _replicate_boundaries(
-    log_q: np.ndarray, reps: np.ndarray, min_gain: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Start and stop of every bootstrap replicate (rows of ``reps``; NaN for a row with a
-    missing value) and the helping steps of each complete row; a replicate step helps when
-    its gain reaches ``min_gain``."""
+def _replicate_helps(reps: np.ndarray, min_gain: float) -> np.ndarray:
+    """The helping steps of every complete bootstrap replicate (rows of ``reps``; a row with a
+    missing value left out); a replicate step helps when its gain reaches ``min_gain``."""
     gains = 1.0 - reps
     ok = ~np.isnan(gains).any(axis=1)
-    starts = np.full(gains.shape[0], np.nan)
-    stops = np.full(gains.shape[0], np.nan)
-    g = gains[ok]
-    helps = g >= min_gain
-    starts[ok], stops[ok] = boundaries(log_q, g, helps, min_gain)
-    return starts, stops, helps
+    helps: np.ndarray = gains[ok] >= min_gain
+    return helps
+
+
+def _sure(ratios: list[Estimate], min_gain: float) -> tuple[list[bool], list[bool]]:
+    """Per step: whether its ratio's CI lies entirely on the helping side of the minimum gain
+    (the true gain reaches it), and whether it lies entirely on the other side (it does not)."""
+    level = 1.0 - min_gain
+    yes = [r.hi is not None and r.hi <= level for r in ratios]
+    no = [r.lo is not None and r.lo > level for r in ratios]
+    return yes, no
+
+
+def bracket(
+    q: list[float], ratios: list[Estimate], helps: list[bool], min_gain: float, side: str
+) -> tuple[tuple[float | None, float | None], tuple[str, str]]:
+    """The CI of the band's stop (``side="stop"``) or start (``"start"``): the tested loads
+    that bracket it (module doc). ``helps`` is the steps' pattern, one contiguous band."""
+    yes, no = _sure(ratios, min_gain)
+    first = helps.index(True)
+    last = len(helps) - 1 - helps[::-1].index(True)
+    lo_i: int | None
+    hi_i: int | None
+    if side == "stop":  # sure from the band's first step up; the first sure miss above it
+        up = first
+        while up < len(q) and yes[up]:
+            up += 1
+        lo_i = up - 1 if up > first else None
+        hi_i = next((k for k in range(last + 1, len(q)) if no[k]), None)
+    else:  # sure from the band's last step down; the first sure miss below it
+        down = last
+        while down >= 0 and yes[down]:
+            down -= 1
+        hi_i = down + 1 if down < last else None
+        lo_i = next((k for k in range(first - 1, -1, -1) if no[k]), None)
+    lo = q[lo_i] if lo_i is not None else None
+    hi = q[hi_i] if hi_i is not None else None
+    return (lo, hi), ("below" if lo is None else "", "above" if hi is None else "")
 
 
 def _gain(ratio: Estimate) -> Estimate:
@@ -439,7 +463,7 @@ def find_crossover(
     gains = 1.0 - np.asarray([ratios[i].value for i in keep], dtype=np.float64)
     log_q = np.log(q)
     status = pattern_status(helps)
-    starts, stops, rep_helps = _replicate_boundaries(log_q, reps[:, keep], min_gain)
+    rep_helps = _replicate_helps(reps[:, keep], min_gain)
     same = (rep_helps == np.asarray(helps)).all(axis=1)
     x = Crossover(
         metric=metric, condition=condition, baseline=baseline, status=status,
@@ -450,11 +474,12 @@ def find_crossover(
     )  # fmt: skip
     if status in (CROSSES, STARTS, BETWEEN):
         start, stop = boundaries(log_q, gains[None, :], np.asarray([helps]), min_gain)
+        used_q, used_r = q.tolist(), [ratios[i] for i in keep]
         if status in (STARTS, BETWEEN):
-            ci, beyond = boundary_ci(starts)
+            ci, beyond = bracket(used_q, used_r, helps, min_gain, "start")
             x.start = Boundary(float(start[0]), ci, beyond)
         if status in (CROSSES, BETWEEN):
-            ci, beyond = boundary_ci(stops)
+            ci, beyond = bracket(used_q, used_r, helps, min_gain, "stop")
             x.stop = Boundary(float(stop[0]), ci, beyond)
     helping = [i for i, h in zip(keep, helps, strict=False) if h]
     if helping:

@@ -8,8 +8,6 @@ against the baseline. Written once here so that they read alike and never say "i
 
 from __future__ import annotations
 
-import math
-
 from specload.analysis.stats import Estimate
 
 __all__ = [
@@ -119,20 +117,18 @@ def load_with_ci(point: float, lo: float | None, hi: float | None) -> tuple[str,
 
 
 def load_ci_text(
-    point: float,
     ci: tuple[float | None, float | None],
     beyond: tuple[str, str],
     tested_range: tuple[float, float],
 ) -> str:
-    """A boundary's CI as text, the one form the verdict, tables and advice share:
-    "16.5–21.0", "<2–4.7", ">32–>32". A missing bound that the bootstrap placed beyond the
-    tested range (``beyond`` "above"/"below") shows as ">hi"/"<lo", else "?"; both bounds are
-    rounded like the boundary itself (17.6 → 17.1–18.2, not 17.1022–18.2341)."""
-    _, lo, hi = load_with_ci(point if math.isfinite(point) else 1.0, *ci)
+    """A boundary's CI as text, the one form the verdict, tables and advice share: "8–16",
+    "<2–4", ">32–>32". Its bounds are tested steps (``crossover.bracket``), named as the
+    steps are ("8", not "8.0"). A missing bound beyond the tested range (``beyond``
+    "above"/"below") shows as ">hi"/"<lo", else "?"."""
     parts = []
-    for v, text, side in zip(ci, (lo, hi), beyond, strict=True):
+    for v, side in zip(ci, beyond, strict=True):
         if v is not None:
-            parts.append(text)
+            parts.append(f"{v:g}")
         elif side == "above":
             parts.append(f">{tested_range[1]:g}")
         elif side == "below":

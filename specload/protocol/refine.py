@@ -9,15 +9,18 @@ server-seconds. The boundary is the verdict metric's crossover of each non-basel
 (``crossover``), or each condition's capacity within the SLOs (``capacity``,
 ``analysis/capacity.py``).
 
-Where the rates go: each boundary's CI bounds and its estimate (a bound the bootstrap left open
-is the tested step on that side), each snapped to an already tested rate within 5 %. A pass
-measures the boundary's neighbourhood again on fresh server starts: starts accumulate at
-those rates, so the CI narrows with the variance between starts in it (one start is one
-sample; a fixed ladder spends most of its starts far from the boundary), and as the CI
-narrows the three rates close in on it. Where the next tested load beyond a CI bound is more
-than 25 % away, a load 12 % beyond the bound is added: interpolating across a wide gap
-would make the CI narrower than the truth, so the search also stops only once the loads
-around each boundary are at most 25 % apart. A mixed pattern (helps, not, helps again: no single
+Where the rates go: each boundary's CI bounds and its estimate (a bound left open is the
+tested step on that side), each snapped to an already tested rate within 5 %. A crossover's
+CI is the two tested steps whose own CIs decide it (``crossover.bracket``), so its estimate is
+a new rate between them: once that rate's CI lies on one side of the minimum gain, the
+bracket narrows to it: a bisection that decides each step by the rule. A pass measures the
+neighbourhood again on fresh server starts: starts accumulate at those rates, so their CIs
+narrow with the variance between starts in them (one start is one sample; a fixed ladder
+spends most of its starts far from the boundary). Capacity's CI is interpolated between
+steps (``analysis.capacity``): where the next tested load beyond a CI bound is more than 25 %
+away, a load 12 % beyond the bound is added, since interpolating across a wide gap would make
+the CI narrower than the truth, and the search stops only once the loads around each
+boundary are at most 25 % apart. A mixed pattern (helps, not, helps again: no single
 boundary yet) measures again the loads where it flips. A
 boundary beyond the tested range cannot be refined inside it: the search stops and says so
 (extend the ladder instead). The proposed per-batch-size schedule (``num_speculative_tokens_
@@ -59,7 +62,7 @@ GAP_STEP = 1.12
 @dataclass(frozen=True, slots=True)
 class Bound:
     """One boundary being refined: which, its estimate and 95 % CI (None where beyond the
-    tested range), and the tested steps that bracket it."""
+    tested range), and the tested steps just around the estimate."""
 
     name: str
     qps: float | None

@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from specload.analysis.capacity import versus_text
-from specload.analysis.crossover import STARTS_BOUNDARY_CAVEAT, Boundary, Crossover
+from specload.analysis.crossover import Boundary, Crossover
 from specload.analysis.decode_step import DecodeStep
 from specload.analysis.effect import effect_text, rule_text
 from specload.analysis.gates import Gate, GateResult
 from specload.analysis.ratios import RatioRow
-from specload.analysis.stats import MIN_STARTS_FOR_CI, Estimate
+from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
 from specload.analysis.verdict import metric_label
 from specload.analysis.wording import signed_change, step_label, too_few_starts_text
@@ -427,7 +427,7 @@ def crossover_table(report: Report) -> Table:
             ]
         )
     return Table(
-        "Where each condition helps: status and boundaries (req/s, 95 % CI)",
+        "Where each condition helps: status and boundaries (req/s, with the steps that bracket them)",
         [
             "condition",
             "metric",
@@ -443,24 +443,15 @@ def crossover_table(report: Report) -> Table:
         ],
         rows,
         note="Steps classified by the rule stated at the top. A boundary lies between a helping "
-        "and a non-helping step, interpolated in log load; "
+        "and a non-helping step, interpolated in log load; its CI is the two tested loads that "
+        "bracket it: the steps' own CIs put the gain surely at or above the minimum up to the "
+        "lower one and surely below it at the upper one (narrower only with steps between them); "
         f"'>{_tested_top(report)}' means beyond the highest tested step. Server starts: each start against its partner baseline start, by the same rule; "
         "they agree when every step has the same effect in every start, else 'disagree at' "
         "names the loads and no boundary is claimed ('undecided'). Same steps in resamples: the "
         "share of bootstrap resamples that help at exactly the steps above (low: the helping "
-        "range is fragile). Statuses: docs/report.md." + _starts_boundary_note(report),
+        "range is fragile). Statuses: docs/report.md.",
     )
-
-
-def _starts_boundary_note(report: Report) -> str:
-    """The measured worth of a boundary CI over starts, where one is shown."""
-    c = report.comparison
-    over_starts = any(
-        min(c.starts_per_step(x.condition), c.starts_per_step(c.baseline)) >= MIN_STARTS_FOR_CI
-        and (x.start is not None or x.stop is not None)
-        for x in c.crossovers
-    )
-    return f" Note: {STARTS_BOUNDARY_CAVEAT}." if over_starts else ""
 
 
 def _drop_empty(t: Table, keep: int) -> Table:

@@ -58,8 +58,27 @@ def test_stop_is_interpolated_linearly_in_log_qps() -> None:
     # gain 0.15 at 4 and -0.05 at 8: 0.05 lies halfway, i.e. sqrt(4 * 8) in log space.
     assert x is not None and x.status == "crosses"
     assert x.stop is not None and x.stop.qps == pytest.approx(math.sqrt(32))
-    assert x.stop.ci[0] == pytest.approx(math.sqrt(32)) and x.start is None
+    assert x.stop.ci == (4, 8) and x.start is None  # bracketed by the steps that decide it
     assert x.qps == pytest.approx(math.sqrt(32)) and x.last_helping_qps == 4
+
+
+def test_a_boundary_ci_is_the_steps_whose_cis_decide_it_open_where_none_does() -> None:
+    """The stop lies above every step whose CI puts the gain surely at or above the minimum
+    (ratio CI at or below 0.95), contiguous from the band's first step, and below the first
+    step whose CI puts it surely under: a step that helps by the rule but whose CI reaches past
+    0.95 does not narrow it, and without a sure step on a side that side is open."""
+    x = _fixed([2, 4, 8, 16], [(0.70, 0.68, 0.72), (0.90, 0.85, 0.97), (0.97, 0.90, 1.05),
+                               (1.05, 1.03, 1.07)])  # fmt: skip
+    assert x is not None and x.status == "crosses" and x.helping == [2, 4]
+    assert x.stop is not None and x.stop.ci == (2, 16) and 4 < x.stop.qps < 8
+    assert x.stop.ci_text(x.tested_range) == "2–16"
+    unsure = _fixed([2, 4], [(0.90, 0.85, 0.97), (0.97, 0.90, 1.05)])
+    assert unsure is not None and unsure.stop is not None
+    assert unsure.stop.ci == (None, None) and unsure.stop.ci_beyond == ("below", "above")
+    start = _fixed([2, 4, 8, 16], [(1.05, 1.03, 1.07), (1.0, 0.93, 1.02), (0.85, 0.83, 0.87),
+                                   (0.70, 0.68, 0.72)])  # fmt: skip
+    assert start is not None and start.status == "starts_helping"
+    assert start.start is not None and start.start.ci == (2, 8) and 4 < start.start.qps < 8
 
 
 def test_start_is_where_the_gain_rises_through_the_minimum() -> None:

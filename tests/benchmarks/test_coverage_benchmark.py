@@ -51,7 +51,7 @@ def test_short_coverage_run_compares_designs_against_a_truth(monkeypatch, tmp_pa
         assert designs[name]["min_coverage"] in (0.0, 1.0)
     text = cov.markdown(result)
     assert "| interleaved-1 |" in text and "Truth (2 starts x 60 s)" in text
-    assert "· new start" in text
+    assert "· new start" in text and "Stop CIs" in text
 
 
 def test_two_starts_pooled_print_no_ci_and_claim_nothing() -> None:
