@@ -45,6 +45,16 @@ def test_next_rates_measure_the_ci_bounds_and_estimate_again_snapped_to_tested_l
         2.0, 2.2, 2.5, 2.9, 3.2, 8.0, 16.0, 24.0]  # fmt: skip
 
 
+def test_a_crossovers_pass_bisects_its_bracket_without_measuring_its_decided_ends() -> None:
+    """A crossover's CI is the two steps that decide it: the pass measures the estimate (or,
+    where that is a tested load, the middle of the loads around it), never the ends, whose
+    second start would leave them with no interval at all."""
+    b = Bound("spec crossover", 14.1, 8.0, 24.0, (14.0, 16.0), stepwise=True)
+    assert next_rates([b], tested=[8, 12, 16, 24]) == [14.1]
+    assert next_rates([b], tested=[8, 12, 14, 16, 24]) == [15.0]
+    assert next_rates([b], tested=[8, 12, 14, 15, 16, 24]) == []
+
+
 def test_converged_only_when_every_ci_is_inside_and_narrow_enough() -> None:
     narrow, wide = Bound("a", 20.0, 19.6, 20.4, (18, 22)), Bound("b", 20.0, 15.0, 26.0, (18, 22))
     assert converged([narrow], 1.0) and not converged([narrow, wide], 1.0)
@@ -115,6 +125,23 @@ def test_the_search_stops_on_precision_budget_and_range_without_running_a_pass(
     done = run_refinement(plan, _first(plan, 600), "crossover", 0.01, 1500.0, None, said.append)
     assert done.results == [] and done.stopped.startswith("the budget: pass 2 would take")
     assert "[refine] pass 1: 4, 8, 12, 14, 16, 18, 24 req/s, 1200 server-s" in said[-1]
+
+
+def test_the_search_stops_when_no_new_load_fits_inside_the_bracket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loads 14, 14.5 and 15 tested around an estimate of 14.8: nothing new fits between
+    them, so the search says that more starts per step decide it, and runs no pass."""
+    from specload.protocol import refine
+
+    bound = Bound("spec crossover", 14.8, 8.0, 24.0, (14.5, 15.0), stepwise=True)
+    monkeypatch.setattr(refine, "_compare", lambda *_a: None)
+    monkeypatch.setattr(refine, "current_bounds", lambda *_a: [bound])
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("steps: [8, 14, 14.5, 15, 24]\n")
+    plan = _plan(tmp_path / "out", scenario)
+    done = run_refinement(plan, _first(plan, 600), "crossover", 0.01, None, None, lambda _s: None)
+    assert done.stopped == refine.NOTHING_FITS and done.results == []
 
 
 def test_a_boundary_beyond_the_tested_range_is_not_refined(tmp_path: Path) -> None:

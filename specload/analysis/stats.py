@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -318,17 +319,32 @@ _T975 = (
 _Z975 = 1.959964
 
 
+#: Student's t 98.75 % quantiles (a two-sided 97.5 % interval) for 1..30 degrees of freedom
+#: (beyond: 2.2414 + 3.6 / df).
+_T9875 = (
+    25.452, 6.205, 4.177, 3.495, 3.163, 2.969, 2.841, 2.752, 2.685, 2.634,
+    2.593, 2.560, 2.533, 2.510, 2.490, 2.473, 2.458, 2.445, 2.433, 2.423,
+    2.414, 2.405, 2.398, 2.391, 2.385, 2.379, 2.373, 2.368, 2.364, 2.360,
+)  # fmt: skip
+
+
 def t975(df: int) -> float:
     """Student's t 97.5 % quantile (a two-sided 95 % interval) for ``df`` >= 1."""
     return _T975[df - 1] if df <= len(_T975) else _Z975 + 2.4 / df
 
 
-def widening(units: int) -> float:
+def t9875(df: int) -> float:
+    """Student's t 98.75 % quantile (a two-sided 97.5 % interval) for ``df`` >= 1: the
+    interval over server starts (``over_starts``)."""
+    return _T9875[df - 1] if df <= len(_T9875) else 2.2414 + 3.6 / df
+
+
+def widening(units: int, t: Callable[[int], float] = t975) -> float:
     """How much a bootstrap over ``units`` clusters must be stretched to cover like a t
     interval: ``sqrt(G / (G - 1))`` undoes the bootstrap's variance, which divides by G, not
     G - 1, and ``t(G - 1) / z`` its normal tails. 1.44 at 6 blocks, 1.17 at 12, 9.2 at 2."""
     g = max(units, 2)
-    return math.sqrt(g / (g - 1)) * t975(g - 1) / _Z975
+    return math.sqrt(g / (g - 1)) * t(g - 1) / _Z975
 
 
 #: A unit's own percentile counts toward the spread between units only where the unit holds
@@ -349,19 +365,25 @@ def unit_percentiles(xs: np.ndarray, groups: Units, q: float) -> np.ndarray:
     return out
 
 
-def _spread_stretch(reps: np.ndarray, unit_values: np.ndarray) -> float:
+def _spread_stretch(
+    reps: np.ndarray, unit_values: np.ndarray, t: Callable[[int], float] = t975
+) -> float:
     """The stretch that makes the replicates' interval at least as wide, on a log scale, as
     a t interval of the units' own values; 0 where there is nothing to compare."""
     v = unit_values[np.isfinite(unit_values) & (unit_values > 0)]
     lo, hi = percentile_ci(reps)
     if v.size < 2 or lo is None or hi is None or not 0 < lo < hi:
         return 0.0
-    half_t = t975(int(v.size) - 1) * float(np.std(np.log(v), ddof=1)) / math.sqrt(v.size)
+    half_t = t(int(v.size) - 1) * float(np.std(np.log(v), ddof=1)) / math.sqrt(v.size)
     return half_t / (math.log(hi / lo) / 2.0)
 
 
 def few_units_widened(
-    est: Estimate, reps: np.ndarray, units: int, unit_values: np.ndarray | None = None
+    est: Estimate,
+    reps: np.ndarray,
+    units: int,
+    unit_values: np.ndarray | None = None,
+    t: Callable[[int], float] = t975,
 ) -> tuple[Estimate, np.ndarray]:
     """Replicates stretched around the point estimate on a log scale by ``widening(units)``,
     or more where the units' own values (``unit_values``: each block's percentile) spread
@@ -379,9 +401,9 @@ def few_units_widened(
     """
     if est.value is None or not est.value > 0:
         return est, reps
-    c = widening(units)
+    c = widening(units, t)
     if unit_values is not None:
-        c = max(c, _spread_stretch(reps, unit_values))
+        c = max(c, _spread_stretch(reps, unit_values, t))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         # a large stretch of a far replicate must stay a number: clipped at e^+-30
         out = est.value * np.exp(np.clip(c * np.log(reps / est.value), -30.0, 30.0))
@@ -392,9 +414,7 @@ def few_units_widened(
 
 #: The fewest server starts whose pooled interval is printed. ``benchmarks/coverage.py``: at
 #: 2 starts even the t-widened interval is 70-260 points wide (it covers, but decides
-#: nothing; the run at 62a8c09), so none is printed and the per-start figures stand instead;
-#: at 3 and 5 contiguous starts it covered the population's ratio in 83-100 % of 30 seeds
-#: per step (time regime and per-start host draws on), at 3 interleaved sessions in 87-97 %.
+#: nothing; the run at 62a8c09), so none is printed and the per-start figures stand instead.
 MIN_STARTS_FOR_CI = 3
 
 
@@ -404,13 +424,18 @@ def over_starts(
     """A pooled percentile's interval over ``starts`` server starts (two or more run dirs).
 
     Why: the two-level bootstrap over a handful of starts undercovers a new start's value
-    (35-90 % in an earlier run of ``benchmarks/coverage.py``); stretched like a t interval
+    (35-90 % in an earlier run of ``benchmarks/coverage.py``). Stretched like a t interval
     over the starts, and at least as wide as the t interval of the starts' own percentiles
-    (``start_values``), it comes close (about 0.9 in ``benchmarks/results/coverage.md``):
-    the same rule as for blocks (``few_units_widened``).
-    Below ``MIN_STARTS_FOR_CI`` starts no interval is given (value kept, replicates NaN):
-    nothing downstream can then call a step significant or put a CI on a boundary.
+    (``start_values``), it held the population's ratio in 590 of 650 seed-steps at 3 and 5
+    starts (0.91, single steps down to 0.83; the runs at e365eec): real starts are not
+    normal (on the calibrated simulator 30 % of them carry one slow window, which three
+    starts often all lack), so the t quantile is the 97.5 %
+    interval's (``t9875``), chosen on those seeds and held on fresh ones
+    (``benchmarks/results/coverage.md``); the interval stays called a 95 % CI, which is what
+    it was chosen to hold. Below ``MIN_STARTS_FOR_CI`` starts no interval is given (value
+    kept, replicates NaN): nothing downstream can then call a step significant or put a CI
+    on a boundary.
     """
     if starts < MIN_STARTS_FOR_CI:
         return Estimate(est.value), np.full(reps.shape, np.nan)
-    return few_units_widened(est, reps, starts, start_values)
+    return few_units_widened(est, reps, starts, start_values, t9875)

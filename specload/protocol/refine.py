@@ -9,14 +9,16 @@ server-seconds. The boundary is the verdict metric's crossover of each non-basel
 (``crossover``), or each condition's capacity within the SLOs (``capacity``,
 ``analysis/capacity.py``).
 
-Where the rates go: each boundary's CI bounds and its estimate (a bound left open is the
-tested step on that side), each snapped to an already tested rate within 5 %. A crossover's
-CI is the two tested steps whose own CIs decide it (``crossover.bracket``), so its estimate is
-a new rate between them: once that rate's CI lies on one side of the minimum gain, the
-bracket narrows to it: a bisection that decides each step by the rule. A pass measures the
-neighbourhood again on fresh server starts: starts accumulate at those rates, so their CIs
-narrow with the variance between starts in them (one start is one sample; a fixed ladder
-spends most of its starts far from the boundary). Capacity's CI is interpolated between
+Where the rates go. A crossover's CI is the two tested steps whose own CIs decide it
+(``crossover.bracket``), so a pass adds one rate inside it: at the estimate, or midway (in log
+load) between the tested loads around it where the estimate is one of them. The decided
+ends are not measured again (a load measured on exactly two server starts has no interval:
+``stats.MIN_STARTS_FOR_CI``). Once the new rate's CI lies on one side of the minimum gain, the
+bracket narrows to it: a bisection that decides each step by the rule. Steps inside the
+bracket that no CI decides need more server starts, not more loads (``--replicates 3``).
+Capacity: each CI bound and the estimate (a bound left open is the tested step on that
+side), each snapped to an already tested rate within 5 %, so starts accumulate there and
+the CI narrows with the variance between them. Capacity's CI is interpolated between
 steps (``analysis.capacity``): where the next tested load beyond a CI bound is more than 25 %
 away, a load 12 % beyond the bound is added, since interpolating across a wide gap would make
 the CI narrower than the truth, and the search stops only once the loads around each
@@ -30,6 +32,7 @@ batch (``vllm:num_requests_running``) at that load.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -55,6 +58,12 @@ SAME_RATE = 0.05
 #: Tested loads around a boundary at most this far apart (ratio), else a pass adds one
 #: between: an interpolation across a wide gap gives a CI narrower than the truth.
 MAX_SPACING = 1.25
+#: Why a search stops with no new load to measure: the tested loads around every boundary are
+#: within ``SAME_RATE`` of each other, and only more starts per step can decide them.
+NOTHING_FITS = (
+    "no new load fits between the tested loads around the boundary: more server starts "
+    "per step (--replicates 3) decide the steps there"
+)
 #: Where that load goes: this factor beyond the CI bound, toward the far step.
 GAP_STEP = 1.12
 
@@ -69,6 +78,8 @@ class Bound:
     lo: float | None
     hi: float | None
     bracket: tuple[float, float] | None = None
+    #: its CI bounds are tested steps (a crossover's: ``crossover.bracket``), already decided
+    stepwise: bool = False
     #: no single boundary yet (a mixed pattern): the loads where it flips, to measure again
     unsettled: tuple[float, ...] = ()
 
@@ -139,7 +150,8 @@ def current_bounds(comparison: Any, target: str) -> list[Bound]:
             out.append(Bound(f"{label} crossover", None, None, None))
             continue
         lo, hi = b.ci
-        out.append(Bound(f"{label} crossover", b.qps, lo, hi, _bracket_of(b.qps, x.steps)))
+        out.append(Bound(f"{label} crossover", b.qps, lo, hi, _bracket_of(b.qps, x.steps),
+                         stepwise=True))  # fmt: skip
     return out
 
 
@@ -182,9 +194,9 @@ def _snap(q: float, tested: Sequence[float]) -> float:
 
 
 def next_rates(bounds: Sequence[Bound], tested: Sequence[float]) -> list[float]:
-    """The next pass's rates (see module doc): for each boundary its CI's bounds and its
-    estimate, each snapped to a tested rate when one is within 5 %, so passes measure the
-    boundary's neighbourhood again on fresh starts and its CI narrows; for a boundary that
+    """The next pass's rates (see module doc): one inside a crossover's CI; a capacity's CI
+    bounds and estimate, each snapped to a tested rate when one is within 5 %, so passes
+    measure its neighbourhood again on fresh starts and its CI narrows; for a boundary that
     is not settled yet, the loads where its pattern flips."""
     rates: set[float] = set()
     for b in bounds:
@@ -192,6 +204,9 @@ def next_rates(bounds: Sequence[Bound], tested: Sequence[float]) -> list[float]:
             rates.update(b.unsettled)
             continue
         if b.qps is None:
+            continue
+        if b.stepwise:
+            rates.update(_inside(b, tested))
             continue
         lo, hi = b.lo, b.hi
         if b.bracket is not None:  # an open CI bound: the tested step on that side
@@ -202,6 +217,21 @@ def next_rates(bounds: Sequence[Bound], tested: Sequence[float]) -> list[float]:
                 rates.add(_snap(q, tested))
         rates.update(_gap_rates(lo, hi, tested))
     return sorted(rates)
+
+
+def _inside(b: Bound, tested: Sequence[float]) -> list[float]:
+    """A new rate inside a stepwise CI: its estimate, or where that is a tested load, the
+    middle (in log load) of the two tested loads around it. Its ends are not measured again:
+    they are decided already, and a load measured on exactly two server starts has no
+    interval at all (``stats.MIN_STARTS_FOR_CI``). None where the loads around the estimate
+    are within 5 % of each other: nothing new fits between them."""
+    assert b.qps is not None
+    if not any(abs(t - b.qps) <= SAME_RATE * t for t in tested):
+        return [_round_rate(b.qps)]
+    if b.bracket is None:
+        return []
+    mid = _round_rate(math.sqrt(b.bracket[0] * b.bracket[1]))
+    return [] if any(abs(t - mid) <= SAME_RATE * t for t in tested) else [mid]
 
 
 def _gap_rates(lo: float | None, hi: float | None, tested: Sequence[float]) -> list[float]:
@@ -351,6 +381,8 @@ def run_refinement(
                 extra, passes, f"beyond the tested range ({beyond}): extend the steps"
             )
         rates = next_rates(bounds, tested)
+        if not rates:
+            return Refinement(extra, passes, NOTHING_FITS)
         n_runs = len(plan.conditions) * plan.replicates
         cost = pass_cost_s(rates, step_s, n_runs, start_s)
         if budget_s is not None and used + cost > budget_s:

@@ -20,7 +20,7 @@ from analysis.synth_rundir import SPEC, Cond, write_run
 from specload.analysis.compare import compare_runs
 from specload.analysis.comparison import Comparison
 from specload.analysis.effect import HELPS, NO_CHANGE
-from specload.analysis.stats import Estimate, few_units_widened, over_starts
+from specload.analysis.stats import Estimate, few_units_widened, over_starts, t9875
 from specload.analysis.wording import too_few_starts_text
 from specload.report.html import render_html
 from specload.report.jsonout import report_dict
@@ -53,8 +53,12 @@ def test_two_starts_give_no_interval_three_a_t_widened_one() -> None:
     assert none == Estimate(1.0) and np.isnan(nan).all()
     three, wide = over_starts(est, reps, 3)
     assert (three, wide.tolist()) == (lambda e, r: (e, r.tolist()))(
-        *few_units_widened(est, reps, 3)
+        *few_units_widened(est, reps, 3, t=t9875)
     )
+    # the 97.5 % t quantile (chosen on the simulator's starts): wider than blocks' 95 %
+    blocks, _ = few_units_widened(est, reps, 3)
+    assert blocks.lo is not None and blocks.hi is not None
+    assert three.hi - three.lo > 1.3 * (blocks.hi - blocks.lo)
     assert three.lo is not None and three.hi is not None
     assert three.hi - three.lo > 2 * (
         float(np.percentile(reps, 97.5)) - float(np.percentile(reps, 2.5))
@@ -64,14 +68,13 @@ def test_two_starts_give_no_interval_three_a_t_widened_one() -> None:
 def test_three_starts_whose_bootstrap_collapses_get_the_t_interval_of_their_own_values() -> None:
     """The floor blocks have, over starts too: where the pooled percentile barely moves in
     the bootstrap (most starts' values on one side of a bimodal step), the interval is at
-    least the t interval of the starts' own percentiles."""
-    from specload.analysis.stats import t975
+    least the (97.5 %) t interval of the starts' own percentiles."""
 
     reps = np.full(1000, 1.0) * np.exp(np.random.default_rng(0).normal(0.0, 0.001, 1000))
     est = Estimate(1.0, 0.999, 1.001)
     starts = np.array([0.9, 1.0, 1.15])
     got, _ = over_starts(est, reps, 3, starts)
-    half = t975(2) * float(np.std(np.log(starts), ddof=1)) / np.sqrt(3)
+    half = t9875(2) * float(np.std(np.log(starts), ddof=1)) / np.sqrt(3)
     assert got.lo is not None and got.hi is not None
     assert np.log(got.hi / got.lo) / 2 == pytest.approx(half, rel=0.05)
     plain, _ = over_starts(est, reps, 3)  # without the starts' values: the stretch alone
