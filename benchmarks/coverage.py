@@ -330,7 +330,7 @@ def evaluate(dirs: Sequence[dict[str, Path]], *truths: dict[str, Any]) -> list[d
                 "covered": lo is not None and hi is not None and lo <= t <= hi,
                 "width": None if lo is None or hi is None else hi - lo,
                 "effect": row.effect, "true_effect": _effect(t), "ratio": row.ratio.value,
-                "truth": t,
+                "truth": t, "ci": [lo, hi],
             })  # fmt: skip
         out.append({"cells": cells, "stop": _stop_covered(x, true["stop"]),
                     "stop_ci": _stop_ci(x)})  # fmt: skip
