@@ -9,6 +9,7 @@ the same new rates, and a report that pools the passes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -45,14 +46,58 @@ def test_next_rates_measure_the_ci_bounds_and_estimate_again_snapped_to_tested_l
         2.0, 2.2, 2.5, 2.9, 3.2, 8.0, 16.0, 24.0]  # fmt: skip
 
 
-def test_a_crossovers_pass_bisects_its_bracket_without_measuring_its_decided_ends() -> None:
-    """A crossover's CI is the two steps that decide it: the pass measures the estimate (or,
-    where that is a tested load, the middle of the loads around it), never the ends, whose
-    second start would leave them with no interval at all."""
+def test_a_crossovers_pass_bisects_its_ci_and_gives_an_undecided_step_more_starts() -> None:
+    """A crossover's CI is the two steps that decide it: the pass measures its middle in log
+    load (√(8·24) ≈ 13.9), or the tested load within 5 % of it again, on fresh starts; never
+    the decided ends."""
     b = Bound("spec crossover", 14.1, 8.0, 24.0, (14.0, 16.0), stepwise=True)
-    assert next_rates([b], tested=[8, 12, 16, 24]) == [14.1]
-    assert next_rates([b], tested=[8, 12, 14, 16, 24]) == [15.0]
-    assert next_rates([b], tested=[8, 12, 14, 15, 16, 24]) == []
+    assert next_rates([b], tested=[8, 12, 16, 24]) == [13.9]
+    assert next_rates([b], tested=[8, 12, 14, 16, 24]) == [14.0]
+    # ends within ~10 %: the middle is within 5 % of an end, nothing new fits
+    near = Bound("spec crossover", 14.2, 14.0, 15.0, (14.0, 15.0), stepwise=True)
+    assert next_rates([near], tested=[8, 14, 15, 24]) == []
+    # an open side: more starts at its undecided step nearest the estimate
+    open_lo = Bound("s", 14.1, None, 24.0, (12, 16), stepwise=True, undecided=(4.0, 8.0, 16.0))
+    assert next_rates([open_lo], tested=[4, 8, 16, 24]) == [8.0]
+    open_hi = Bound("s", 14.1, 8.0, None, (12, 16), stepwise=True, undecided=(16.0, 24.0))
+    assert next_rates([open_hi], tested=[8, 16, 24]) == [16.0]
+    # one start per pass: new loads only (the estimate, else midway between its neighbours)
+    assert next_rates([b], tested=[8, 12, 16, 24], restarts=False) == [14.1]
+    assert next_rates([b], tested=[8, 12, 14, 16, 24], restarts=False) == [15.0]
+    assert next_rates([b], tested=[8, 12, 14, 15, 16, 24], restarts=False) == []
+
+
+def test_never_helping_for_want_of_starts_is_measured_again_not_called_beyond() -> None:
+    """No step decided (each CI straddles the minimum gain): the status reads "never helps",
+    but the boundary is not beyond the tested range; the undecided steps get more starts."""
+    import numpy as np
+
+    from specload.analysis.crossover import NEVER, find_crossover
+    from specload.analysis.effect import HURTS, NO_CHANGE
+    from specload.analysis.stats import Estimate
+    from specload.protocol.refine import current_bounds
+
+    qps = [4.0, 16.0, 32.0]
+    ratios = [Estimate(0.85, 0.6, 1.1), Estimate(0.96, 0.7, 1.2), Estimate(2.1, 1.8, 2.4)]
+    x = find_crossover("tpot_p50", "spec", "baseline", qps, ratios,
+                       [NO_CHANGE, NO_CHANGE, HURTS], np.full((10, 3), np.nan), 0.05)  # fmt: skip
+    assert x is not None and x.status == NEVER and x.undecided == [4.0, 16.0]
+
+    class _Comparison:
+        ratios = {"spec": {}}
+        metric = "tpot_p50"
+
+        def crossover(self, _label: str, _metric: str) -> object:
+            return x
+
+    (b,) = current_bounds(_Comparison(), "crossover")
+    assert not b.beyond and b.undecided == (4.0, 16.0) and "no step decided yet" in b.text()
+    assert next_rates([b], tested=qps) == [4.0, 16.0]
+    assert next_rates([b], tested=qps, restarts=False) == []
+    # decided everywhere and never helping: beyond the tested range, nothing to measure
+    x.undecided = []
+    (b,) = current_bounds(_Comparison(), "crossover")
+    assert b.beyond and next_rates([b], tested=qps) == []
 
 
 def test_converged_only_when_every_ci_is_inside_and_narrow_enough() -> None:
@@ -130,18 +175,23 @@ def test_the_search_stops_on_precision_budget_and_range_without_running_a_pass(
 def test_the_search_stops_when_no_new_load_fits_inside_the_bracket(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Loads 14, 14.5 and 15 tested around an estimate of 14.8: nothing new fits between
-    them, so the search says that more starts per step decide it, and runs no pass."""
+    """A CI of the tested loads 14.5 and 15: nothing new fits between them, so the search
+    says a narrower precision cannot be reached, and runs no pass."""
     from specload.protocol import refine
 
-    bound = Bound("spec crossover", 14.8, 8.0, 24.0, (14.5, 15.0), stepwise=True)
+    bound = Bound("spec crossover", 14.8, 14.5, 15.0, (14.5, 15.0), stepwise=True)
     monkeypatch.setattr(refine, "_compare", lambda *_a: None)
     monkeypatch.setattr(refine, "current_bounds", lambda *_a: [bound])
     scenario = tmp_path / "s.yaml"
     scenario.write_text("steps: [8, 14, 14.5, 15, 24]\n")
-    plan = _plan(tmp_path / "out", scenario)
+    plan = dataclasses.replace(_plan(tmp_path / "out", scenario), replicates=3)
     done = run_refinement(plan, _first(plan, 600), "crossover", 0.01, None, None, lambda _s: None)
     assert done.stopped == refine.NOTHING_FITS and done.results == []
+    # with one start per pass, the tested steps are not measured again: the same stop, and
+    # the words say that three starts per pass decide the steps there
+    one = run_refinement(_plan(tmp_path / "out1", scenario), _first(plan, 600), "crossover",
+                         0.01, None, None, lambda _s: None)  # fmt: skip
+    assert one.stopped == refine.NOTHING_FITS_ONE_START and "--replicates 3" in one.stopped
 
 
 def test_a_boundary_beyond_the_tested_range_is_not_refined(tmp_path: Path) -> None:

@@ -170,6 +170,9 @@ class Crossover:
     agreement: float = 0.0
     #: steps left out because their data is incomplete (error budget, lost worker)
     excluded: list[float] = field(default_factory=list)
+    #: steps whose ratio CI straddles ``1 - min_gain``: neither surely reaching the minimum
+    #: gain nor surely not (``_sure``); more server starts there decide them (``protocol.refine``)
+    undecided: list[float] = field(default_factory=list)
     #: each replicate (server start) analysed alone; empty with one replicate
     starts: list[StartEffects] = field(default_factory=list)
     #: server starts pooled too few for an interval over them (``steps.starts_too_few``; 0:
@@ -270,6 +273,7 @@ class Crossover:
                 for q, e in zip(self.steps, self.effects, strict=False)
             ],
             "excluded_qps": self.excluded,
+            "undecided_qps": self.undecided,
             "last_helping_qps": self.last_helping_qps,
             "first_helping_qps": self.first_helping_qps,
             "first_gain": self.first_gain.to_dict(),
@@ -472,9 +476,11 @@ def find_crossover(
         agreement=float(np.mean(same)) if same.size else 0.0,
         note=_note(status, q, helps),
     )  # fmt: skip
+    used_q, used_r = q.tolist(), [ratios[i] for i in keep]
+    yes, no = _sure(used_r, min_gain)
+    x.undecided = [v for v, y, n in zip(used_q, yes, no, strict=True) if not (y or n)]
     if status in (CROSSES, STARTS, BETWEEN):
         start, stop = boundaries(log_q, gains[None, :], np.asarray([helps]), min_gain)
-        used_q, used_r = q.tolist(), [ratios[i] for i in keep]
         if status in (STARTS, BETWEEN):
             ci, beyond = bracket(used_q, used_r, helps, min_gain, "start")
             x.start = Boundary(float(start[0]), ci, beyond)

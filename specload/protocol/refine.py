@@ -10,13 +10,18 @@ server-seconds. The boundary is the verdict metric's crossover of each non-basel
 ``analysis/capacity.py``).
 
 Where the rates go. A crossover's CI is the two tested steps whose own CIs decide it
-(``crossover.bracket``), so a pass adds one rate inside it: at the estimate, or midway (in log
-load) between the tested loads around it where the estimate is one of them. The decided
-ends are not measured again (a load measured on exactly two server starts has no interval:
-``stats.MIN_STARTS_FOR_CI``). Once the new rate's CI lies on one side of the minimum gain, the
-bracket narrows to it: a bisection that decides each step by the rule. Steps inside the
-bracket that no CI decides need more server starts, not more loads (``--replicates 3``).
-Capacity: each CI bound and the estimate (a bound left open is the tested step on that
+(``crossover.bracket``), so a pass bisects it: one rate at its middle in log load. Where a
+tested load lies within 5 % of that middle, the pass measures that load again instead, on
+fresh server starts, so its starts accumulate until its CI decides it; the decided ends are
+never measured again. A CI side left open (no step there decided yet) gets more starts at its
+undecided step nearest the estimate, and where no step is decided at all (every CI straddles
+the minimum gain: "never helps" only for want of starts) the undecided steps are measured
+again rather than called beyond the tested range. The middle, not the estimate: at the
+estimate the true gain is near the minimum by construction, the one load no number of starts
+decides. This needs passes of three starts or more (``--replicates 3``): with one start per
+pass a tested step is not measured again (on exactly two starts it would have no interval,
+``stats.MIN_STARTS_FOR_CI``), and a pass adds one new load, at the estimate or midway
+between the tested loads around it. Capacity: each CI bound and the estimate (a bound left open is the tested step on that
 side), each snapped to an already tested rate within 5 %, so starts accumulate there and
 the CI narrows with the variance between them. Capacity's CI is interpolated between
 steps (``analysis.capacity``): where the next tested load beyond a CI bound is more than 25 %
@@ -40,6 +45,7 @@ from typing import Any
 
 from specload.analysis.crossover import MIXED
 from specload.analysis.effect import HELPS
+from specload.analysis.stats import MIN_STARTS_FOR_CI
 from specload.core.errors import ConfigError
 
 __all__ = [
@@ -58,11 +64,17 @@ SAME_RATE = 0.05
 #: Tested loads around a boundary at most this far apart (ratio), else a pass adds one
 #: between: an interpolation across a wide gap gives a CI narrower than the truth.
 MAX_SPACING = 1.25
-#: Why a search stops with no new load to measure: the tested loads around every boundary are
-#: within ``SAME_RATE`` of each other, and only more starts per step can decide them.
+#: Why a search stops with no new load to measure: each crossover's CI is two loads within
+#: about 10 % of each other, as narrow as steps can make it.
 NOTHING_FITS = (
-    "no new load fits between the tested loads around the boundary: more server starts "
-    "per step (--replicates 3) decide the steps there"
+    "the CI is two tested loads about 10 % apart or less: no new load fits between them, "
+    "so a narrower --precision cannot be reached"
+)
+#: The same with one start per pass: the steps there need more starts than a pass adds.
+NOTHING_FITS_ONE_START = (
+    "no new load fits between the tested loads around the boundary, and steps measured on "
+    "one start each are not measured again (two starts have no interval): --replicates 3 "
+    "decides the steps there"
 )
 #: Where that load goes: this factor beyond the CI bound, toward the far step.
 GAP_STEP = 1.12
@@ -82,11 +94,13 @@ class Bound:
     stepwise: bool = False
     #: no single boundary yet (a mixed pattern): the loads where it flips, to measure again
     unsettled: tuple[float, ...] = ()
+    #: tested steps no CI decides yet (``Crossover.undecided``): more starts decide them
+    undecided: tuple[float, ...] = ()
 
     @property
     def beyond(self) -> bool:
         """The boundary lies outside the tested range: no pass inside it can find it."""
-        return self.qps is None and not self.unsettled
+        return self.qps is None and not self.unsettled and not self.undecided
 
     @property
     def width(self) -> float | None:
@@ -97,6 +111,9 @@ class Bound:
         if self.unsettled:
             flips = ", ".join(f"{q:g}" for q in self.unsettled)
             return f"{self.name}: no single boundary yet (flips within {flips} req/s)"
+        if self.qps is None and self.undecided:
+            steps = ", ".join(f"{q:g}" for q in self.undecided)
+            return f"{self.name}: no step decided yet (more starts at {steps} req/s)"
         if self.qps is None:
             return f"{self.name}: beyond the tested range"
         ci = f"{self.lo:.3g}–{self.hi:.3g}" if self.width is not None else "open"
@@ -147,11 +164,13 @@ def current_bounds(comparison: Any, target: str) -> list[Bound]:
             out.append(Bound(f"{label} crossover", None, None, None, unsettled=_flips(x)))
             continue
         if x is None or b is None or not b.inside:
-            out.append(Bound(f"{label} crossover", None, None, None))
+            # "never helps" with steps no CI decides is a want of starts, not a boundary beyond
+            undecided = tuple(x.undecided) if x is not None and not x.helping else ()
+            out.append(Bound(f"{label} crossover", None, None, None, undecided=undecided))
             continue
         lo, hi = b.ci
         out.append(Bound(f"{label} crossover", b.qps, lo, hi, _bracket_of(b.qps, x.steps),
-                         stepwise=True))  # fmt: skip
+                         stepwise=True, undecided=tuple(x.undecided)))  # fmt: skip
     return out
 
 
@@ -193,20 +212,26 @@ def _snap(q: float, tested: Sequence[float]) -> float:
     return min(near, key=lambda t: abs(t - q)) if near else _round_rate(q)
 
 
-def next_rates(bounds: Sequence[Bound], tested: Sequence[float]) -> list[float]:
+def next_rates(
+    bounds: Sequence[Bound], tested: Sequence[float], *, restarts: bool = True
+) -> list[float]:
     """The next pass's rates (see module doc): one inside a crossover's CI; a capacity's CI
     bounds and estimate, each snapped to a tested rate when one is within 5 %, so passes
     measure its neighbourhood again on fresh starts and its CI narrows; for a boundary that
-    is not settled yet, the loads where its pattern flips."""
+    is not settled yet, the loads where its pattern flips. ``restarts``: a pass adds enough
+    starts for a tested step to keep an interval (``--replicates`` 3 or more); with one
+    start per pass a crossover's tested steps are not measured again, since a step on
+    exactly two starts has no interval at all (``stats.MIN_STARTS_FOR_CI``)."""
     rates: set[float] = set()
     for b in bounds:
         if b.unsettled:
             rates.update(b.unsettled)
             continue
         if b.qps is None:
+            rates.update(b.undecided if restarts else ())
             continue
         if b.stepwise:
-            rates.update(_inside(b, tested))
+            rates.update(_inside(b, tested) if restarts else _between(b, tested))
             continue
         lo, hi = b.lo, b.hi
         if b.bracket is not None:  # an open CI bound: the tested step on that side
@@ -220,11 +245,28 @@ def next_rates(bounds: Sequence[Bound], tested: Sequence[float]) -> list[float]:
 
 
 def _inside(b: Bound, tested: Sequence[float]) -> list[float]:
-    """A new rate inside a stepwise CI: its estimate, or where that is a tested load, the
-    middle (in log load) of the two tested loads around it. Its ends are not measured again:
-    they are decided already, and a load measured on exactly two server starts has no
-    interval at all (``stats.MIN_STARTS_FOR_CI``). None where the loads around the estimate
-    are within 5 % of each other: nothing new fits between them."""
+    """The next rate for a stepwise CI (module doc): its middle in log load, or the tested load
+    within 5 % of it (measured again on fresh starts); for an open side, its undecided step
+    nearest the estimate. None where the CI's ends are so close that the middle is within 5 %
+    of one of them: the ends are decided, and nothing new fits between them."""
+    assert b.qps is not None
+    q = b.qps
+    if b.lo is None or b.hi is None:
+        out = []
+        below = [t for t in b.undecided if t <= q]
+        above = [t for t in b.undecided if t >= q]
+        if b.lo is None and below:
+            out.append(max(below))
+        if b.hi is None and above:
+            out.append(min(above))
+        return out
+    mid = _snap(math.sqrt(b.lo * b.hi), tested)
+    return [] if mid in (b.lo, b.hi) else [mid]
+
+
+def _between(b: Bound, tested: Sequence[float]) -> list[float]:
+    """With one start per pass, only new loads: the estimate, or where that is a tested load,
+    the middle (log load) of the tested loads around it; None where nothing new fits."""
     assert b.qps is not None
     if not any(abs(t - b.qps) <= SAME_RATE * t for t in tested):
         return [_round_rate(b.qps)]
@@ -304,6 +346,15 @@ class Refinement:
     stopped: str
 
 
+def _nothing_fits(bounds: Sequence[Bound], restarts: bool) -> str:
+    """Why no pass can add anything (see ``NOTHING_FITS``)."""
+    if restarts:
+        return NOTHING_FITS
+    if any(b.qps is None and b.undecided for b in bounds):
+        return "no step is decided yet, and one start per pass cannot decide one: --replicates 3"
+    return NOTHING_FITS_ONE_START
+
+
 def _compare(out: Path, baseline: str, slos: Sequence[Any] | None) -> Any:
     from specload.analysis.compare import compare_runs
     from specload.protocol.sweep import sweep_run_dirs
@@ -380,9 +431,10 @@ def run_refinement(
             return Refinement(
                 extra, passes, f"beyond the tested range ({beyond}): extend the steps"
             )
-        rates = next_rates(bounds, tested)
+        restarts = plan.replicates >= MIN_STARTS_FOR_CI
+        rates = next_rates(bounds, tested, restarts=restarts)
         if not rates:
-            return Refinement(extra, passes, NOTHING_FITS)
+            return Refinement(extra, passes, _nothing_fits(bounds, restarts))
         n_runs = len(plan.conditions) * plan.replicates
         cost = pass_cost_s(rates, step_s, n_runs, start_s)
         if budget_s is not None and used + cost > budget_s:
