@@ -12,16 +12,19 @@ with a virtual ``run_pass``).
 The two strategies, on the same terms:
 
 - **Fixed**: ``scenarios/low-to-medium.yaml`` as shipped (8 steps 1-32 req/s, 10 s warm-up +
-  60 s, 2 repeats per start), 2 server starts per condition, then 2 more per condition at a
-  time (the only way a fixed ladder narrows its CI).
-- **Refine**: a coarse ladder (4, 16, 32 req/s, 10 s + 60 s, one repeat, 2 starts per
-  condition), then ``--refine crossover`` passes (2 starts per condition each).
+  60 s, 2 repeats per start), 3 server starts per condition (the fewest with an interval
+  over starts, ``stats.MIN_STARTS_FOR_CI``), then 3 more per condition at a time (the only
+  way a fixed ladder narrows its CI). Its boundary CI is two of its steps
+  (``crossover.bracket``), so never narrower than its spacing there.
+- **Refine**: a coarse ladder (4, 16, 32 req/s, 10 s + 60 s, one repeat, 3 starts per
+  condition), then ``--refine crossover`` passes (3 starts per condition each, as
+  ``--replicates 3`` runs them).
 - **Same target and stopping rule**: both stop at the first check where the product's own
   rule (``refine.converged``: the stop boundary's 95 % CI at most ``PRECISION`` req/s wide,
-  between tested loads at most 25 % apart) holds, checking after each added pair of starts
-  per condition (fixed) or pass (refine, which adds 2 starts per condition too); or when the
-  next check would overrun the same server-time budget (``--budget-s``, default 4720
-  server-s: what the shipped ladder spends with its 2 starts per condition). Which of the two
+  between tested loads at most 25 % apart) holds, checking after each 3 added starts
+  per condition (fixed) or pass (refine, which adds 3 starts per condition too); or when the
+  next check would overrun the same server-time budget (``--budget-s``, default 7080
+  server-s: what the shipped ladder spends with its 3 starts per condition). Which of the two
   happened is reported per seed; a seed that stopped on the budget has no time to target.
   The fixed ladder's share that met the width alone (spacing ignored) is reported too.
 - **Same hosts**: server start k of condition c in seed s runs on the host drawn with start
@@ -61,11 +64,12 @@ Speed (the machine is shared): one process; the engine's output *text* is replac
 constant token for the run (``_timing_only_text``: timing does not depend on it with
 synthetic acceptance and no stop strings; checked at startup on one step, timelines
 identical) and every request shares one random 512-token prompt (prefix caching off), which
-together make a virtual step about twice as fast. ``--seeds 25`` took 31 min for the seeds and
-5-6 min for the truth on one shared core. Results: ``benchmarks/results/adaptive.md`` and
+together make a virtual step about twice as fast. The seeds run in ``--workers`` processes while
+the main one computes the truth (5-6 min on one core); seeds start at ``--first-seed``
+(default 26: fresh after the 25 of the run before the interval over starts). Results: ``benchmarks/results/adaptive.md`` and
 ``adaptive.json``.
 
-Usage: python benchmarks/adaptive.py [--seeds N] [--budget-s S] [--out DIR] [--quick]
+Usage: python benchmarks/adaptive.py [--seeds N] [--first-seed K] [--workers N] [--budget-s S] [--out DIR] [--quick]
        [--reuse OLD.json]  (the seeds of an earlier run; the truth and scores again)
 """
 
@@ -94,7 +98,7 @@ import specload.sim.virtual as virtual
 from specload.analysis.compare import compare_runs
 from specload.analysis.crossover import find_crossover
 from specload.analysis.effect import classify
-from specload.analysis.stats import Estimate
+from specload.analysis.stats import MIN_STARTS_FOR_CI, Estimate
 from specload.cli.demo import SPEC_CONFIGS
 from specload.core.condition import parse_condition
 from specload.core.records import RequestRecord
@@ -114,10 +118,14 @@ INPUT_TOKENS, OUTPUT_TOKENS = 512, 256
 START_S = 60.0
 COARSE = [4.0, 16.0, 32.0]
 WARMUP_S, STEP_S = 10.0, 60.0  # refine's passes; the fixed ladder's come from its scenario
-STARTS_PER_CHECK = 2  # starts per condition added before each check, both strategies
+#: Server starts per condition added before each check, both strategies: the fewest with an
+#: interval over starts (two have none), as refine's passes run them (``--replicates 3``).
+STARTS_PER_CHECK = MIN_STARTS_FOR_CI
 PRECISION = 2.0  # ±1 req/s
 METRIC, MIN_GAIN, BOOTSTRAP = "tpot_p50", 0.05, 500
 DEFAULT_SEEDS = 25
+#: Seeds 1-25 were the run before the interval over starts; these are fresh.
+FIRST_SEED = 26
 #: A ladder step whose rough true gain lies this close to min_gain gets the full effort.
 ROUGH_MARGIN = 0.03
 T0 = 1_790_000_000.0
@@ -135,7 +143,9 @@ class Effort:
 @dataclass(frozen=True)
 class Settings:
     seeds: int = DEFAULT_SEEDS
-    budget_s: float = 4720.0
+    first_seed: int = FIRST_SEED
+    #: what the shipped ladder spends with 3 starts per condition (2 x 3 x (60 + 16 x 70))
+    budget_s: float = 7080.0
     full: Effort = Effort(16, 16, 120.0)
     rough: Effort = Effort(4, 4, 60.0)
     bisect_steps: int = 6
@@ -327,7 +337,7 @@ def _crossover_bound(dirs: Sequence[Path]) -> tuple[Bound | None, dict[float, in
 
 
 def fixed_ladder(starts: Starts, out: Path, budget_s: float) -> dict[str, Any]:
-    """The shipped ladder, 2 starts per condition, then 2 more per condition per check."""
+    """The shipped ladder, 3 starts per condition, then 3 more per condition per check."""
     sc = yaml.safe_load((ROOT / "scenarios" / "low-to-medium.yaml").read_text())
     rates, repeats = [float(q) for q in sc["steps"]], int(sc["repeats"])
     warmup_s, step_s = float(sc["warmup_s"]), float(sc["step_duration_s"])
@@ -356,7 +366,7 @@ def _width_ok(b: Bound | None) -> bool:
 
 
 def refined(starts: Starts, out: Path, budget_s: float) -> dict[str, Any]:
-    """Coarse ladder, then ``run_refinement``'s passes, each on 2 fresh starts per condition
+    """Coarse ladder, then ``run_refinement``'s passes, each on 3 fresh starts per condition
     (pass p's starts are numbered on from the coarse ladder's, so start k is the fixed
     ladder's start k)."""
     first = [
@@ -524,12 +534,11 @@ def _truth_band(by_set: list[float | None], stop: float | None) -> dict[str, Any
 
 
 def covers(b: dict[str, Any], true_q: float | None) -> bool | None:
-    """Whether the stop CI holds ``true_q`` (an open bound is open on its side); a seed with
-    no boundary (beyond the tested range, or no single one) misses."""
-    if true_q is None:
+    """Whether the stop CI holds ``true_q`` (an open bound is open on its side); None for a
+    seed with no boundary (no step decided, or no single one): it prints no CI to hold, and
+    is counted apart (``found``)."""
+    if true_q is None or b["qps"] is None:
         return None
-    if b["qps"] is None:
-        return False
     lo = -math.inf if b["lo"] is None else b["lo"]
     hi = math.inf if b["hi"] is None else b["hi"]
     return bool(lo <= true_q <= hi)
@@ -601,6 +610,7 @@ def summarise(name: str, rows: list[dict[str, Any]], true: dict[str, Any]) -> di
         "estimate": {"median": _q(points, 50) if points else None,
                      "iqr": [_q(points, 25), _q(points, 75)] if points else None,
                      "none": n - len(points)},
+        "found": _share([r["bound"]["qps"] is not None for r in rows]),
         "coverage_continuous": _share([r["covers_continuous"] for r in rows]),
         "coverage_continuous_reached": _share([r["covers_continuous"] for r in reached]),
         "stopped": stops,
@@ -718,7 +728,8 @@ def markdown(result: dict[str, Any]) -> str:
         rows.append(
             f"| {name} | {_fmt_share(s['reached'])} | {_fmt_s(t['median'], budget)} "
             f"({_fmt_s(t['iqr'][0], budget)}–{_fmt_s(t['iqr'][1], budget)}) | "
-            f"{s['server_s_spent']['median']:.0f} | {_fmt_w(w['median'])} "
+            f"{s['server_s_spent']['median']:.0f} | {_fmt_share(s['found'])} | "
+            f"{_fmt_w(w['median'])} "
             f"({_fmt_w(w['iqr'][0])}–{_fmt_w(w['iqr'][1])}) | {est} | "
             f"{_fmt_share(s['coverage_continuous'])}{_fmt_band(s['coverage_continuous_band'])} | "
             + (f"{_fmt_share(s['coverage_ladder'])}{_fmt_band(s['coverage_ladder_band'])}"
@@ -729,18 +740,22 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join([
         "# Adaptive search vs the fixed ladder, compared fairly (benchmarks/adaptive.py)",
         "",
-        f"{st['seeds']} seeds; calibrated H200 profile in virtual time, per-start host jitter "
+        f"{st['seeds']} seeds ({st['first_seed']}–{st['first_seed'] + st['seeds'] - 1}); "
+        "calibrated H200 profile in virtual time, per-start host jitter "
         "on (the same host for start k of a seed in both strategies), time regime off. Target: "
         f"the p50 TPOT crossover's 95 % CI at most {PRECISION:g} req/s wide (±{PRECISION / 2:g}) "
         "between loads at most 25 % apart (`refine.converged`, for both), checked after each "
-        f"2 added starts per condition; else stopped at the same budget of {budget:.0f} "
-        "server-s (what the shipped ladder spends with 2 starts per condition: it gets one "
-        "check). Server time: 60 s per start plus its steps.",
+        f"{st['starts_per_check']} added starts per condition (the fewest with an interval over "
+        f"starts); else stopped at the same budget of {budget:.0f} server-s (what the shipped "
+        f"ladder spends with {st['starts_per_check']} starts per condition). A boundary's CI is "
+        "the two tested steps whose own CIs decide it (`crossover.bracket`), each step's CI a "
+        "97.5 % t interval over its starts (`stats.over_starts`). Server time: 60 s per start "
+        "plus its steps.",
         "",
         "| strategy | reached target | server-s to target, median (IQR) | server-s spent, "
-        "median | CI width at stop, median (IQR) | estimate, median (IQR) | coverage vs "
-        "continuous truth | coverage vs ladder truth |",
-        "|:--|:--|--:|--:|--:|--:|:--|:--|",
+        "median | found a stop | CI width at stop, median (IQR) | estimate, median (IQR) | "
+        "coverage vs continuous truth | coverage vs ladder truth |",
+        "|:--|:--|--:|--:|:--|--:|--:|:--|:--|",
         *rows,
         "",
         f"- **Truth** (long runs over the population of starts; two independent sets of "
@@ -755,28 +770,25 @@ def markdown(result: dict[str, Any]) -> str:
         "- How to read it: shares are k/n seeds with a 95 % Wilson interval. \"Server-s to "
         f"target\" counts a seed that stopped on the budget as >{budget:.0f}, so a median "
         f"shown >{budget:.0f} means fewer than half the seeds reached the target. Coverage: "
-        "the share of seeds whose CI at the stop holds the truth (a nominal 95 % CI should "
-        "hold it in ~95 %); the fixed ladder's CI estimates the ladder truth, refine's (steps "
-        "closing in on the boundary) the continuous one.",
+        "the share of the seeds that found a stop whose CI holds the truth (a nominal 95 % CI "
+        "should hold it in ~95 %); a seed with no stop (no step decided, or no single "
+        "boundary) prints no CI and is counted under \"found a stop\". A CI of tested steps claims the load where the true gain crosses "
+        "the minimum gain lies between them, so both strategies are scored against the "
+        "continuous truth; the ladder truth (the product's interpolation on the true ratios "
+        "at the ladder's steps) is what the fixed ladder's point estimate aims at.",
         f"- Fixed ladder: the CI width alone (spacing ignored) was within {PRECISION:g} req/s in "
         f"{_fmt_share(fx['width_alone'])} seeds; stops: {_fmt_stops(fx)}. {_spacing(true)}",
         f"- Refine: stops: {_fmt_stops(rf)}; the seeds that reached the target took "
         f"{_fmt_reached_s(result['per_seed'])} server-s, and their CI held the continuous truth "
         f"in {_fmt_share(rf['coverage_continuous_reached'])}.",
         "- Server starts per condition behind the two steps around the estimate at the stop "
-        f"(the bootstrap's clusters there): fixed {_fmt_around(fx)}, refine {_fmt_around(rf)}.",
+        f"(what the interval over starts rests on): fixed {_fmt_around(fx)}, refine {_fmt_around(rf)}.",
         f"- {result['verdict']}",
-        "- Why, as far as these runs show: at 2 server starts per condition behind a step, "
-        "compare's two-level bootstrap resamples 2 run dirs, which cannot show how much starts "
-        "differ (the host factor alone has sigma 0.3 on speculation's host-bound time): the "
-        f"fixed ladder, with 2 starts at every step, covered its truth in "
-        f"{_fmt_share(fx['coverage_ladder'])} seeds. Refine's passes add their new "
-        "loads on fresh starts, so the two steps around its stop often rest on different "
-        "starts; a pass's estimate fell outside the previous pass's CI in "
+        "- A pass's estimate fell outside the previous pass's CI in "
         f"{_fmt_share(rf['pass_outside_previous_ci'])} passes (per-seed passes: "
         "`adaptive.json`).",
-        f"- Run time, one process on a 2-core machine shared with another benchmark: seeds "
-        f"{result['seeds_took_s'] / 60:.0f} min"
+        f"- Run time: seeds {result['seeds_took_s'] / 60:.0f} CPU-min over "
+        f"{result.get('workers', 1)} worker processes"
         + (" (per-seed results reused from an earlier run of the same seeds: `--reuse`)"
            if result.get("seeds_reused") else "")
         + f", truth {true['took_s'] / 60:.0f} min.",
@@ -794,7 +806,7 @@ def verdict(fx: dict[str, Any], rf: dict[str, Any], budget: float) -> str:
         + f", the fixed ladder in {_fmt_share(fx['reached'])} (median CI width at the budget "
         f"{_fmt_w(fx['width_at_stop']['median'])} req/s)."
     )
-    covs = {"refine": rf["coverage_continuous"], "the fixed ladder": fx["coverage_ladder"]}
+    covs = {"refine": rf["coverage_continuous"], "the fixed ladder": fx["coverage_continuous"]}
 
     low = [n for n, c in covs.items() if c["share"] is not None and c["ci95"][1] < 0.95]
     if not low:
@@ -831,17 +843,17 @@ def run(
     t0 = time.time()
     _check_timing_only_text()
     sc = yaml.safe_load((ROOT / "scenarios" / "low-to-medium.yaml").read_text())
-    with _timing_only_text():
+    per_seed = _reused(reuse, st) if reuse is not None else []
+    todo = list(range(st.first_seed + len(per_seed), st.first_seed + st.seeds))
+    with ProcessPoolExecutor(workers) as pool, _timing_only_text():
+        # the seeds run in the workers while this process computes the truth
+        results = pool.map(_seed_job, [(seed, st) for seed in todo])
         true = truth([float(q) for q in sc["steps"]], st, say)
         say(f"truth: continuous {true['continuous']['stop']:.2f}, ladder "
             f"{true['ladder']['stop']} req/s ({true['took_s']:.0f} s)")  # fmt: skip
-        per_seed = _reused(reuse, st) if reuse is not None else []
-        todo = list(range(len(per_seed) + 1, st.seeds + 1))
-        with ProcessPoolExecutor(workers) as pool:
-            results = pool.map(_seed_job, [(seed, st) for seed in todo])
-            for seed, r in zip(todo, results, strict=True):
-                per_seed.append(r)
-                _say_seed(say, seed, r)
+        for seed, r in zip(todo, results, strict=True):
+            per_seed.append(r)
+            _say_seed(say, seed, r)
     score(per_seed, true)
     summary = {name: summarise(name, [r[name] for r in per_seed], true)
                for name in ("fixed", "refine")}  # fmt: skip
@@ -849,6 +861,7 @@ def run(
         "settings": {**asdict(st), "precision_qps": PRECISION, "metric": METRIC,
                      "min_gain": MIN_GAIN, "bootstrap": BOOTSTRAP, "start_s": START_S,
                      "coarse": COARSE, "starts_per_check": STARTS_PER_CHECK},
+        "workers": workers,
         "truth": true, "summary": summary,
         "verdict": verdict(summary["fixed"], summary["refine"], st.budget_s),
         "per_seed": per_seed, "seeds_took_s": sum(r["took_s"] for r in per_seed),
@@ -859,8 +872,13 @@ def run(
 def _reused(earlier: dict[str, Any], st: Settings) -> list[dict[str, Any]]:
     """The per-seed results of an earlier run with the same budget (the seeds are
     deterministic: rerunning them gives the same), JSON keys back to numbers."""
-    if earlier["settings"]["budget_s"] != st.budget_s:
-        raise SystemExit("--reuse: that result has another budget; run the seeds again")
+    ours = {
+        "budget_s": st.budget_s,
+        "first_seed": st.first_seed,
+        "starts_per_check": STARTS_PER_CHECK,
+    }
+    if any(earlier["settings"].get(k) != v for k, v in ours.items()):
+        raise SystemExit(f"--reuse: that result differs in {', '.join(ours)}; run the seeds again")
     rows: list[dict[str, Any]] = earlier["per_seed"][: st.seeds]
     for r in rows:
         for name in ("fixed", "refine"):
@@ -880,6 +898,9 @@ def _bound_text(res: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
+    p.add_argument("--first-seed", type=int, default=FIRST_SEED,
+                   help="seeds FIRST.. (default %(default)s: fresh after the run before "
+                   "the interval over starts)")  # fmt: skip
     p.add_argument("--budget-s", type=float, default=Settings.budget_s,
                    help="server-seconds either strategy may spend (default %(default)s)")  # fmt: skip
     p.add_argument("--out", type=Path, default=OUT)
@@ -890,10 +911,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="take the per-seed results from this earlier adaptive.json (same budget) "
                    "and compute only the truth and the scores again")  # fmt: skip
     a = p.parse_args(argv)
-    st = Settings(seeds=a.seeds, budget_s=a.budget_s)
+    st = Settings(seeds=a.seeds, first_seed=a.first_seed, budget_s=a.budget_s)
     stem = "adaptive"
     if a.quick:
-        st = Settings(seeds=2, budget_s=a.budget_s, full=Effort(4, 2, 30.0),
+        st = Settings(seeds=2, first_seed=a.first_seed, budget_s=a.budget_s, full=Effort(4, 2, 30.0),
                       rough=Effort(2, 1, 20.0), bisect_steps=2)  # fmt: skip
         stem = "adaptive-quick"
     reuse = json.loads(a.reuse.read_text()) if a.reuse else None
