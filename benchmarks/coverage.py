@@ -407,10 +407,12 @@ def _start_of(kind: str, n: int) -> int:
 
 
 def summarise(per_seed: list[dict[str, Any]], true: dict[str, Any]) -> dict[str, Any]:
-    """Coverage, median width and wrong answers per design and cell, over the seeds."""
+    """Coverage, median width and wrong answers per design and cell, over the seeds that
+    measured the design (runs merged from different kinds of design or code carry different
+    designs per seed)."""
     designs: dict[str, Any] = {}
-    for name in per_seed[0]:
-        rows = [s[name] for s in per_seed]
+    for name in dict.fromkeys(d for s in per_seed for d in s):
+        rows = [s[name] for s in per_seed if name in s]
         cells = []
         for i, cell in enumerate(CELLS):
             got = [r["cells"][i] for r in rows]
@@ -436,6 +438,7 @@ def summarise(per_seed: list[dict[str, Any]], true: dict[str, Any]) -> dict[str,
                  if pop else {}))  # fmt: skip
         stops = [r["stop"] for r in rows if r["stop"] is not None]
         designs[name] = {
+            "seeds": len(rows),
             "cells": cells,
             "stop_coverage": float(np.mean(stops)) if stops else None,
             "stop_n": len(stops),
@@ -532,8 +535,10 @@ def markdown(result: dict[str, Any]) -> str:
         truth_txt = ", ".join(
             f"{c} {r:.3f}" for c, r in zip(result["cells"], w["truth"]["ratios"], strict=True)
         )
+        counts = {d.get("seeds") for d in w["designs"].values()}
+        n = w.get("seeds") or (counts.pop() if len(counts) == 1 else None)
         lines += ["", f"## {world.replace('_', ' ')}", "",
-                  (f"{w['seeds']} seeds. " if "seeds" in w else "Seeds per design as listed. ")
+                  (f"{n} seeds. " if n else "Seeds per design as listed. ")
                   + f"Truth ({w['truth'].get('starts', 8)} "
                   f"starts x {w['truth'].get('s', 150.0):g} s): {truth_txt}; stop "
                   f"{w['truth']['stop']}", ""]  # fmt: skip
@@ -549,7 +554,7 @@ def markdown(result: dict[str, Any]) -> str:
             stop = (
                 "—" if d["stop_coverage"] is None else f"{d['stop_coverage']:.2f} ({d['stop_n']})"
             )
-            seeds = f" ({d['seeds']} seeds)" if "seeds" in d else ""
+            seeds = f" ({d['seeds']} seeds)" if d.get("seeds", n) != n else ""
             lines.append(f"| {name}{seeds} | {cells} | {stop} |")
         lines += [
             "",

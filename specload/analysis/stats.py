@@ -151,7 +151,8 @@ class Units:
     @classmethod
     def of(cls, groups: np.ndarray) -> Units:
         groups = np.asarray(groups).reshape(-1)
-        if groups.size and np.issubdtype(groups.dtype, np.integer) and groups.min() >= 0:
+        small = groups.size and np.issubdtype(groups.dtype, np.integer) and groups.min() >= 0
+        if small and groups.max() <= 8 * groups.size + 1024:  # a table of ids, not gigabytes
             present = np.bincount(groups) > 0  # O(N) renumbering of small integer ids
             ids = (np.cumsum(present) - 1)[groups]
             n_units = int(present.sum())

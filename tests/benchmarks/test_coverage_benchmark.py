@@ -86,6 +86,14 @@ def test_runs_of_one_world_merge_their_seeds() -> None:
     assert design["seeds"] == 2 and len(merged["per_seed"]) == 2
     assert [c["coverage"] for c in design["cells"]] == [0.5] * len(cov.CELLS)
     assert design["min_coverage"] == 0.5 and design["ci_claim"] == "new_start"
+    # a later run that measured another design too: each design counts its own seeds
+    both = one_seed(True) | {"interleaved-1": one_seed(False)["contiguous-3"]}
+    runs.append(
+        runs[0] | {"worlds": {"starts": runs[0]["worlds"]["starts"] | {"per_seed": [both]}}}
+    )
+    merged = cov.merge(runs)["worlds"]["starts"]["designs"]
+    assert merged["contiguous-3"]["seeds"] == 3 and merged["interleaved-1"]["seeds"] == 1
+    assert merged["interleaved-1"]["min_coverage"] == 0.0
 
 
 def test_each_window_draws_its_own_accepted_drafts() -> None:
