@@ -125,14 +125,15 @@ def constructed(tmp_path: Path) -> tuple[Path, Path]:
     """A baseline and a spec run whose p50 TPOT gain falls to the 5 % minimum at 2e² ≈ 14.8
     req/s, with steps close together around it."""
     out = tmp_path / "out"
-    # 600 requests a step: 25-150 s at these rates, so every step's CI is over five or six
-    # time slices (``steps._time_slices``), as a real minute-long step's would be
-    write_run(out / "baseline", Cond("baseline"), qps=QPS, n=600, seed=2)
+    # 1200 requests a step: 50-300 s at these rates, so every step's CI is over six time
+    # slices (``steps._time_slices``), as a real minute-long step's would be, and 8 and 24
+    # req/s are decided
+    write_run(out / "baseline", Cond("baseline"), qps=QPS, n=1200, seed=2)
     write_run(
         out / "spec-ngram-k4",
         Cond("spec-ngram-k4", speculative=SPEC, tpot=linear_gain(0.25, 2, 0.1)),
         qps=QPS,
-        n=600,
+        n=1200,
         seed=2,
     )
     scenario = tmp_path / "s.yaml"
