@@ -151,8 +151,8 @@ class Units:
     @classmethod
     def of(cls, groups: np.ndarray) -> Units:
         groups = np.asarray(groups).reshape(-1)
-        small = groups.size and np.issubdtype(groups.dtype, np.integer) and groups.min() >= 0
-        if small and groups.max() <= 8 * groups.size + 1024:  # a table of ids, not gigabytes
+        ids_ok = groups.size and np.issubdtype(groups.dtype, np.integer) and groups.min() >= 0
+        if ids_ok and groups.max() <= 8 * groups.size + 1024:  # a table of ids, not gigabytes
             present = np.bincount(groups) > 0  # O(N) renumbering of small integer ids
             ids = (np.cumsum(present) - 1)[groups]
             n_units = int(present.sum())
@@ -434,8 +434,7 @@ def over_starts(
     on those seeds: the same centre, wider, so it holds at least as often as those figures;
     on fresh seeds 3 and 5 starts, contiguous or interleaved, held it in 730 of 760
     seed-steps, no step below 22 of 24 (``benchmarks/results/coverage.md`` at 94d6f01). The
-    interval stays called a 95 % CI, which is what
-    it was chosen to hold. Below ``MIN_STARTS_FOR_CI`` starts no interval is given (value
+    interval stays called a 95 % CI, which is what it was chosen to hold. Below ``MIN_STARTS_FOR_CI`` starts no interval is given (value
     kept, replicates NaN): nothing downstream can then call a step significant or put a CI
     on a boundary.
     """
