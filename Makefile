@@ -19,17 +19,25 @@ env: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/specload demo --out runs/demo
 
+# Four pytest-xdist workers on two cores: many tests wait on step windows and servers.
+# loadscope keeps the tests that share an expensive fixture (the real-vLLM servers, a
+# module's simulator) on one worker (tests/scheduling.py), longest first (tests/conftest.py).
+XDIST := -n 4 --dist loadscope --no-loadscope-reorder
+
 # lint first: a change that breaks ruff, the formatting or mypy --strict fails in seconds
 test: lint
-	$(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) --durations=25 $(PYTEST_ARGS)
 
-# the quick loop while working (under 2 minutes): unit and in-process tests; the end-to-end
-# runs (Locust, sweeps, faults, real vLLM, the browser) are in `make test`
+# the quick loop while working (under 90 s on two cores): unit and in-process tests; the
+# end-to-end runs (Locust, sweeps, faults, real vLLM, the browser, command lines and
+# servers in subprocesses) are in `make test`
 E2E := tests/faults tests/locust tests/vllm tests/test_sweep.py tests/test_error_budget.py \
        tests/test_run_cli.py tests/test_privacy.py tests/metrics/test_gpu.py \
-       tests/client/test_client_vs_sim.py tests/test_demo.py
+       tests/client/test_client_vs_sim.py tests/test_demo.py tests/test_preflight.py \
+       tests/test_target.py tests/test_input_validation.py tests/sim/test_cli.py \
+       tests/test_host.py tests/sim/test_calibration.py
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not vllm and not browser" \
+	$(BIN)/python -m pytest -q $(XDIST) -m "not slow and not vllm and not browser" \
 	  $(addprefix --ignore=,$(E2E)) -x $(PYTEST_ARGS)
 
 LINTED := specload tests benchmarks scripts tools

@@ -71,6 +71,31 @@ def free_port() -> int:
     return specload.core.ports.free_port()
 
 
+def _poll_xdist_queue(config: pytest.Config) -> None:
+    """Let a pytest-xdist worker wait for its next test without a gevent LoopExit.
+
+    Locust monkey-patches ``threading`` when a test imports it; from then on the worker's
+    wait for more tests (``TestQueue.get``: an ``Event.wait`` on the main thread, which xdist's
+    I/O thread sets) allocates a gevent lock that a real thread cannot wake, and gevent ends
+    the worker ("This operation would block forever"). Polling the queue with ``time.sleep``
+    (gevent's after the patch, real before) waits the same way on both sides of it. The
+    queue's class is found on the worker's plugin, as xdist runs its worker code as a
+    source string, not as the importable ``xdist.remote``."""
+    for plugin in config.pluginmanager.get_plugins():
+        queue = getattr(plugin, "torun", None)
+        if queue is None or not hasattr(queue, "lock"):
+            continue
+
+        def get(self: object) -> object:
+            while True:
+                with self.lock() as items:  # type: ignore[attr-defined]
+                    if items:
+                        return items.popleft()
+                time.sleep(0.01)
+
+        type(queue).get = get
+
+
 def examples(nightly: int) -> int:
     """Hypothesis examples for a property test whose full count is ``nightly``."""
     return nightly if HYPOTHESIS_PROFILE == "nightly" else max(10, nightly // 4)
@@ -83,6 +108,33 @@ def pytest_configure(config: pytest.Config) -> None:
     all: give SIGINT back its usual meaning here, for this process and all it starts."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    _poll_xdist_queue(config)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``make test`` (``--dist loadscope``): tests that share a wide-scoped fixture stay on
+    one worker, every other test is spread on its own (``tests/scheduling.py``)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from tests.scheduling import SharedFixtureScheduling
+
+    return SharedFixtureScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Hand out the longest work first (the real-vLLM group, then modules with a test marked
+    slow) so that no xdist worker starts it last. Whole modules move, so a serial run keeps
+    each module's fixtures set up once."""
+
+    def rank(module: str) -> int:
+        marks = {
+            m.name for i in items if i.nodeid.startswith(module + "::") for m in i.iter_markers()
+        }
+        return 0 if "vllm" in marks else 1 if "slow" in marks else 2
+
+    modules = list(dict.fromkeys(i.nodeid.split("::")[0] for i in items))
+    order = {m: (rank(m), n) for n, m in enumerate(modules)}
+    items.sort(key=lambda i: order[i.nodeid.split("::")[0]])
 
 
 def wait_http(url: str, timeout_s: float = 20.0, proc: subprocess.Popen | None = None) -> None:

@@ -299,11 +299,14 @@ def _gevent_patched() -> bool:
 
 
 def _procs() -> int:
+    """Worker processes for parsing: ``SPECLOAD_COMPARE_PROCS``, else the cores (up to 8);
+    always 1 in a gevent-patched process, whatever the variable says: a process pool's
+    threads are greenlets there, and its result wait never returns."""
+    if _gevent_patched():
+        return 1
     env = os.environ.get("SPECLOAD_COMPARE_PROCS")
     if env and env.isdigit():
         return max(1, int(env))
-    if _gevent_patched():
-        return 1
     return max(1, min(os.cpu_count() or 1, 8))
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +13,7 @@ import pytest
 from analysis.synth_rundir import Cond, write_run
 from specload.analysis import columns
 from specload.analysis.run_columns import load_runs
+from tests.conftest import REPO
 
 
 def _corrupt(path: Path, line_no: int) -> None:
@@ -18,18 +22,18 @@ def _corrupt(path: Path, line_no: int) -> None:
     path.write_bytes(b"".join(lines))
 
 
-def test_parallel_parse_equals_serial_and_keeps_line_numbers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def parallel_equals_serial(root: str) -> None:
+    """The check, in a process of its own (``test_parallel_...`` below)."""
     runs = [
-        write_run(tmp_path / c, Cond(c), qps=(2, 4), n=400, warm=10, metrics=False)
+        write_run(Path(root) / c, Cond(c), qps=(2, 4), n=400, warm=10, metrics=False)
         for c in ("a", "b")
     ]
     _corrupt(runs[1] / "requests.jsonl", 700)
-    monkeypatch.setenv("SPECLOAD_COMPARE_PROCS", "1")
+    os.environ["SPECLOAD_COMPARE_PROCS"] = "1"
     serial = load_runs(runs)
-    monkeypatch.setenv("SPECLOAD_COMPARE_PROCS", "2")
-    monkeypatch.setattr(columns, "PARALLEL_MIN_BYTES", 0)
+    os.environ["SPECLOAD_COMPARE_PROCS"] = "2"
+    columns.PARALLEL_MIN_BYTES = 0
+    assert columns._procs() == 2
     parallel = load_runs(runs)
     for s, p in zip(serial, parallel, strict=False):
         assert s.n == p.n and set(s.cols) == set(p.cols)
@@ -43,6 +47,30 @@ def test_parallel_parse_equals_serial_and_keeps_line_numbers(
         w for w in serial[1].warnings if "line 700" in w
     ]
     assert any("line 700: not valid JSON" in w for w in parallel[1].warnings)
+
+
+def test_parallel_parse_equals_serial_and_keeps_line_numbers(tmp_path: Path) -> None:
+    # In a fresh interpreter: this one may be gevent-patched by an earlier test that
+    # imported Locust, where the parse never uses processes (next test).
+    code = (
+        "import sys; sys.path[:0] = ['tests', '.']\n"
+        "from tests.analysis.test_columns import parallel_equals_serial\n"
+        f"parallel_equals_serial({str(tmp_path)!r})\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_a_gevent_patched_process_parses_alone_whatever_the_variable_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SPECLOAD_COMPARE_PROCS", "4")
+    monkeypatch.setattr(columns, "_gevent_patched", lambda: True)
+    assert columns._procs() == 1
+    monkeypatch.setattr(columns, "_gevent_patched", lambda: False)
+    assert columns._procs() == 4
 
 
 def test_ranges_start_on_line_boundaries(tmp_path: Path) -> None:

@@ -2,16 +2,23 @@
 
 Each connection reads one request (head + Content-Length body), stores it in ``requests``,
 then plays ``script``: a list of ``bytes`` to send and ``float`` seconds to sleep, and closes
-the connection. Runs in OS threads (the client under test uses gevent sockets, unpatched).
+the connection. Runs in an OS thread with the standard library's own sockets and sleep, also
+after a test has let Locust monkey-patch them: the server keeps answering while the client's
+whole process is blocked, which is what the receive-stamp tests are about.
 """
 
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+from gevent.monkey import get_original
+
+_os_socket = get_original("socket", "socket")
+_os_sleep = get_original("time", "sleep")
+_os_thread = get_original("_thread", "start_new_thread")
 
 Script = list[bytes | float]
 
@@ -71,43 +78,64 @@ def _read_request(conn: socket.socket) -> tuple[bytes, bytes]:
     return head, body
 
 
-def _serve(listener: socket.socket, server: RawServer, stop: threading.Event) -> None:
-    while not stop.is_set():
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
-            continue
-        except OSError:
-            return
-        with conn:
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            server.requests.append(_read_request(conn))
+@dataclass
+class _Flags:
+    """Stop and done, shared with the OS thread (plain flags: no lock of either world)."""
+
+    stop: bool = False
+    done: bool = False
+
+
+def _pause(flags: _Flags, seconds: float) -> bool:
+    """Sleep ``seconds`` in small steps; True when told to stop meanwhile."""
+    end = seconds
+    while end > 0 and not flags.stop:
+        _os_sleep(min(end, 0.05))
+        end -= 0.05
+    return flags.stop
+
+
+def _serve(listener: socket.socket, server: RawServer, flags: _Flags) -> None:
+    try:
+        while not flags.stop:
             try:
-                for step in server.script:
-                    if isinstance(step, float):
-                        if stop.wait(step):
-                            return
-                    else:
-                        conn.sendall(step)
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
             except OSError:
-                pass
+                return
+            with conn:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                server.requests.append(_read_request(conn))
+                try:
+                    for step in server.script:
+                        if isinstance(step, float):
+                            if _pause(flags, step):
+                                return
+                        else:
+                            conn.sendall(step)
+                except OSError:
+                    pass
+    finally:
+        flags.done = True
 
 
 @contextmanager
 def raw_server(script: Script) -> Iterator[RawServer]:
     """Serve ``script`` to every connection until the block ends."""
-    listener = socket.socket()
+    listener = _os_socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
     listener.settimeout(0.2)
     server = RawServer(port=listener.getsockname()[1], script=script)
-    stop = threading.Event()
-
-    t = threading.Thread(target=_serve, args=(listener, server, stop), daemon=True)
-    t.start()
+    flags = _Flags()
+    _os_thread(_serve, (listener, server, flags))
     try:
         yield server
     finally:
-        stop.set()
+        flags.stop = True
+        for _ in range(100):  # the accept timeout or a pause step ends within 0.2 s
+            if flags.done:
+                break
+            _os_sleep(0.05)
         listener.close()
-        t.join(timeout=5)
