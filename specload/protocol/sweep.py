@@ -520,10 +520,17 @@ def compare_sweep(
     Runs already in ``out`` from earlier invocations (``--url``, one condition each) are
     compared too. The baseline is the first condition when this sweep ran several, else a
     run labelled ``baseline``, else compare's own choice (the run without speculation and
-    prefix caching). ``compare_args`` are extra ``specload compare`` options. Ends with the one-sentence verdict and the HTML report's path, so they
-    are the last lines on the terminal after the tables.
+    prefix caching). A single ``--url`` run is listed after the ones already there, so the
+    report's order is the order conditions were added. ``compare_args`` are extra
+    ``specload compare`` options. Ends with the one-sentence verdict and the HTML report's
+    path, so they are the last lines on the terminal after the tables.
     """
-    dirs = list(run_dirs) + [d for d in sweep_run_dirs(out) if d not in run_dirs]
+    earlier = sorted(
+        (d for d in sweep_run_dirs(out) if d not in run_dirs),
+        key=lambda d: float((peek_run_json(d) or {}).get("started_at") or 0.0),
+    )
+    # one ``--url`` condition joins the runs already there, last (the order they were added)
+    dirs = list(run_dirs) + earlier if len(run_dirs) > 1 else earlier + list(run_dirs)
     if len(dirs) < 2:
         say(f"[sweep] one run in {out}; measure another condition into it to compare")
         return 0

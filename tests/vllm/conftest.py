@@ -82,7 +82,7 @@ class VllmServers:
     python: Path
     model_dir: Path
     log_dir: Path
-    max_alive: int = 2
+    max_alive: int = 3
     running: dict[tuple[str, ...], VllmServer] = field(default_factory=dict)
 
     def __call__(self, *flags: str) -> VllmServer:
