@@ -1,7 +1,7 @@
 """``specload demo``: four conditions on the simulator, then the verdict and the report.
 
 The shortened demo runs the real thing (simulator subprocesses, Locust runs, compare) with
-fewer and shorter steps; it asserts the verdict's structure and that the verdict, the
+two conditions (``--conditions spec``), fewer and shorter steps; it asserts the verdict's structure and that the verdict, the
 status table and report.json say the same about three starts (a boundary where they agree
 step by step, "server starts disagree" where they do not), never any timing: with 2-s steps
 a start's own CI is wide, and whether three starts agree is the data's to say.
@@ -56,6 +56,19 @@ def test_demo_scenario_brackets_the_calibrated_crossover_and_fits_the_budget() -
     assert scenario.prompts.input_tokens == 512
 
 
+def test_conditions_keeps_the_baseline_and_names_what_a_workload_lacks() -> None:
+    from specload.cli.demo import chosen_conditions
+    from specload.core.errors import ConfigError
+
+    conds = demo_conditions("h200-llama8b")
+    assert [c.name for c in chosen_conditions(conds, "spec")] == ["baseline", "spec"]
+    assert [c.name for c in chosen_conditions(conds, "both, prefix")] == [
+        "baseline", "prefix", "both"]  # fmt: skip
+    assert chosen_conditions(conds, None) == conds
+    with pytest.raises(ConfigError, match="'ngram'.*expected names from baseline, spec"):
+        chosen_conditions(conds, "ngram")
+
+
 @pytest.mark.slow
 def test_short_demo_prints_a_verdict_the_status_table_and_report_json_share(tmp_path: Path) -> None:
     raw = yaml.safe_load(DEMO_YAML.read_text())
@@ -64,7 +77,18 @@ def test_short_demo_prints_a_verdict_the_status_table_and_report_json_share(tmp_
     short.write_text(yaml.safe_dump(raw))
     out = tmp_path / "demo"
     res = subprocess.run(
-        [sys.executable, "-m", "specload", "demo", "--out", str(out), "--scenario", str(short)],
+        [
+            sys.executable,
+            "-m",
+            "specload",
+            "demo",
+            "--out",
+            str(out),
+            "--scenario",
+            str(short),
+            "--conditions",
+            "spec",
+        ],  # fmt: skip
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -75,20 +99,22 @@ def test_short_demo_prints_a_verdict_the_status_table_and_report_json_share(tmp_
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     html = out / "report" / "report.html"
     assert html.is_file() and str(html) in res.stdout
+    names = ("baseline", "spec")  # --conditions spec: the prefix runs are not started
+    assert not (out / "prefix-r1").exists() and not (out / "both-r1").exists()
     metas = {
         (name, r): json.loads((out / f"{name}-r{r}" / "run.json").read_text())
-        for name in ("baseline", "spec", "prefix", "both")
+        for name in names
         for r in (1, 2, 3)
     }
     assert all(m["status"] == "completed" for m in metas.values())
     # three fresh starts per condition, interleaved: every condition's k-th before any k+1-th
     for k in (1, 2):
-        assert max(metas[n, k]["started_at"] for n in ("baseline", "spec", "prefix", "both")) < min(
-            metas[n, k + 1]["started_at"] for n in ("baseline", "spec", "prefix", "both")
+        assert max(metas[n, k]["started_at"] for n in names) < min(
+            metas[n, k + 1]["started_at"] for n in names
         )
     report = json.loads((out / "report" / "report.json").read_text())
     assert {c["label"]: c["server_starts"] for c in report["conditions"]} == {
-        "baseline": 3, "spec": 3, "prefix": 3, "both": 3}  # fmt: skip
+        "baseline": 3, "spec": 3}  # fmt: skip
     assert {c["ci_scope"] for c in report["conditions"]} == {"between_starts"}
     headline = report["headline"]
     assert f"Verdict: {headline}" in res.stdout
