@@ -1,6 +1,6 @@
 """``ChatUser``: takes an arrival from its process's queue, sends it, reports it.
 
-Deliberately short: pacing lives in ``load.py`` (open loop), measurement in the client,
+Deliberately short: pacing lives in ``load_process.py`` (open loop), measurement in the client,
 records go back through the process's outbox, and Locust's rows are fired from the record.
 A user that finds the queue empty simply waits on it; it never sleeps on its own.
 
