@@ -2,7 +2,7 @@
 
 Analysis must handle millions of records in seconds, so records are kept as one numpy array
 per field (``analysis.columns`` parses them) rather than as ``RequestRecord`` objects. The reader follows the run-directory
-contract in ``docs/architecture.md``; it is tolerant where a run that was killed can leave a
+contract in ``docs/run-dir.md``; it is tolerant where a run that was killed can leave a
 mark (a partial trailing line, a missing ``steps.json`` or ``metrics.jsonl``) and reports
 each such thing as a warning. A directory that is missing, is not a specload run, or holds
 no records is bad input: ``ConfigError`` (exit 2) with one line.

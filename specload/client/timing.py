@@ -1,6 +1,6 @@
 """Request timing: one clock, and TTFT / TPOT / E2E / ITL from the timestamps it gives.
 
-Definitions follow vLLM's ``bench serve`` (and ``docs/architecture.md``):
+Definitions follow vLLM's ``bench serve`` (and ``docs/load-model.md``):
 
 - ``TTFT = t_first_content − t_sent`` (a role-only first chunk is not content);
 - ``E2E = t_last_content − t_sent`` (the trailing usage chunk does not extend it);

@@ -1,7 +1,7 @@
 """The record schema: one ``RequestRecord`` per request sent, success or failure.
 
 This module owns the contract between the client, the recorder and the analysis (see
-``docs/architecture.md`` and DESIGN "Run directory"). Fields are only ever added, never
+``docs/run-dir.md``, "Run directory"). Fields are only ever added, never
 renamed; ``SCHEMA_VERSION`` is written with every record so readers can refuse what they do
 not understand. Times are unix seconds (floats); durations end in ``_s``.
 """

@@ -1,6 +1,6 @@
 """Run directories: writing them (master only) and reading them back (analysis).
 
-See ``docs/architecture.md`` "Run directory" for the files and keys.
+See ``docs/run-dir.md`` "Run directory" for the files and keys.
 """
 
 from specload.recorder.jsonl import JsonlWriter, iter_jsonl

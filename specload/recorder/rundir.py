@@ -1,6 +1,6 @@
 """The run directory: the one artefact a run leaves, and the only input analysis reads.
 
-Layout and keys are the contract in ``docs/architecture.md`` ("Run directory"): ``run.json``
+Layout and keys are the contract in ``docs/run-dir.md`` ("Run directory"): ``run.json``
 (metadata, rewritten atomically and durably at start, at each step change and at the end, so a
 reader never sees half a file and a power loss never leaves an empty one), ``requests.jsonl`` (one record per request, append-only), ``metrics.jsonl``
 (one object per ``/metrics`` scrape) and ``steps.json`` (the schedule as executed). Exactly one

