@@ -5,7 +5,9 @@ Checked on the source, so a new copy fails here before it reaches a user:
   to use, ``peek_run_json`` for one that may not be a run yet);
 - the help/hurt rule's words and the CI wording come from ``analysis/wording.py`` and
   ``analysis/effect.py``: no other module spells out "no significant change", and the web
-  UI shows the words the server sends.
+  UI shows the words the server sends;
+- the rule's threshold is applied in ``analysis/effect.py`` only: no other module compares a
+  ratio with ``min_gain``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,22 @@ def test_the_rules_no_change_words_are_written_once() -> None:
         if re.search(r"[\"']no significant change", line)
     ]
     assert not bad, f"use analysis.effect / analysis.wording for the rule's words: {bad}"
+
+
+def test_the_rules_threshold_is_applied_in_effect_only() -> None:
+    # dynamic.py, attribution.py and the crossover's replicates each compared ratios with
+    # ``min_gain`` their own way: they call ``effect.classify`` / ``effect.reaches_gain``
+    compare = re.compile(r"min_gain\b[^\n]*[<>]|[<>][^\n]*\bmin_gain\b")
+    bad = [
+        f"{rel}:{n}: {line.strip()}"
+        for rel, n, line in _lines(("analysis/effect.py",))
+        if compare.search(line)
+        and not line.lstrip().startswith("def ")
+        and "0 <= min_gain < 1" not in line  # the option's own range check
+    ]
+    assert not bad, "apply the rule with analysis.effect (classify, reaches_gain):\n" + (
+        "\n".join(bad)
+    )
 
 
 def test_the_web_ui_shows_the_rules_words_sent_by_the_server() -> None:

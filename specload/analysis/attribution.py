@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from specload.analysis.effect import NO_CHANGE, classify
 from specload.analysis.stats import Estimate, percentile_ci
 
 __all__ = ["Attribution", "AttributionStep", "attribute"]
@@ -98,10 +99,9 @@ def attribute(labels: dict[str, str], ratios: RatioLookup, min_gain: float) -> A
             rat[fam] = {role: parts[role][0] for role in parts}
             inter[fam], _ = _interaction(parts)
             e = inter[fam]
-            adds[fam] = e.value is not None and (
-                abs(e.value - 1) < min_gain
-                or (e.lo is not None and e.hi is not None and e.lo <= 1 <= e.hi)
-            )
+            # the features add up where their interaction is no significant change by the
+            # one rule (effect.classify)
+            adds[fam] = classify(e, min_gain) == NO_CHANGE
         steps.append(AttributionStep(qps, rat, inter, adds))
     if not steps:
         return None

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specload.analysis.effect import HELPS, INCOMPLETE, NA, effect_text
+from specload.analysis.effect import HELPS, INCOMPLETE, NA, effect_text, reaches_gain
 from specload.analysis.stats import Estimate
 from specload.analysis.wording import (
     load_ci_text,
@@ -379,18 +379,16 @@ def boundary_ci(points: np.ndarray) -> tuple[tuple[float | None, float | None], 
 def _replicate_helps(reps: np.ndarray, min_gain: float) -> np.ndarray:
     """The helping steps of every complete bootstrap replicate (rows of ``reps``; a row with a
     missing value left out); a replicate step helps when its gain reaches ``min_gain``."""
-    gains = 1.0 - reps
-    ok = ~np.isnan(gains).any(axis=1)
-    helps: np.ndarray = gains[ok] >= min_gain
+    ok = ~np.isnan(reps).any(axis=1)
+    helps: np.ndarray = reaches_gain(reps[ok], min_gain)
     return helps
 
 
 def _sure(ratios: list[Estimate], min_gain: float) -> tuple[list[bool], list[bool]]:
     """Per step: whether its ratio's CI lies entirely on the helping side of the minimum gain
     (the true gain reaches it), and whether it lies entirely on the other side (it does not)."""
-    level = 1.0 - min_gain
-    yes = [r.hi is not None and r.hi <= level for r in ratios]
-    no = [r.lo is not None and r.lo > level for r in ratios]
+    yes = [r.hi is not None and bool(reaches_gain(r.hi, min_gain)) for r in ratios]
+    no = [r.lo is not None and not reaches_gain(r.lo, min_gain) for r in ratios]
     return yes, no
 
 

@@ -32,6 +32,7 @@ from specload.analysis.batch_schedule import (
     batch_crossovers,
     propose_schedules,
 )
+from specload.analysis.effect import HELPS, HURTS, classify
 from specload.analysis.schedule_results import (
     BETTER,
     COSTS,
@@ -83,14 +84,9 @@ def _best(metric: str, base: StepStats, spec: StepStats) -> tuple[Estimate, np.n
 
 
 def _verdict(ratio: Estimate, min_gain: float) -> str:
-    v, lo, hi = ratio.value, ratio.lo, ratio.hi
-    if v is None:
-        return DELIVERED
-    if v - 1 >= min_gain and lo is not None and lo > 1:
-        return COSTS
-    if 1 - v >= min_gain and hi is not None and hi < 1:
-        return BETTER
-    return DELIVERED
+    """The one rule (``effect.classify``) in this table's words: lower than the best of both
+    is ``BETTER``, higher ``COSTS``, anything else delivered it."""
+    return {HELPS: BETTER, HURTS: COSTS}.get(classify(ratio, min_gain), DELIVERED)
 
 
 def _row(

@@ -17,7 +17,13 @@ left out of every conclusion, which says so.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+import numpy as np
+
 from specload.analysis.stats import Estimate
+
+T = TypeVar("T", float, np.ndarray)
 
 __all__ = [
     "EFFECTS",
@@ -28,6 +34,7 @@ __all__ = [
     "NO_CHANGE",
     "classify",
     "effect_text",
+    "reaches_gain",
     "rule_text",
 ]
 
@@ -42,6 +49,12 @@ EFFECTS = (HELPS, HURTS, NO_CHANGE, NA, INCOMPLETE)
 _EPS = 1e-9
 
 
+def reaches_gain(ratio: T, min_gain: float) -> T:
+    """The rule's size half: a condition / baseline ratio at least ``min_gain`` below 1 (a
+    float, or elementwise over an array of bootstrap replicates: NaN never reaches it)."""
+    return ratio <= 1.0 - min_gain + _EPS
+
+
 def classify(ratio: Estimate, min_gain: float) -> str:
     """``helps`` / ``hurts`` / ``no_change`` for a condition / baseline latency ratio.
 
@@ -50,7 +63,7 @@ def classify(ratio: Estimate, min_gain: float) -> str:
     v = ratio.value
     if v is None:
         return NA
-    if v <= 1.0 - min_gain + _EPS and ratio.hi is not None and ratio.hi < 1.0:
+    if reaches_gain(v, min_gain) and ratio.hi is not None and ratio.hi < 1.0:
         return HELPS
     if v >= 1.0 + min_gain - _EPS and ratio.lo is not None and ratio.lo > 1.0:
         return HURTS
