@@ -15,6 +15,8 @@ import orjson
 import pytest
 
 from specload.analysis.compare import compare_runs
+from specload.analysis.stats import Estimate
+from specload.analysis.wording import signed_change
 from specload.core.errors import ConfigError
 from specload.protocol.provisional import (
     baseline_problem,
@@ -81,7 +83,11 @@ def test_the_child_gives_compares_own_figures(runs: tuple[Path, Path], tmp_path:
     assert got["ratios"] == want["ratios"] and got["verdict"] == want["verdict"]
     # the synthetic condition is 30 % faster on TPOT at 2 req/s: the rule says it helps
     assert got["ratios"][0]["tpot_p50"]["effect"] == "helps"
-    assert 0.6 < got["ratios"][0]["tpot_p50"]["value"] < 0.8
+    cell = got["ratios"][0]["tpot_p50"]
+    assert 0.6 < cell["value"] < 0.8
+    # the page's text is the reports' own wording of that change (analysis.wording)
+    assert cell["text"] == signed_change(Estimate(cell["value"], cell["lo"], cell["hi"]))
+    assert cell["text"].startswith("-") and "…" in cell["text"]
     assert got["verdict"] and "spec" in got["verdict"]
     assert [s["target_qps"] for s in got["baseline_steps"]] == list(QPS)
 

@@ -26,6 +26,8 @@ from typing import Any
 
 import orjson
 
+from specload.analysis.stats import Estimate
+from specload.analysis.wording import load_ci_text, signed_change
 from specload.core.errors import ConfigError, SpecloadError
 
 __all__ = [
@@ -198,6 +200,8 @@ def summary(report: dict[str, Any], baseline: str, label: str | None) -> dict[st
     for metric in UI_METRICS:
         for row in ratios.get(metric) or []:
             cell = {k: row.get(k) for k in ("value", "lo", "hi", "effect")}
+            # the change as every report writes it (analysis.wording): the UI shows this text
+            cell["text"] = signed_change(Estimate(row.get("value"), row.get("lo"), row.get("hi")))
             by_qps.setdefault(row["target_qps"], {"target_qps": row["target_qps"]})[metric] = cell
     out["ratios"] = [by_qps[q] for q in sorted(by_qps)]
     out["verdict"] = (report.get("verdict") or {}).get(label)
@@ -205,6 +209,14 @@ def summary(report: dict[str, Any], baseline: str, label: str | None) -> dict[st
     if x:
         keys = ("status", "qps", "ci", "last_helping_qps", "stops_at", "tested_range")
         out["crossover"] = {k: x.get(k) for k in keys}
+        ci, tested = x.get("ci") or [None, None], x.get("tested_range")
+        has_ci = tested and (ci[0] is not None or ci[1] is not None)
+        beyond = tuple(x.get("ci_beyond") or ("", ""))
+        out["crossover"]["ci_text"] = (
+            load_ci_text((ci[0], ci[1]), (beyond[0], beyond[1]), (tested[0], tested[1]))
+            if has_ci
+            else ""
+        )
     return out
 
 

@@ -12,6 +12,7 @@ on the same two run dirs. Screenshots go to ``test-artifacts/`` (docs/web-ui.md 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import urllib.request
@@ -22,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from specload.analysis.stats import Estimate
+from specload.analysis.wording import signed_change
 from tests.browser import artifact_path, chromium_page, poll_page
 from tests.conftest import REPO, free_port, specload_run, start_sim, stop_process, wait_http
 
@@ -149,7 +152,9 @@ def test_ratios_verdict_and_charts_grow_step_by_step(ui: Ui) -> None:
         one = _poll(page, lambda: (p := _panel(page))["rows"] and p, "the first ratios", ui)
         assert one["tag"].startswith("PROVISIONAL · 1 of 3 steps"), one
         assert len(one["rows"]) == 1 and one["rows"][0][0] == "4"
-        assert all("×" in cell and "[" in cell for cell in one["rows"][0][1:]), one
+        # the change with its CI, worded by the server as in the reports: "-15.6 % (-18.3…-12.0)"
+        assert all(re.fullmatch(r"[-+]\d+\.\d % \([-+]\d+\.\d…[-+]\d+\.\d\)", cell)
+                   for cell in one["rows"][0][1:]), one  # fmt: skip
         assert one["verdict"] and "spec" in one["verdict"], one
         assert one["base_dots"] == 3  # the baseline's whole curve, from the start
         clock = _poll(page, lambda: (c := _panel(page)["clock"]) and "Step" in c and c, "", ui)
@@ -202,5 +207,6 @@ def test_report_button_writes_compares_files_and_opens_report_html(ui: Ui) -> No
     for row in shown:
         q = float(row[0])
         want = next(x for x in ratios["tpot_p50"] if x["target_qps"] == q)
-        assert row[1] == f"{want['value']:.2f}× [{want['lo']:.2f}–{want['hi']:.2f}]", (row, want)
+        shown_as = signed_change(Estimate(want["value"], want["lo"], want["hi"]))
+        assert row[1] == shown_as, (row, want)
     assert [e["effect"] for e in ratios["tpot_p50"]] == shown_effects

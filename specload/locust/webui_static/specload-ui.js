@@ -162,7 +162,7 @@
 
   function ratioCell(c, effects) {
     if (!c || c.value === null || c.value === undefined) return el("td", { text: "-" });
-    const text = `${c.value.toFixed(2)}× [${c.lo.toFixed(2)}–${c.hi.toFixed(2)}]`;
+    const text = c.text || "-";  // the change and its CI as every report writes them
     const words = (effects || {})[c.effect] || c.effect;  // the rule's words, sent by the server
     return el("td", { cls: "specload-" + c.effect, title: words, "data-effect": c.effect, text });
   }
@@ -178,9 +178,8 @@
 
   function crossoverLine(x) {
     if (!x) return null;
-    const [lo, hi] = x.ci || [null, null];
     if (x.qps === null || x.qps === undefined) return null;
-    const ci = lo !== null && hi !== null ? ` (95 % CI ${qps(lo)}–${qps(hi)})` : "";
+    const ci = x.ci_text ? ` (95 % CI ${x.ci_text})` : "";  // worded by the server
     return el("p", { cls: "specload-crossover", "data-testid": "specload-crossover",
       text: `Crossover so far: about ${qps(x.qps)} req/s${ci}` });
   }
@@ -210,7 +209,7 @@
       if (cmp.ratios.length) {
         box.appendChild(ratioTable(cmp));
         box.appendChild(el("p", { cls: "specload-muted",
-          text: "Ratio = this run / baseline (below 1: lower than the baseline), 95 % CI in brackets, coloured by the rule of specload compare: " + (cmp.rule || "") }));
+          text: "Change = this run / baseline − 1 (negative: lower than the baseline), 95 % CI in brackets, coloured by the rule of specload compare: " + (cmp.rule || "") }));
       }
     }
     box.appendChild(reportLine(view));
