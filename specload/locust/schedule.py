@@ -137,15 +137,7 @@ class StepSchedule:
         if live != set(self.split):
             self.split = split_slots(sorted(live))
         self._send_share(step, step.start)
-        self.live.begin_step(
-            step.index,
-            step.repeat,
-            step.target_qps,
-            step.start,
-            step.warmup_end,
-            step.end,
-            step.concurrency,
-        )
+        self.live.begin_step(*step.window(), step.concurrency)
         self.writer.begin_step(
             {
                 "index": step.index,
@@ -167,12 +159,7 @@ class StepSchedule:
         """This step's message for one worker: its share ``slot`` of ``slots`` from ``begin_at``."""
         return StepChange(
             self.run_id,
-            step.index,
-            step.repeat,
-            step.target_qps,
-            step.start,
-            step.warmup_end,
-            step.end,
+            *step.window(),
             begin_at,
             self.epoch,
             slot,

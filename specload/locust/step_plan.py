@@ -29,6 +29,11 @@ class TimedStep:
     #: a closed-loop step's requests in flight (0: an open-loop QPS step)
     concurrency: int = 0
 
+    def window(self) -> tuple[int, int, float, float, float, float]:
+        """``(index, repeat, target_qps, start, warmup_end, end)``: the step as the live
+        figures and every worker's ``StepChange`` begin with it."""
+        return (self.index, self.repeat, self.target_qps, self.start, self.warmup_end, self.end)
+
 
 def timed_steps(plans: Sequence[Any], t0: float, *, replay: bool = False) -> list[TimedStep]:
     """``Scenario.schedule()`` plans (index, repeat, target_qps, warmup_s, duration_s) from ``t0``.
