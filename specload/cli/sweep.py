@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specload.core.errors import ConfigError, TargetError
+from specload.options.gates import add_slo_option
 from specload.options.run import add_run_option
 
 if TYPE_CHECKING:  # imported where used, so that `specload --help` stays fast
@@ -164,14 +165,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         metavar="N",
         help="at most N passes, the coarse ladder included (default %(default)s)",
     )
-    search.add_argument(
-        "--slo",
-        action="append",
-        default=[],
-        metavar="METRIC=DURATION",
-        help="a latency SLO (e.g. tpot_p95=25ms) for --refine capacity and the comparison "
-        "(repeatable; default: the scenario's slo:)",
-    )
+    add_slo_option(search, help_suffix="; --refine capacity searches for that highest load")
     p.set_defaults(func=run)
 
 

@@ -16,7 +16,23 @@ from typing import Any
 
 from specload.core.errors import ConfigError
 
-__all__ = ["GateOptions", "add_gate_options", "resolve_gate_options"]
+__all__ = ["GateOptions", "add_gate_options", "add_slo_option", "resolve_gate_options"]
+
+
+def add_slo_option(parser: Any, *, help_suffix: str = "", **extra: Any) -> None:
+    """``--slo``, on compare's, run's and Locust's parsers (with the gates) and on sweep's
+    (``help_suffix``: what else it steers there)."""
+    parser.add_argument(
+        "--slo",
+        action="append",
+        default=[],
+        metavar="METRIC=DURATION",
+        help="a latency SLO, e.g. ttft_p95=500ms, tpot_p95=25ms, e2e_p99=8s (repeatable; "
+        "default: the scenario's slo:): per condition the highest load at which every SLO "
+        "holds (its capacity, with a CI) and goodput per step (req/s meeting every SLO)"
+        + help_suffix,
+        **extra,
+    )
 
 
 def add_gate_options(parser: Any, *, locust: bool = False) -> None:
@@ -56,16 +72,7 @@ def add_gate_options(parser: Any, *, locust: bool = False) -> None:
         "(default: ci)",
         **extra,
     )
-    parser.add_argument(
-        "--slo",
-        action="append",
-        default=[],
-        metavar="METRIC=DURATION",
-        help="a latency SLO, e.g. ttft_p95=500ms, tpot_p95=25ms, e2e_p99=8s (repeatable; "
-        "default: the scenario's slo:): per condition the highest load at which every SLO "
-        "holds (its capacity, with a CI) and goodput per step (req/s meeting every SLO)",
-        **extra,
-    )
+    add_slo_option(parser, **extra)
     parser.add_argument(
         "--junit",
         default="",
