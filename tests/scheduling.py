@@ -8,7 +8,8 @@ uses a module-scoped fixture, or the folder of a ``conftest.py`` whose session-s
 the module uses (``tests/vllm``). Every other test is a unit of its own, so the load evens
 out. The units are read from the test sources (the controller collects nothing), and fed to
 xdist's ``loadscope`` scheduler: its own ``xdist_group`` marks travel in node ids, which
-pytest 9.2 no longer lets a plugin change (pytest-xdist issue 1386).
+pytest 9.2 no longer lets a plugin change
+(https://github.com/pytest-dev/pytest-xdist/issues/1386).
 """
 
 from __future__ import annotations

@@ -314,7 +314,11 @@ def test_worker_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> 
     run = read_run(run_dir)
     meta = run.meta
     assert meta["status"] == "degraded" and len(meta["lost_workers"]) == 1, meta["notes"]
-    assert f"worker {meta['lost_workers'][0]['worker']} lost at" in meta["degraded"][-1]
+    # noticed mid-run, or, on a busy box whose heartbeats lag, only after the last step:
+    # either way the run says which worker and is degraded
+    said = meta["degraded"][-1]
+    worker = meta["lost_workers"][0]["worker"]
+    assert f"worker {worker} lost at" in said or f"worker {worker} lost after the last" in said
     assert any("lost" in w for w in run.warnings)
     lost = meta["lost_workers"][0]
     records = list(run.record_dicts())
