@@ -126,14 +126,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     slow) so that no xdist worker starts it last. Whole modules move, so a serial run keeps
     each module's fixtures set up once."""
 
-    def rank(module: str) -> int:
-        marks = {
-            m.name for i in items if i.nodeid.startswith(module + "::") for m in i.iter_markers()
-        }
-        return 0 if "vllm" in marks else 1 if "slow" in marks else 2
-
-    modules = list(dict.fromkeys(i.nodeid.split("::")[0] for i in items))
-    order = {m: (rank(m), n) for n, m in enumerate(modules)}
+    order: dict[str, tuple[int, int]] = {}  # module -> (its most urgent rank, first seen)
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        marks = {m.name for m in item.iter_markers()}
+        rank = 0 if "vllm" in marks else 1 if "slow" in marks else 2
+        first = order.get(module, (rank, len(order)))
+        order[module] = (min(rank, first[0]), first[1])
     items.sort(key=lambda i: order[i.nodeid.split("::")[0]])
 
 
