@@ -67,6 +67,8 @@ def test_conditions_keeps_the_baseline_and_names_what_a_workload_lacks() -> None
     assert chosen_conditions(conds, None) == conds
     with pytest.raises(ConfigError, match="'ngram'.*expected names from baseline, spec"):
         chosen_conditions(conds, "ngram")
+    with pytest.raises(ConfigError, match="besides the baseline, from spec, prefix, both"):
+        chosen_conditions(conds, "baseline")
 
 
 @pytest.mark.slow

@@ -194,6 +194,11 @@ def chosen_conditions(conditions: list, wanted: str | None) -> list:  # type: ig
             f"expected names from {', '.join(known)}",
             path="--conditions",
         )
+    if not names - {known[0]}:  # the baseline alone compares nothing
+        raise ConfigError(
+            f"name a condition besides the baseline, from {', '.join(known[1:])}",
+            path="--conditions",
+        )
     return [c for c in conditions if c.name == known[0] or c.name in names]
 
 
