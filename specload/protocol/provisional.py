@@ -200,7 +200,7 @@ def summary(report: dict[str, Any], baseline: str, label: str | None) -> dict[st
     for metric in UI_METRICS:
         for row in ratios.get(metric) or []:
             cell = {k: row.get(k) for k in ("value", "lo", "hi", "effect")}
-            # the change as every report writes it (analysis.wording): the UI shows this text
+            # the change as the report's per-step tables write it (wording.signed_change)
             cell["text"] = signed_change(Estimate(row.get("value"), row.get("lo"), row.get("hi")))
             by_qps.setdefault(row["target_qps"], {"target_qps": row["target_qps"]})[metric] = cell
     out["ratios"] = [by_qps[q] for q in sorted(by_qps)]

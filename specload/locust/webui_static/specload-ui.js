@@ -162,7 +162,7 @@
 
   function ratioCell(c, effects) {
     if (!c || c.value === null || c.value === undefined) return el("td", { text: "-" });
-    const text = c.text || "-";  // the change and its CI as every report writes them
+    const text = c.text || "-";  // the change and its CI as the report's per-step tables write them
     const words = (effects || {})[c.effect] || c.effect;  // the rule's words, sent by the server
     return el("td", { cls: "specload-" + c.effect, title: words, "data-effect": c.effect, text });
   }
