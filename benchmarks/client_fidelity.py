@@ -51,7 +51,7 @@ import gevent
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from specload.client import ChatRequest, make_client
+from specload.client import ChatRequest, ClientSettings, make_client
 from specload.core.ports import free_port
 from specload.core.records import RequestRecord
 
@@ -232,7 +232,7 @@ def drive(
     truth: bool = True,
 ) -> dict[str, Any]:
     """Keep ``streams`` streams busy; measure over ``window_s`` after ``warmup_s``."""
-    client = make_client(kind, url, timeout_s=60, concurrency=streams + 8)
+    client = make_client(kind, url, ClientSettings(timeout_s=60, concurrency=streams + 8))
     rng = random.Random(streams)
     records: list[RequestRecord] = []
     stop_at = time.time() + warmup_s + window_s

@@ -132,8 +132,9 @@ prompts:
 """
 #: what each extra is for, run in the fresh venv (the sim and the openai run come below)
 EXTRA_CHECKS = {
-    "openai": "from specload.client.openai_mode import OpenAIStreamClient; "
-    "OpenAIStreamClient('http://127.0.0.1:9', concurrency=4).close()",
+    "openai": "from specload.client import ClientSettings; "
+    "from specload.client.openai_mode import OpenAIStreamClient; "
+    "OpenAIStreamClient('http://127.0.0.1:9', ClientSettings(concurrency=4)).close()",
     "gpu": "import importlib; importlib.import_module('pynvml')",
     "sim": "import uvloop; from specload.sim.main import _new_loop; "
     "assert type(_new_loop()).__module__.startswith('uvloop')",

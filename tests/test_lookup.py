@@ -228,13 +228,13 @@ def test_every_client_record_carries_the_rate_computed_while_streaming(sim, kind
     import time
     import urllib.request
 
-    from specload.client import ChatRequest, make_client
+    from specload.client import ChatRequest, ClientSettings, make_client
 
     with urllib.request.urlopen(sim.url + "/v1/models", timeout=5) as r:
         model = json.loads(r.read())["data"][0]["id"]
     messages = [{"role": "system", "content": "Echo."}, {"role": "user", "content": CODE}]
     req = ChatRequest(model=model, messages=messages, max_tokens=64, min_tokens=64, ignore_eos=True)
-    client = make_client(kind, sim.url, timeout_s=30, store_text=True)
+    client = make_client(kind, sim.url, ClientSettings(timeout_s=30, store_text=True))
     rec = client.send(
         req,
         request_id=f"lookup-{kind}",

@@ -7,7 +7,9 @@ Checked on the source, so a new copy fails here before it reaches a user:
   ``analysis/effect.py``: no other module spells out "no significant change", and the web
   UI shows the words the server sends;
 - the rule's threshold is applied in ``analysis/effect.py`` only: no other module compares a
-  ratio with ``min_gain``.
+  ratio with ``min_gain``;
+- what a client takes besides its URL is ``client.ClientSettings``: no client's constructor
+  names a setting itself.
 """
 
 from __future__ import annotations
@@ -97,6 +99,21 @@ def test_the_rules_colours_are_defined_in_the_palette_only() -> None:
     assert not bad, f"a colour of the rule defined outside report/palette.py: {bad}"
     for css in ("report/templates/report.css", "locust/webui_static/specload-ui.css"):
         assert "var(--sl-helps" in (PKG / css).read_text(), css
+
+
+def test_the_clients_take_their_settings_from_one_definition() -> None:
+    # StreamClient and OpenAIStreamClient each spelled out api_key, timeout_s, concurrency...
+    # with their own defaults
+    import dataclasses
+    import inspect
+
+    from specload.client import ClientSettings, StreamClient, make_client
+    from specload.client.openai_mode import OpenAIStreamClient
+
+    names = {f.name for f in dataclasses.fields(ClientSettings)}
+    for fn in (StreamClient.__init__, OpenAIStreamClient.__init__, make_client):
+        params = set(inspect.signature(fn).parameters)
+        assert "settings" in params and not params & names, (fn.__qualname__, params & names)
 
 
 def test_the_checks_see_the_package() -> None:

@@ -7,7 +7,8 @@
   validity, required fields, tool calls, hashes; ``rxstamp``: kernel receive timestamps;
   ``assemble.RecordBuilder``: pieces of a response → one ``RequestRecord``.
 
-``make_client(kind, base_url, ...)`` picks the implementation by the scenario's ``client``.
+``make_client(kind, base_url, ClientSettings(...))`` picks the implementation by the
+scenario's ``client``; ``ClientSettings`` is what both take besides the URL.
 Importing this package imports gevent but does not monkey-patch anything.
 """
 
@@ -15,22 +16,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from specload.client.attempt import DEFAULTS, ClientSettings
 from specload.client.request import ChatRequest, RecordMeta
 from specload.client.stream import RequestCancelled, StreamClient
 
-__all__ = ["ChatRequest", "RecordMeta", "RequestCancelled", "StreamClient", "make_client"]
+__all__ = [
+    "ChatRequest",
+    "ClientSettings",
+    "RecordMeta",
+    "RequestCancelled",
+    "StreamClient",
+    "make_client",
+]
 
 
-def make_client(kind: str, base_url: str, **kwargs: Any) -> Any:
-    """``StreamClient`` for ``kind == "fast"``, ``OpenAIStreamClient`` for ``"openai"``.
-
-    ``kwargs`` are the shared constructor keywords (``api_key``, ``timeout_s``,
-    ``store_text``, ``concurrency``, ``extra_headers``, ``record_itl``).
-    """
+def make_client(kind: str, base_url: str, settings: ClientSettings = DEFAULTS) -> Any:
+    """``StreamClient`` for ``kind == "fast"``, ``OpenAIStreamClient`` for ``"openai"``."""
     if kind == "fast":
-        return StreamClient(base_url, **kwargs)
+        return StreamClient(base_url, settings)
     if kind == "openai":
         from specload.client.openai_mode import OpenAIStreamClient
 
-        return OpenAIStreamClient(base_url, **kwargs)
+        return OpenAIStreamClient(base_url, settings)
     raise ValueError(f"client kind {kind!r} not in ('fast', 'openai')")

@@ -12,7 +12,8 @@ the run and always leaves exactly one record.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import gevent
 from gevent import GreenletExit
@@ -22,7 +23,44 @@ from specload.client.request import ChatRequest, RecordMeta
 from specload.client.timing import CLOCK, WallAnchor
 from specload.core.records import ErrorInfo, RequestRecord
 
-__all__ = ["AttemptClient", "Deadline", "Exchange", "RequestCancelled", "attempt"]
+__all__ = [
+    "DEFAULTS",
+    "AttemptClient",
+    "ClientSettings",
+    "Deadline",
+    "Exchange",
+    "RequestCancelled",
+    "attempt",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    """What every client takes besides the server's URL, with one set of defaults: the two
+    clients spelled these out in their own signatures before, where they could drift.
+
+    ``concurrency`` sizes the connection pool; it must be at least the requests in flight
+    at once, or a request waits for a connection after ``sent_at`` and the wait shows up as
+    TTFT. The key goes only into the ``Authorization`` header (never a record, a log line
+    or this object's repr)."""
+
+    api_key: str | None = field(default=None, repr=False)
+    timeout_s: float = 120.0
+    store_text: bool = False
+    concurrency: int = 64
+    extra_headers: Mapping[str, str] | None = None
+    record_itl: bool = True
+
+
+#: The settings a client gets when none are given (frozen, so one object serves all).
+DEFAULTS = ClientSettings()
+
+
+def api_root(base_url: str) -> str:
+    """The OpenAI API's root under ``base_url``: ``http://host:port/v1`` whether or not the
+    user wrote the ``/v1`` (both are common in server docs)."""
+    base = base_url.rstrip("/")
+    return base if base.endswith("/v1") else base + "/v1"
 
 
 class RequestCancelled(GreenletExit):  # type: ignore[misc,unused-ignore]
@@ -89,13 +127,15 @@ class AttemptClient(ABC):
     """What both clients share: their settings and ``send``. A client supplies how one
     request is exchanged (``_exchange_for``) and how its failures are named (``_classify``)."""
 
-    def __init__(
-        self, base_url: str, *, timeout_s: float, store_text: bool, record_itl: bool
-    ) -> None:
+    def __init__(self, base_url: str, settings: ClientSettings) -> None:
         self.base_url = base_url.rstrip("/")
-        self.timeout_s = float(timeout_s)
-        self.store_text = store_text
-        self.record_itl = record_itl
+        self.settings = settings
+        self.timeout_s = float(settings.timeout_s)
+        self.store_text = settings.store_text
+        self.record_itl = settings.record_itl
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"{type(self).__name__}({self.base_url!r}, timeout_s={self.timeout_s:g})"
 
     def send(
         self,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from specload.client.assemble import RecordBuilder
-from specload.client.attempt import AttemptClient, Exchange
+from specload.client.attempt import DEFAULTS, AttemptClient, ClientSettings, Exchange, api_root
 from specload.client.request import ChatRequest
 from specload.client.timing import CLOCK
 from specload.core.records import ErrorInfo
@@ -34,40 +34,26 @@ class _Broken(Exception):
 class OpenAIStreamClient(AttemptClient):
     """Streams chat completions through ``openai.OpenAI``; safe to share between greenlets."""
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        api_key: str | None = None,
-        timeout_s: float = 120.0,
-        store_text: bool = False,
-        concurrency: int = 64,
-        extra_headers: dict[str, str] | None = None,
-        record_itl: bool = True,
-    ) -> None:
+    def __init__(self, base_url: str, settings: ClientSettings = DEFAULTS) -> None:
         import httpx2
         import openai
 
-        base = base_url.rstrip("/")
-        if not base.endswith("/v1"):
-            base += "/v1"
-        limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        super().__init__(base_url, settings)
+        n = settings.concurrency
+        limits = httpx2.Limits(max_connections=n, max_keepalive_connections=n)
         self._sent: dict[str, float] = {}  # request id -> when httpx started sending it
         self._http = openai.DefaultHttpx2Client(
-            limits=limits, timeout=timeout_s, event_hooks={"request": [self._on_request]}
+            limits=limits, timeout=self.timeout_s, event_hooks={"request": [self._on_request]}
         )
         self._sdk = openai.OpenAI(
-            base_url=base,
-            api_key=api_key or "EMPTY",
+            base_url=api_root(self.base_url),
+            api_key=settings.api_key or "EMPTY",
             max_retries=0,
-            timeout=timeout_s,
+            timeout=self.timeout_s,
             http_client=self._http,
-            default_headers=extra_headers or None,
+            default_headers=dict(settings.extra_headers or {}) or None,
         )
         self._openai = openai
-        super().__init__(
-            base_url, timeout_s=timeout_s, store_text=store_text, record_itl=record_itl
-        )
 
     def _on_request(self, request: Any) -> None:
         """httpx hook, right before the request goes out: the SDK's own request building
@@ -79,9 +65,6 @@ class OpenAIStreamClient(AttemptClient):
     def close(self) -> None:
         """Close pooled connections."""
         self._sdk.close()
-
-    def __repr__(self) -> str:  # never shows the key
-        return f"OpenAIStreamClient({self.base_url!r}, timeout_s={self.timeout_s:g})"
 
     def _exchange_for(self, req: ChatRequest, request_id: str) -> Exchange:
         kwargs = _sdk_kwargs(req, request_id)

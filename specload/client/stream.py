@@ -1,8 +1,7 @@
 """The default client: one streaming chat completion over geventhttpclient → one record.
 
-``StreamClient(base_url, *, api_key, timeout_s, store_text=False, concurrency=64,
-extra_headers=None).send(req, *, request_id, worker, step, repeat, target_qps, warmup,
-scheduled_at) -> RequestRecord``.
+``StreamClient(base_url, ClientSettings(...)).send(req, *, request_id, worker, step, repeat,
+target_qps, warmup, scheduled_at) -> RequestRecord``.
 
 Why not Locust's ``FastHttpSession.iter_lines``: it fills a 1024-byte buffer before yielding,
 which holds a small SSE chunk back until later chunks arrive (~3 inter-token gaps added to
@@ -22,10 +21,7 @@ greenlet being killed (Locust stopping users): ``send`` then raises ``RequestCan
 ``GreenletExit`` carrying the ``cancelled`` record in ``.record``, so the caller can record
 it and the greenlet still dies as gevent expects.
 
-``concurrency`` sizes the connection pool; it must be at least the number of requests in
-flight at once (the scenario's ``max_concurrency``), or requests wait for a connection
-after ``sent_at`` and that wait shows up as TTFT. The API key goes only into the
-``Authorization`` header, never into a record or a log line.
+``ClientSettings`` (``attempt.py``) says what the pool's size and the key are for.
 """
 
 from __future__ import annotations
@@ -44,7 +40,14 @@ from geventhttpclient.response import (
 from geventhttpclient.url import URL
 
 from specload.client.assemble import RecordBuilder
-from specload.client.attempt import AttemptClient, Exchange, RequestCancelled
+from specload.client.attempt import (
+    DEFAULTS,
+    AttemptClient,
+    ClientSettings,
+    Exchange,
+    RequestCancelled,
+    api_root,
+)
 from specload.client.request import ChatRequest
 from specload.client.rxstamp import RX, stamp_pool
 from specload.client.sse import SSEDecoder
@@ -75,31 +78,22 @@ class StreamClient(AttemptClient):
     def __init__(
         self,
         base_url: str,
+        settings: ClientSettings = DEFAULTS,
         *,
-        api_key: str | None = None,
-        timeout_s: float = 120.0,
-        store_text: bool = False,
-        concurrency: int = 64,
-        extra_headers: dict[str, str] | None = None,
-        record_itl: bool = True,
         connect_timeout_s: float = 10.0,
         kernel_stamps: bool = True,
     ) -> None:
-        super().__init__(
-            base_url, timeout_s=timeout_s, store_text=store_text, record_itl=record_itl
-        )
-        url = URL(self.base_url + "/")
-        self._path = url.path.rstrip("/") + (
-            "/chat/completions" if url.path.rstrip("/").endswith("/v1") else "/v1/chat/completions"
-        )
+        super().__init__(base_url, settings)
+        url = URL(api_root(self.base_url) + "/")
+        self._path = url.path + "chat/completions"
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        headers.update(extra_headers or {})
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
+        headers.update(settings.extra_headers or {})
+        if settings.api_key:
+            headers["Authorization"] = f"Bearer {settings.api_key}"
         self._http = HTTPClient.from_url(
             url,
-            concurrency=concurrency,
-            connection_timeout=min(connect_timeout_s, timeout_s),
+            concurrency=settings.concurrency,
+            connection_timeout=min(connect_timeout_s, self.timeout_s),
             # No per-read timeout: the whole-request deadline (gevent.Timeout in send) bounds
             # every read, so a slow first byte is a "timeout", never a "connect" error. A
             # socket timeout would also make gevent allocate, start and cancel a Timeout on
@@ -117,9 +111,6 @@ class StreamClient(AttemptClient):
     def close(self) -> None:
         """Close pooled connections."""
         self._http.close()
-
-    def __repr__(self) -> str:  # never shows the key
-        return f"StreamClient({self.base_url!r}, timeout_s={self.timeout_s:g})"
 
     def _exchange_for(self, req: ChatRequest, request_id: str) -> Exchange:
         body = orjson.dumps(req.body())

@@ -242,7 +242,7 @@ class LoadProcess:
     # --- setup --------------------------------------------------------------------------
     def _prepare(self, msg: RunStart) -> None:
         """Take the master's prompt set, build the requests and the client; tell the master."""
-        from specload.client import make_client
+        from specload.client import ClientSettings, make_client
         from specload.client.request import ChatRequest
         from specload.scenario import parse_scenario
         from specload.scenario.prompts import PromptSet
@@ -279,15 +279,14 @@ class LoadProcess:
                 )
                 for i in range(len(prompts))
             ]
-            self.client = make_client(
-                sc.client,
-                msg.base_url,
+            settings = ClientSettings(
                 api_key=key,
                 timeout_s=sc.request_timeout_s,
                 store_text=msg.store_text,
                 concurrency=max(8, sc.max_concurrency),
                 record_itl=sc.record_itl,
             )
+            self.client = make_client(sc.client, msg.base_url, settings)
             self.scenario = sc
             self._ready.set()
         except Exception as exc:  # reported to the master, which fails the run with it

@@ -12,7 +12,7 @@ import gevent
 import pytest
 from gevent.pool import Pool
 
-from specload.client import ChatRequest, StreamClient, make_client
+from specload.client import ChatRequest, ClientSettings, StreamClient, make_client
 from specload.core.records import RequestRecord
 from specload.scenario import parse_scenario
 from specload.scenario.prompts import build_prompt_set, server_tokenizer
@@ -73,7 +73,7 @@ def test_ttft_and_tpot_match_the_simulator_ground_truth(sim_factory, kind: str) 
         min_tokens=48,
         ignore_eos=True,
     )
-    client = make_client(kind, sim.url, timeout_s=30)
+    client = make_client(kind, sim.url, ClientSettings(timeout_s=30))
     run_batch(client, req, 2, f"{kind}-warm")  # connections and code paths warmed
     recs = run_batch(client, req, 24, kind, concurrency=2)
     assert all(r.ok for r in recs)
@@ -116,7 +116,7 @@ def test_usage_and_chunk_counts_follow_the_server_under_speculation(sim_factory)
         ignore_eos=True,
         messages=[{"role": "user", "content": "a b c a b c a b c " * 10}],
     )
-    recs = run_batch(StreamClient(sim.url, timeout_s=30), req, 6, "spec")
+    recs = run_batch(StreamClient(sim.url, ClientSettings(timeout_s=30)), req, 6, "spec")
     for r in recs:
         gt = truth(sim.url, r.request_id)
         assert (r.output_tokens, r.tokens_source) == (64, "usage")
@@ -127,7 +127,7 @@ def test_usage_and_chunk_counts_follow_the_server_under_speculation(sim_factory)
 def test_prompt_tokens_in_usage_equal_the_prompt_set_count(sim) -> None:
     s = parse_scenario({"steps": [1], "prompts": {"synthetic": {"input_tokens": 200, "count": 3}}})
     ps = build_prompt_set(s, server_tokenizer(sim.url))
-    client = StreamClient(sim.url, timeout_s=30)
+    client = StreamClient(sim.url, ClientSettings(timeout_s=30))
     for p in ps:
         req = ChatRequest(
             model=model_of(sim.url), messages=p.messages, max_tokens=4, prompt_index=p.index
@@ -167,7 +167,7 @@ def test_simulator_faults_become_error_records(sim, faults: dict, kind: str) -> 
     )
     # a short deadline only where the stall must trip it; room for a busy machine elsewhere
     timeout_s = 1.0 if kind == "timeout" else 15.0
-    recs = run_batch(StreamClient(sim.url, timeout_s=timeout_s), req, 3, "f")
+    recs = run_batch(StreamClient(sim.url, ClientSettings(timeout_s=timeout_s)), req, 3, "f")
     assert len(recs) == 3
     assert all(not r.ok and r.error is not None and r.error.kind == kind for r in recs)
 
@@ -181,7 +181,7 @@ def test_no_done_sentinel_after_finish_still_counts(sim) -> None:
         min_tokens=8,
         ignore_eos=True,
     )
-    rec = run_batch(StreamClient(sim.url, timeout_s=5), req, 1, "nd")[0]
+    rec = run_batch(StreamClient(sim.url, ClientSettings(timeout_s=5)), req, 1, "nd")[0]
     assert rec.output_tokens == 8 and rec.finish_reason == "length"
 
 
@@ -194,7 +194,9 @@ def test_partial_faults_give_one_record_per_request(sim) -> None:
         min_tokens=8,
         ignore_eos=True,
     )
-    recs = run_batch(StreamClient(sim.url, timeout_s=5), req, 30, "mix", concurrency=8)
+    recs = run_batch(
+        StreamClient(sim.url, ClientSettings(timeout_s=5)), req, 30, "mix", concurrency=8
+    )
     assert sorted(r.request_id for r in recs) == sorted(f"mix-{i}" for i in range(30))
     kinds = {r.error.kind if r.error else "ok" for r in recs}
     assert "ok" in kinds and kinds <= {"ok", "http", "stream_broken"}
@@ -215,6 +217,8 @@ def test_sequential_requests_reuse_one_connection(sim, monkeypatch) -> None:
     req = ChatRequest(
         model=model_of(sim.url), messages=[{"role": "user", "content": "hi"}], max_tokens=4
     )
-    recs = run_batch(StreamClient(sim.url, timeout_s=10), req, 5, "reuse", concurrency=1)
+    recs = run_batch(
+        StreamClient(sim.url, ClientSettings(timeout_s=10)), req, 5, "reuse", concurrency=1
+    )
     assert all(r.ok for r in recs)
     assert len(created) == 1  # a new connection per request would add a connect to TTFT

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from specload.client import ChatRequest, StreamClient, make_client
+from specload.client import ChatRequest, ClientSettings, StreamClient, make_client
 from specload.client.rxstamp import realtime_to_monotonic
 from specload.core.records import RequestRecord
 from tests.client.rawserver import raw_server, sse_response
@@ -56,8 +56,8 @@ def _client(kind: str, url: str) -> Any:
     # user-space stamps for the fast client: the patched time.time cannot move the kernel's
     # receive stamps as a real step would (their conversion has its own test below)
     if kind == "fast":
-        return StreamClient(url, timeout_s=10, kernel_stamps=False)
-    return make_client("openai", url, timeout_s=10)
+        return StreamClient(url, ClientSettings(timeout_s=10), kernel_stamps=False)
+    return make_client("openai", url, ClientSettings(timeout_s=10))
 
 
 def _send(kind: str, clock: SteppedClock, jump: float) -> RequestRecord:

@@ -10,7 +10,7 @@ import pytest
 from gevent import socket as gsocket
 from gevent.monkey import get_original
 
-from specload.client import ChatRequest, StreamClient
+from specload.client import ChatRequest, ClientSettings, StreamClient
 from specload.client.rxstamp import StampedSocket, supported
 from specload.core.records import RequestRecord
 from tests.client.rawserver import raw_server, sse_response
@@ -54,7 +54,7 @@ def answer_while_blocked(kernel_stamps: bool) -> tuple[RequestRecord, float, str
     0.5 s: the record, the time the process could read again, and the stamp source."""
     events = [chunk({"content": "a"}), chunk({"content": "b"}, "stop"), DONE]
     with raw_server([0.05, *sse_response(events)]) as srv:  # answers 50 ms after the request
-        client = StreamClient(srv.url, timeout_s=10, kernel_stamps=kernel_stamps)
+        client = StreamClient(srv.url, ClientSettings(timeout_s=10), kernel_stamps=kernel_stamps)
         req = ChatRequest(model="m", messages=({"role": "user", "content": "x"},))
         g = gevent.spawn(
             client.send,

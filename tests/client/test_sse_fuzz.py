@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specload.client import ChatRequest, StreamClient
+from specload.client import ChatRequest, ClientSettings, StreamClient
 from specload.client.sse import SSEDecoder
 from specload.core.records import ERROR_KINDS, RequestRecord
 from tests.client.rawserver import RawServer, raw_server
@@ -96,7 +96,7 @@ def server() -> Iterator[RawServer]:
 
 def send(srv: RawServer, script: list, timeout_s: float = 5.0) -> RequestRecord:
     srv.script = script
-    client = StreamClient(srv.url, timeout_s=timeout_s, concurrency=2)
+    client = StreamClient(srv.url, ClientSettings(timeout_s=timeout_s, concurrency=2))
     try:
         req = ChatRequest(model="m", messages=({"role": "user", "content": "fuzz"},), max_tokens=4)
         return client.send(

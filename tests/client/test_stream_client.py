@@ -9,7 +9,13 @@ import gevent
 import orjson
 import pytest
 
-from specload.client import ChatRequest, RequestCancelled, StreamClient, make_client
+from specload.client import (
+    ChatRequest,
+    ClientSettings,
+    RequestCancelled,
+    StreamClient,
+    make_client,
+)
 from specload.client.contract import messages_sha256, sha256_text
 from specload.core.records import RequestRecord
 from tests.client.rawserver import json_response, raw_server, sse_response
@@ -63,7 +69,7 @@ def test_normal_stream_gives_one_full_record() -> None:
         DONE,
     ]
     with raw_server(sse_response(events, gap_s=0.02)) as srv:
-        rec = send(StreamClient(srv.url, api_key="sk-test-key", timeout_s=10))
+        rec = send(StreamClient(srv.url, ClientSettings(api_key="sk-test-key", timeout_s=10)))
         head, body = srv.requests[0]
     assert rec.ok and rec.error is None and rec.status == 200
     assert (rec.request_id, rec.worker, rec.step, rec.repeat, rec.target_qps, rec.warmup) == (
@@ -101,13 +107,13 @@ def test_normal_stream_gives_one_full_record() -> None:
 
 def test_no_authorization_header_without_a_key() -> None:
     with raw_server(sse_response([chunk({"content": "x"}, finish="stop"), DONE])) as srv:
-        assert send(StreamClient(srv.url, api_key=None, timeout_s=10)).ok
+        assert send(StreamClient(srv.url, ClientSettings(api_key=None, timeout_s=10))).ok
         assert b"authorization" not in srv.requests[0][0].lower()
 
 
 def test_store_text_keeps_prompt_and_output() -> None:
     with raw_server(sse_response([chunk({"content": "hi"}, finish="stop"), DONE])) as srv:
-        rec = send(StreamClient(srv.url, timeout_s=10, store_text=True))
+        rec = send(StreamClient(srv.url, ClientSettings(timeout_s=10, store_text=True)))
     assert rec.output_text == "hi" and "secret prompt text" in (rec.prompt_text or "")
 
 
@@ -126,7 +132,7 @@ def test_reasoning_and_tool_call_deltas_count_as_content() -> None:
         DONE,
     ]
     with raw_server(sse_response(events)) as srv:
-        rec = send(StreamClient(srv.url, timeout_s=10))
+        rec = send(StreamClient(srv.url, ClientSettings(timeout_s=10)))
     assert rec.ok and rec.content_chunks == 4 and rec.tool_calls == 2
     assert (rec.output_tokens, rec.tokens_source) == (4, "chunks")  # no usage sent
     assert rec.finish_reason == "tool_calls"
@@ -136,13 +142,13 @@ def test_json_contract_checked_without_text() -> None:
     events = [chunk({"content": '```json\n{"a": 1'}), chunk({"content": "}\n```"}, "stop"), DONE]
     with raw_server(sse_response(events)) as srv:
         ok = send(
-            StreamClient(srv.url, timeout_s=10),
+            StreamClient(srv.url, ClientSettings(timeout_s=10)),
             ChatRequest(model="m", messages=MESSAGES, expect_json=True, required_fields=("a", "b")),
         )
     assert ok.json_valid is True and ok.extra == {"missing_fields": ["b"]}
     with raw_server(sse_response([chunk({"content": "{oops"}, "stop"), DONE])) as srv:
         bad = send(
-            StreamClient(srv.url, timeout_s=10),
+            StreamClient(srv.url, ClientSettings(timeout_s=10)),
             ChatRequest(model="m", messages=MESSAGES, expect_json=True),
         )
     assert bad.json_valid is False and bad.ok
@@ -151,7 +157,7 @@ def test_json_contract_checked_without_text() -> None:
 def test_http_error_status_is_an_http_record() -> None:
     body = b'{"error": {"message": "overloaded", "type": "server_error"}}'
     with raw_server(json_response("503 Service Unavailable", body)) as srv:
-        rec = send(StreamClient(srv.url, timeout_s=10))
+        rec = send(StreamClient(srv.url, ClientSettings(timeout_s=10)))
     assert not rec.ok and rec.status == 503
     assert rec.error is not None and rec.error.kind == "http"
     assert "503" in rec.error.detail and "overloaded" in rec.error.detail
@@ -160,7 +166,7 @@ def test_http_error_status_is_an_http_record() -> None:
 def test_connection_dropped_mid_stream_is_stream_broken() -> None:
     script = sse_response([chunk({"content": "a"}), chunk({"content": "b"})])[:-1]  # no end
     with raw_server(script) as srv:
-        rec = send(StreamClient(srv.url, timeout_s=10))
+        rec = send(StreamClient(srv.url, ClientSettings(timeout_s=10)))
     assert not rec.ok and rec.error is not None and rec.error.kind == "stream_broken"
     assert rec.content_chunks == 2 and rec.ttft_s is not None
 
@@ -168,14 +174,14 @@ def test_connection_dropped_mid_stream_is_stream_broken() -> None:
 def test_malformed_line_is_bad_payload() -> None:
     events = [chunk({"content": "a"}), b"data: {not json\n\n", chunk({"content": "b"}), DONE]
     with raw_server(sse_response(events)) as srv:
-        rec = send(StreamClient(srv.url, timeout_s=10))
+        rec = send(StreamClient(srv.url, ClientSettings(timeout_s=10)))
     assert not rec.ok and rec.error is not None and rec.error.kind == "bad_payload"
 
 
 def test_error_event_inside_stream_is_bad_payload() -> None:
     events = [chunk({"content": "a"}), b'data: {"error": {"message": "engine died"}}\n\n']
     with raw_server(sse_response(events)) as srv:
-        rec = send(StreamClient(srv.url, timeout_s=10))
+        rec = send(StreamClient(srv.url, ClientSettings(timeout_s=10)))
     assert rec.error is not None and rec.error.kind == "bad_payload"
     assert "engine died" in rec.error.detail
 
@@ -183,7 +189,7 @@ def test_error_event_inside_stream_is_bad_payload() -> None:
 def test_stall_past_timeout_is_a_timeout_record() -> None:
     script = sse_response([chunk({"content": "a"})])[:-1] + [3.0]
     with raw_server(script) as srv:
-        rec = send(StreamClient(srv.url, timeout_s=0.5))
+        rec = send(StreamClient(srv.url, ClientSettings(timeout_s=0.5)))
     # the whole-request deadline ended it: had the 3 s stall run out, the server would have
     # closed the stream unfinished (stream_broken)
     assert rec.error is not None and rec.error.kind == "timeout" and not rec.ok
@@ -192,7 +198,7 @@ def test_stall_past_timeout_is_a_timeout_record() -> None:
 
 def test_stream_closed_after_finish_without_done_is_ok() -> None:
     with raw_server(sse_response([chunk({"content": "a"}, "stop")], chunked=False)) as srv:
-        rec = send(StreamClient(srv.url, timeout_s=10))
+        rec = send(StreamClient(srv.url, ClientSettings(timeout_s=10)))
     assert rec.ok and rec.finish_reason == "stop"
 
 
@@ -202,7 +208,7 @@ def test_connection_refused_is_a_connect_record() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    rec = send(StreamClient(f"http://127.0.0.1:{port}", timeout_s=5))
+    rec = send(StreamClient(f"http://127.0.0.1:{port}", ClientSettings(timeout_s=5)))
     assert not rec.ok and rec.error is not None and rec.error.kind == "connect"
     assert rec.status is None and rec.ttft_s is None
 
@@ -210,7 +216,7 @@ def test_connection_refused_is_a_connect_record() -> None:
 def test_killed_greenlet_raises_cancelled_with_its_record() -> None:
     script = sse_response([chunk({"content": "a"})])[:-1] + [5.0]
     with raw_server(script) as srv:
-        client = StreamClient(srv.url, timeout_s=10)
+        client = StreamClient(srv.url, ClientSettings(timeout_s=10))
         g = gevent.spawn(send, client)
         gevent.sleep(0.3)
         g.kill(block=True, timeout=5)
@@ -221,7 +227,7 @@ def test_killed_greenlet_raises_cancelled_with_its_record() -> None:
 
 def test_base_url_with_v1_suffix_is_accepted() -> None:
     with raw_server(sse_response([chunk({"content": "x"}, "stop"), DONE])) as srv:
-        assert send(StreamClient(srv.url + "/v1", timeout_s=10)).ok
+        assert send(StreamClient(srv.url + "/v1", ClientSettings(timeout_s=10))).ok
         assert srv.requests[0][0].startswith(b"POST /v1/chat/completions ")
 
 
@@ -236,7 +242,7 @@ def test_both_clients_agree_on_the_record(kind: str) -> None:
         DONE,
     ]
     with raw_server(sse_response(events, gap_s=0.01)) as srv:
-        rec = send(make_client(kind, srv.url, api_key="k", timeout_s=10))
+        rec = send(make_client(kind, srv.url, ClientSettings(api_key="k", timeout_s=10)))
         head, body = srv.requests[0]
     assert rec.ok and rec.content_chunks == 3 and rec.output_tokens == 3
     assert rec.finish_reason == "length" and rec.cached_tokens == 4
@@ -255,7 +261,7 @@ def test_both_clients_agree_on_the_record(kind: str) -> None:
 )
 def test_openai_mode_maps_failures_to_kinds(script: list, kind: str) -> None:
     with raw_server(script) as srv:
-        rec = send(make_client("openai", srv.url, timeout_s=10))
+        rec = send(make_client("openai", srv.url, ClientSettings(timeout_s=10)))
     assert not rec.ok and rec.error is not None and rec.error.kind == kind
 
 
@@ -270,8 +276,8 @@ def test_pooled_connection_check_does_not_yield_under_monkey_patching() -> None:
 from gevent import monkey; monkey.patch_all()
 import socket, gevent
 from geventhttpclient.connectionpool import ConnectionPool
-from specload.client import StreamClient
-pool = StreamClient("http://127.0.0.1:9", timeout_s=1)._http._connection_pool
+from specload.client import ClientSettings, StreamClient
+pool = StreamClient("http://127.0.0.1:9", ClientSettings(timeout_s=1))._http._connection_pool
 a, b = socket.socketpair()
 def switched(check):
     ran = []
@@ -293,7 +299,7 @@ def test_non_streaming_completion_is_one_chunk() -> None:
         b'"completion_tokens": 2, "total_tokens": 5}}'
     )
     with raw_server(json_response("200 OK", body)) as srv:
-        client = StreamClient(srv.url, timeout_s=10)
+        client = StreamClient(srv.url, ClientSettings(timeout_s=10))
         rec = send(client, ChatRequest(model="m", messages=MESSAGES, stream=False))
         assert "stream_options" not in json.loads(srv.requests[0][1])
         # a server that answers a streaming request with plain JSON is read the same way
@@ -306,5 +312,5 @@ def test_non_streaming_completion_is_one_chunk() -> None:
 
 def test_no_response_headers_before_deadline_is_timeout_not_connect() -> None:
     with raw_server([3.0]) as srv:  # accepts, reads the request, answers nothing
-        rec = send(StreamClient(srv.url, timeout_s=0.5))
+        rec = send(StreamClient(srv.url, ClientSettings(timeout_s=0.5)))
     assert rec.error is not None and rec.error.kind == "timeout" and rec.status is None

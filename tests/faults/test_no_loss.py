@@ -289,7 +289,7 @@ def test_kv_usage_of_two_engines(matrix_row: Row) -> None:
 def test_wall_clock_step_mid_request(matrix_row: Row, monkeypatch: pytest.MonkeyPatch) -> None:
     """``time.time`` jumps 1000 s back once the request is out: TTFT and TPOT come from the
     monotonic clock and stay those of the stream."""
-    from specload.client import ChatRequest, StreamClient
+    from specload.client import ChatRequest, ClientSettings, StreamClient
 
     row = matrix_row
     row.fault = "wall clock stepped mid-request"
@@ -308,7 +308,7 @@ def test_wall_clock_step_mid_request(matrix_row: Row, monkeypatch: pytest.Monkey
             offset[0] = -1000.0
 
         threading.Thread(target=step_the_clock, daemon=True).start()
-        client = StreamClient(srv.url, timeout_s=10, kernel_stamps=False)
+        client = StreamClient(srv.url, ClientSettings(timeout_s=10), kernel_stamps=False)
         rec = client.send(
             ChatRequest(model="m", messages=({"role": "user", "content": "x"},)),
             request_id="r", worker="w", step=0, repeat=0, target_qps=1.0, warmup=False,
