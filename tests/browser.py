@@ -9,6 +9,7 @@ Screenshots go under ``test-artifacts/`` (gitignored) so CI can keep them.
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -32,18 +33,26 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 
 def ensure_chromium() -> str:
-    """Path of the system Chromium, installing the Debian package when it is missing."""
+    """Path of the system Chromium, installing the Debian package when it is missing.
+
+    Parallel test workers may all find it missing: one installs under a file lock while the
+    others wait and then find it there (two apt-gets at once fail on dpkg's lock), and apt
+    waits for any other holder of dpkg's lock instead of failing."""
     if Path(CHROMIUM).exists():
         return CHROMIUM
     if shutil.which("apt-get") is None:
         pytest.fail("chromium is missing and apt-get is not available to install it")
-    proc = subprocess.run(
-        ["apt-get", "install", "-y", "chromium"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    with open("/tmp/specload-chromium-install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if Path(CHROMIUM).exists():
+            return CHROMIUM
+        proc = subprocess.run(
+            ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "chromium"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
     if proc.returncode != 0 or not Path(CHROMIUM).exists():
         pytest.fail(f"apt-get install -y chromium failed: {proc.stderr.strip()[-500:]}")
     return CHROMIUM
