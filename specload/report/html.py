@@ -1,13 +1,13 @@
 """Self-contained HTML report: one file, plots inline as SVG data URIs, no scripts, no fetches.
 
-It opens from a CI artifact or an e-mail attachment with nothing else around it. Same
-sections as the Markdown report (tables come from ``report.tables``) with the figures from
-``report.plots`` between the verdict and the details.
+It opens from a CI artifact or an e-mail attachment with nothing else around it. The
+sections are ``report.sections``' (the Markdown report's), with the figures from
+``report.plots`` drawn where the sections put them.
 
 The page is a Jinja2 template (``templates/report.html.j2``, autoescaped: every figure, label
 and note is text, never markup) with its style sheet in ``templates/report.css``, inlined so
-the file stays self-contained. This module only decides what goes on the page: a list of
-blocks (a table, a heading, a note, the plots, output samples) in reading order.
+the file stays self-contained. This module only turns the sections into the template's
+blocks (a table, a heading, a note, the plots, output samples).
 """
 
 from __future__ import annotations
@@ -21,35 +21,13 @@ from typing import Any
 from specload.analysis.class_split import class_split
 from specload.analysis.comparison import Comparison
 from specload.analysis.effect import HURTS
-from specload.analysis.regimes import RULE as REGIME_RULE
 from specload.analysis.samples import diff_segments
-from specload.report.class_tables import class_capacity_table
 from specload.report.model import Report
 from specload.report.palette import css_variables
 from specload.report.plots import regime_plot, render_plots
-from specload.report.schedule_tables import (
-    batch_table,
-    best_of_both_tables,
-    best_of_both_verdicts,
-    proposal_lines,
-)
-from specload.report.tables import (
-    Table,
-    attribution_table,
-    capacity_table,
-    class_table,
-    closed_loop_table,
-    contract_table,
-    crossover_table,
-    decode_step_table,
-    gate_table,
-    lookup_table,
-    ratio_table,
-    rule_note,
-    run_table,
-    server_table,
-    step_table,
-)
+from specload.report.schedule_tables import best_of_both_verdicts
+from specload.report.sections import Part, sections
+from specload.report.tables import Table, rule_note
 
 __all__ = ["render_html"]
 
@@ -112,81 +90,38 @@ def _table(t: Table, heading: str = "h3") -> Block:
     }
 
 
-def _schedule_blocks(report: Report) -> list[Block]:
-    """Dynamic schedules: crossover as a running batch, schedule proposals to paste, best of both."""
-    batch = batch_table(report)
-    proposals = proposal_lines(report)
-    checks = best_of_both_tables(report)
-    if not (batch or proposals or checks):
-        return []
-    blocks: list[Block] = [{"kind": "h2", "text": "Dynamic speculation schedule"}]
-    if batch:
-        blocks.append(_table(batch))
-    for text, flag in proposals:
-        blocks.append({"kind": "text", "text": text})
-        if flag:
-            blocks.append({"kind": "pre", "text": flag})
-    return blocks + [_table(t) for t in checks]
-
-
-def _regime_blocks(report: Report) -> list[Block]:
-    """Regimes: one sentence per step whose engine step flips, the rule, the time plot."""
-    lines = report.comparison.regimes.sentences()
-    if not lines:
-        return []
-    blocks: list[Block] = [{"kind": "h2", "text": "Regimes"}]
-    blocks += [{"kind": "text", "text": line} for line in lines]
-    blocks.append({"kind": "note", "text": REGIME_RULE})
-    plot = regime_plot(report)
-    if plot is not None:
-        data = base64.b64encode(plot.svg.encode()).decode()
-        blocks.append({"kind": "figure", "key": plot.key, "title": plot.title, "data": data})
+def _blocks(report: Report) -> list[Block]:
+    """``report.sections`` as the template's blocks, in their order."""
+    blocks: list[Block] = []
+    for section in sections(report):
+        if section.heading:
+            blocks.append({"kind": "h2", "text": section.heading})
+        blocks += [b for p in section.parts for b in _part_blocks(report, p)]
     return blocks
 
 
-def _blocks(report: Report) -> list[Block]:
-    c = report.comparison
-    blocks: list[Block] = []
-    gates = gate_table(report)
-    if gates:
-        blocks.append(_table(gates))
-    if c.crossovers:
-        blocks.append(_table(crossover_table(report)))
-    if capacity := capacity_table(report):
-        blocks.append(_table(capacity))
-    if closed := closed_loop_table(report):
-        blocks.append(_table(closed))
-    if classes := class_table(report):
-        blocks.append(_table(classes))
-        if class_capacity := class_capacity_table(report):
-            blocks.append(_table(class_capacity))
-        blocks += [
-            {"kind": "note", "text": f"{a.name}: {v}"}
-            for a in c.classes
-            for v in a.verdicts.values()
-        ]
-    plots = [
-        {"key": p.key, "title": p.title, "data": base64.b64encode(p.svg.encode()).decode()}
-        for p in render_plots(report)
-    ]
-    blocks.append({"kind": "plots", "plots": plots})
-    blocks += _schedule_blocks(report)
-    blocks.append({"kind": "h2", "text": "Change against the baseline"})
-    blocks += [_table(ratio_table(report, label)) for label in c.ratios]
-    blocks += _regime_blocks(report)
-    att = attribution_table(report)
-    if att and c.attribution is not None:
-        blocks.append(_table(att, "h2"))
-        blocks += [{"kind": "note", "text": s} for s in c.attribution.summary]
-    if c.contract:
-        blocks.append(_table(contract_table(report), "h2"))
-    blocks += _sample_blocks(report)
-    blocks.append({"kind": "h2", "text": "Per step"})
-    blocks += [_table(step_table(report, label)) for label in c.steps]
-    optional = (server_table(report), decode_step_table(report), lookup_table(report))
-    blocks += [_table(t) for t in optional if t]
-    blocks.append(_table(run_table(report), "h2"))
-    return blocks + [{"kind": "note", "text": n} for n in c.notes]
+def _part_blocks(report: Report, p: Part) -> list[Block]:
+    if p.kind == "table" and p.table is not None:
+        return [_table(p.table, "h2" if p.own_section else "h3")]
+    if p.kind == "flag":
+        return [{"kind": "pre", "text": p.text}]
+    if p.kind in ("text", "note"):
+        return [{"kind": p.kind, "text": p.text}]
+    if p.kind == "plots":
+        return [{"kind": "plots", "plots": [_figure(x) for x in render_plots(report)]}]
+    if p.kind == "regime_plot":
+        plot = regime_plot(report)
+        return [] if plot is None else [{"kind": "figure", **_figure(plot)}]
+    return _sample_blocks(report, p.text)
+
+
+def _figure(plot: Any) -> dict[str, str]:
+    """A plot as the template draws it: an SVG inlined as a data URI."""
+    return {
+        "key": plot.key,
+        "title": plot.title,
+        "data": base64.b64encode(plot.svg.encode()).decode(),
+    }
 
 
 def verdict_tone(c: Comparison, label: str) -> str:
@@ -242,14 +177,11 @@ def _diff_words(a: str, b: str) -> tuple[list[tuple[str, str]], list[tuple[str, 
     return left, right
 
 
-def _sample_blocks(report: Report) -> list[Block]:
+def _sample_blocks(report: Report, label: str) -> list[Block]:
     """Side-by-side outputs for the same prompts (runs made with ``--store-text``)."""
-    blocks: list[Block] = []
-    for label, samples in report.comparison.samples.items():
-        rows = []
-        for s in samples:
-            left, right = _diff_words(s.baseline_text, s.condition_text)
-            same = "identical" if s.identical else "differs"
-            rows.append({"prompt_tail": s.prompt_tail, "left": left, "right": right, "same": same})
-        blocks.append({"kind": "samples", "label": label, "rows": rows})
-    return blocks
+    rows = []
+    for x in report.comparison.samples.get(label, []):
+        left, right = _diff_words(x.baseline_text, x.condition_text)
+        same = "identical" if x.identical else "differs"
+        rows.append({"prompt_tail": x.prompt_tail, "left": left, "right": right, "same": same})
+    return [{"kind": "samples", "label": label, "rows": rows}]

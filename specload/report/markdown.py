@@ -1,35 +1,18 @@
 """Markdown report, sized for a CI job summary (GitHub's ``$GITHUB_STEP_SUMMARY``).
 
-Verdict first, then the crossover table, the per-step changes against the baseline, and the
-details a reviewer may open: per-step figures, client vs server, attribution, the output
-contract, the gates and the runs. Plots live in the HTML report.
+Verdict, findings and recommendations first, then ``report.sections`` in their order (the
+HTML report's): the details a reviewer may open (per-step figures, client vs server, the
+runs) folded in one ``<details>``. Plots and output samples live in the HTML report.
 """
 
 from __future__ import annotations
 
-from specload.analysis.regimes import RULE as REGIME_RULE
-from specload.report.class_tables import class_capacity_table
 from specload.report.model import Report
-from specload.report.schedule_tables import batch_table, best_of_both_verdicts
-from specload.report.tables import (
-    Table,
-    attribution_table,
-    capacity_table,
-    class_table,
-    closed_loop_table,
-    contract_table,
-    crossover_table,
-    decode_step_table,
-    gate_table,
-    lookup_table,
-    ratio_table,
-    rule_note,
-    run_table,
-    server_table,
-    step_table,
-)
+from specload.report.schedule_tables import best_of_both_verdicts
+from specload.report.sections import Part, Section, sections
+from specload.report.tables import Table, rule_note
 
-__all__ = ["render_markdown", "schedule_markdown", "table_markdown"]
+__all__ = ["render_markdown", "table_markdown"]
 
 
 def _cell(text: str) -> str:
@@ -61,21 +44,6 @@ def table_markdown(t: Table, level: int = 3) -> str:
     return "\n".join([*lines, ""])
 
 
-def schedule_markdown(report: Report) -> list[str]:
-    """Dynamic schedules: batch-size schedule proposals (ready to paste) and best-of-both checks."""
-    from specload.report.schedule_tables import best_of_both_tables, proposal_lines
-
-    proposals = proposal_lines(report)
-    tables = best_of_both_tables(report)
-    if not proposals and not tables:
-        return []
-    out = ["### Dynamic speculation schedule", ""]
-    for text, flag in proposals:
-        out += [f"- {_cell(text)}"] + (["", "  ```", f"  {flag}", "  ```"] if flag else [])
-    out.append("")
-    return out + [table_markdown(t) for t in tables]
-
-
 def _findings_markdown(report: Report) -> list[str]:
     """The first findings, then the rest folded in a ``<details>`` (GitHub renders it)."""
     out = []
@@ -105,55 +73,57 @@ def render_markdown(report: Report) -> str:
     out += _findings_markdown(report)
     if report.advice:
         out += ["**Recommendations:**", ""] + [f"- {_cell(a.text)}" for a in report.advice] + [""]
-    gates = gate_table(report)
-    if gates:
-        out.append(table_markdown(gates))
-    if c.crossovers:
-        out.append(table_markdown(crossover_table(report)))
-    if capacity := capacity_table(report):
-        out.append(table_markdown(capacity))
-    if closed := closed_loop_table(report):
-        out.append(table_markdown(closed))
-    if classes := class_table(report):
-        out.append(table_markdown(classes))
-        if class_capacity := class_capacity_table(report):
-            out.append(table_markdown(class_capacity))
-        out += [f"- `{a.name}`: {v}" for a in c.classes for v in a.verdicts.values()] + [""]
-    batch = batch_table(report)
-    if batch:
-        out.append(table_markdown(batch))
-    out += schedule_markdown(report)
-    out += [table_markdown(ratio_table(report, label)) for label in c.ratios]
-    out += _regimes(report)
-    att = attribution_table(report)
-    if att:
-        out.append(table_markdown(att))
-    if c.contract:
-        out.append(table_markdown(contract_table(report)))
-    out += _details(report)
+    out += _sections_markdown(report, sections(report))
     out += ["", f"_specload {report.specload_version}, {report.generated_at}_", ""]
     return "\n".join(out)
 
 
-def _regimes(report: Report) -> list[str]:
-    """Steps whose engine step flips between a fast and a slow regime (plot in report.html)."""
-    lines = report.comparison.regimes.sentences()
-    if not lines:
-        return []
-    return ["### Regimes", "", *[f"- {_cell(line)}" for line in lines], "", f"_{REGIME_RULE}_", ""]
+#: what the folded sections hold, for the ``<details>`` summary
+_FOLDED = "Per-step figures, client vs server, decode step time, runs"
 
 
-def _details(report: Report) -> list[str]:
-    """The folded part: per-step figures, client vs server, decode step time, runs, notes."""
-    c = report.comparison
-    out = [
-        "<details><summary>Per-step figures, client vs server, decode step time, runs</summary>",
-        "",
-    ]
-    out += [table_markdown(step_table(report, label), 4) for label in c.steps]
-    optional = (server_table(report), decode_step_table(report), lookup_table(report))
-    out += [table_markdown(t, 4) for t in optional if t]
-    out.append(table_markdown(run_table(report), 4))
-    if c.notes:
-        out += [f"- {n}" for n in c.notes] + [""]
-    return out + ["</details>"]
+def _sections_markdown(report: Report, parts: list[Section]) -> list[str]:
+    """Each section in order; the folded ones together in one ``<details>`` at the end."""
+    out: list[str] = []
+    folded = [s for s in parts if s.folded]
+    for s in parts:
+        if not s.folded:
+            out += _section_markdown(report, s, 3)
+    if folded:
+        out += [f"<details><summary>{_FOLDED}</summary>", ""]
+        for s in folded:
+            out += _section_markdown(report, s, 4)
+        out.append("</details>")
+    return out
+
+
+def _section_markdown(report: Report, s: Section, level: int) -> list[str]:
+    """A headed section's tables sit one level under its heading (the HTML's h2 and h3); in
+    the folded part the ``<details>`` summary is the heading."""
+    if not s.heading or s.folded:
+        return [line for p in s.parts for line in _part_markdown(report, p, level)]
+    out = [f"{'#' * level} {s.heading}", ""]
+    for p in s.parts:
+        out += _part_markdown(report, p, level if p.own_section else level + 1)
+    return out
+
+
+def _part_markdown(report: Report, p: Part, level: int) -> list[str]:
+    """One part as Markdown lines; pictures are the HTML report's (Markdown has none)."""
+    if p.kind == "table" and p.table is not None:
+        return [table_markdown(p.table, level)]
+    if p.kind == "text":
+        return [f"- {_cell(p.text)}", ""]
+    if p.kind == "note":
+        return [f"_{_cell(p.text)}_", ""]
+    if p.kind == "flag":
+        return ["  ```", f"  {p.text}", "  ```", ""]
+    if p.kind == "samples":
+        samples = report.comparison.samples.get(p.text, [])
+        differ = sum(not x.identical for x in samples)
+        return [
+            f"- Output samples, `{p.text}` vs the baseline: {len(samples)} prompts, "
+            f"{differ} with different text (side by side in report.html)",
+            "",
+        ]
+    return []

@@ -1,0 +1,128 @@
+"""The report's sections in reading order, listed once for every renderer.
+
+``html.py`` and ``markdown.py`` each listed the sections themselves and had drifted: the
+batch table sat under a different heading, attribution's summary was in the HTML only, and
+a new table had to be added twice. Here is what the report says and in what order; a
+renderer only decides how each part looks (Markdown has no pictures: it leaves the plots out
+and points at report.html for the output samples).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from specload.analysis.regimes import RULE as REGIME_RULE
+from specload.report.class_tables import class_capacity_table
+from specload.report.model import Report
+from specload.report.schedule_tables import batch_table, best_of_both_tables, proposal_lines
+from specload.report.tables import (
+    Table,
+    attribution_table,
+    capacity_table,
+    class_table,
+    closed_loop_table,
+    contract_table,
+    crossover_table,
+    decode_step_table,
+    gate_table,
+    lookup_table,
+    ratio_table,
+    run_table,
+    server_table,
+    step_table,
+)
+
+__all__ = ["Part", "Section", "sections"]
+
+#: ``table``; ``text`` (a sentence of its own), ``note`` (a rule or a remark), ``flag`` (a
+#: command-line flag to paste); ``plots``, ``regime_plot`` and ``samples`` are drawn by the
+#: renderers that can (``label`` names the condition of a ``samples`` part).
+PartKind = Literal["table", "text", "note", "flag", "plots", "regime_plot", "samples"]
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    kind: PartKind
+    table: Table | None = None
+    text: str = ""
+    #: a table that is a section of its own (its title is the section's heading)
+    own_section: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """``heading`` None: the parts head themselves (tables carry their titles). ``folded``:
+    the details a reader opens on demand (Markdown folds them into one ``<details>``)."""
+
+    heading: str | None
+    parts: list[Part] = field(default_factory=list)
+    folded: bool = False
+
+
+def _tables(*tables: Table | None, own: bool = False) -> list[Part]:
+    return [Part("table", t, own_section=own) for t in tables if t]
+
+
+def _findings(report: Report) -> Section:
+    """Gates, crossover, capacity, closed loop, the classes: what the verdict rests on."""
+    c = report.comparison
+    parts = _tables(gate_table(report), crossover_table(report) if c.crossovers else None)
+    parts += _tables(capacity_table(report), closed_loop_table(report))
+    if classes := class_table(report):
+        parts += _tables(classes, class_capacity_table(report))
+        parts += [
+            Part("text", text=f"{a.name}: {v}") for a in c.classes for v in a.verdicts.values()
+        ]
+    return Section(None, parts)
+
+
+def _schedule(report: Report) -> Section:
+    """Dynamic schedules: crossover as a running batch, proposals to paste, best of both."""
+    parts = _tables(batch_table(report))
+    for text, flag in proposal_lines(report):
+        parts.append(Part("text", text=text))
+        if flag:
+            parts.append(Part("flag", text=flag))
+    parts += _tables(*best_of_both_tables(report))
+    return Section("Dynamic speculation schedule", parts)
+
+
+def _regimes(report: Report) -> Section:
+    """Steps whose engine step flips between a fast and a slow regime, the rule, the plot."""
+    lines = report.comparison.regimes.sentences()
+    if not lines:
+        return Section("Regimes")
+    parts = [Part("text", text=line) for line in lines]
+    return Section("Regimes", [*parts, Part("note", text=REGIME_RULE), Part("regime_plot")])
+
+
+def _attribution_and_contract(report: Report) -> Section:
+    c = report.comparison
+    parts = []
+    if (att := attribution_table(report)) and c.attribution is not None:
+        parts += _tables(att, own=True) + [Part("note", text=s) for s in c.attribution.summary]
+    if c.contract:
+        parts += _tables(contract_table(report), own=True)
+    parts += [Part("samples", text=label) for label in c.samples]
+    return Section(None, parts)
+
+
+def sections(report: Report) -> list[Section]:
+    """Every section with something to show, in reading order."""
+    c = report.comparison
+    ratios = _tables(*(ratio_table(report, label) for label in c.ratios))
+    steps = _tables(*(step_table(report, label) for label in c.steps))
+    steps += _tables(server_table(report), decode_step_table(report), lookup_table(report))
+    runs = _tables(run_table(report), own=True) + [Part("note", text=n) for n in c.notes]
+    out = [
+        _findings(report),
+        Section(None, [Part("plots")]),
+        _schedule(report),
+        Section("Change against the baseline", ratios),
+        _regimes(report),
+        _attribution_and_contract(report),
+        Section("Per step", steps, folded=True),
+        Section(None, runs, folded=True),
+    ]
+    return [s for s in out if s.parts]
