@@ -74,6 +74,21 @@ def test_the_gate_options_are_compares_own_on_locusts_command_line() -> None:
         assert lo[flag][0].startswith(str(cmp[flag].help).split(" (with --baseline-run")[0]), flag
 
 
+def test_every_commands_error_budget_says_what_the_budget_is_in_one_wording() -> None:
+    """run, sweep and compare each do something else with a step past the budget, but the
+    budget is one concept: each help starts with ``core.budget.BUDGET_HELP``."""
+    from specload.core.budget import BUDGET_HELP
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {
+        c: str(_actions(sub.choices[c])["--max-error-rate"].help)
+        for c in ("run", "sweep", "compare")
+    }
+    assert all(h.startswith(BUDGET_HELP) for h in helps.values()), helps
+    assert "left out of every conclusion" in helps["compare"]
+    assert "'degraded' (exit 1)" in helps["run"] and helps["sweep"].startswith(helps["run"])
+
+
 @pytest.mark.parametrize(
     ("flag", "value", "message"),
     [

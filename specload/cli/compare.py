@@ -18,6 +18,7 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: Any) -> None:
+    from specload.core.budget import BUDGET_HELP, DEFAULT_MAX_ERROR_RATE
     from specload.options.gates import add_gate_options
 
     p = subparsers.add_parser(
@@ -70,8 +71,9 @@ def add_parser(subparsers: Any) -> None:
         type=float,
         default=None,
         metavar="FRACTION",
-        help="steps whose error rate passes this are left out of every conclusion (default: "
-        "the budget the runs recorded, else 0.05)",
+        help=f"{BUDGET_HELP} (default: the strictest budget the runs recorded, else "
+        f"{DEFAULT_MAX_ERROR_RATE}): such a step keeps its figures in the tables but is left "
+        "out of every conclusion",
     )
     add_gate_options(p)  # with --slo and --junit: specload/options/gates.py
     p.add_argument(

@@ -12,10 +12,18 @@ from typing import Any
 
 from specload.core.errors import ConfigError
 
-__all__ = ["DEFAULT_MAX_ERROR_RATE", "max_error_rate"]
+__all__ = ["BUDGET_HELP", "DEFAULT_MAX_ERROR_RATE", "max_error_rate"]
 
 #: ``--max-error-rate`` unless given: more than 1 request in 20 failing is not a measurement.
 DEFAULT_MAX_ERROR_RATE = 0.05
+
+#: What the budget is, at the head of every command's ``--max-error-rate`` help; each command
+#: adds its default and what it does with a step past the budget (run: ends degraded;
+#: compare: leaves the step out of its conclusions).
+BUDGET_HELP = (
+    "error budget, a fraction of requests: a step whose error rate passes it measured the "
+    "requests that survived, not the load"
+)
 
 
 def max_error_rate(value: Any) -> float:

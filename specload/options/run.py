@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from specload.core.budget import DEFAULT_MAX_ERROR_RATE, max_error_rate
+from specload.core.budget import BUDGET_HELP, DEFAULT_MAX_ERROR_RATE, max_error_rate
 from specload.core.condition import declared_speculative
 from specload.core.errors import ConfigError
 from specload.options.gates import GateOptions, resolve_gate_options
@@ -111,8 +111,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--max-error-rate",
-        f"error budget (default {DEFAULT_MAX_ERROR_RATE}): a run whose error rate in any step "
-        "or overall exceeds this fraction, or that loses a worker, ends 'degraded' (exit 1)",
+        f"{BUDGET_HELP} (default {DEFAULT_MAX_ERROR_RATE}): a run with such a step, or whose "
+        "overall error rate passes it, or that loses a worker, ends 'degraded' (exit 1)",
         default=DEFAULT_MAX_ERROR_RATE,
         type=float,
         metavar="FRACTION",
