@@ -11,7 +11,6 @@ steps, far from the crossover on either side: 4 req/s (batch ~1, speculation hel
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -22,6 +21,7 @@ import pytest
 
 from specload.analysis.vllm_schedule_rules import SCHEDULE_KEY, check_schedule
 from specload.core.condition import parse_condition
+from specload.core.procgroup import group_alive
 from tests.conftest import REPO
 
 PY = shlex.quote(sys.executable)
@@ -59,14 +59,6 @@ prompts:
 """
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_dynamic_condition_parses_with_its_schedule() -> None:
     cond = parse_condition(f"dynamic=--speculative-config {json.dumps(DYN)} {IDEAL}")
     assert cond.speculative == DYN
@@ -94,7 +86,7 @@ def sweep_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     for name in ("baseline", "spec", "dyn-ideal", "dyn-calibrated"):
         log = (tmp / "out" / name / "server.log").read_text()
         pid = re.search(r"\[specload\] server pid (\d+)", log)
-        assert pid and not _group_alive(int(pid.group(1)))
+        assert pid and not group_alive(int(pid.group(1)))
     report = json.loads((tmp / "out" / "report" / "report.json").read_text())
     return tmp / "out", report
 

@@ -6,7 +6,6 @@ Every test checks by PID (process group) that nothing it caused is left running.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import signal
@@ -19,6 +18,7 @@ import pytest
 
 from specload.analysis.wording import too_few_starts_text
 from specload.core.errors import ConfigError
+from specload.core.procgroup import group_alive
 from specload.protocol.sweep import parse_condition
 from tests.conftest import REPO
 
@@ -66,14 +66,6 @@ def _server_pgid(run_dir: Path) -> int:
     match = re.search(r"\[specload\] server pid (\d+)", (run_dir / "server.log").read_text())
     assert match, "server.log names the server's pid"
     return int(match.group(1))
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _records(run_dir: Path) -> list[dict]:
@@ -194,7 +186,7 @@ def test_sweep_runs_each_condition_on_its_own_server_and_stamps_run_json(tmp_pat
         assert len(records) == meta["counts"]["sent"]
         pgids.append(_server_pgid(run_dir))
     assert pgids[0] != pgids[1]
-    assert not any(_group_alive(g) for g in pgids)
+    assert not any(group_alive(g) for g in pgids)
 
 
 def test_server_that_exits_at_start_fails_with_its_log_tail(tmp_path: Path) -> None:
@@ -215,7 +207,7 @@ def test_server_that_exits_at_start_fails_with_its_log_tail(tmp_path: Path) -> N
     assert res.returncode == 1, res.stderr
     assert "exited with code 1" in res.stderr and "CUDA out of memory (pretend)" in res.stderr
     assert "Traceback" not in res.stderr
-    assert not _group_alive(_server_pgid(out_dir / "baseline"))
+    assert not group_alive(_server_pgid(out_dir / "baseline"))
     assert not (out_dir / "spec").exists(), "no condition runs after a server failed to start"
 
 
@@ -236,7 +228,7 @@ def test_server_never_healthy_times_out_and_is_killed(tmp_path: Path) -> None:
     )
     assert res.returncode == 1
     assert "within 2 s" in res.stderr and "loading weights" in res.stderr
-    assert not _group_alive(_server_pgid(out_dir / "baseline"))
+    assert not group_alive(_server_pgid(out_dir / "baseline"))
 
 
 def _wait_for(predicate, timeout_s: float) -> None:
@@ -291,7 +283,7 @@ def test_sigint_marks_the_run_interrupted_keeps_records_and_stops_everything(
     assert meta["server_cmd"] and "--port" in meta["server_cmd"]
     recs = _records(run_dir)  # every line parses: nothing half-written
     assert len(recs) >= 5 and len({r["request_id"] for r in recs}) == len(recs)
-    assert not _group_alive(_server_pgid(run_dir))
+    assert not group_alive(_server_pgid(run_dir))
     assert not (out_dir / "spec").exists()
     leftover = [
         p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, str(out_dir))
@@ -351,7 +343,7 @@ def test_server_that_dies_mid_run_is_reported_and_fails_the_sweep(tmp_path: Path
     assert any("exited with code 3" in n for n in meta["notes"])
     recs = _records(out_dir / "baseline")
     assert any(not r["ok"] for r in recs), "requests after the crash are recorded as errors"
-    assert not _group_alive(_server_pgid(out_dir / "baseline"))
+    assert not group_alive(_server_pgid(out_dir / "baseline"))
 
 
 def test_sigint_while_waiting_for_health_stops_the_starting_server(tmp_path: Path) -> None:
@@ -370,7 +362,7 @@ def test_sigint_while_waiting_for_health_stops_the_starting_server(tmp_path: Pat
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130
-    assert not _group_alive(_server_pgid(out_dir / "baseline"))
+    assert not group_alive(_server_pgid(out_dir / "baseline"))
 
 
 def test_replicates_are_interleaved_across_conditions() -> None:
@@ -456,7 +448,7 @@ def test_replicates_run_interleaved_and_starts_that_disagree_get_no_decision(
     assert [c[c.index("--start-seed") + 1] for c in cmds] == ["1", "1", "2", "2"]
     assert [c[c.index("--spec-overhead-scale") + 1] for c in cmds[1::2]] == ["1", "2"]
     pgids = [_server_pgid(out_dir / n) for n in names]
-    assert len(set(pgids)) == 4 and not any(_group_alive(g) for g in pgids)
+    assert len(set(pgids)) == 4 and not any(group_alive(g) for g in pgids)
     report = json.loads((out_dir / "report" / "report.json").read_text())
     assert {c["label"]: c["server_starts"] for c in report["conditions"]} == {
         "baseline": 2, "spec": 2}  # fmt: skip

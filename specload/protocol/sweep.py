@@ -32,6 +32,7 @@ from typing import IO, Any
 from specload.core.condition import Condition, parse_condition
 from specload.core.errors import ConfigError, TargetError
 from specload.core.ports import free_port
+from specload.core.procgroup import stop_group
 from specload.protocol.target import (
     ExternalTarget,
     ManagedServer,
@@ -381,7 +382,7 @@ def drive_run(
     )
     try:
         code = proc.wait()
-        _kill_stragglers(proc.pid)
+        stop_group(proc, ())  # whatever the run left in its group (Locust children): killed
         return code
     except KeyboardInterrupt:
         _interrupt_run(proc)
@@ -392,34 +393,13 @@ def drive_run(
 
 
 def _interrupt_run(proc: subprocess.Popen[bytes]) -> None:
-    """SIGINT the run's group; escalate to SIGTERM and SIGKILL if it does not finish."""
+    """SIGINT the run's group (the run stops and writes what it has); escalate to SIGTERM
+    and SIGKILL if it does not finish."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip this
     try:
-        for sig, grace_s in (
-            (signal.SIGINT, RUN_INTERRUPT_GRACE_S),
-            (signal.SIGTERM, 5.0),
-            (signal.SIGKILL, 5.0),
-        ):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.wait(timeout=grace_s)
-                _kill_stragglers(proc.pid)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        stop_group(proc, ((signal.SIGINT, RUN_INTERRUPT_GRACE_S), (signal.SIGTERM, 5.0)))
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def _kill_stragglers(pgid: int) -> None:
-    """Locust ``--processes`` children left behind by a run that exited: kill them."""
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def patch_run_json(

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from specload.core.errors import ConfigError, TargetError
+from specload.core.procgroup import stop_group
 from specload.protocol.preflight import PreflightError
 
 __all__ = [
@@ -253,7 +254,7 @@ class ManagedServer:
     def stop(self) -> None:
         """SIGTERM the process group, SIGKILL what is left after the grace period; idempotent."""
         if self.proc is not None:
-            _stop_group(self.proc, self.stop_timeout_s)
+            stop_group(self.proc, ((signal.SIGTERM, self.stop_timeout_s),))
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -268,35 +269,3 @@ class ManagedServer:
 
 def _indent(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines()) or "    (log is empty)"
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _stop_group(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
-    """Stop every process in ``proc``'s group, even ones that outlive the group leader.
-
-    The group id equals the leader's pid (``start_new_session``); the leader is reaped by
-    ``wait`` so its pid cannot be reused while we still signal the group.
-    """
-    pgid = proc.pid
-    for sig, grace_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5.0)):
-        if not _group_alive(pgid) and proc.poll() is not None:
-            return
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            pass
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline:
-            if proc.poll() is not None and not _group_alive(pgid):
-                return
-            time.sleep(0.05)
-    proc.wait(timeout=5.0)

@@ -1,0 +1,59 @@
+"""Stopping a child's process group: one escalation for the servers and the runs we start.
+
+A child started with ``start_new_session`` leads its own group (its pid is the group id).
+Its own children (vLLM's engine core, Locust's ``--processes`` workers) may outlive it, so
+the group counts as stopped once the leader is reaped *and* no member is left; stopping on
+the leader alone left GPU memory held and load processes running. Each rung of the ladder
+signals the whole group and waits up to its grace; the last rung is SIGKILL. Reaping the
+leader before returning keeps its pid (the group id) from being reused while we signal it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+
+__all__ = ["Rung", "group_alive", "stop_group"]
+
+#: A signal and how long (s) the group gets to empty after it.
+Rung = tuple[signal.Signals, float]
+
+#: SIGKILL's own grace: the kernel needs a moment to tear the group down.
+KILL_GRACE_S = 5.0
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process is left in group ``pgid`` (one we may not signal counts)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_group(proc: subprocess.Popen[bytes], ladder: Sequence[Rung]) -> None:
+    """Climb ``ladder`` (e.g. SIGINT, SIGTERM, each with its grace) until ``proc`` has exited
+    and its group is empty; SIGKILL after the last rung. Idempotent."""
+    pgid = proc.pid
+    for sig, grace_s in (*ladder, (signal.SIGKILL, KILL_GRACE_S)):
+        if _stopped(proc, pgid):
+            return
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            if _stopped(proc, pgid):
+                return
+            time.sleep(0.05)
+    proc.wait(timeout=KILL_GRACE_S)
+
+
+def _stopped(proc: subprocess.Popen[bytes], pgid: int) -> bool:
+    return proc.poll() is not None and not group_alive(pgid)

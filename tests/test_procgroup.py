@@ -1,0 +1,63 @@
+"""Stopping a process group: the leader and whatever it left behind, by one escalation."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+from specload.core.procgroup import group_alive, stop_group
+
+#: A leader that exits on SIGINT/SIGTERM and leaves a child that ignores both (what a
+#: server's engine process or a load worker can do); prints the child's pid.
+LEADER = """
+import os, signal, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c",
+    "import signal, time\\n"
+    "signal.signal(signal.SIGINT, signal.SIG_IGN)\\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n"
+    "print('ready', flush=True)\\n"
+    "time.sleep(600)"], stdout=subprocess.PIPE)
+child.stdout.readline()
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _leader() -> tuple[subprocess.Popen[bytes], int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LEADER], start_new_session=True, stdout=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline())
+
+
+def test_a_child_that_ignores_the_signals_is_killed_after_the_ladder() -> None:
+    proc, _child = _leader()
+    try:
+        stop_group(proc, ((signal.SIGINT, 0.5), (signal.SIGTERM, 0.5)))
+        # the leader died of the first signal; the group emptied only at SIGKILL
+        assert proc.returncode == -signal.SIGINT
+        assert not group_alive(proc.pid)
+        stop_group(proc, ((signal.SIGTERM, 0.5),))  # idempotent on a stopped group
+    finally:
+        if group_alive(proc.pid):
+            stop_group(proc, ())
+
+
+def test_an_empty_ladder_kills_what_a_finished_leader_left() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LEADER.rsplit("time.sleep(600)", 1)[0]],  # the leader ends
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        proc.wait(timeout=30)  # the leader is done; its child lingers in the group
+        assert group_alive(proc.pid)
+        stop_group(proc, ())
+        assert not group_alive(proc.pid)
+    finally:
+        if group_alive(proc.pid):
+            stop_group(proc, ())
