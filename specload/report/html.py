@@ -106,7 +106,7 @@ def _part_blocks(report: Report, p: Part) -> list[Block]:
     if p.kind == "flag":
         return [{"kind": "pre", "text": p.text}]
     if p.kind in ("text", "note"):
-        return [{"kind": p.kind, "text": p.text}]
+        return [{"kind": p.kind, "text": f"{p.subject}: {p.text}" if p.subject else p.text}]
     if p.kind == "plots":
         return [{"kind": "plots", "plots": [_figure(x) for x in render_plots(report)]}]
     if p.kind == "regime_plot":

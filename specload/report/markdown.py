@@ -113,7 +113,7 @@ def _part_markdown(report: Report, p: Part, level: int) -> list[str]:
     if p.kind == "table" and p.table is not None:
         return [table_markdown(p.table, level)]
     if p.kind == "text":
-        return [f"- {_cell(p.text)}", ""]
+        return [f"- {f'`{p.subject}`: ' if p.subject else ''}{_cell(p.text)}", ""]
     if p.kind == "note":
         return [f"_{_cell(p.text)}_", ""]
     if p.kind == "flag":

@@ -48,6 +48,8 @@ class Part:
     text: str = ""
     #: a table that is a section of its own (its title is the section's heading)
     own_section: bool = False
+    #: what a ``text`` line is about (a class of requests), written before it as a name
+    subject: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +74,7 @@ def _findings(report: Report) -> Section:
     if classes := class_table(report):
         parts += _tables(classes, class_capacity_table(report))
         parts += [
-            Part("text", text=f"{a.name}: {v}") for a in c.classes for v in a.verdicts.values()
+            Part("text", text=v, subject=a.name) for a in c.classes for v in a.verdicts.values()
         ]
     return Section(None, parts)
 
