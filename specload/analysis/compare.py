@@ -65,7 +65,7 @@ from specload.analysis.telemetry import read_telemetry, step_telemetry
 from specload.analysis.verdict import benefit_words, sentence
 from specload.analysis.vllm_schedule_rules import is_dynamic
 from specload.core.errors import ConfigError
-from specload.core.records import FELL_BEHIND_S
+from specload.core.records import fell_behind
 from specload.core.slo import Slo, slos_from_scenario
 from specload.metrics.host import host_differences
 
@@ -241,7 +241,7 @@ def _client_warnings(
                 out.append(
                     f"{label} at {s.target_qps:g} req/s: achieved only {s.achieved_qps:.3g} req/s"
                 )
-            if qd is not None and qd > FELL_BEHIND_S:
+            if qd is not None and fell_behind(qd):
                 out.append(
                     f"{label} at {s.target_qps:g} req/s: the client fell behind "
                     f"(p95 queue delay {qd * 1000:.0f} ms; raise max_concurrency or workers)"

@@ -41,7 +41,7 @@ from specload.analysis.stats import (
     t9875,
     unit_percentiles,
 )
-from specload.core.records import counts_as_load
+from specload.core.records import LATE_S, counts_as_load
 
 __all__ = [
     "LATENCY_FIELDS",
@@ -62,8 +62,6 @@ LATENCY_FIELDS = {
     "queue_delay": "queue_delay_s",
 }
 QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
-#: A request sent more than this late counts as "late" (the client fell behind), seconds.
-LATE_S = 0.010
 
 
 def metric_names() -> list[str]:
@@ -90,6 +88,7 @@ class StepStats:
     output_tok_s: float | None
     tokens_per_chunk: float | None
     output_tokens_p50: float | None
+    #: share of requests sent more than ``LATE_S`` late (above 0.05: ``fell_behind``)
     late_share: float
     #: p50 (seconds) of ttft/tpot/e2e per step execution (repeat or run dir), when more than one.
     execution_p50: dict[str, list[float]] = field(default_factory=dict)

@@ -14,12 +14,13 @@ from typing import Any
 
 __all__ = [
     "ANSWER_KEY",
-    "FELL_BEHIND_S",
+    "LATE_S",
     "ERROR_KINDS",
     "SCHEMA_VERSION",
     "ErrorInfo",
     "RequestRecord",
     "counts_as_load",
+    "fell_behind",
 ]
 
 SCHEMA_VERSION = 1
@@ -134,9 +135,16 @@ class RequestRecord:
         return cls(**kwargs)
 
 
-#: A request sent more than this many seconds after its schedule (``queue_delay_s``, p95 of a
-#: step) means the client fell behind: the live progress line and compare both say so.
-FELL_BEHIND_S = 0.05
+#: A request sent more than this many seconds after its schedule (``queue_delay_s``) is late:
+#: the open-loop schedule no longer held for it. Steps publish their ``late_share``.
+LATE_S = 0.05
+
+
+def fell_behind(queue_delay_p95: float | None) -> bool:
+    """A step's client fell behind its schedule: more than 1 request in 20 was late (its
+    p95 queue delay passed ``LATE_S``). The live progress line and compare both say so,
+    from this one rule."""
+    return queue_delay_p95 is not None and queue_delay_p95 > LATE_S
 
 
 def counts_as_load(turn: float | None) -> bool:

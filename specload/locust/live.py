@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from specload.core.records import FELL_BEHIND_S
+from specload.core.records import fell_behind
 
 __all__ = ["SETTLE_S", "LiveStats", "StepTally", "budget_reasons", "percentile"]
 
@@ -200,7 +200,7 @@ class LiveStats:
         late = percentile(t.queue_delay_s, 95)
         behind = (
             f"; fell behind: p95 {late * 1000:.0f} ms late against the schedule"
-            if late is not None and late > FELL_BEHIND_S and not t.concurrency
+            if late is not None and fell_behind(late) and not t.concurrency
             else ""
         )
         return (

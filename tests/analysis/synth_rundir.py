@@ -58,6 +58,8 @@ class Cond:
     acceptance_rate: float | None = None
     prefix_hit_rate: float | None = None
     json_valid_share: float | None = None
+    late_share: float = 0.0  # share of requests sent ``late_s`` after their schedule
+    late_s: float = 0.2
     extra_meta: dict[str, Any] = field(default_factory=dict)
     #: run.json declares both features (as a sweep does); False: an undeclared ``--url`` run
     declared: bool = True
@@ -110,6 +112,8 @@ def _records(
     sched[:warm] = np.sort(rng.uniform(start, warmup_end, warm)) if warm else sched[:0]
     sched[warm:] = np.sort(rng.uniform(warmup_end, start + duration, n))
     delay = rng.exponential(0.0005, total)
+    if cond.late_share:  # drawn only then: other runs keep their random stream
+        delay[rng.random(total) < cond.late_share] = cond.late_s
     ttft = base_ttft(qps) * cond.ttft(qps) * rng.lognormal(0, 0.25, total)
     tpot = base_tpot(qps) * cond.tpot(qps) * rng.lognormal(0, 0.12, total)
     tail = rng.random(total) < cond.tail_share

@@ -211,3 +211,23 @@ def test_achieved_load_counts_conversation_starts_and_requests_per_s_every_turn(
 
     (row,) = step_table(build_report(short), "chat").rows
     assert row[1] == "1.4 (5.6 req/s)"  # the per-step table shows both where they differ
+
+
+def test_one_lateness_rule_late_share_and_fell_behind(tmp_path: Path) -> None:
+    """A request is late past ``LATE_S``; a step fell behind when more than 1 in 20 were
+    (its p95 queue delay past ``LATE_S``): the published share and the finding agree (they
+    used 10 ms and 50 ms: 30 ms late made a step "late" that had not fallen behind)."""
+    from specload.analysis.compare import compare_runs
+
+    conds = (
+        Cond("baseline", late_share=0.02),
+        Cond("spec", late_share=0.12),
+        Cond("prefix", late_share=0.12, late_s=0.03),  # between the two old thresholds
+    )
+    c = compare_runs([write_run(tmp_path / x.label, x, n=400) for x in conds], bootstrap=200)
+    behind = {w.split(" req/s")[0] for w in c.warnings if "the client fell behind" in w}
+    for label, rows in c.steps.items():
+        for s in rows:
+            flagged = f"{label} at {s.target_qps:g}" in behind
+            assert flagged == (s.late_share > 0.05), (label, s.target_qps, s.late_share)
+    assert {b.split(" at ")[0] for b in behind} == {"spec"}
