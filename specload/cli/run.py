@@ -155,7 +155,9 @@ def locust_command(args: argparse.Namespace, out: Path) -> list[str]:
 
 
 class _Forwarder:
-    """Signals here → the child: SIGINT, then SIGTERM, then SIGKILL.
+    """Signals here → the child: SIGINT, then SIGTERM, then SIGKILL, one rung per signal the
+    user sends (``core.procgroup`` climbs the same ladder on a timer, for children of ours
+    that no user is watching).
 
     The first goes to the Locust master alone: it stops the run and asks its workers
     (``--processes``) to cancel what is in flight and report. Sent to the whole group, each
@@ -198,6 +200,7 @@ def _pump(proc: subprocess.Popen[bytes], log_path: Path) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from specload.core.errors import ConfigError, SpecloadError
+    from specload.core.procgroup import stop_group
     from specload.recorder.rundir import LOCK_FD_ENV, lock_run_dir
 
     out = _validate(args)
@@ -222,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         errors = _pump(proc, out / "locust.log")
         code = proc.wait()
+        stop_group(proc, ())  # a load process the master left behind holds the run's lock
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
