@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,7 +43,7 @@ def ensure_chromium() -> str:
         return CHROMIUM
     if shutil.which("apt-get") is None:
         pytest.fail("chromium is missing and apt-get is not available to install it")
-    with open("/tmp/specload-chromium-install.lock", "w") as lock:
+    with open(Path(tempfile.gettempdir()) / "specload-chromium-install.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if Path(CHROMIUM).exists():
             return CHROMIUM
