@@ -8,8 +8,10 @@ from tests.scheduling import SharedFixtureScheduling, unit_of_module
 
 def test_the_real_vllm_modules_are_one_unit() -> None:
     # the session's vLLM servers (tests/vllm/conftest.py) start once for all of them
-    for name in ("test_vllm_run", "test_vllm_shape", "test_vllm_sweep", "test_gpu_kit_dry_run"):
+    for name in ("test_vllm_run", "test_vllm_shape", "test_vllm_sweep"):
         assert unit_of_module(f"tests/vllm/{name}.py") == "tests/vllm", name
+    # the GPU kit's dry run shares only the cached env (a file lock guards its one build)
+    assert unit_of_module("tests/vllm/test_gpu_kit_dry_run.py") is None
 
 
 def test_a_module_with_its_own_module_fixture_is_one_unit_and_a_plain_one_is_not() -> None:
