@@ -65,7 +65,7 @@ from specload.analysis.telemetry import read_telemetry, step_telemetry
 from specload.analysis.verdict import benefit_words, sentence
 from specload.analysis.vllm_schedule_rules import is_dynamic
 from specload.core.errors import ConfigError
-from specload.core.records import fell_behind
+from specload.core.records import behind_words, fell_behind
 from specload.core.slo import Slo, slos_from_scenario
 from specload.metrics.host import host_differences
 
@@ -236,15 +236,15 @@ def _client_warnings(
                     f"{label} at {s.target_qps:g} req/s: only {s.n_ok} successful requests; "
                     "p95/p99 rest on the top few values (lengthen the step)"
                 )
-            qd = s.latency["queue_delay_p95"].value
             if s.achieved_qps is not None and s.achieved_qps < 0.9 * s.target_qps:
                 out.append(
                     f"{label} at {s.target_qps:g} req/s: achieved only {s.achieved_qps:.3g} req/s"
                 )
-            if qd is not None and fell_behind(qd):
+            if fell_behind(s.late_share):
+                qd = s.latency["queue_delay_p95"].value
                 out.append(
                     f"{label} at {s.target_qps:g} req/s: the client fell behind "
-                    f"(p95 queue delay {qd * 1000:.0f} ms; raise max_concurrency or workers)"
+                    f"({behind_words(s.late_share, qd)}; raise max_concurrency or workers)"
                 )
     return out
 

@@ -88,7 +88,7 @@ class StepStats:
     output_tok_s: float | None
     tokens_per_chunk: float | None
     output_tokens_p50: float | None
-    #: share of requests sent more than ``LATE_S`` late (above 0.05: ``fell_behind``)
+    #: share of requests sent more than ``LATE_S`` late (``fell_behind`` past 1 in 20)
     late_share: float
     #: p50 (seconds) of ttft/tpot/e2e per step execution (repeat or run dir), when more than one.
     execution_p50: dict[str, list[float]] = field(default_factory=dict)

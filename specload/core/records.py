@@ -14,11 +14,13 @@ from typing import Any
 
 __all__ = [
     "ANSWER_KEY",
+    "BEHIND_SHARE",
     "LATE_S",
     "ERROR_KINDS",
     "SCHEMA_VERSION",
     "ErrorInfo",
     "RequestRecord",
+    "behind_words",
     "counts_as_load",
     "fell_behind",
 ]
@@ -138,13 +140,21 @@ class RequestRecord:
 #: A request sent more than this many seconds after its schedule (``queue_delay_s``) is late:
 #: the open-loop schedule no longer held for it. Steps publish their ``late_share``.
 LATE_S = 0.05
+#: A step whose ``late_share`` passes this (1 request in 20) fell behind its schedule.
+BEHIND_SHARE = 0.05
 
 
-def fell_behind(queue_delay_p95: float | None) -> bool:
-    """A step's client fell behind its schedule: more than 1 request in 20 was late (its
-    p95 queue delay passed ``LATE_S``). The live progress line and compare both say so,
-    from this one rule."""
-    return queue_delay_p95 is not None and queue_delay_p95 > LATE_S
+def fell_behind(late_share: float) -> bool:
+    """A step's client fell behind its schedule: more than 1 request in 20 was sent past
+    ``LATE_S``. The live progress line and compare both say so, from this one rule."""
+    return late_share > BEHIND_SHARE
+
+
+def behind_words(late_share: float, queue_delay_p95: float | None) -> str:
+    """How far behind, in the live line's and the report's words: "12 % sent over 50 ms
+    late, p95 234 ms"."""
+    p95 = "" if queue_delay_p95 is None else f", p95 {queue_delay_p95 * 1000:.0f} ms"
+    return f"{late_share * 100:.0f} % sent over {LATE_S * 1000:.0f} ms late{p95}"
 
 
 def counts_as_load(turn: float | None) -> bool:

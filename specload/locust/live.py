@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from specload.core.records import fell_behind
+from specload.core.records import LATE_S, behind_words, fell_behind
 
 __all__ = ["SETTLE_S", "LiveStats", "StepTally", "budget_reasons", "percentile"]
 
@@ -92,6 +92,12 @@ class StepTally:
         chunks, tokens = r.get("content_chunks"), r.get("output_tokens")
         if chunks and tokens:
             bisect.insort(self.tokens_per_chunk, tokens / chunks)
+
+    @property
+    def late_share(self) -> float:
+        """Share of the measured requests sent past ``LATE_S`` (``queue_delay_s`` is sorted)."""
+        q = self.queue_delay_s
+        return (len(q) - bisect.bisect_right(q, LATE_S)) / len(q) if q else 0.0
 
     @property
     def sent(self) -> int:
@@ -197,10 +203,9 @@ class LiveStats:
         achieved = t.achieved_qps
         tpot = percentile(t.tpot_s, 50)
         load = f"concurrency {t.concurrency}" if t.concurrency else f"target {t.target_qps:g} qps"
-        late = percentile(t.queue_delay_s, 95)
         behind = (
-            f"; fell behind: p95 {late * 1000:.0f} ms late against the schedule"
-            if late is not None and fell_behind(late) and not t.concurrency
+            f"; fell behind: {behind_words(t.late_share, percentile(t.queue_delay_s, 95))}"
+            if fell_behind(t.late_share) and not t.concurrency
             else ""
         )
         return (

@@ -71,3 +71,22 @@ def test_a_step_under_queueing_or_with_later_turns_settles_on_one_basis() -> Non
     for turn in (1, 2):  # the queued start, sent after the end, and its step's last turn
         live.add({"step": 0, "ok": True, "warmup": False, "turn": turn, "tpot_s": 0.05})
     assert live.settled(now=107.0, grace_s=30) == {0}
+
+
+@pytest.mark.parametrize(("late", "behind"), [(5, False), (6, True)])
+def test_the_live_line_says_fell_behind_by_the_one_rule(late: int, behind: bool) -> None:
+    """The progress line and compare judge lateness alike (``core.records.fell_behind``):
+    5 of 100 requests past ``LATE_S`` is not behind, 6 is. The others sent just in time and
+    the late ones very late: an interpolated p95 passes ``LATE_S`` already with 5."""
+    from specload.core.records import LATE_S
+
+    live = LiveStats()
+    live.begin_step(0, 0, 8.0, 100.0, 101.0, 121.0)
+    for i in range(100):
+        delay = 2.0 if i < late else LATE_S * 0.9
+        live.add({"step": 0, "ok": True, "warmup": False, "queue_delay_s": delay})
+    assert live.steps[0].late_share == late / 100
+    line = live.progress_line(0, 1)
+    assert ("fell behind" in line) is behind, line
+    if behind:
+        assert f"{late} % sent over 50 ms late" in line, line
