@@ -129,7 +129,6 @@ class AttemptClient(ABC):
 
     def __init__(self, base_url: str, settings: ClientSettings) -> None:
         self.base_url = base_url.rstrip("/")
-        self.settings = settings
         self.timeout_s = float(settings.timeout_s)
         self.store_text = settings.store_text
         self.record_itl = settings.record_itl

@@ -382,7 +382,7 @@ def drive_run(
     )
     try:
         code = proc.wait()
-        stop_group(proc, ())  # whatever the run left in its group (Locust children): killed
+        stop_group(proc, ())  # anything the finished run left in its group: killed
         return code
     except KeyboardInterrupt:
         _interrupt_run(proc)

@@ -24,7 +24,7 @@ from specload.analysis.effect import HURTS
 from specload.analysis.samples import diff_segments
 from specload.report.model import Report
 from specload.report.palette import css_variables
-from specload.report.plots import regime_plot, render_plots
+from specload.report.plots import Plot, regime_plot, render_plots
 from specload.report.schedule_tables import best_of_both_verdicts
 from specload.report.sections import Part, sections
 from specload.report.tables import Table, rule_note
@@ -115,7 +115,7 @@ def _part_blocks(report: Report, p: Part) -> list[Block]:
     return _sample_blocks(report, p.text)
 
 
-def _figure(plot: Any) -> dict[str, str]:
+def _figure(plot: Plot) -> dict[str, str]:
     """A plot as the template draws it: an SVG inlined as a data URI."""
     return {
         "key": plot.key,

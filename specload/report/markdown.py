@@ -82,11 +82,11 @@ def render_markdown(report: Report) -> str:
 _FOLDED = "Per-step figures, client vs server, decode step time, runs"
 
 
-def _sections_markdown(report: Report, parts: list[Section]) -> list[str]:
+def _sections_markdown(report: Report, listed: list[Section]) -> list[str]:
     """Each section in order; the folded ones together in one ``<details>`` at the end."""
     out: list[str] = []
-    folded = [s for s in parts if s.folded]
-    for s in parts:
+    folded = [s for s in listed if s.folded]
+    for s in listed:
         if not s.folded:
             out += _section_markdown(report, s, 3)
     if folded:
