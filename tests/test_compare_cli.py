@@ -137,7 +137,7 @@ def test_gate_up_to_the_operating_point_passes(pair: tuple[Path, Path], tmp_path
         ),
         ("ok", ["--max-regression", "tpot=5"], "--max-regression 'tpot=5': expected METRIC=PCT"),
         ("ok", ["--metric", "speed"], "--metric 'speed': expected one of"),
-        ("ok", ["--baseline", "nobody"], "--baseline 'nobody': no run has that label"),
+        ("ok", ["--baseline", "nobody"], "--baseline: 'nobody' is no condition"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(

@@ -9,9 +9,8 @@ attribution, the output contract, what the replicates disagree on, comparability
 gates. Nothing here formats output: ``specload.report`` turns a ``Comparison`` into a
 ``Report`` and renders it.
 
-The baseline is ``baseline=`` when given, else the first run whose server had neither
-speculation nor prefix caching (declared or read from its /metrics), else the first run's
-label.
+The baseline is the condition labelled ``baseline``, else ``baseline=`` when given, else the
+first run's label (``core.condition.choose_baseline``: exit 2 when that reads two ways).
 """
 
 from __future__ import annotations
@@ -64,6 +63,7 @@ from specload.analysis.steps import StepStats, condition_steps, metric_names, st
 from specload.analysis.telemetry import read_telemetry, step_telemetry
 from specload.analysis.verdict import benefit_words, sentence
 from specload.analysis.vllm_schedule_rules import is_dynamic
+from specload.core.condition import choose_baseline
 from specload.core.errors import ConfigError
 from specload.core.records import behind_words, fell_behind
 from specload.core.slo import Slo, slos_from_scenario
@@ -111,16 +111,8 @@ def load_conditions(
 
 
 def _pick_baseline(infos: dict[str, ConditionInfo], baseline: str | None) -> str:
-    if baseline is not None:
-        if baseline not in infos:
-            raise ConfigError(
-                f"--baseline {baseline!r}: no run has that label (labels: {', '.join(infos)})"
-            )
-        return baseline
-    for label, info in infos.items():
-        if info.role == "baseline":
-            return label
-    return next(iter(infos))
+    """``core.condition.choose_baseline``'s rule over the runs, in the order given."""
+    return choose_baseline({label: i.features.spec_on for label, i in infos.items()}, baseline)
 
 
 def _lost(run: RunColumns, lost: dict[str, Any]) -> dict[str, Any]:

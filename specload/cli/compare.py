@@ -19,7 +19,7 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(subparsers: Any) -> None:
     from specload.core.budget import BUDGET_HELP, DEFAULT_MAX_ERROR_RATE
-    from specload.options.gates import add_gate_options
+    from specload.options.gates import add_baseline_option, add_gate_options
 
     p = subparsers.add_parser(
         "compare",
@@ -47,11 +47,7 @@ def add_parser(subparsers: Any) -> None:
         metavar="REPORT_DIR",
         help="where to write report.md/.json/.html (default: %(default)s)",
     )
-    p.add_argument(
-        "--baseline",
-        metavar="LABEL",
-        help="baseline condition (default: the run without speculation and prefix caching)",
-    )
+    add_baseline_option(p)
     p.add_argument(
         "--metric",
         default="tpot_p50",

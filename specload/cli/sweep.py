@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specload.core.errors import ConfigError, TargetError
-from specload.options.gates import add_slo_option
+from specload.options.gates import add_baseline_option, add_slo_option
 from specload.options.run import add_run_option
 
 if TYPE_CHECKING:  # imported where used, so that `specload --help` stays fast
@@ -61,7 +61,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     target.add_argument(
         "--url",
-        action="append",
+        action=_InOrder,
         default=[],
         metavar="URL|LABEL=URL",
         help="a server someone else manages (no start/stop); with --interleave give one "
@@ -69,13 +69,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     p.add_argument(
         "--condition",
-        action="append",
+        action=_InOrder,
         default=[],
         metavar="NAME=FLAGS",
         help="a condition and its extra server flags, split like a shell does "
         "(repeatable; 'baseline=' for none)",
     )
     p.add_argument("--label", help="with --url: the condition's name (same as --condition NAME=)")
+    add_baseline_option(p)
     p.add_argument(
         "--speculative-config",
         default="",
@@ -169,6 +170,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.set_defaults(func=run)
 
 
+class _InOrder(argparse.Action):
+    """``append``, and the condition's label in ``given``: the baseline is the first
+    condition the user typed (``core.condition.choose_baseline``), whichever option named
+    it, and argparse keeps no order across options."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        getattr(namespace, self.dest).append(values)
+        label, sep, _ = str(values).partition("=")
+        if sep and "://" not in label:
+            namespace.given = [*getattr(namespace, "given", []), label.strip()]
+
+
 def _urls(args: argparse.Namespace) -> tuple[str | None, dict[str, str]]:
     """``--url``: one plain URL, or with --interleave one LABEL=URL per condition."""
     if not args.interleave:
@@ -197,7 +210,9 @@ def _conditions(args: argparse.Namespace, urls: dict[str, str]) -> list[Conditio
         if args.url is None:
             raise ConfigError("--label names the condition of a --url server", path="--label")
         texts.append(f"{args.label}=")
-    conditions = [parse_condition(t, template=args.server_cmd) for t in texts]
+    conditions = _in_given_order(
+        [parse_condition(t, template=args.server_cmd) for t in texts], getattr(args, "given", [])
+    )
     declared = args.speculative_config or args.prefix_caching
     flag = "--speculative-config" if args.speculative_config else "--prefix-caching"
     if urls and declared:
@@ -213,6 +228,37 @@ def _conditions(args: argparse.Namespace, urls: dict[str, str]) -> list[Conditio
             "with --server-cmd each --condition's flags declare what its server runs", path=flag
         )
     return conditions
+
+
+def _in_given_order(conditions: list[Condition], given: list[str]) -> list[Condition]:
+    """The conditions in the order the user typed their labels (a label named by both
+    ``--url`` and ``--condition`` counts where it was first typed)."""
+    first = {label: i for i, label in reversed(list(enumerate(given)))}
+    return sorted(conditions, key=lambda c: first.get(c.name, len(given)))
+
+
+def _baseline(args: argparse.Namespace, conditions: list[Condition]) -> str:
+    """Which condition every change is read against, decided before any traffic. A single
+    ``--url`` condition joins the runs already in ``--out``, after them."""
+    from specload.core.condition import choose_baseline
+
+    managed = args.server_cmd is not None
+    speculates = {c.name: c.runs_speculation(managed) for c in conditions}
+    if len(conditions) == 1 and not args.interleave:
+        speculates = {**_earlier_runs(args.out), **speculates}
+    return choose_baseline(speculates, args.baseline)
+
+
+def _earlier_runs(out: Path) -> dict[str, bool | None]:
+    """Labels of the runs already in ``out`` (earliest first) and whether each speculated,
+    as its run.json declares."""
+    from specload.analysis.features import features_of
+    from specload.protocol.sweep import sweep_run_dirs
+    from specload.recorder.run_json import peek_run_json
+
+    metas = [m for m in map(peek_run_json, sweep_run_dirs(out)) if m is not None]
+    metas.sort(key=lambda m: float(m.get("started_at") or 0.0))
+    return {str(m.get("label")): features_of(m, []).spec_on for m in metas if m.get("label")}
 
 
 def _check_urls(urls: list[str], skip_preflight: bool) -> None:
@@ -232,6 +278,7 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     args.url, urls = _urls(args)
     conditions = _conditions(args, urls)
+    baseline = _baseline(args, conditions)
     if args.port is not None and not 0 < args.port < 65536:
         raise ConfigError(f"{args.port} is not a TCP port", path="--port")
     if args.processes is not None and args.processes < 1:
@@ -259,6 +306,7 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         replicates=replicates,
         interleave=args.interleave,
         urls=urls,
+        baseline=baseline,
     )
     if args.interleave:
         from specload.protocol.interleaved_sweep import check_interleave_plan
@@ -356,9 +404,10 @@ def _validate_out(out: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specload.protocol.sweep import compare_sweep, run_sweep
+    from specload.protocol.sweep import baseline_line, compare_sweep, run_sweep
 
     plan = _plan(args)
+    print(baseline_line(plan))
     try:
         if plan.interleave:
             from specload.protocol.interleaved_sweep import describe, run_interleaved
@@ -382,7 +431,9 @@ def run(args: argparse.Namespace) -> int:
         _print_degraded(results)
         return 1 if failed else 0
     compare_args = [a for spec in args.slo for a in ("--slo", spec)]
-    code = compare_sweep(plan.out, [r.run_dir for r in results], compare_args=compare_args)
+    code = compare_sweep(
+        plan.out, [r.run_dir for r in results], compare_args=compare_args, baseline=plan.baseline
+    )
     _print_degraded(results)
     return 1 if failed else code
 

@@ -20,7 +20,17 @@ from typing import Any
 
 from specload.core.errors import ConfigError
 
-__all__ = ["Condition", "declared_condition", "declared_speculative", "parse_condition"]
+__all__ = [
+    "BASELINE",
+    "Condition",
+    "choose_baseline",
+    "declared_condition",
+    "declared_speculative",
+    "parse_condition",
+]
+
+#: the label that makes a condition the baseline, whatever order it was given in
+BASELINE = "baseline"
 
 _SPEC_FLAGS = ("--speculative-config", "--speculative_config")
 _SPEC_UNQUOTED = re.compile(r"(?:^|\s)--speculative[-_]config(?:=|\s+)\{")
@@ -42,6 +52,13 @@ class Condition:
     prefix_caching: bool | None = None
     #: which of ``speculative`` / ``prefix_caching`` are declared (else: unknown)
     declared: tuple[str, ...] = ()
+
+    def runs_speculation(self, managed: bool) -> bool | None:
+        """Whether this condition's server speculates; ``None``: unknown. A managed server's
+        whole command is known, so no ``--speculative-config`` in it means none."""
+        if self.speculative is not None:
+            return True
+        return False if managed or "speculative" in self.declared else None
 
     def as_json(self) -> dict[str, Any]:
         """run.json ``condition``: values plus ``source`` ("declared" / "unknown")."""
@@ -204,3 +221,44 @@ def declared_condition(
             "prefix_caching": "declared" if prefix_caching is not None else "unknown",
         },
     }
+
+
+def choose_baseline(speculates: dict[str, bool | None], requested: str | None = None) -> str:
+    """The baseline among the conditions of ``speculates`` (label -> whether its server runs
+    speculative decoding, ``None`` when unknown), in the order the user gave them.
+
+    The condition labelled ``baseline``, else the one ``--baseline LABEL`` names, else the
+    first given. A wrong baseline is a silent wrong answer (every change is read against it),
+    so a choice that reads two ways is a ``ConfigError`` (exit 2): ``--baseline`` naming
+    another condition than the one labelled ``baseline``, or, with neither, the first given
+    running speculation while another does not say it does (unknown counts: asking costs the
+    user one flag, guessing may cost a wrong answer). Sweeps call this before any traffic.
+    """
+    labels = list(speculates)
+    if not labels:
+        raise ConfigError("no condition to choose a baseline from", path="--baseline")
+    if requested is not None:
+        if requested not in speculates:
+            raise ConfigError(
+                f"{requested!r} is no condition (conditions: {', '.join(labels)})",
+                path="--baseline",
+            )
+        if BASELINE in speculates and requested != BASELINE:
+            raise ConfigError(
+                f"names {requested!r}, but another condition is labelled {BASELINE!r}: "
+                "rename that one, or drop --baseline",
+                path="--baseline",
+            )
+        return requested
+    if BASELINE in speculates:
+        return BASELINE
+    first = labels[0]
+    plain = [label for label in labels[1:] if not speculates[label]]
+    if speculates[first] and plain:
+        raise ConfigError(
+            f"which condition is the baseline? {first!r}, given first, runs speculative "
+            f"decoding and {plain[0]!r} does not say so: say --baseline LABEL, or label "
+            f"the baseline {BASELINE!r}",
+            path="--baseline",
+        )
+    return first

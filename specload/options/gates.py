@@ -16,7 +16,25 @@ from typing import Any
 
 from specload.core.errors import ConfigError
 
-__all__ = ["GateOptions", "add_gate_options", "add_slo_option", "resolve_gate_options"]
+__all__ = [
+    "GateOptions",
+    "add_baseline_option",
+    "add_gate_options",
+    "add_slo_option",
+    "resolve_gate_options",
+]
+
+
+def add_baseline_option(parser: Any) -> None:
+    """``--baseline``, on compare's and sweep's parsers: one rule (``core.condition.
+    choose_baseline``) and one help text for which condition every change is read against."""
+    parser.add_argument(
+        "--baseline",
+        metavar="LABEL",
+        help="the condition every change is measured against (default: the one labelled "
+        "'baseline', else the first given; exit 2 when the first given runs speculation and "
+        "another does not)",
+    )
 
 
 def add_slo_option(parser: Any, *, help_suffix: str = "", **extra: Any) -> None:

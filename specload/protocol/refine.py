@@ -410,7 +410,7 @@ def run_refinement(
 
     sc = load_scenario(plan.scenario)
     step_s = (sc.warmup_s + sc.step_duration_s) * sc.repeats
-    baseline = plan.conditions[0].name
+    baseline = plan.baseline
     tested = sorted(set(sc.steps))
     runs = list(first)
     used = sum(r.server_s for r in runs)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from specload.core.condition import Condition, parse_condition
+from specload.core.condition import Condition, choose_baseline, parse_condition
 from specload.core.errors import ConfigError, TargetError
 from specload.core.ports import free_port
 from specload.core.procgroup import stop_group
@@ -47,6 +47,7 @@ __all__ = [
     "Condition",
     "ConditionResult",
     "SweepPlan",
+    "baseline_line",
     "compare_sweep",
     "degraded_lines",
     "next_url_replicate",
@@ -88,10 +89,18 @@ class SweepPlan:
     #: (``protocol/interleaved_sweep.py``); with ``urls`` (LABEL -> URL) instead of ``url``
     interleave: bool = False
     urls: dict[str, str] = field(default_factory=dict)
+    #: the condition every change is read against (``core.condition.choose_baseline``;
+    #: empty: chosen here among ``conditions``)
+    baseline: str = ""
 
     def __post_init__(self) -> None:
         if self.replicates < 1:
             raise ConfigError(f"{self.replicates} (expected 1 or more)", path="--replicates")
+        if not self.baseline and self.conditions:
+            managed = self.server_cmd is not None
+            self.baseline = choose_baseline(
+                {c.name: c.runs_speculation(managed) for c in self.conditions}
+            )
 
 
 @dataclass
@@ -489,21 +498,28 @@ def sweep_run_dirs(out: Path) -> list[Path]:
     return sorted(p.parent for p in out.glob("*/run.json") if p.parent.name != "report")
 
 
+def baseline_line(plan: SweepPlan) -> str:
+    """The sweep's first line: which condition every change will be read against."""
+    others = [c.name for c in plan.conditions if c.name != plan.baseline]
+    measured = f"; measured against it: {', '.join(others)}" if others else ""
+    return f"[sweep] baseline: {plan.baseline}{measured}"
+
+
 def compare_sweep(
     out: Path,
     run_dirs: Sequence[Path],
     say: Callable[[str], None] = print,
     compare_args: Sequence[str] = (),
+    baseline: str | None = None,
 ) -> int:
     """Compare the sweep's runs with ``specload compare`` into ``out/report``; its exit code.
 
     Runs already in ``out`` from earlier invocations (``--url``, one condition each) are
-    compared too. The baseline is the first condition when this sweep ran several, else a
-    run labelled ``baseline``, else compare's own choice (the run without speculation and
-    prefix caching). A single ``--url`` run is listed after the ones already there, so the
-    report's order is the order conditions were added. ``compare_args`` are extra
-    ``specload compare`` options. Ends with the one-sentence verdict and the HTML report's
-    path, so they are the last lines on the terminal after the tables.
+    compared too. ``baseline``: the plan's (``SweepPlan.baseline``), else compare's rule over
+    the runs in the order they were added. A single ``--url`` run is listed after the ones
+    already there, so the report's order is the order conditions were added. ``compare_args``
+    are extra ``specload compare`` options. Ends with the one-sentence verdict and the HTML
+    report's path, so they are the last lines on the terminal after the tables.
     """
     earlier = sorted(
         (d for d in sweep_run_dirs(out) if d not in run_dirs),
@@ -516,11 +532,11 @@ def compare_sweep(
         return 0
     report_dir = out / "report"
     cmd = [sys.executable, "-m", "specload", "compare", *map(str, dirs), "--out", str(report_dir)]
-    baseline = _baseline_label(run_dirs, dirs)
     if baseline:
         cmd += ["--baseline", baseline]
     cmd += list(compare_args)
-    say(f"[sweep] comparing {len(dirs)} runs -> {report_dir}")
+    against = f" against the baseline {baseline}" if baseline else ""
+    say(f"[sweep] comparing {len(dirs)} runs{against} -> {report_dir}")
     code = subprocess.call(cmd)
     headline = _headline(report_dir / "report.json")
     if headline:
@@ -528,13 +544,6 @@ def compare_sweep(
     if (report_dir / "report.html").is_file():
         say(f"Report:  {report_dir / 'report.html'}")
     return code
-
-
-def _baseline_label(this_sweep: Sequence[Path], all_dirs: Sequence[Path]) -> str | None:
-    if len(this_sweep) > 1:
-        return _label(this_sweep[0])
-    labels = [_label(d) for d in all_dirs]
-    return "baseline" if "baseline" in labels else None
 
 
 def _label(run_dir: Path) -> str:

@@ -196,6 +196,14 @@ def _findings(c: Comparison) -> list[str]:
     return out
 
 
+def _title(c: Comparison) -> str:
+    """The report's first line names the baseline: every change below is read against it."""
+    others = [i.label for i in c.conditions if i.label != c.baseline]
+    if not others:
+        return f"specload: {c.baseline}"
+    return f"specload: {', '.join(others)} vs {c.baseline} (the baseline)"
+
+
 def build_report(comparison: Comparison, *, title: str | None = None) -> Report:
     """Wrap a comparison for rendering; exit code 1 when a CI gate failed."""
     from specload.report.advice import advice_for
@@ -203,7 +211,7 @@ def build_report(comparison: Comparison, *, title: str | None = None) -> Report:
     c = comparison
     headline = next(iter(c.verdicts.values()), "only one condition: nothing to compare")
     return Report(
-        title=title or f"specload: {', '.join(i.label for i in c.conditions)}",
+        title=title or _title(c),
         generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         specload_version=__version__,
         comparison=c,

@@ -14,12 +14,16 @@ from specload.core.errors import ConfigError
 from specload.report.model import build_report
 
 
-def test_baseline_is_the_plain_condition_even_when_listed_second(tmp_path: Path) -> None:
+def test_baseline_is_the_first_given_and_a_spec_run_first_is_asked_about(
+    tmp_path: Path,
+) -> None:
     spec = write_run(tmp_path / "s", Cond("spec", speculative=SPEC), qps=(2,), metrics=False)
     base = write_run(tmp_path / "b", Cond("plain"), qps=(2,), metrics=False)
-    assert compare_runs([spec, base]).baseline == "plain"
+    assert compare_runs([base, spec]).baseline == "plain"
+    with pytest.raises(ConfigError, match="'spec', given first, runs speculative decoding"):
+        compare_runs([spec, base])
     assert compare_runs([spec, base], baseline="spec").baseline == "spec"
-    with pytest.raises(ConfigError, match="--baseline 'nope': no run has that label"):
+    with pytest.raises(ConfigError, match="--baseline: 'nope' is no condition"):
         compare_runs([spec, base], baseline="nope")
 
 

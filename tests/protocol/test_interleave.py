@@ -163,9 +163,13 @@ def test_an_interleaved_session_gives_each_condition_one_run_of_blocks(
     scenario = tmp_path / "s.yaml"
     scenario.write_text(SESSION)
     out = tmp_path / "out"
+    # the README's form: the spec label's flags declared by a --condition typed first; the
+    # baseline is still the condition labelled baseline
+    declare = ["--condition", 'spec=--speculative-config {"method":"ngram"}']
     proc = subprocess.run(
         [sys.executable, "-m", "specload", "sweep", "--interleave", "--scenario", str(scenario)]
-        + ["--url", f"baseline={base.url}", "--url", f"spec={spec.url}", "--out", str(out)],
+        + [*declare, "--url", f"baseline={base.url}", "--url", f"spec={spec.url}"]
+        + ["--out", str(out)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -173,6 +177,7 @@ def test_an_interleaved_session_gives_each_condition_one_run_of_blocks(
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[0] == "[sweep] baseline: baseline; measured against it: spec"
     assert "[interleave] block 8/8" in proc.stdout
     design = None
     for name in ("baseline", "spec"):
@@ -194,5 +199,7 @@ def test_an_interleaved_session_gives_each_condition_one_run_of_blocks(
     assert not (out / ".blocks" / "r1").exists() or not any((out / ".blocks" / "r1").iterdir())
     report = json.loads((out / "report" / "report.json").read_text())
     assert report["baseline"] == "baseline"
+    first = (out / "report" / "report.md").read_text().splitlines()[0]
+    assert first == "## specload: spec vs baseline (the baseline)"
     assert np.isfinite(report["ratios"]["spec"]["tpot_p50"][-1]["value"])
     assert report["closed_loop"][0]["concurrency"] == 1  # closed-loop blocks compared too
