@@ -131,3 +131,28 @@ def test_gamma_shares_merge_into_the_one_bursty_stream() -> None:
 def test_burstiness_must_be_positive() -> None:
     with pytest.raises(ValueError, match="burstiness"):
         Pacer(1.0, "gamma", seed=0, start_at=0.0, burstiness=0.0)
+
+
+def test_a_counted_window_holds_exactly_its_count_and_leaves_the_rest_alone() -> None:
+    from specload.core.pacer import CountedWindow
+
+    base = Pacer(6.0, "poisson", 3, 0.0)
+    whole = CountedWindow(base, 6.0, 9, 1.0, 3.0)
+    times = [t for _, t in _until(whole, 6.0)]
+    assert sum(1.0 <= t < 3.0 for t in times) == 12  # round(6 req/s x 2 s), every draw
+    assert [t for t in times if t < 1.0] == [t for _, t in base.arrivals_until(1.0)]
+    after = [t for t in times if t >= 3.0]
+    assert after == [t for _, t in base.arrivals_until(6.0) if t >= 3.0]
+    assert times == sorted(times)
+    # two processes split the window's one list between them, nothing twice or skipped
+    shares = [CountedWindow(base, 6.0, 9, 1.0, 3.0, index=k, count=2) for k in (0, 1)]
+    split = sorted(t for p in shares for t in p.window)
+    assert split == [t for t in times if 1.0 <= t < 3.0]
+    assert whole.first_at_or_after(1.0) == sum(t < 1.0 for t in times)
+
+
+def _until(pacer, end: float):  # type: ignore[no-untyped-def]
+    i = 0
+    while (t := pacer.next_send_at(i)) < end:
+        yield i, t
+        i += 1

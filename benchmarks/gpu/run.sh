@@ -162,11 +162,12 @@ fi
 [ -n "${STEP_S:-}" ] && sed -i "s/^step_duration_s: .*/step_duration_s: $STEP_S/" "$OUT/scenario.yaml"
 [ -n "${WARMUP_S:-}" ] && sed -i "s/^warmup_s: .*/warmup_s: $WARMUP_S/" "$OUT/scenario.yaml"
 if [ "$MODE" = interleaved ] && [ -n "${BLOCKS:-}${BLOCK_WARMUP_S:-}${ORDER_SEED:-}" ]; then
-  grep -q '^interleave: {blocks: [0-9]*, block_warmup_s: [0-9.]*}' "$OUT/scenario.yaml" || {
-    echo "gpu-kit: BLOCKS/BLOCK_WARMUP_S/ORDER_SEED need a one-line 'interleave: {blocks: N, block_warmup_s: S}' in $SCENARIO" >&2; exit 2; }
-  [ -n "${BLOCKS:-}" ] && sed -i "s/^\(interleave: {blocks: \)[0-9]*/\1$BLOCKS/" "$OUT/scenario.yaml"
-  [ -n "${BLOCK_WARMUP_S:-}" ] && sed -i "s/^\(interleave: {.*block_warmup_s: \)[0-9.]*/\1$BLOCK_WARMUP_S/" "$OUT/scenario.yaml"
-  [ -n "${ORDER_SEED:-}" ] && sed -i "s/^\(interleave: {blocks: [0-9]*, block_warmup_s: [0-9.]*\)}/\1, seed: $ORDER_SEED}/" "$OUT/scenario.yaml"
+  grep -q '^interleave: {blocks: [0-9]*[,}]' "$OUT/scenario.yaml" || {
+    echo "gpu-kit: BLOCKS/BLOCK_WARMUP_S/ORDER_SEED need a one-line 'interleave: {blocks: N, ...}' in $SCENARIO" >&2; exit 2; }
+  blocks=${BLOCKS:-$(sed -n 's/^interleave: {blocks: \([0-9]*\).*/\1/p' "$OUT/scenario.yaml")}
+  warm=${BLOCK_WARMUP_S:-$(sed -n 's/^interleave: {.*block_warmup_s: \([0-9.]*\).*/\1/p' "$OUT/scenario.yaml")}
+  line="interleave: {blocks: $blocks${warm:+, block_warmup_s: $warm}${ORDER_SEED:+, seed: $ORDER_SEED}}"
+  sed -i "s/^interleave: {.*}/$line/" "$OUT/scenario.yaml"
 fi
 STEPS_LINE=$(sed -n 's/^steps: *\[\(.*\)\].*/\1/p' "$OUT/scenario.yaml")
 [ -n "$STEPS_LINE" ] || { echo "gpu-kit: $SCENARIO has no 'steps: [...]' line" >&2; exit 2; }

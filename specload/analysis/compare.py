@@ -245,8 +245,9 @@ def _warmup(run: RunColumns) -> tuple[float, str] | None:
     """The warm-up before each measured window of ``run`` and where it is set: per block in
     an interleaved run (``interleave.block_warmup_s``), per step otherwise."""
     inter = run.meta.get("interleave")
-    if isinstance(inter, dict) and isinstance(inter.get("block_warmup_s"), (int, float)):
-        return float(inter["block_warmup_s"]), "interleave: block_warmup_s"
+    if isinstance(inter, dict) and "block_warmup_s" in inter:
+        warm = inter["block_warmup_s"]  # null: derived per block from the cell's E2E
+        return (float(warm), "interleave: block_warmup_s") if warm is not None else None
     sc = run.meta.get("scenario")
     if isinstance(sc, dict) and isinstance(sc.get("warmup_s"), (int, float)):
         return float(sc["warmup_s"]), "warmup_s"
@@ -558,6 +559,7 @@ def compare_runs(
     _lead_with_classes(comparison)
     if closed_groups is not None:
         comparison.closed_loop = closed_loop(closed_groups, base, min_gain, bootstrap, seed)
+        comparison.warnings += [w for lv in comparison.closed_loop for w in lv.lockstep_warnings()]
     comparison.schedules = analyse_schedules(comparison, schedule)
     comparison.decode = {
         label: decode_steps(rs, {s.target_qps: s.server for s in steps[label]})

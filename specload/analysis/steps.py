@@ -169,8 +169,18 @@ def _units(run: RunColumns, i: int, measured: np.ndarray) -> np.ndarray:
     if np.isnan(block).all():
         return i * BLOCK_UNIT + _time_slices(run, measured)
     rep = int(run.meta.get("replicate") or i + 1)
-    k = np.nan_to_num(run.cols["repeat"][measured], nan=0.0).astype(np.int64)
-    return np.asarray(rep * BLOCK_UNIT + k, dtype=np.int64)
+    return np.asarray(rep * BLOCK_UNIT + _block_k(run, block, measured), dtype=np.int64)
+
+
+def _block_k(run: RunColumns, block: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """Each block's number within its cell (``k``), from run.json's plan; run dirs without
+    the plan (merged block runs of older versions, synthetic ones) carry it in ``repeat``."""
+    plan = (run.meta.get("interleave") or {}).get("plan") or []
+    k_of = {int(b["number"]): int(b["k"]) for b in plan if "number" in b and "k" in b}
+    if not k_of:
+        return np.asarray(np.nan_to_num(run.cols["repeat"][measured], nan=0.0), dtype=np.int64)
+    numbers = np.nan_to_num(block, nan=-1.0).astype(np.int64)
+    return np.array([k_of.get(int(n), 0) for n in numbers], dtype=np.int64)
 
 
 def _time_slices(run: RunColumns, measured: np.ndarray) -> np.ndarray:

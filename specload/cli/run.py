@@ -148,6 +148,7 @@ def locust_command(args: argparse.Namespace, out: Path) -> list[str]:
         ("--server-cmd", args.server_cmd),
         ("--gpu-metrics-url", args.gpu_metrics_url),
         ("--scenario-set", args.scenario_set),
+        ("--interleave-targets", args.interleave_targets),
     ):
         if value:
             cmd += [flag, value]

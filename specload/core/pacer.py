@@ -24,6 +24,13 @@ one stream at ``rate`` (process ``k``: arrivals ``k``, ``k + W``, ...), because 
 gamma streams superpose into something smoother than gamma: the merged stream is exactly the
 one stream, with its burstiness, however many processes send it. Trace shares split the same
 way.
+
+``CountedWindow`` conditions a Poisson schedule on its count inside one window: exactly
+``round(rate * (hi - lo))`` arrivals in ``[lo, hi)``, placed as uniform order statistics (a
+Poisson process given its count), and the unconditioned schedule outside it. An interleaved
+block's measured window is a few seconds; unconditioned, its count varies by ``sqrt(n)``
+(a 2-s window at 6 req/s sent between 5 and 15), and the block measured another load than
+its step's. Shares take every ``W``-th arrival of the window's one list.
 """
 
 from __future__ import annotations
@@ -31,9 +38,9 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-__all__ = ["ARRIVALS", "Pacer", "derive_seed"]
+__all__ = ["ARRIVALS", "CountedWindow", "Pacer", "derive_seed"]
 
 #: Arrival processes the pacer knows (the scenario's ``arrival`` choices).
 ARRIVALS = ("constant", "poisson", "gamma", "trace")
@@ -159,16 +166,7 @@ class Pacer:
     def first_at_or_after(self, t: float) -> int:
         """The index of this process's first arrival due at or after ``t`` (a share that
         takes over mid-step continues a trace where it stands, not from its start)."""
-        lo, hi = 0, 1
-        while self.next_send_at(hi) < t:
-            lo, hi = hi, hi * 2
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.next_send_at(mid) < t:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+        return _first_at_or_after(self.next_send_at, t)
 
     def arrivals_until(self, end_at: float, first: int = 0) -> Iterator[tuple[int, float]]:
         """``(i, send_at)`` for every arrival due before ``end_at``, from index ``first``."""
@@ -189,3 +187,53 @@ class Pacer:
             f"Pacer(rate_qps={self.rate_qps:g}, arrival={self.arrival!r}, "
             f"seed={self.seed}, start_at={self.start_at:.3f})"
         )
+
+
+def _first_at_or_after(next_send_at: Callable[[int], float], t: float) -> int:
+    """The first index whose (non-decreasing) time is at or after ``t``."""
+    lo, hi = 0, 1
+    while next_send_at(hi) < t:
+        lo, hi = hi, hi * 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if next_send_at(mid) < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+class CountedWindow:
+    """``base``'s schedule with exactly ``round(rate_qps * (hi - lo))`` arrivals in
+    ``[lo, hi)`` (see module doc); this process takes arrivals ``index``, ``index + count``,
+    ... of the window's one list, which ``seed`` draws the same in every process."""
+
+    def __init__(
+        self,
+        base: Pacer,
+        rate_qps: float,
+        seed: int,
+        lo: float,
+        hi: float,
+        *,
+        index: int = 0,
+        count: int = 1,
+    ) -> None:
+        rng = random.Random(f"specload-window:{seed}")
+        n = round(rate_qps * (hi - lo))
+        window = sorted(lo + rng.random() * (hi - lo) for _ in range(n))
+        self.base = base
+        self.window = window[index::count]
+        self._before = base.first_at_or_after(lo)
+        self._after = base.first_at_or_after(hi)
+
+    def next_send_at(self, i: int) -> float:
+        if i < self._before:
+            return self.base.next_send_at(i)
+        j = i - self._before
+        if j < len(self.window):
+            return self.window[j]
+        return self.base.next_send_at(self._after + j - len(self.window))
+
+    def first_at_or_after(self, t: float) -> int:
+        return _first_at_or_after(self.next_send_at, t)

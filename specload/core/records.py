@@ -93,6 +93,11 @@ class RequestRecord:
     #: an interleaved sweep's block (``sweep --interleave``): the block's number in the
     #: session's run order, shared by every record the block sent; None outside such a sweep
     block: int | None = None
+    #: an interleaved session's condition (the label of the server the block sent to)
+    condition: str | None = None
+    #: sent after its interleaved block's measured window, while the load went on until the
+    #: block's measured requests had finished (``warmup`` is then true too: not measured)
+    cooldown: bool | None = None
     lookup_match_rate: float | None = None
     prompt_text: str | None = None  # only with --store-text
     output_text: str | None = None  # only with --store-text

@@ -54,7 +54,9 @@ class RecordIntake:
             return
         self.ledger.sent[msg.worker] = max(self.ledger.sent[msg.worker], msg.sent)
         self.live.set_sent_in_window(msg.worker, msg.sent_in_window)
-        self.live.set_due(msg.worker, msg.due)
+        self.live.set_due(msg.worker, msg.due, msg.queued)
+        for label, n in msg.sent_by.items():
+            self.ledger.sent_by[msg.worker][label] = max(self.ledger.sent_by[msg.worker][label], n)
         if self._end_written:
             self._late(msg.worker, msg.records)
             return

@@ -32,6 +32,10 @@ class WorkerLedger:
     received: defaultdict[str, int] = field(default_factory=lambda: defaultdict(int))
     #: records that arrived after run.json's end was written (appended, counted)
     late_records: int = 0
+    #: an interleaved session: per worker, requests sent to each condition's server
+    sent_by: defaultdict[str, defaultdict[str, int]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(int))
+    )
 
     def names(self) -> list[str]:
         return sorted(set(self.ready) | set(self.sent) | set(self.received))
@@ -48,13 +52,19 @@ class WorkerLedger:
         """run.json ``counts`` (``unrecorded``: sent without a record; ``late``: appended
         after the end)."""
         by_worker = {w: {"sent": self.sent[w], "recorded": self.received[w]} for w in self.names()}
-        return {
+        out: dict[str, Any] = {
             "sent": sum(self.sent.values()),
             "recorded": sum(self.received.values()),
             "by_worker": by_worker,
             "unrecorded": sum(self.unrecorded().values()),
             "late": self.late_records,
         }
+        labels = sorted({label for per in self.sent_by.values() for label in per})
+        if labels:
+            out["sent_by_condition"] = {
+                label: sum(per.get(label, 0) for per in self.sent_by.values()) for label in labels
+            }
+        return out
 
     def mark_lost(self, lost_workers: list[dict[str, Any]], gone: set[str], now: float) -> None:
         """Workers gone without final counts: keep what they sent, note when they vanished."""

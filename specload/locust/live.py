@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +68,12 @@ class StepTally:
     sent_in_window: dict[str, int] = field(default_factory=dict)
     #: per worker, measured arrivals queued for this step (each ends as one measured record)
     due: dict[str, int] = field(default_factory=dict)
+    #: per worker, every arrival queued for this step (warm-up and cool-down included)
+    queued: dict[str, int] = field(default_factory=dict)
+    #: per worker, when its last counts for this step arrived (unix s)
+    counted_at: dict[str, float] = field(default_factory=dict)
+    #: an interleaved block's condition ("" outside a session)
+    condition: str = ""
     #: a closed-loop step's requests in flight (0: open loop at target_qps)
     concurrency: int = 0
     #: how late each measured request was sent against its schedule (seconds, ascending)
@@ -112,6 +119,16 @@ class StepTally:
         if now < self.end + SETTLE_S:
             return False
         return self.measured >= sum(self.due.values()) or now >= self.end + grace_s
+
+    @property
+    def measured_in(self) -> bool:
+        """Every measured arrival queued so far has its record: nothing measured in flight."""
+        return self.measured >= sum(self.due.values())
+
+    @property
+    def idle(self) -> bool:
+        """Every arrival queued so far has its record: nothing of this step in flight."""
+        return self.records >= sum(self.queued.values())
 
     @property
     def achieved_qps(self) -> float | None:
@@ -166,9 +183,17 @@ class LiveStats:
         warmup_end: float,
         end: float,
         concurrency: int = 0,
+        condition: str = "",
     ) -> None:
         self.steps[index] = StepTally(
-            index, repeat, target_qps, start, warmup_end, end, concurrency=concurrency
+            index,
+            repeat,
+            target_qps,
+            start,
+            warmup_end,
+            end,
+            concurrency=concurrency,
+            condition=condition,
         )
         self.current = index
 
@@ -183,17 +208,28 @@ class LiveStats:
             if tally is not None:
                 tally.sent_in_window[worker] = n
 
-    def set_due(self, worker: str, counts: dict[int, int]) -> None:
-        for step, n in counts.items():
-            tally = self.steps.get(step)
-            if tally is not None:
-                tally.due[worker] = n
+    def set_due(
+        self, worker: str, due: dict[int, int], queued: dict[int, int] | None = None
+    ) -> None:
+        now = time.time()
+        for counts, attr in ((due, "due"), (queued or {}, "queued")):
+            for step, n in counts.items():
+                tally = self.steps.get(step)
+                if tally is not None:
+                    getattr(tally, attr)[worker] = n
+                    tally.counted_at[worker] = now
+
+    def rewindow(self, index: int, warmup_end: float, end: float) -> None:
+        """A block whose warm-up was held longer (``locust/blocks.py``)."""
+        tally = self.steps.get(index)
+        if tally is not None:
+            tally.warmup_end, tally.end = warmup_end, end
 
     def settled(self, now: float, grace_s: float) -> set[int]:
         """Steps whose figures are final (``StepTally.settled``)."""
         return {i for i, t in self.steps.items() if t.settled(now, grace_s)}
 
-    def progress_line(self, index: int, total_steps: int) -> str:
+    def progress_line(self, index: int, total_steps: int, left_s: float | None = None) -> str:
         """One line for the terminal: step, target/achieved QPS, live p50 TPOT, errors.
 
         All figures are the measured window's (after warm-up): errors over the requests that
@@ -208,11 +244,15 @@ class LiveStats:
             if fell_behind(t.late_share) and not t.concurrency
             else ""
         )
+        head = f"step {index + 1}/{total_steps} (repeat {t.repeat})"
+        if t.condition:
+            head = f"block {index + 1}/{total_steps} ({t.condition})"
+        left = "" if left_s is None else f"; about {left_s / 60:.1f} min left"
         return (
-            f"step {index + 1}/{total_steps} (repeat {t.repeat}): {load}, "
+            f"{head}: {load}, "
             f"achieved {'-' if achieved is None else f'{achieved:.2f}'} qps, "
             f"p50 TPOT {'-' if tpot is None else f'{tpot * 1000:.2f}'} ms, "
-            f"errors {t.measured_errors}/{t.measured} finished ({t.sent} sent){behind}"
+            f"errors {t.measured_errors}/{t.measured} finished ({t.sent} sent){behind}{left}"
         )
 
     def snapshot(self) -> dict[str, Any]:

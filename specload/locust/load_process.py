@@ -24,7 +24,7 @@ import gevent
 import gevent.event
 import gevent.queue
 
-from specload.core.pacer import Pacer, derive_seed
+from specload.core.pacer import CountedWindow, Pacer, derive_seed
 from specload.core.records import ANSWER_KEY, ErrorInfo, RequestRecord, counts_as_load
 from specload.locust.messages import (
     Drain,
@@ -67,8 +67,15 @@ class Arrival:
 
     @property
     def warmup(self) -> bool:
-        """Due before its step's warm-up ended: its record says ``warmup`` (left out of figures)."""
-        return self.scheduled_at < self.plan.warmup_end
+        """Due before its step's warm-up ended, or in an interleaved block's cool-down: its
+        record says ``warmup`` (left out of figures)."""
+        return self.scheduled_at < self.plan.warmup_end or self.cooldown
+
+    @property
+    def cooldown(self) -> bool:
+        """Due after an open-ended block's measured window: load that keeps the batch as it
+        was while the block's measured requests finish, never measured itself."""
+        return self.plan.open_end and self.scheduled_at >= self.plan.end
 
 
 class RecordOutbox:
@@ -86,6 +93,8 @@ class RecordOutbox:
         self.sent = 0
         self.sent_in_window: dict[int, int] = defaultdict(int)
         self.due: dict[int, int] = defaultdict(int)
+        self.queued: dict[int, int] = defaultdict(int)
+        self.sent_by: dict[str, int] = defaultdict(int)
         self._dirty = False
         self._loop: gevent.Greenlet | None = None
 
@@ -94,17 +103,24 @@ class RecordOutbox:
         self.run_id, self.sent, self._buf, self._dirty = run_id, 0, [], False
         self.sent_in_window = defaultdict(int)
         self.due = defaultdict(int)
+        self.queued = defaultdict(int)
+        self.sent_by = defaultdict(int)
         self._loop = gevent.spawn(self._tick)
 
-    def count_sent(self, step: int | None) -> None:
+    def count_sent(self, step: int | None, condition: str = "") -> None:
         self.sent += 1
         if step is not None:
             self.sent_in_window[step] += 1
+        if condition:
+            self.sent_by[condition] += 1
         self._dirty = True
 
-    def count_due(self, step: int) -> None:
-        """A measured arrival of ``step`` was queued: one more record that step waits for."""
-        self.due[step] += 1
+    def count_queued(self, step: int, measured: bool) -> None:
+        """An arrival of ``step`` was queued: one more record that step waits for (``due``
+        counts the measured ones)."""
+        self.queued[step] += 1
+        if measured:
+            self.due[step] += 1
         self._dirty = True
 
     def add(self, record: dict[str, Any]) -> None:
@@ -129,6 +145,8 @@ class RecordOutbox:
             self.sent,
             dict(self.sent_in_window),
             dict(self.due),
+            dict(self.queued),
+            dict(self.sent_by),
         )
         self._dirty = False
         try:
@@ -137,6 +155,10 @@ class RecordOutbox:
             self._dirty = True
             raise
         del self._buf[:n]
+
+    def flush_soon(self) -> None:
+        """Send now what waits (a block's last measured records, its counts), never raising."""
+        self._try_flush()
 
     def _try_flush(self) -> None:
         try:
@@ -192,6 +214,9 @@ class LoadProcess:
         self.requests: list[Any] = []
         self.trace_offsets: tuple[float, ...] = ()  # a trace replay: each request's time
         self.client: Any = None
+        #: an interleaved session's clients and models, by condition (``RunStart.targets``)
+        self.clients: dict[str, Any] = {}
+        self.models: dict[str, str] = {}
         self.recorded = 0
         self.inflight = 0
         self._seq = 0
@@ -205,6 +230,9 @@ class LoadProcess:
         #: the closed-loop share being kept full, and how many arrivals it has made
         self._closed: StepChange | None = None
         self._closed_n = 0
+        #: closed-loop requests (or conversations) in flight, by step index: a new share of
+        #: the same step (a re-split, a block held longer) takes them over, not adds to them
+        self._closed_live: defaultdict[int, int] = defaultdict(int)
 
     # --- messages from the master -------------------------------------------------------
     def on_run_start(self, msg: RunStart) -> None:
@@ -214,6 +242,7 @@ class LoadProcess:
         self.run, self.recorded, self.inflight, self._seq = msg, 0, 0, 0
         self._pending, self._draining = [], False
         self._steps_seen = {}
+        self._closed, self._closed_live = None, defaultdict(int)
         self._ready = gevent.event.Event()
         while not self.queue.empty():  # users may be blocked on this queue: keep the object
             self.queue.get_nowait()
@@ -287,6 +316,11 @@ class LoadProcess:
                 record_itl=sc.record_itl,
             )
             self.client = make_client(sc.client, msg.base_url, settings)
+            self.clients = {
+                label: make_client(sc.client, url, settings)
+                for label, (url, _) in msg.targets.items()
+            }
+            self.models = {label: model for label, (_, model) in msg.targets.items()}
             self.scenario = sc
             self._ready.set()
         except Exception as exc:  # reported to the master, which fails the run with it
@@ -299,7 +333,12 @@ class LoadProcess:
 
     # --- pacing -------------------------------------------------------------------------
     def _limit(self, plan: StepChange) -> float:
-        """Arrivals of ``plan`` stop at its end or where the next share takes over."""
+        """Arrivals of ``plan`` stop at its end or where the next share takes over; an
+        open-ended block's go on past its end until the next share or the drain."""
+        if plan.open_end:
+            if self._draining:
+                return float("-inf")
+            return self._pending[0][0] if self._pending else float("inf")
         nxt = self._pending[0][0] if self._pending else plan.end
         return min(plan.end, nxt)
 
@@ -322,23 +361,33 @@ class LoadProcess:
             self._changed.clear()
             self._clock.wait(self._changed, remaining)
 
-    def _pacer(self, plan: StepChange) -> tuple[Pacer, int]:
+    def _pacer(self, plan: StepChange) -> tuple[Pacer | CountedWindow, int]:
         """This share's arrivals and the index of its first one. A trace is replayed from the
         step's start at the step's speedup, so a share that takes over mid-step continues it
         where it stands; other arrival processes start afresh at ``begin_at``."""
         sc = self.scenario
-        seed = derive_seed(sc.seed, plan.index, plan.epoch)
+        if plan.seed is not None:  # a block: both conditions of a unit get the same draw
+            seed = derive_seed(plan.seed, "block")
+        else:
+            seed = derive_seed(sc.seed, plan.index, plan.epoch)
         if sc.arrival == "trace":
-            pacer = Pacer.share(
+            trace = Pacer.share(
                 plan.target_qps, "trace", seed, plan.start, index=plan.slot, count=plan.slots,
                 offsets=self.trace_offsets, speed=plan.target_qps / sc.trace_rate_qps,
             )  # fmt: skip
-            return pacer, pacer.first_at_or_after(plan.begin_at)
+            return trace, trace.first_at_or_after(plan.begin_at)
+        origin = plan.begin_at if plan.origin is None else plan.origin
         pacer = Pacer.share(
-            plan.target_qps, sc.arrival, seed, plan.begin_at, index=plan.slot, count=plan.slots,
+            plan.target_qps, sc.arrival, seed, origin, index=plan.slot, count=plan.slots,
             burstiness=sc.burstiness,
         )  # fmt: skip
-        return pacer, 0
+        chosen: Pacer | CountedWindow = pacer
+        if plan.block is not None and sc.arrival == "poisson":  # the block runs at its load
+            chosen = CountedWindow(
+                pacer, plan.target_qps, seed, plan.warmup_end, plan.end,
+                index=plan.slot, count=plan.slots,
+            )  # fmt: skip
+        return chosen, (0 if origin >= plan.begin_at else chosen.first_at_or_after(plan.begin_at))
 
     def _pace(self) -> None:
         self._ready.wait()
@@ -347,6 +396,9 @@ class LoadProcess:
             if plan.slots == 0:  # left out of a re-split: no arrivals until the next share
                 self.outbox.flush()
                 continue
+            if plan.open_end:  # the master waits for the measured window's counts: send them
+                at = max(0.0, plan.end - self._clock.now()) + 0.01
+                self._greenlets.append(gevent.spawn_later(at, self.outbox.flush_soon))
             if plan.concurrency:
                 self._closed_loop(plan)
                 continue
@@ -358,9 +410,8 @@ class LoadProcess:
             self.outbox.flush()
 
     def _enqueue(self, a: Arrival) -> None:
-        """Queue an arrival; a measured one is counted as due (its step waits for its record)."""
-        if not a.warmup:
-            self.outbox.count_due(a.plan.index)
+        """Queue an arrival, counted (its step waits for its record; a measured one is due)."""
+        self.outbox.count_queued(a.plan.index, measured=not a.warmup)
         self.queue.put(a)
 
     # --- sending ------------------------------------------------------------------------
@@ -376,10 +427,10 @@ class LoadProcess:
         now = time.time()
         # the step's achieved rate counts what it scheduled (records.counts_as_load)
         in_window = not warmup and now < plan.end and counts_as_load(a.turn)
-        self.outbox.count_sent(plan.index if in_window else None)
+        self.outbox.count_sent(plan.index if in_window else None, plan.condition)
         self.inflight += 1
         try:
-            rec: RequestRecord = self.client.send(
+            rec: RequestRecord = self._client(plan).send(
                 self._request(a),
                 request_id=request_id,
                 worker=self.worker,
@@ -412,12 +463,21 @@ class LoadProcess:
         finally:
             self.inflight -= 1
         rec, continues = self._converse(a, rec)
+        if plan.condition:
+            rec = replace(rec, condition=plan.condition, block=plan.block, cooldown=a.cooldown)
         if a.plan.concurrency:
             rec = replace(rec, concurrency=a.plan.concurrency)
             if not continues:  # a conversation holds its slot until its last turn
+                self._closed_live[a.plan.index] -= 1
                 self._refill(a.plan)
         self._keep(rec)
+        if plan.open_end and not warmup and time.time() >= plan.end:
+            self.outbox.flush_soon()  # a block's cool-down ends when its measured records are in
         return rec
+
+    def _client(self, plan: StepChange) -> Any:
+        """The client of the server that gets this step's load (a block's condition's)."""
+        return self.clients[plan.condition] if plan.condition else self.client
 
     def _keep(self, rec: RequestRecord) -> None:
         self.recorded += 1
@@ -432,29 +492,60 @@ class LoadProcess:
         )
         if not self._sleep_until(plan.begin_at, plan):
             return
-        self._closed, self._closed_n = plan, 0
-        for _ in range(share):
-            self._refill(plan)
+        if self._closed_live[plan.index] == 0:
+            self._closed_n = 0
+        self._closed = plan
+        share -= self._closed_live[plan.index]  # an earlier share's requests still in flight
+        gap = self._stagger_s(plan, share)
+        for i in range(share):
+            if i == 0 or gap <= 0:
+                self._refill(plan)
+            else:
+                at = plan.begin_at + i * gap
+                self._greenlets.append(gevent.spawn(self._refill_at, plan, at))
         while (remaining := self._limit(plan) - self._clock.now()) > 0:
             self._changed.clear()
             self._clock.wait(self._changed, remaining)
         self._closed = None
         self.outbox.flush()
 
+    @staticmethod
+    def _stagger_s(plan: StepChange, share: int) -> float:
+        """Seconds between a closed-loop share's first requests: spread over the warm-up.
+
+        Started at once, N users with equal output lengths finish together and refill
+        together, so every later round is a burst of N prefills (a lockstep that once made
+        TTFT at c=8 measure the bursts). Spread over the warm-up they start out of phase."""
+        warmup = max(0.0, plan.warmup_end - plan.begin_at)
+        return warmup / share if share > 1 else 0.0
+
+    def _refill_at(self, plan: StepChange, t: float) -> None:
+        """A staggered first request of a closed-loop share, at ``t`` if the share lasts."""
+        if self._sleep_until(t, plan):
+            self._refill(plan)
+
     def _refill(self, plan: StepChange) -> None:
-        """One more arrival of the closed-loop share ``plan``, sent now, while it lasts."""
-        if self._closed is not plan or self._draining or self._clock.now() >= self._limit(plan):
+        """One more arrival of ``plan``'s closed-loop step, sent now in the share running it
+        (a later share of the same step takes over), while that share lasts."""
+        cur = self._closed
+        if cur is None or cur.index != plan.index or self._draining:
+            return
+        if self._clock.now() >= self._limit(cur):
             return
         n_prompts = max(1, len(self.requests))
-        prompt = (plan.prompt_offset + plan.slot + plan.slots * self._closed_n) % n_prompts
+        prompt = (cur.prompt_offset + cur.slot + cur.slots * self._closed_n) % n_prompts
         self._closed_n += 1
-        self._enqueue(Arrival(plan, self._clock.now(), prompt))
+        self._closed_live[cur.index] += 1
+        self._enqueue(Arrival(cur, self._clock.now(), prompt))
 
     # --- conversations ------------------------------------------------------------------
     def _request(self, a: Arrival) -> Any:
         """The request of arrival ``a``: its prompt, or, in a conversation, the history so far,
         asking for the answer's text when another turn follows."""
         req = self.requests[a.prompt_index]
+        model = self.models.get(a.plan.condition)
+        if model is not None and model != req.model:  # servers that name the model otherwise
+            req = replace(req, model=model)
         conv = self.scenario.conversation if self.scenario is not None else None
         if conv is None:
             return req

@@ -65,6 +65,9 @@ class RunStart(_Wire):
     base_url: str
     store_text: bool = False
     prompts: dict[str, Any] | None = None
+    #: an interleaved session (``sweep --interleave``): each condition's server URL and the
+    #: model it serves; a block's ``StepChange.condition`` says which one gets its load
+    targets: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +97,25 @@ class StepChange(_Wire):
     prompt_offset: int = 0
     #: a closed-loop step: requests in flight over all workers (0: open loop at target_qps)
     concurrency: int = 0
+    #: an interleaved block: its condition (``RunStart.targets``) and number in the session
+    condition: str = ""
+    block: int | None = None
+    #: the block's load goes on past ``end``, unmeasured (``cooldown``), until a later share
+    #: takes over: the master sends the next block once this one's measured requests are in
+    open_end: bool = False
+    #: the arrival draw's seed (None: derived from the scenario's seed and the step)
+    seed: int | None = None
+    #: where the arrival draw starts (None: at ``begin_at``); a block's is its warm-up end
+    #: minus its planned warm-up, so a block held longer keeps its draw's place in the window
+    origin: float | None = None
 
     @property
     def name(self) -> str:
         """The Locust row name for this step, e.g. ``chat @ 4 qps`` or ``chat @ c=1``."""
+        where = f"{self.condition} " if self.condition else ""
         if self.concurrency:
-            return f"chat @ c={self.concurrency}"
-        return f"chat @ {self.target_qps:g} qps"
+            return f"{where}chat @ c={self.concurrency}"
+        return f"{where}chat @ {self.target_qps:g} qps"
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +159,11 @@ class RecordBatch(_Wire):
     sent: int = 0
     sent_in_window: dict[int, int] = field(default_factory=dict)
     due: dict[int, int] = field(default_factory=dict)
+    #: step index -> every arrival put on the queue so far (warm-up and cool-down too): the
+    #: step has nothing left in flight when its records reach this count
+    queued: dict[int, int] = field(default_factory=dict)
+    #: condition -> requests sent to its server (an interleaved session's per-condition count)
+    sent_by: dict[str, int] = field(default_factory=dict)
 
     def to_wire(self) -> dict[str, Any]:
         # Not asdict(): it deep-copies every record dict (and its ITL list) once more, which
@@ -155,6 +175,8 @@ class RecordBatch(_Wire):
             "sent": self.sent,
             "sent_in_window": dict(self.sent_in_window),
             "due": dict(self.due),
+            "queued": dict(self.queued),
+            "sent_by": dict(self.sent_by),
         }
 
     @classmethod
@@ -166,6 +188,8 @@ class RecordBatch(_Wire):
             sent=int(data.get("sent", 0)),
             sent_in_window=_step_counts(data.get("sent_in_window")),
             due=_step_counts(data.get("due")),
+            queued=_step_counts(data.get("queued")),
+            sent_by={str(k): int(v) for k, v in (data.get("sent_by") or {}).items()},
         )
 
 

@@ -137,7 +137,7 @@ class StepSchedule:
         if live != set(self.split):
             self.split = split_slots(sorted(live))
         self._send_share(step, step.start)
-        self.live.begin_step(*step.window(), step.concurrency)
+        self.live.begin_step(*step.window(), step.concurrency, step.condition)
         self.writer.begin_step(
             {
                 "index": step.index,
@@ -147,6 +147,7 @@ class StepSchedule:
                 "start": step.start,
                 "warmup_end": step.warmup_end,
                 "end": step.end,
+                **({"condition": step.condition, "block": step.block} if step.condition else {}),
             }
         )
 
@@ -166,6 +167,11 @@ class StepSchedule:
             slots,
             step.prompt_offset,
             step.concurrency,
+            step.condition,
+            step.block,
+            step.open_end,
+            step.seed,
+            step.origin,
         )
 
     def _send_no_share(self, step: TimedStep, begin_at: float, workers: set[str]) -> None:
@@ -193,7 +199,7 @@ class StepSchedule:
         self.split = split_slots(sorted(live))
         switch_at = now + LEAD_S
         for step in self.announced:
-            if step.end > switch_at:
+            if step.end > switch_at or (step.open_end and step is self.announced[-1]):
                 self._send_share(step, max(step.start, switch_at))
                 self._send_no_share(step, max(step.start, switch_at), dropped)
         self.writer.meta.notes.append(

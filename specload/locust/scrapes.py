@@ -46,8 +46,11 @@ class StepScrapes:
         say: Callable[[str], None],
         guarded: Callable[[Callable[[], None]], None],
         progress: Callable[[int], None],
+        by_condition: dict[str, MetricsScraper] | None = None,
     ) -> None:
         self.scraper, self.gpu, self.writer, self.live = scraper, gpu, writer, live
+        #: an interleaved session: each condition's server (a block is scraped on its own)
+        self.by_condition = by_condition or {}
         self._say, self._guarded, self._progress = say, guarded, progress
         self.current: TimedStep | None = None
         self._scrapes: list[dict[str, float]] = []
@@ -63,8 +66,9 @@ class StepScrapes:
     def _edge(
         self, prev: TimedStep | None, scrapes: list[dict[str, float]], step: TimedStep | None
     ) -> None:
-        """One scrape closes ``prev`` (its ``end``) and opens ``step`` (its ``start``)."""
-        t, values = self.timed_scrape()
+        """One scrape closes ``prev`` (its ``end``) and opens ``step`` (its ``start``); in an
+        interleaved session one of the two is None (a block's edges are scraped apart)."""
+        t, values = self.timed_scrape(step or prev)
         if prev is not None:
             if values is not None:
                 self.writer.add_metrics(t, prev.index, "end", values)
@@ -86,19 +90,25 @@ class StepScrapes:
             self.writer.add_metrics(t, step.index, "start", values)
             if step is self.current:
                 self._scrapes.insert(0, values)
-        if self.scraper.last_error and not self.scraper.scrapes:
-            note = f"no server metrics: {self.scraper.last_error}"
+        scraper = self._scraper(step or prev)
+        if scraper.last_error and not scraper.scrapes:
+            note = f"no server metrics: {scraper.last_error}"
             if note not in self.writer.meta.notes:
                 self.writer.meta.notes.append(note)
 
     def _failed(self, index: int, phase: str) -> None:
         """Keep why a step has no server figures, or fewer (its ``server_notes``)."""
-        why = self.scraper.last_error or "no answer"
+        why = self._scraper(self.current).last_error or "no answer"
         self.writer.note_step(index, f"the {phase} scrape of /metrics failed: {why}")
 
-    def timed_scrape(self) -> tuple[float, dict[str, float] | None]:
-        """``/metrics`` plus GPU memory (``specload:gpu_memory_used_mib{gpu}``) when sampled."""
-        t, values = self.scraper.timed_scrape()
+    def _scraper(self, step: TimedStep | None) -> MetricsScraper:
+        """The server behind ``step``: its block's condition's, else the run's one."""
+        return self.by_condition.get(step.condition, self.scraper) if step else self.scraper
+
+    def timed_scrape(self, step: TimedStep | None = None) -> tuple[float, dict[str, float] | None]:
+        """``/metrics`` of ``step``'s server, plus GPU memory
+        (``specload:gpu_memory_used_mib{gpu}``) when sampled."""
+        t, values = self._scraper(step).timed_scrape()
         if self.gpu is not None:
             reading = self.gpu.sample()
             if reading is not None:
@@ -113,7 +123,7 @@ class StepScrapes:
         while not stopped():
             gevent.sleep(interval)
             step = self.current
-            t, values = self.timed_scrape()
+            t, values = self.timed_scrape(step)
             if stopped():
                 continue
             if values is None:

@@ -30,6 +30,7 @@ from typing import Any
 import gevent
 
 from specload.core.condition import declared_condition
+from specload.locust.blocks import BlockSchedule
 from specload.locust.intake import RecordIntake
 from specload.locust.ledger import WorkerLedger
 from specload.locust.live import LiveStats, budget_reasons
@@ -105,7 +106,7 @@ class SessionSnapshot:
     report: dict[str, Any] | None = None
 
 
-class RunSession(StepSchedule, RecordIntake, RunEnd):
+class RunSession(StepSchedule, BlockSchedule, RecordIntake, RunEnd):
     """The master's side of one run (see module doc). ``finished`` once run.json is final."""
 
     def __init__(self, runner: Any, scenario: Any, opts: RunOptions, api_key: str | None) -> None:
@@ -137,7 +138,13 @@ class RunSession(StepSchedule, RecordIntake, RunEnd):
         info = fetch_server_info(opts.host, api_key=api_key)
         models = info.get("models") or []
         self.model = scenario.model or (models[0] if models else "default")
+        #: an interleaved session's servers: condition -> (URL, model it serves)
+        self.targets = {label: self._target(url, api_key) for label, url in opts.targets.items()}
         self.writer = RunWriter(free_run_dir(opts.run_dir), self._meta(info))
+        if self.targets:
+            self.plan_session()
+            self.writer.meta.interleave = self._session_json()
+            self.writer.write_meta()
         pool = gevent.get_hub().threadpool  # NVML's C calls run there, off the loop
         self._telemetry = TelemetrySampler.open(  # GPU and host at 2 Hz (metrics/telemetry.py)
             self.writer.path, opts.gpu_metrics_url, opts.host, offload=pool.apply
@@ -151,6 +158,9 @@ class RunSession(StepSchedule, RecordIntake, RunEnd):
             say=self._say,
             guarded=self._guarded,
             progress=self._progress,
+            by_condition={
+                label: MetricsScraper(url, api_key=api_key) for label, url in opts.targets.items()
+            },
         )
         self._greenlets: list[gevent.Greenlet] = []
         #: the steps with their times, once the schedule starts (the UI's time left)
@@ -167,6 +177,22 @@ class RunSession(StepSchedule, RecordIntake, RunEnd):
             if opts.baseline_run
             else None
         )
+
+    def _target(self, url: str, api_key: str | None) -> tuple[str, str]:
+        """One condition's server of a session and the model it serves (the scenario's, else
+        the first it lists)."""
+        if url == self.opts.host:
+            return url, self.model
+        models = fetch_server_info(url, api_key=api_key).get("models") or []
+        return url, self.scenario.model or (models[0] if models else "default")
+
+    def _session_json(self) -> dict[str, Any]:
+        """run.json ``interleave``: the design, every block, the servers and the start."""
+        from specload.protocol.interleave import plan_json
+
+        design = plan_json(self.scenario, self.blocks, salt=self.opts.replicate - 1)
+        targets = {label: {"url": u, "model": m} for label, (u, m) in self.targets.items()}
+        return {**design, "targets": targets, "replicate": self.opts.replicate}
 
     def _meta(self, info: dict[str, Any]) -> RunMeta:
         sc = {**self.scenario.to_dict(), "path": self.opts.scenario_path}
@@ -207,6 +233,7 @@ class RunSession(StepSchedule, RecordIntake, RunEnd):
                 self.opts.host,
                 self.opts.store_text,
                 self.prepared.prompts.to_wire(),
+                {label: [url, model] for label, (url, model) in self.targets.items()},
             ).to_wire()
         return self._start_wire
 
@@ -223,7 +250,10 @@ class RunSession(StepSchedule, RecordIntake, RunEnd):
     def _prepare_and_run(self) -> None:
         if self._prepare():
             self.runner.send_message(RunStart.TYPE, self._run_start())
-            self._schedule()
+            if self.targets:
+                self._schedule_blocks()
+            else:
+                self._schedule()
 
     def _prepare(self) -> bool:
         """Build the prompt set once, here (``scenario/preparation.py``); False: the run failed."""
@@ -232,6 +262,7 @@ class RunSession(StepSchedule, RecordIntake, RunEnd):
         t0 = time.time()
         try:
             prepared = prepare_prompts(self.scenario, self.opts.host, self.model, self._api_key)
+            self._same_prompts_everywhere(prepared)
         except PreparationFailed as exc:
             self.writer.meta.notes.append(str(exc))
             self.finish("failed")
@@ -247,6 +278,21 @@ class RunSession(StepSchedule, RecordIntake, RunEnd):
             f"{time.time() - t0:.1f} s"
         )
         return True
+
+    def _same_prompts_everywhere(self, prepared: PreparedPrompts) -> None:
+        """An interleaved session sends one prompt set to every server: prepared once per
+        server, it must come out the same (servers that count tokens differently would make
+        the conditions' prompts differ, and their comparison meaningless)."""
+        for label, (url, model) in self.targets.items():
+            if url == self.opts.host and model == self.model:
+                continue
+            other = prepare_prompts(self.scenario, url, model, self._api_key)
+            if other.prompts.sha256 != prepared.prompts.sha256:
+                raise PreparationFailed(
+                    f"the prompt set prepared with {label}'s server ({url}) differs from the "
+                    f"one prepared with {self.opts.host} (sha256 {other.prompts.sha256[:12]} vs "
+                    f"{prepared.prompts.sha256[:12]}): do the servers tokenize alike?"
+                )
 
     def snapshot(self) -> SessionSnapshot:
         """The run as it stands (see ``SessionSnapshot``)."""
@@ -309,8 +355,16 @@ class RunSession(StepSchedule, RecordIntake, RunEnd):
     def _progress(self, index: int) -> None:
         if index in self._printed or index not in self.live.steps:
             return
+        if self.targets and index not in self.cooled and not self.finished:
+            return  # a block's line comes once its measured requests are in (blocks.py)
         self._printed.add(index)
-        self._say(self.live.progress_line(index, len(self.scenario.schedule())))
+        if not self.targets:
+            self._say(self.live.progress_line(index, len(self.scenario.schedule())))
+            return
+        done = [t for t in self.timeline if t.index <= index]
+        per_block = (time.time() - done[0].start) / len(done) if done else 0.0
+        left = per_block * (len(self.blocks) - index - 1)
+        self._say(self.live.progress_line(index, len(self.blocks), left_s=left))
 
     def _say(self, line: str) -> None:
         """Once on the terminal: printed headless (``specload run`` shows ``[specload]``

@@ -28,6 +28,16 @@ class TimedStep:
     prompt_offset: int
     #: a closed-loop step's requests in flight (0: an open-loop QPS step)
     concurrency: int = 0
+    #: an interleaved block (``locust/blocks.py``): its condition, its number in the session,
+    #: its arrival seed; its load goes on past ``end`` until the next block (``open_end``)
+    condition: str = ""
+    block: int | None = None
+    seed: int | None = None
+    origin: float | None = None
+
+    @property
+    def open_end(self) -> bool:
+        return self.block is not None
 
     def window(self) -> tuple[int, int, float, float, float, float]:
         """``(index, repeat, target_qps, start, warmup_end, end)``: the step as the live

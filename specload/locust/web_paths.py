@@ -33,7 +33,7 @@ from specload.options.run import RUN_OPTIONS
 __all__ = ["PathRefused", "UiPaths", "exposure_warning", "hidden_fields"]
 
 #: Hidden options a page must not change (``hidden_fields`` refuses them in a form too).
-FIXED = ("scenario_set", "runs_root")
+FIXED = ("scenario_set", "interleave_targets", "runs_root")
 #: Without ``--scenario``: the folder of scenarios in the master's working directory.
 DEFAULT_SCENARIO_DIR = "scenarios"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specload.core.budget import BUDGET_HELP, DEFAULT_MAX_ERROR_RATE, max_error_rate
@@ -62,6 +62,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
     # internal: a JSON object of dotted scenario keys to override (``sweep --interleave``
     # runs each block as the scenario cut to one step); not for users, so not in --help
     Option("--scenario-set", argparse.SUPPRESS, in_web_ui=False),
+    # internal: ``sweep --interleave``'s session, one run over every condition's server: a
+    # JSON object {"targets": {LABEL: URL, ...}, "replicate": N} (``locust/blocks.py``)
+    Option("--interleave-targets", argparse.SUPPRESS, in_web_ui=False),
     Option(
         "--label",
         "this run's condition label, e.g. baseline or spec-ngram-k4",
@@ -198,6 +201,10 @@ class RunOptions:
     baseline_run: str | None = None
     #: the gate options (``options/gates.py``): checked by ``specload compare`` at the end
     gates: GateOptions = GateOptions()
+    #: an interleaved session (``--interleave-targets``): each condition's server URL, in the
+    #: order given, and which server start of each this is (1-based)
+    targets: dict[str, str] = field(default_factory=dict)
+    replicate: int = 1
 
 
 def check_host(host: str | None) -> str:
@@ -226,6 +233,29 @@ def _overrides(text: str | None) -> dict[str, Any] | None:
             "expected a JSON object of scenario keys to override", path="--scenario-set"
         )
     return value
+
+
+def _targets(text: str | None) -> tuple[dict[str, str], int]:
+    """``--interleave-targets``: ({label: base URL}, replicate); ({}, 1) when not given."""
+    if not text:
+        return {}, 1
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = None
+    targets = value.get("targets") if isinstance(value, dict) else None
+    replicate = value.get("replicate", 1) if isinstance(value, dict) else None
+    if (
+        not isinstance(targets, dict)
+        or len(targets) < 2
+        or not isinstance(replicate, int)
+        or replicate < 1
+    ):
+        raise ConfigError(
+            'expected {"targets": {LABEL: URL, ...} (two or more), "replicate": N}',
+            path="--interleave-targets",
+        )
+    return {str(k): check_host(str(v)) for k, v in targets.items()}, replicate
 
 
 def _check_baseline(path: str, label: str, scenario: Any) -> None:
@@ -275,6 +305,11 @@ def resolve_run_options(
     from specload.scenario import load_scenario
 
     scenario = load_scenario(scenario_path, _overrides(getattr(values, "scenario_set", "")))
+    targets, replicate = _targets(getattr(values, "interleave_targets", ""))
+    if targets:
+        from specload.protocol.interleave import cells_of
+
+        cells_of(scenario)  # ConfigError for a trace
     label = getattr(values, "label", "") or "run"
     if baseline_run and headless:
         _check_baseline(baseline_run, label, scenario)
@@ -292,5 +327,7 @@ def resolve_run_options(
         max_error_rate=budget,
         baseline_run=baseline_run,
         gates=gates,
+        targets=targets,
+        replicate=replicate,
     )
     return opts, scenario

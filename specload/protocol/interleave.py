@@ -10,13 +10,12 @@ condition comes first in half of a step's units. Drift then hits every step and 
 alike and averages out over the blocks; what is left shows as spread between blocks, which
 compare's block-level interval measures (``analysis/steps.py``).
 
-Each block is one ordinary ``specload run`` of the scenario cut to one step
-(``block_overrides``): its own warm-up, and it ends only when its requests have finished,
-so the next block (on the other server, maybe sharing the GPU) never overlaps a measured
-one. ``merge_blocks`` then writes one run dir per condition, as if it were one run whose
-step executions are the blocks: records keep their values and gain ``block``, ``step``
-numbers the executions, ``repeat`` the block's number within its cell (0-based), and run.json
-carries the whole plan under ``interleave``.
+A session is one ``specload run`` whose steps are its blocks (``locust/blocks.py``: how a
+block's warm-up, measured window and cool-down keep what is measured clean). Its records
+carry their ``condition`` and ``block`` as written; ``split_session`` then gives each
+condition a run dir of its own (records copied unchanged: ``step`` is the block's number in
+the session, ``repeat`` the scenario repeat), and run.json carries the whole plan under
+``interleave``, whose ``plan`` maps a block to its cell and its number ``k`` there.
 """
 
 from __future__ import annotations
@@ -34,20 +33,16 @@ import orjson
 from specload.core.errors import ConfigError
 from specload.recorder.run_json import peek_run_json
 from specload.recorder.rundir import write_json_durably
-from specload.scenario.schema import InterleaveSpec, Scenario
+from specload.scenario.schema import FIRST_BLOCK_WARMUP_S, InterleaveSpec, Scenario
 
 __all__ = [
     "Block",
     "Cell",
-    "block_overrides",
     "cells_of",
-    "merge_blocks",
     "plan_blocks",
     "plan_json",
+    "split_session",
 ]
-
-#: run.json statuses from best to worst; a merged run takes its worst block's.
-_STATUS_ORDER = ("completed", "degraded", "interrupted", "failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,24 +116,14 @@ def plan_blocks(scenario: Scenario, conditions: Sequence[str], salt: int = 0) ->
     rng.shuffle(units)
     base = {c: rng.sample(list(conditions), len(conditions)) for c in range(len(cells))}
     duration = scenario.step_duration_s / spec.blocks
+    # a derived warm-up (None) is planned at its first block's; the session sets each one
+    warmup = FIRST_BLOCK_WARMUP_S if spec.block_warmup_s is None else spec.block_warmup_s
     blocks: list[Block] = []
     for unit, (c, k) in enumerate(units):
         order = base[c][k % len(conditions) :] + base[c][: k % len(conditions)]
         for cond in order:
-            blocks.append(Block(len(blocks), unit, cond, c, k, duration, spec.block_warmup_s))
+            blocks.append(Block(len(blocks), unit, cond, c, k, duration, warmup))
     return blocks
-
-
-def block_overrides(block: Block, cells: Sequence[Cell]) -> dict[str, Any]:
-    """Scenario keys that cut the scenario to this block (``specload run --scenario-set``)."""
-    return {
-        "steps": [cells[block.cell].step_entry()],
-        "step_duration_s": block.duration_s,
-        "warmup_s": block.warmup_s,
-        "repeats": 1,
-        # the design travels with the block: a closed-loop block is valid only inside it
-        "interleave": {"block_warmup_s": block.warmup_s},
-    }
 
 
 def plan_json(scenario: Scenario, blocks: Sequence[Block], salt: int = 0) -> dict[str, Any]:
@@ -155,135 +140,99 @@ def plan_json(scenario: Scenario, blocks: Sequence[Block], salt: int = 0) -> dic
     }
 
 
-def merge_blocks(
-    run_dir: Path,
-    blocks: Sequence[tuple[Block, Path]],
-    scenario: dict[str, Any],
-    interleave: dict[str, Any],
-) -> str:
-    """One condition's block run dirs → ``run_dir`` (a run dir like any other); its status.
+def split_session(session: Path, dirs: dict[str, Path]) -> dict[str, str]:
+    """An interleaved session's run dir (``locust/blocks.py``) -> one run dir per condition,
+    ``dirs[label]``; each condition's status.
 
-    ``blocks`` are (block, its run dir) in session order; a block whose run dir has no
-    run.json (it never started) counts as failed and is named in run.json's ``degraded``.
-    The block dirs are removed once merged; their Locust logs are kept in ``blocks.log``.
+    Records are copied as written (they carry their ``condition`` and ``block``); metrics
+    lines and steps go to the condition of their block; GPU and host telemetry (one machine)
+    to every condition. Each run.json is the session's with the condition's label, server
+    and counts (``sent`` by condition as the load processes counted it). A record without a
+    known condition is counted in every run.json as ``unassigned``, never dropped silently.
+    The session dir is removed once every condition's files are written.
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
-    metas: list[tuple[int, dict[str, Any]]] = []  # (block number from 1, its run.json)
-    missing: list[str] = []
-    steps: list[dict[str, Any]] = []
-    with (
-        open(run_dir / "requests.jsonl", "ab") as req,
-        open(run_dir / "metrics.jsonl", "ab") as met,
-        open(run_dir / "telemetry.jsonl", "ab") as tel,
-        open(run_dir / "blocks.log", "a", encoding="utf-8") as log,
-    ):
-        for execution, (block, path) in enumerate(blocks):
-            meta = peek_run_json(path)
-            if meta is None:
-                missing.append(f"block {block.number + 1} ({_where(block, interleave)}) never ran")
-                continue
-            metas.append((block.number + 1, meta))
-            tags = {"repeat": block.k, "block": block.number}
-            req.write(_relabel(path / "requests.jsonl", {"step": execution, **tags}))
-            met.write(_relabel(path / "metrics.jsonl", {"step": execution}))
-            tel.write(_relabel(path / "telemetry.jsonl", {"block": block.number}))
-            steps += [s | {"index": execution, **tags} for s in _steps(path)[:1]]
-            _append_log(log, block, path)
-    _write_json(run_dir / "steps.json", steps)
-    meta = _merged_meta(metas, missing, scenario, interleave)
-    _write_json(run_dir / "run.json", meta)
-    for _, path in blocks:
-        shutil.rmtree(path, ignore_errors=True)
-    return str(meta["status"])
+    meta = peek_run_json(session)
+    if meta is None:
+        return {label: "failed" for label in dirs}
+    design = meta.get("interleave") or {}
+    cond_of = {int(b["number"]): str(b["condition"]) for b in design.get("plan") or []}
+    recorded, unassigned = _split_lines(
+        session / "requests.jsonl", dirs, "requests.jsonl", lambda o: o.get("condition")
+    )
+    _split_lines(
+        session / "metrics.jsonl", dirs, "metrics.jsonl", lambda o: cond_of.get(o.get("step", -1))
+    )
+    for label, run_dir in dirs.items():
+        if (session / "telemetry.jsonl").is_file():
+            shutil.copyfile(session / "telemetry.jsonl", run_dir / "telemetry.jsonl")
+        for log in ("stdout.log", "locust.log"):
+            if (session / log).is_file():
+                shutil.copyfile(session / log, run_dir / f"session-{log}")
+        steps = [x for x in _steps(session) if x.get("condition") == label]
+        _write_json(run_dir / "steps.json", steps)
+        _write_json(
+            run_dir / "run.json", _condition_meta(meta, label, recorded.get(label, 0), unassigned)
+        )
+    shutil.rmtree(session, ignore_errors=True)
+    return {label: str(meta.get("status") or "failed") for label in dirs}
 
 
-def _steps(path: Path) -> list[dict[str, Any]]:
-    steps = _read_json(path / "steps.json")
-    return [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else []
-
-
-def _where(block: Block, interleave: dict[str, Any]) -> str:
-    cells = interleave.get("cells") or []
-    label = cells[block.cell]["label"] if block.cell < len(cells) else f"cell {block.cell}"
-    return f"{label}, block {block.k + 1}"
-
-
-def _relabel(path: Path, fields: dict[str, Any]) -> bytes:
-    """``path``'s JSON lines with ``fields`` set (a partial last line is dropped: it never
-    was a record), as bytes ready to append."""
+def _split_lines(
+    path: Path, dirs: dict[str, Path], name: str, label_of: Any
+) -> tuple[dict[str, int], int]:
+    """Each JSON line of ``path`` appended, unchanged, to ``dirs[label_of(line)]/name``;
+    lines per label and lines with no known label (a partial last line is no line)."""
+    for run_dir in dirs.values():
+        run_dir.mkdir(parents=True, exist_ok=True)
+    counts: dict[str, int] = {}
+    orphans = 0
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return b""
-    out = bytearray()
+        raw = b""
+    out = {label: bytearray() for label in dirs}
     for line in raw.splitlines():
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue
-        if isinstance(obj, dict):
-            if obj.get("step") is not None or "step" not in fields:
-                obj.update(fields)
-            out += orjson.dumps(obj) + b"\n"
-    return bytes(out)
-
-
-def _append_log(log: Any, block: Block, path: Path) -> None:
-    """The block's terminal output and Locust log, under a header naming the block."""
-    log.write(f"===== block {block.number + 1}: {block.condition} =====\n")
-    for name in ("stdout.log", "locust.log"):
-        try:
-            log.write((path / name).read_text(encoding="utf-8", errors="replace"))
-        except FileNotFoundError:
+        label = label_of(obj) if isinstance(obj, dict) else None
+        if label not in out:
+            orphans += 1
             continue
+        out[label] += line + b"\n"
+        counts[label] = counts.get(label, 0) + 1
+    for label, data in out.items():
+        with open(dirs[label] / name, "ab") as fh:
+            fh.write(data)
+    return counts, orphans
 
 
-def _merged_meta(
-    numbered: list[tuple[int, dict[str, Any]]],
-    missing: list[str],
-    scenario: dict[str, Any],
-    interleave: dict[str, Any],
+def _condition_meta(
+    meta: dict[str, Any], label: str, recorded: int, unassigned: int
 ) -> dict[str, Any]:
-    """The blocks' run.json as one: counts summed, reasons named by block, worst status."""
-    metas = [m for _, m in numbered]
-    if not metas:
-        return {"label": "?", "status": "failed", "degraded": missing, "interleave": interleave}
-    first, last = metas[0], metas[-1]
-    meta = dict(first)
-    meta["scenario"] = scenario
-    meta["interleave"] = interleave
-    meta["started_at"] = first.get("started_at")
-    meta["ended_at"] = last.get("ended_at")
-    meta["counts"] = _summed_counts([m.get("counts") or {} for m in metas])
-    meta["workers"] = sorted({w for m in metas for w in (m.get("workers") or [])})
-    meta["lost_workers"] = [w for m in metas for w in (m.get("lost_workers") or [])]
-    meta["notes"] = list(dict.fromkeys(n for m in metas for n in (m.get("notes") or [])))
-    reasons = [f"block {n}: {r}" for n, m in numbered for r in (m.get("degraded") or [])]
-    meta["degraded"] = reasons + missing
-    statuses = [str(m.get("status") or "failed") for m in metas]
-    worst = max(statuses, key=lambda s: _STATUS_ORDER.index(s) if s in _STATUS_ORDER else 3)
-    if worst == "completed" and meta["degraded"]:
-        worst = "degraded"
-    meta["status"] = worst
-    if isinstance(first.get("host"), dict) and isinstance(last.get("host"), dict):
-        meta["host"] = {**first["host"], "load_avg_end": last["host"].get("load_avg_end")}
-    return meta
-
-
-def _summed_counts(counts: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {"sent": 0, "recorded": 0, "by_worker": {}}
-    for c in counts:
-        for key in ("sent", "recorded"):
-            out[key] += int(c.get(key) or 0)
-        for worker, wc in (c.get("by_worker") or {}).items():
-            mine = out["by_worker"].setdefault(worker, {"sent": 0, "recorded": 0})
-            for key in ("sent", "recorded"):
-                mine[key] += int((wc or {}).get(key) or 0)
-    for c in counts:  # any other count (late records, losses) is summed where numeric
-        for key, v in c.items():
-            if key not in out and isinstance(v, (int, float)):
-                out[key] = out.get(key, 0) + v
+    """The session's run.json as one condition's: its label, its server, its counts."""
+    out = dict(meta)
+    out["label"] = label
+    target = ((meta.get("interleave") or {}).get("targets") or {}).get(label) or {}
+    out["target"] = {**(meta.get("target") or {}), **target}
+    session = dict(meta.get("counts") or {})
+    sent = int((session.get("sent_by_condition") or {}).get(label, recorded))
+    out["counts"] = {
+        "sent": sent,
+        "recorded": recorded,
+        "by_worker": {},
+        "unrecorded": max(0, sent - recorded),
+        "late": int(session.get("late") or 0),
+        "unassigned": unassigned,
+        "session": session,
+    }
     return out
+
+
+def _steps(path: Path) -> list[dict[str, Any]]:
+    steps = _read_json(path / "steps.json")
+    return [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else []
 
 
 def _read_json(path: Path) -> Any:
@@ -294,5 +243,5 @@ def _read_json(path: Path) -> Any:
 
 
 def _write_json(path: Path, value: Any) -> None:
-    """A merged run.json or steps.json, durably (``recorder.write_json_durably``)."""
+    """A condition's run.json or steps.json, durably (``recorder.write_json_durably``)."""
     write_json_durably(path, value)

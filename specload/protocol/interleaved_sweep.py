@@ -1,38 +1,32 @@
 """``specload sweep --interleave``: every condition's server up at once, blocks interleaved.
 
 One *session* per replicate: start (or reach, with ``--url LABEL=URL``) one server per
-condition, check each, then run the block plan (``protocol/interleave.py``): before each
-block that condition's prefix cache is reset, then one ``specload run`` of the scenario cut
-to that block's step. Blocks never overlap (a block's run ends when its requests have), so two
-servers sharing one GPU never share its time while measured. At the end (or on Ctrl-C, or
-when a server dies) the servers stop and each condition's blocks are merged into one run dir,
-``OUT/NAME`` (``OUT/NAME-rK`` with several replicates), which compare reads as usual.
+condition, check each, then one ``specload run`` whose steps are the session's blocks
+(``locust/blocks.py``: each block's load goes to its condition's server after that server's
+prefix cache is reset; no measured request is served while the other server has requests in
+flight or while the load falls). At the end (or on Ctrl-C) the servers stop and the session's
+run dir is split into one run dir per condition, ``OUT/NAME`` (``OUT/NAME-rK`` with several
+replicates), which compare reads as usual; the last line says where the wall time went.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from specload.core.errors import ConfigError, TargetError
-from specload.protocol.interleave import (
-    Block,
-    Cell,
-    block_overrides,
-    cells_of,
-    merge_blocks,
-    plan_blocks,
-    plan_json,
-)
+from specload.protocol.interleave import Block, cells_of, plan_blocks, split_session
 from specload.protocol.sweep import (
     Condition,
     ConditionResult,
     SweepPlan,
-    drive_run,
+    drive_command,
     make_target,
     patch_run_json,
     preflight_target,
@@ -40,17 +34,22 @@ from specload.protocol.sweep import (
     shielded,
     sigterm_as_interrupt,
 )
-from specload.protocol.target import ManagedServer, Target, reset_prefix_cache
+from specload.protocol.target import ManagedServer, Target
 from specload.recorder.run_json import peek_run_json
 from specload.recorder.rundir import write_json_durably
 from specload.scenario import load_scenario
 from specload.scenario.schema import Scenario
 
-__all__ = ["check_interleave_plan", "describe", "run_interleaved"]
+__all__ = ["check_interleave_plan", "describe", "run_interleaved", "time_split_line"]
 
-#: Seconds a block's ``specload run`` adds to its scheduled time (start-up, prompt
-#: preparation, drain), for the time-left estimate until a block has been timed.
-BLOCK_OVERHEAD_S = 3.0
+#: Seconds a block adds to its warm-up and measured window (its cool-down until its
+#: measured requests are in, and the switch to the next), for the estimate before the
+#: session starts; the session's own progress lines use the time blocks really took.
+BLOCK_OVERHEAD_S = 1.5
+#: The session's run dir under ``OUT`` (split into the conditions' run dirs at the end).
+SESSION_DIR = ".session"
+#: run.json ``label`` of a session's run before the split
+SESSION_LABEL = "interleaved-session"
 
 
 @dataclass
@@ -66,6 +65,13 @@ class _Session:
     stopped: list[str] = field(default_factory=list)
     interrupted: bool = False
     started: float = field(default_factory=time.monotonic)
+    #: when every server was up and checked (monotonic), for the wall time's split
+    servers_up: float | None = None
+
+    @property
+    def session_dir(self) -> Path:
+        """The session's own run dir, split into the conditions' at the end."""
+        return self.plan.out / SESSION_DIR / f"r{self.replicate}"
 
     @property
     def conditions(self) -> dict[str, Condition]:
@@ -120,12 +126,12 @@ def run_interleaved(plan: SweepPlan, say: Callable[[str], None] = print) -> list
 
 
 def _run_session(s: _Session) -> list[ConditionResult]:
-    blocks = plan_blocks(s.scenario, list(s.conditions), salt=s.replicate - 1)
-    cells = cells_of(s.scenario)
     s.ran = {name: [] for name in s.conditions}
+    code: int | None = None
     try:
         _start_servers(s)
-        _run_blocks(s, blocks, cells)
+        s.servers_up = time.monotonic()
+        code = _run_blocks(s)
     except KeyboardInterrupt:
         s.interrupted = True
     finally:
@@ -133,17 +139,12 @@ def _run_session(s: _Session) -> list[ConditionResult]:
             for target in s.targets.values():
                 target.stop()
             s.interrupted = s.interrupted or late_signal()
-    results = _merge(s, blocks)
-    root = s.plan.out / ".blocks"
-    for d in (root / f"r{s.replicate}", root):  # emptied by the merge
-        if d.is_dir() and not any(d.iterdir()):
-            d.rmdir()
-    return results
+    return _split(s, code)
 
 
 def _start_servers(s: _Session) -> None:
     """One server per condition, one after another (two engines profiling one GPU's memory
-    at once can each count the other's allocation as free), each checked and reset."""
+    at once can each count the other's allocation as free), each checked."""
     for name, cond in s.conditions.items():
         run_dir = s.run_dir(name)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -157,64 +158,27 @@ def _start_servers(s: _Session) -> None:
         preflight_target(s.plan, target)
 
 
-def _run_blocks(s: _Session, blocks: Sequence[Block], cells: Sequence[Cell]) -> None:
-    root = s.plan.out / ".blocks" / f"r{s.replicate}"
-    took: list[float] = []
-    for block in blocks:
-        dead = _dead_server(s)
-        if dead:
-            s.stopped.append(dead)
-            s.say(f"[interleave] WARNING: {dead}; the session stops here")
-            return
-        target = s.targets[block.condition]
-        reset_prefix_cache(target.url)
-        path = root / f"{block.number:04d}-{block.condition}"
-        s.say(_progress(s, block, blocks, cells, took))
-        s.ran[block.condition].append((block, path))
-        t0 = time.monotonic()
-        code = _run_block(s, block, target, path, cells)
-        took.append(time.monotonic() - t0)
-        s.say(f"[interleave]   {_last_step_line(path)}")
-        if code not in (0, 1):  # 1: degraded, its records kept; else the run's own words
-            s.say(f"[interleave]   exit {code}: {_last_line(path)}")
-        if code == 2:  # bad input: every later block would fail the same way
-            s.stopped.append(f"block {block.number + 1} exited 2 (see {path / 'stdout.log'})")
-            s.say(f"[interleave] ERROR: {s.stopped[-1]}; the session stops here")
-            return
+def _run_blocks(s: _Session) -> int:
+    """The session's one ``specload run``: every block a step (``locust/blocks.py``), its
+    progress lines (one per block, with the time left) on our terminal."""
+    return drive_command(_session_command(s))
 
 
-def _run_block(s: _Session, block: Block, target: Target, path: Path, cells: Sequence[Cell]) -> int:
-    """One block's ``specload run``; its terminal lines go to the block's ``stdout.log``
-    (merged into the run dir's ``blocks.log``), a summary line to ours."""
-    path.mkdir(parents=True, exist_ok=True)
-    overrides = json.dumps(block_overrides(block, cells), separators=(",", ":"))
-    with open(path / "stdout.log", "wb") as out:
-        return drive_run(
-            s.plan,
-            s.conditions[block.condition],
-            target,
-            path,
-            ["--scenario-set", overrides],
-            stdout=out,
-        )
-
-
-def _lines(path: Path) -> list[str]:
-    try:
-        return (path / "stdout.log").read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return []
-
-
-def _last_line(path: Path) -> str:
-    lines = _lines(path)
-    return lines[-1] if lines else "(no output)"
-
-
-def _last_step_line(path: Path) -> str:
-    """The block run's own per-step line (``achieved ..., p50 TPOT ...``), else its last."""
-    steps = [ln for ln in _lines(path) if ln.startswith("step ")]
-    return steps[-1].split(": ", 1)[-1] if steps else _last_line(path)
+def _session_command(s: _Session) -> list[str]:
+    """``specload run`` over every condition's server (``--interleave-targets``)."""
+    targets = {name: t.url for name, t in s.targets.items()}
+    first = next(iter(s.targets.values()))
+    cmd = [
+        sys.executable, "-m", "specload", "run", "--host", first.url,
+        "--scenario", str(s.plan.scenario), "--label", SESSION_LABEL,
+        "--out", str(s.session_dir), "--skip-preflight",
+        "--interleave-targets", json.dumps({"targets": targets, "replicate": s.replicate}),
+    ]  # fmt: skip
+    if s.plan.processes:
+        cmd += ["--processes", str(s.plan.processes)]
+    if s.plan.store_text:
+        cmd.append("--store-text")
+    return [*cmd, *s.plan.run_args]
 
 
 def _dead_server(s: _Session) -> str | None:
@@ -224,67 +188,138 @@ def _dead_server(s: _Session) -> str | None:
     return None
 
 
-def _progress(
-    s: _Session, block: Block, blocks: Sequence[Block], cells: Sequence[Cell], took: list[float]
-) -> str:
-    per_block = (
-        sum(took) / len(took) if took else block.warmup_s + block.duration_s + BLOCK_OVERHEAD_S
-    )
-    left_s = per_block * (len(blocks) - block.number)
-    of = f" (replicate {s.replicate}/{s.plan.replicates})" if s.plan.replicates > 1 else ""
-    per_cell = sum(1 for b in blocks if b.cell == block.cell and b.condition == block.condition)
-    return (
-        f"[interleave] block {block.number + 1}/{len(blocks)}{of}: {block.condition} at "
-        f"{cells[block.cell].label}, {block.k + 1}/{per_cell} of that step "
-        f"({block.warmup_s:g} s warm-up + {block.duration_s:g} s); about "
-        f"{left_s / 60:.1f} min left"
-    )
-
-
-def _merge(s: _Session, blocks: Sequence[Block]) -> list[ConditionResult]:
-    """Each condition's blocks → its run dir, stamped like any sweep run."""
-    scenario = {**s.scenario.to_dict(), "path": str(Path(s.plan.scenario).resolve())}
-    design = plan_json(s.scenario, blocks, salt=s.replicate - 1)
+def _split(s: _Session, code: int | None) -> list[ConditionResult]:
+    """The session's run dir -> each condition's, stamped like any sweep run; the wall
+    time's split said last."""
+    dead = _dead_server(s)
+    if dead:
+        s.stopped.append(dead)
+        s.say(f"[interleave] WARNING: {dead}")
+    dirs = {name: s.run_dir(name) for name in s.conditions if name in s.targets}
+    session_meta = peek_run_json(s.session_dir)
+    split = _time_split(s, session_meta)
+    statuses = split_session(s.session_dir, dirs) if session_meta is not None else {}
+    _remove_empty(s.plan.out / SESSION_DIR)
     results: list[ConditionResult] = []
     server_s = time.monotonic() - s.started
-    for name, cond in s.conditions.items():
-        ran = s.ran.get(name) or []
-        if not ran:
+    for name, run_dir in dirs.items():
+        cond, target = s.conditions[name], s.targets[name]
+        if name not in statuses:
+            _remove_empty(run_dir)
             continue
-        run_dir = s.run_dir(name)
-        merge_blocks(run_dir, ran, scenario, design)
-        target = s.targets.get(name)
-        command = target.command_line if target is not None else None
         notes = [f"interleaved session stopped early: {why}" for why in s.stopped]
-        skipped = sum(1 for b in blocks if b.condition == name) - len(ran)
-        if skipped:
-            notes.append(f"{skipped} planned blocks not run")
-        status = patch_run_json(run_dir, cond, command, s.interrupted, 0, notes, s.replicate)
-        if (notes and status == "completed") or skipped:
+        if code not in (None, 0, 1):
+            notes.append(f"the session's run exited {code} (see session-stdout.log)")
+        _stamp_time_split(run_dir, split)
+        status = patch_run_json(
+            run_dir, cond, target.command_line, s.interrupted, code, notes, s.replicate
+        )
+        if notes and status == "completed":
             status = _mark_degraded(run_dir, notes, s.interrupted)
+        elif s.interrupted and status != "interrupted":
+            status = _mark_degraded(run_dir, [], True)
         results.append(
             ConditionResult(
                 cond,
                 run_dir,
                 status,
-                0,
-                command,
+                code,
+                target.command_line,
                 s.interrupted,
                 replicate=s.replicate,
                 server_s=server_s,
-            )
+            )  # fmt: skip
         )
-        s.say(f"[interleave] {name}: {len(ran)} blocks -> {run_dir} ({status})")
+        s.say(f"[interleave] {name}: {_blocks_of(run_dir)} blocks -> {run_dir} ({status})")
+    if split:
+        s.say(f"[interleave] wall time: {time_split_line(split)}")
     return results
+
+
+def _blocks_of(run_dir: Path) -> int:
+    steps = _read_steps(run_dir)
+    return len({x.get("block") for x in steps})
+
+
+def _read_steps(run_dir: Path) -> list[dict[str, Any]]:
+    try:
+        steps = json.loads((run_dir / "steps.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return []
+    return [x for x in steps if isinstance(x, dict)] if isinstance(steps, list) else []
+
+
+def _remove_empty(path: Path) -> None:
+    if path.is_dir() and not any(path.iterdir()):
+        path.rmdir()
+
+
+def _time_split(s: _Session, meta: dict[str, Any] | None) -> dict[str, float]:
+    """Where the session's wall time went (seconds): server starts, the run's start until
+    its first block (prompts prepared once per server), each block's warm-up, measured
+    window and cool-down, the switches between blocks, and the run's end."""
+    steps = sorted(_read_steps(s.session_dir), key=lambda x: float(x.get("start") or 0.0))
+    now = time.monotonic()
+    total = now - s.started
+    servers = (s.servers_up or now) - s.started
+    if not steps or meta is None:
+        return {"total_s": total, "server_starts_s": servers} if steps or meta else {}
+    warm = sum(float(x["warmup_end"]) - float(x["start"]) for x in steps)
+    measured = sum(float(x["end"]) - float(x["warmup_end"]) for x in steps)
+    cool = sum(float(x.get("cooldown_end") or x["end"]) - float(x["end"]) for x in steps)
+    switching = sum(
+        max(0.0, float(b["start"]) - float(a.get("cooldown_end") or a["end"]))
+        for a, b in zip(steps, steps[1:], strict=False)
+    )
+    phase = float(steps[-1].get("cooldown_end") or steps[-1]["end"]) - float(steps[0]["start"])
+    return {
+        "total_s": total,
+        "server_starts_s": servers,
+        "block_phase_s": phase,
+        "warmup_s": warm,
+        "measured_s": measured,
+        "cooldown_s": cool,
+        "switching_s": switching,
+        "other_s": max(0.0, total - servers - phase),
+    }
+
+
+def time_split_line(split: dict[str, float]) -> str:
+    """The wall time's split in one line: what share of it was measured."""
+    total = split.get("total_s") or 0.0
+    phase = split.get("block_phase_s")
+    measured = split.get("measured_s")
+    if not phase or measured is None or total <= 0:
+        return f"{total:.0f} s, servers starting {split.get('server_starts_s', 0.0):.0f} s"
+    parts = ", ".join(
+        f"{name} {split[key]:.0f} s"
+        for name, key in (
+            ("server starts", "server_starts_s"), ("warm-up", "warmup_s"),
+            ("cool-down", "cooldown_s"), ("switching", "switching_s"),
+            ("run start and end", "other_s"),
+        )
+    )  # fmt: skip
+    return (
+        f"{total:.0f} s; measured {measured:.0f} s ({measured / phase:.0%} of the "
+        f"{phase:.0f}-s block phase, {measured / total:.0%} of the whole); {parts}"
+    )
+
+
+def _stamp_time_split(run_dir: Path, split: dict[str, float]) -> None:
+    meta = peek_run_json(run_dir)
+    if meta is None or not split:
+        return
+    meta["interleave"] = {**(meta.get("interleave") or {}), "time_split": split}
+    write_json_durably(run_dir / "run.json", meta)
 
 
 def _mark_degraded(run_dir: Path, reasons: list[str], interrupted: bool) -> str:
     """A session cut short measured fewer blocks than planned: the run says so, and every
-    condition of an interrupted session says ``interrupted`` (whichever block was hit)."""
+    condition of an interrupted session says ``interrupted``."""
     path = run_dir / "run.json"
     meta = peek_run_json(run_dir)
-    if meta is None:  # the merge wrote it a moment ago: gone now is a bug, said plainly
-        raise RuntimeError(f"{path}: the merged run.json is missing or unreadable")
+    if meta is None:  # the split wrote it a moment ago: gone now is a bug, said plainly
+        raise RuntimeError(f"{path}: the run.json is missing or unreadable")
     if interrupted:
         meta["status"] = "interrupted"
     elif meta.get("status") == "completed":

@@ -49,6 +49,7 @@ __all__ = [
     "SweepPlan",
     "baseline_line",
     "compare_sweep",
+    "drive_command",
     "degraded_lines",
     "next_url_replicate",
     "parse_condition",
@@ -378,13 +379,19 @@ def drive_run(
     extra: Sequence[str] = (),
     stdout: IO[bytes] | None = None,
 ) -> int:
-    """``specload run`` in its own process group; its progress lines go to our terminal.
+    """``specload run`` of one condition (``drive_command``)."""
+    return drive_command(_run_command(plan, cond, target, run_dir, extra), stdout)
+
+
+def drive_command(cmd: Sequence[str], stdout: IO[bytes] | None = None) -> int:
+    """A ``specload run`` command line in its own process group; its progress lines go to
+    our terminal (or ``stdout``).
 
     Its own group means a terminal Ctrl-C reaches only us, and we forward exactly one SIGINT,
     so the run sees the same signal whether the user or a test interrupted the sweep.
     """
     proc = subprocess.Popen(
-        _run_command(plan, cond, target, run_dir, extra),
+        list(cmd),
         start_new_session=True,
         stdout=stdout,
         stderr=None if stdout is None else subprocess.STDOUT,

@@ -108,6 +108,9 @@ class RunMeta:
     #: What ``telemetry.jsonl`` samples (``TelemetrySampler.summary()``: ``gpu``, ``host``,
     #: ``interval_s``, why no GPU, sources that stopped); None in older runs.
     telemetry: dict[str, Any] | None = None
+    #: an interleaved session's design (``protocol.interleave.plan_json``), its servers
+    #: and where its wall time went; None outside ``sweep --interleave``
+    interleave: dict[str, Any] | None = None
     schema_version: int = RUN_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -290,6 +293,20 @@ class RunWriter:
         self.flush()
         self.write_steps()
         self.write_meta()
+
+    def rewindow_step(self, index: int, warmup_end: float, end: float) -> None:
+        """A step whose warm-up was held longer (an interleaved block, ``locust/blocks``)."""
+        for s in self.steps:
+            if s["index"] == index:
+                s["warmup_end"], s["end"] = warmup_end, end
+        self.write_steps()
+
+    def note_cooldown(self, index: int, t: float) -> None:
+        """When an interleaved block's measured requests were all in (its cool-down's end)."""
+        for s in self.steps:
+            if s["index"] == index:
+                s["cooldown_end"] = t
+        self.write_steps()
 
     def note_step(self, index: int, text: str) -> None:
         """Say why a step's server figures are incomplete (``server_notes`` in steps.json)."""

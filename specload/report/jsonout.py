@@ -218,6 +218,7 @@ def report_dict(report: Report) -> dict[str, Any]:
                     label: {m: {**r.ratio.to_dict(), "effect": r.effect} for m, r in rows.items()}
                     for label, rows in level.ratios.items()
                 },
+                "lockstep_share": dict(level.lockstep),
             }
             for level in c.closed_loop
         ],

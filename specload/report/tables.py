@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from specload.analysis.capacity import versus_text
+from specload.analysis.closed_loop import LOCKSTEP_S, LOCKSTEP_SHARE
 from specload.analysis.crossover import Boundary, Crossover
 from specload.analysis.decode_step import DecodeStep
 from specload.analysis.effect import effect_text, rule_text
@@ -386,18 +387,23 @@ def closed_loop_table(report: Report) -> Table | None:
                     fmt_ms(s.latency["ttft_p50"].value),
                     fmt_ms(s.latency["tpot_p50"].value, 2),
                     fmt_ms(s.latency["e2e_p50"].value, 0),
+                    f"{level.lockstep.get(label, 0.0):.0%}",
                     *cells,
                 ]
             )
-            effects.append([""] * 7 + [ratios[m].effect if m in ratios else "" for m in metrics])
+            effects.append([""] * 8 + [ratios[m].effect if m in ratios else "" for m in metrics])
     return Table(
         "Closed-loop steps (a fixed number of requests in flight)",
         ["concurrency", "condition", "requests", "req/s", "TTFT p50 ms", "TPOT p50 ms",
-         "E2E p50 ms", "p50 TPOT vs base", "p50 TTFT vs base", "p50 E2E vs base"],
+         "E2E p50 ms", "sent together", "p50 TPOT vs base", "p50 TTFT vs base",
+         "p50 E2E vs base"],
         rows,
         note="Each request is sent when one returns, so these steps measure latency with that "
         "many requests in flight (concurrency 1: a lone user, no batching); they are kept out "
-        "of the QPS ladder and its crossover. Changes by the rule stated at the top.",
+        "of the QPS ladder and its crossover. Sent together: the share of sends within "
+        f"{LOCKSTEP_S * 1000:.0f} ms of another (over {LOCKSTEP_SHARE:.0%}: the users ran in "
+        "lockstep, and TTFT measured bursts of simultaneous prefills). Changes by the rule "
+        "stated at the top.",
         effects=effects,
     )  # fmt: skip
 

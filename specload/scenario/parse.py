@@ -268,12 +268,12 @@ def _interleave(r: _Reader, value: Any) -> InterleaveSpec:
     """``interleave: {blocks, block_warmup_s, seed}`` (``specload sweep --interleave``)."""
     d = r.mapping(value, "interleave", _INTERLEAVE_KEYS)
     base = InterleaveSpec()
-    seed = d.get("seed")
+    seed = d.get("seed")  # block_warmup_s: None (absent or null) is derived per block
     return InterleaveSpec(
         blocks=r.integer(d.get("blocks", base.blocks), "interleave.blocks", lo=2),
-        block_warmup_s=r.number(
-            d.get("block_warmup_s", base.block_warmup_s), "interleave.block_warmup_s", lo=0.0
-        ),
+        block_warmup_s=None
+        if d.get("block_warmup_s") is None
+        else r.number(d["block_warmup_s"], "interleave.block_warmup_s", lo=0.0),
         seed=None if seed is None else r.integer(seed, "interleave.seed", lo=0),
     )
 

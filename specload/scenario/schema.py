@@ -27,6 +27,7 @@ from specload.scenario.lengths import LengthDist
 __all__ = [
     "ARRIVALS",
     "CLIENTS",
+    "FIRST_BLOCK_WARMUP_S",
     "ContractSpec",
     "InterleaveSpec",
     "PromptSpec",
@@ -80,6 +81,11 @@ class ContractSpec:
     tools: tuple[dict[str, Any], ...] | None = None
 
 
+#: A block's warm-up when its cell has shown no request yet (``InterleaveSpec``): 5 s
+#: outlasts one 256-token request at an H200's slow speculative regime (20 ms a step).
+FIRST_BLOCK_WARMUP_S = 5.0
+
+
 @dataclass(frozen=True, slots=True)
 class InterleaveSpec:
     """How ``specload sweep --interleave`` splits each (condition, step) cell's measured time.
@@ -92,12 +98,15 @@ class InterleaveSpec:
     the ratio. Blocks spread each cell over the whole session, so that share averages out and
     the spread between blocks is measured instead of hidden. Defaults (docs/scenarios.md):
     6 blocks keep a 60-s cell's blocks at 10 s, about one regime window, and give a
-    block-level interval 5 degrees of freedom; 5 s of warm-up outlasts one 256-token request
-    at the slow regime's 20 ms step, so each block starts from a refilled batch.
+    block-level interval 5 degrees of freedom. ``block_warmup_s`` None (the default) derives
+    each block's warm-up from its cell: the largest p50 E2E the cell's blocks have shown so
+    far, at least 1 s (``locust/blocks.py``), and ``FIRST_BLOCK_WARMUP_S`` for a cell's first
+    block, before any is known: an open-loop batch fills for about one request's time, and a
+    fixed 5 s was twice that on an H200 at 512/256 tokens, half the block's wall time.
     """
 
     blocks: int = 6
-    block_warmup_s: float = 5.0
+    block_warmup_s: float | None = None
     #: the order's seed; None: the scenario's ``seed``
     seed: int | None = None
 

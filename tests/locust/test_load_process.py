@@ -193,3 +193,56 @@ def test_only_what_the_step_scheduled_counts_as_its_load() -> None:
         proc.execute(Arrival(plan, T0 + 1, 0, turn, "c1"))
     assert proc.outbox.sent == 4
     assert proc.outbox.sent_in_window == {0: 2}
+
+
+def _block(begin_at: float, seed: int = 7, concurrency: int = 0) -> StepChange:
+    """A block: 1 s warm-up, 2 s measured window, open-ended (its load goes on)."""
+    return StepChange(
+        "run-1", 3, 0, 0.0 if concurrency else 6.0, begin_at, begin_at + 1.0, begin_at + 3.0,
+        begin_at, concurrency=concurrency, condition="spec", block=3, open_end=True, seed=seed,
+        origin=begin_at,
+    )  # fmt: skip
+
+
+def test_a_block_runs_at_its_load_and_goes_on_unmeasured_until_the_next_begins() -> None:
+    clock = VirtualClock(T0)
+    proc = _process(clock)
+    proc.scenario = SimpleNamespace(arrival="poisson", seed=1, burstiness=1.0)
+    nxt = StepChange("run-1", 4, 0, 6.0, T0 + 5.0, T0 + 6.0, T0 + 8.0, T0 + 5.0)
+    pacer = gevent.spawn(proc._pace)
+    clock.advance_to(T0)
+    proc.on_step(_block(T0))
+    clock.advance_to(T0 + 0.5)
+    proc.on_step(nxt)
+    clock.advance_to(T0 + 4.99)
+    assert not pacer.dead
+    pacer.kill()
+    queued = [proc.queue.get_nowait() for _ in range(proc.queue.qsize())]
+    mine = [a for a in queued if a.plan.block == 3]
+    measured = [a for a in mine if not a.warmup]
+    assert len(measured) == 12  # exactly 6 req/s x 2 s (a Poisson draw given its count)
+    assert all(T0 + 1.0 <= a.scheduled_at < T0 + 3.0 for a in measured)
+    cooldown = [a for a in mine if a.cooldown]
+    assert cooldown and all(a.warmup and a.scheduled_at >= T0 + 3.0 for a in cooldown)
+    assert max(a.scheduled_at for a in mine) < T0 + 5.0  # stops where the next share begins
+    assert proc.outbox.due[3] == 12 and proc.outbox.queued[3] == len(mine)
+
+
+def test_blocks_of_one_unit_draw_alike_and_other_units_otherwise() -> None:
+    def measured_offsets(seed: int, begin_at: float) -> list[float]:
+        clock = VirtualClock(begin_at)
+        proc = _process(clock)
+        proc.scenario = SimpleNamespace(arrival="poisson", seed=1, burstiness=1.0)
+        times, _ = _paced(proc, clock, [(begin_at, _block(begin_at, seed))], until=begin_at + 3)
+        return [round(t - begin_at - 1.0, 6) for t in times if t >= begin_at + 1.0]
+
+    a = measured_offsets(7, T0)
+    assert a == measured_offsets(7, T0 + 100.0) != measured_offsets(8, T0)
+
+
+def test_closed_loop_users_start_spread_over_the_warm_up() -> None:
+    clock = VirtualClock(T0)
+    proc = _process(clock)
+    share = _block(T0, concurrency=4)
+    times, _ = _paced(proc, clock, [(T0, share)], until=T0 + 2.0)
+    assert times[:4] == pytest.approx([T0, T0 + 0.25, T0 + 0.5, T0 + 0.75], abs=0.01)

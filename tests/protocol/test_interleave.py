@@ -1,4 +1,4 @@
-"""Block-randomized A/B: the plan's balance, the merge's bookkeeping, and one real session.
+"""Block-randomized A/B: the plan's balance, the split's bookkeeping, and one real session.
 
 The session test runs ``specload sweep --interleave --url baseline=URL --url spec=URL``
 against two real simulators (one with n-gram drafting) and reads what compare reads.
@@ -7,6 +7,7 @@ against two real simulators (one with n-gram drafting) and reads what compare re
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -18,7 +19,7 @@ import pytest
 from specload.analysis.run_columns import load_run
 from specload.analysis.steps import condition_steps
 from specload.core.errors import ConfigError
-from specload.protocol.interleave import block_overrides, cells_of, merge_blocks, plan_blocks
+from specload.protocol.interleave import cells_of, plan_blocks, split_session
 from specload.scenario import parse_scenario
 from tests.conftest import REPO
 
@@ -52,22 +53,6 @@ def test_plan_is_seeded_and_each_replicate_gets_its_own_order() -> None:
     assert plan_blocks(_scenario(interleave={"seed": 7}), ["x", "y"]) != a
 
 
-def test_block_overrides_cut_the_scenario_to_one_step() -> None:
-    sc = _scenario()
-    cells = cells_of(sc)
-    blocks = plan_blocks(sc, ["x", "y"])
-    closed = next(b for b in blocks if cells[b.cell].concurrency)
-    assert block_overrides(closed, cells) == {
-        "steps": [{"concurrency": 1}],
-        "step_duration_s": 2.0,
-        "warmup_s": 5.0,
-        "repeats": 1,
-        "interleave": {"block_warmup_s": 5.0},
-    }
-    cut = parse_scenario({**sc.to_dict(), **block_overrides(blocks[0], cells)}, file="s")
-    assert len(cut.schedule()) == 1
-
-
 def test_a_trace_scenario_cannot_be_interleaved(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
     trace.write_text(
@@ -80,61 +65,61 @@ def test_a_trace_scenario_cannot_be_interleaved(tmp_path: Path) -> None:
         cells_of(sc)
 
 
-def _block_dir(root: Path, n: int, qps: float, ok: bool = True) -> Path:
-    d = root / f"b{n}"
-    d.mkdir()
+def _session_dir(root: Path) -> Path:
+    """A session's run dir as ``locust/blocks.py`` leaves it: blocks 0 (baseline) and 1 (spec)."""
+    d = root / ".session" / "r1"
+    d.mkdir(parents=True)
+    plan = [
+        {"number": 0, "condition": "baseline", "k": 0},
+        {"number": 1, "condition": "spec", "k": 0},
+    ]
     meta = {
-        "label": "spec",
-        "status": "completed" if ok else "degraded",
-        "degraded": [] if ok else ["errors 10 % > 5 %"],
-        "counts": {"sent": 2, "recorded": 2, "by_worker": {"local": {"sent": 2, "recorded": 2}}},
-        "workers": ["local"],
-        "started_at": 100.0 + n,
-        "ended_at": 101.0 + n,
+        "label": "interleaved-session",
+        "status": "completed",
+        "target": {"url": "http://a", "model": "m"},
+        "counts": {"sent": 5, "recorded": 5, "sent_by_condition": {"baseline": 3, "spec": 2}},
+        "interleave": {
+            "plan": plan,
+            "targets": {"baseline": {"url": "http://a"}, "spec": {"url": "http://b"}},
+        },
     }
     (d / "run.json").write_text(json.dumps(meta))
-    (d / "steps.json").write_text(json.dumps([{"index": 0, "target_qps": qps, "start": 1.0}]))
-    recs = [{"request_id": f"{n}-{i}", "step": 0, "repeat": 0, "target_qps": qps} for i in (0, 1)]
-    (d / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs) + '{"partial')
-    (d / "metrics.jsonl").write_text(json.dumps({"t": 1.0, "step": 0}) + "\n")
-    (d / "locust.log").write_text(f"log of block {n}\n")
-    (d / "telemetry.jsonl").write_text(json.dumps({"t": 100.0 + n, "source": "host"}) + "\n")
+    steps = [{"index": n, "block": n, "condition": c} for n, c in ((0, "baseline"), (1, "spec"))]
+    (d / "steps.json").write_text(json.dumps(steps))
+    recs = [("baseline", 0), ("baseline", 0), ("spec", 1), ("spec", 1), (None, 0)]
+    lines = [json.dumps({"request_id": str(i), "condition": c, "block": b, "step": b})
+             for i, (c, b) in enumerate(recs)]  # fmt: skip
+    (d / "requests.jsonl").write_text("\n".join(lines) + '\n{"partial')
+    (d / "metrics.jsonl").write_text(
+        "".join(json.dumps({"t": t, "step": t}) + "\n" for t in (0, 1, None))  # type: ignore[misc]
+    )
+    (d / "telemetry.jsonl").write_text(json.dumps({"t": 1.0, "source": "host"}) + "\n")
     return d
 
 
-def test_merge_keeps_every_record_names_each_block_and_takes_the_worst_status(
+def test_a_session_splits_into_one_run_dir_per_condition_with_records_unchanged(
     tmp_path: Path,
 ) -> None:
-    sc = _scenario(interleave={"blocks": 2})
-    blocks = [b for b in plan_blocks(sc, ["baseline", "spec"]) if b.condition == "spec"][:3]
-    dirs = [_block_dir(tmp_path, b.number, 4.0, ok=i != 1) for i, b in enumerate(blocks)]
-    never = tmp_path / "never"  # a block whose run never started
-    out = tmp_path / "spec"
-    status = merge_blocks(
-        out,
-        [*zip(blocks, dirs, strict=True), (blocks[0], never)],
-        {"name": "s"},
-        {"plan": []},
-    )
-    assert status == "degraded"
-    recs = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
-    assert len(recs) == 6  # the partial line was never a record
-    assert [r["block"] for r in recs] == [b.number for b in blocks for _ in (0, 1)]
-    assert [r["step"] for r in recs] == [0, 0, 1, 1, 2, 2]
-    assert [r["repeat"] for r in recs] == [b.k for b in blocks for _ in (0, 1)]
-    steps = json.loads((out / "steps.json").read_text())
-    assert [(s["index"], s["block"]) for s in steps] == [
-        (i, b.number) for i, b in enumerate(blocks)
-    ]
-    meta = json.loads((out / "run.json").read_text())
-    assert meta["counts"]["sent"] == 6 and meta["counts"]["by_worker"]["local"]["recorded"] == 6
-    assert meta["degraded"][0].startswith(f"block {blocks[1].number + 1}: errors")
-    assert "never ran" in meta["degraded"][-1]
-    assert meta["interleave"] == {"plan": []} and meta["scenario"] == {"name": "s"}
-    assert "log of block" in (out / "blocks.log").read_text()
-    telemetry = [json.loads(x) for x in (out / "telemetry.jsonl").read_text().splitlines()]
-    assert [t["block"] for t in telemetry] == [b.number for b in blocks]  # kept, per block
-    assert not any(d.exists() for d in dirs)
+    session = _session_dir(tmp_path)
+    written = [json.loads(x) for x in (session / "requests.jsonl").read_text().splitlines()[:5]]
+    dirs = {"baseline": tmp_path / "baseline", "spec": tmp_path / "spec"}
+    assert split_session(session, dirs) == {"baseline": "completed", "spec": "completed"}
+    for label, blocks in (("baseline", [0]), ("spec", [1])):
+        recs = [json.loads(x) for x in (dirs[label] / "requests.jsonl").read_text().splitlines()]
+        assert recs == [r for r in written if r["condition"] == label]  # as written
+        metrics = (dirs[label] / "metrics.jsonl").read_text().splitlines()
+        assert [json.loads(x)["step"] for x in metrics] == blocks
+        steps = json.loads((dirs[label] / "steps.json").read_text())
+        assert [x["block"] for x in steps] == blocks
+        assert (dirs[label] / "telemetry.jsonl").is_file()
+        meta = json.loads((dirs[label] / "run.json").read_text())
+        assert meta["label"] == label
+        assert meta["target"]["url"] == {"baseline": "http://a", "spec": "http://b"}[label]
+        counts = meta["counts"]
+        assert counts["recorded"] == 2 and counts["sent"] == {"baseline": 3, "spec": 2}[label]
+        assert counts["unrecorded"] == {"baseline": 1, "spec": 0}[label]
+        assert counts["unassigned"] == 1  # the record with no condition: counted, not dropped
+    assert not session.exists()
 
 
 SESSION = """\
@@ -178,8 +163,13 @@ def test_an_interleaved_session_gives_each_condition_one_run_of_blocks(
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.splitlines()[0] == "[sweep] baseline: baseline; measured against it: spec"
-    assert "[interleave] block 8/8" in proc.stdout
+    assert re.search(r"^block 8/8 \((baseline|spec)\): .* min left$", proc.stdout, re.M)
+    assert re.search(
+        r"^\[interleave\] wall time: .* measured .* of the .*-s block phase", proc.stdout, re.M
+    )
     design = None
+    steps: dict[int, dict] = {}
+    measured: dict[int, list[dict]] = {}
     for name in ("baseline", "spec"):
         run = out / name
         meta = json.loads((run / "run.json").read_text())
@@ -190,13 +180,34 @@ def test_an_interleaved_session_gives_each_condition_one_run_of_blocks(
         mine = [b["number"] for b in design["plan"] if b["condition"] == name]
         assert sorted({r["block"] for r in recs}) == mine
         assert meta["counts"]["recorded"] == len(recs) == meta["counts"]["sent"]
+        assert {r["condition"] for r in recs} == {name}  # written with its condition
+        steps |= {x["block"]: x for x in json.loads((run / "steps.json").read_text())}
+        for r in recs:
+            if not r["warmup"]:
+                measured.setdefault(r["block"], []).append(r)
         closed = [r for r in recs if r.get("concurrency")]
         assert closed and all(r["target_qps"] == 0 for r in closed)
         cols = load_run(run)
         stats = condition_steps(name, [cols], b=200)
         assert {s.target_qps for s in stats} >= {6.0}
         assert all(s.blocks == 2 for s in stats if s.target_qps == 6.0)
-    assert not (out / ".blocks" / "r1").exists() or not any((out / ".blocks" / "r1").iterdir())
+    assert not (out / ".session").exists()  # split into the conditions' run dirs
+    assert sorted(steps) == list(range(8))
+    for n, recs in measured.items():  # every measured request done before the load moved on
+        last_done = max(r["done_at"] for r in recs)
+        assert last_done <= steps[n]["cooldown_end"]
+        if n + 1 in steps:
+            assert steps[n + 1]["start"] >= last_done
+    # each block draws its own arrivals; the two conditions' blocks of a unit the same draw
+    open_loop = [b for b in design["plan"] if design["cells"][b["cell"]]["concurrency"] == 0]
+    draws = {
+        (b["condition"], b["k"]): [
+            round(r["scheduled_at"] - steps[b["number"]]["warmup_end"], 3)
+            for r in sorted(measured[b["number"]], key=lambda r: r["scheduled_at"])
+        ]
+        for b in open_loop
+    }
+    assert draws[("baseline", 0)] == draws[("spec", 0)] != draws[("baseline", 1)]
     report = json.loads((out / "report" / "report.json").read_text())
     assert report["baseline"] == "baseline"
     first = (out / "report" / "report.md").read_text().splitlines()[0]

@@ -1,0 +1,239 @@
+"""An interleaved session as one run: every block a step, each sent to its condition's server.
+
+``sweep --interleave`` starts one ``specload run`` per session with ``--interleave-targets``
+(each condition's URL). Its steps are the blocks of ``protocol.interleave.plan_blocks``, in
+that order, so every GPU second between the first block and the last is one of a block's
+phases and no run starts, prepares prompts or shuts down in between. A block is:
+
+1. **warm-up** (``block_warmup_s``): the condition's server gets the cell's load, unmeasured;
+   it is held longer while the previous block's server still has requests in flight, so no
+   measured request shares the GPU with the other server's work;
+2. **measured** (``duration_s``): arrivals here are the block's records;
+3. **cool-down**: the same load goes on, unmeasured (``cooldown`` records), until every
+   measured request of the block has its record, so none is served while the load falls.
+
+Only then is the next block announced (``LEAD_S`` ahead). The block's prefix cache is reset
+before its warm-up. Each block draws its own arrivals (``block_seed``), and records carry
+their ``condition`` and ``block`` as written; ``protocol.interleave.split_session`` then gives
+each condition its run dir. A mixin of ``RunSession``, beside ``schedule.StepSchedule``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+from typing import TYPE_CHECKING, Any
+
+import gevent
+
+from specload.locust.live import percentile
+from specload.locust.messages import Drain
+from specload.locust.schedule import LEAD_S
+from specload.locust.step_plan import TimedStep
+from specload.protocol.interleave import Block, Cell, cells_of, plan_blocks
+from specload.protocol.target import reset_prefix_cache
+
+if TYPE_CHECKING:
+    from specload.locust.live import LiveStats
+    from specload.locust.scrapes import StepScrapes
+    from specload.options.run import RunOptions
+    from specload.recorder.rundir import RunWriter
+
+__all__ = ["HOLD_S", "BlockSchedule", "block_seed"]
+
+#: Seconds within which a load process sends its counts after any change (its record
+#: outbox's interval, ``load_process.RecordOutbox``)
+COUNTS_EVERY_S = 0.5
+#: A block's shortest warm-up: the check for the previous block's last requests comes
+#: ``LEAD_S`` before it ends and must come after the block began (``_hold_warmup``)
+MIN_WARMUP_S = 2 * LEAD_S
+#: Seconds a block's warm-up is extended at a time while the previous block's server still
+#: has requests in flight (records reach the master in batches every 0.5 s).
+HOLD_S = 0.5
+
+
+def block_seed(seed: int, replicate: int, block: Block) -> int:
+    """The arrival draw of one block: its own for every block, cell and server start, and
+    the same for both conditions' blocks of one unit (they are compared as a pair)."""
+    key = f"specload-block:{seed}:{replicate}:{block.cell}:{block.k}".encode()
+    return int.from_bytes(hashlib.sha256(key).digest()[:4], "big")
+
+
+class BlockSchedule:
+    """Runs the session's blocks (see module doc); ``blocks`` is the plan once it starts."""
+
+    if TYPE_CHECKING:
+        runner: Any
+        scenario: Any
+        opts: RunOptions
+        run_id: str
+        finished: bool
+        epoch: int
+        split: dict[str, tuple[int, int]]
+        announced: list[TimedStep]
+        timeline: list[TimedStep]
+        live: LiveStats
+        writer: RunWriter
+        scrapes: StepScrapes
+
+        def _sleep_until(self, t: float) -> None: ...
+        def _announce(self, step: TimedStep) -> None: ...
+        def _send_share(self, step: TimedStep, begin_at: float) -> None: ...
+        def _wait_ready(self) -> bool: ...
+        def _wait_finals(self) -> None: ...
+        def _say(self, line: str) -> None: ...
+        def finish(self, status: str) -> None: ...
+        def _progress(self, index: int) -> None: ...
+
+    blocks: list[Block]
+    cells: list[Cell]
+    #: blocks whose cool-down is over (their progress line may be printed)
+    cooled: set[int]
+
+    def plan_session(self) -> None:
+        """The block plan, before the run starts (run.json carries it from the start)."""
+        self.cells = cells_of(self.scenario)
+        self.cooled = set()
+        self.blocks = plan_blocks(
+            self.scenario, list(self.opts.targets), salt=self.opts.replicate - 1
+        )
+        spec = self.scenario.interleave
+        short = spec.block_warmup_s if spec is not None else None
+        if short is not None and short < MIN_WARMUP_S:
+            self.writer.meta.notes.append(
+                f"block warm-up {short:g} s raised to {MIN_WARMUP_S:g} s (the shortest that "
+                "lets a block wait for the previous one's last requests)"
+            )
+
+    def _schedule_blocks(self) -> None:
+        if not self._wait_ready():
+            return
+        prev: TimedStep | None = None
+        offsets: dict[int, int] = {}  # unit -> where its blocks start in the prompt set
+        next_offset = 0
+        for block in self.blocks:
+            self._reset_cache(block.condition)
+            if block.unit not in offsets:  # both blocks of a unit send the same prompts
+                offsets[block.unit] = next_offset
+                qps = self.cells[block.cell].target_qps
+                next_offset += round(qps * (block.warmup_s + block.duration_s))
+            step = self._block_step(block, time.time() + LEAD_S, offsets[block.unit])
+            self.timeline.append(step)
+            self._announce(step)
+            self._sleep_until(step.start)
+            self.scrapes.boundary(step)
+            if prev is not None:
+                step = self._hold_warmup(step, prev)
+            self._sleep_until(step.end)
+            self.scrapes.boundary(None)
+            self._cool_down(step)
+            prev = step
+        self.runner.send_message(Drain.TYPE, Drain(self.run_id).to_wire())
+        self._wait_finals()
+        self.finish("completed")
+
+    def _block_step(self, block: Block, start: float, prompt_offset: int) -> TimedStep:
+        cell = self.cells[block.cell]
+        warmup_end = start + self._warmup_for(block)
+        return TimedStep(
+            index=block.number,
+            repeat=block.k // self._blocks_per_repeat(),
+            target_qps=cell.target_qps,
+            start=start,
+            warmup_end=warmup_end,
+            end=warmup_end + block.duration_s,
+            prompt_offset=prompt_offset,
+            concurrency=cell.concurrency,
+            condition=block.condition,
+            block=block.number,
+            seed=block_seed(self.scenario.seed, self.opts.replicate, block),
+            origin=start,
+        )
+
+    def _warmup_for(self, block: Block) -> float:
+        """The block's warm-up: the scenario's ``block_warmup_s``, else derived from its cell
+        (``InterleaveSpec``): the largest p50 E2E the cell's earlier blocks showed, of either
+        condition (both get the same), else the plan's first-block warm-up; at least
+        ``MIN_WARMUP_S`` either way."""
+        spec = self.scenario.interleave
+        if spec is not None and spec.block_warmup_s is not None:
+            return max(block.warmup_s, MIN_WARMUP_S)
+        seen = [
+            p50
+            for b in self.blocks
+            if b.cell == block.cell and b.number in self.live.steps
+            if (p50 := percentile(self.live.steps[b.number].e2e_s, 50)) is not None
+        ]
+        return max(max(seen) if seen else block.warmup_s, MIN_WARMUP_S)
+
+    def _blocks_per_repeat(self) -> int:
+        """Blocks of one condition per cell in one scenario repeat (``interleave.blocks``)."""
+        spec = self.scenario.interleave
+        return int(spec.blocks) if spec is not None else 6
+
+    def _reset_cache(self, condition: str) -> None:
+        """The block starts with its server's prefix cache empty, as a fresh run would."""
+        url = self.opts.targets[condition]
+        try:
+            reset_prefix_cache(url)
+        except Exception as exc:  # a server that cannot reset: said once, the block runs
+            note = f"{condition}: prefix cache not reset before its blocks ({exc})"
+            if note not in self.writer.meta.notes:
+                self.writer.meta.notes.append(note)
+
+    def _hold_warmup(self, step: TimedStep, prev: TimedStep) -> TimedStep:
+        """Keep ``step`` in its warm-up while ``prev``'s server has requests in flight (its
+        cool-down's last ones), bounded by the request timeout.
+
+        Checked ``LEAD_S`` before the warm-up ends, which is after the block began at every
+        load process (``MIN_WARMUP_S``): a longer warm-up is then a new share of this block
+        from ``LEAD_S`` ahead, and ``prev``'s load has already stopped."""
+        deadline = prev.end + float(self.scenario.request_timeout_s)
+        while True:
+            self._sleep_until(step.warmup_end - LEAD_S)
+            tally = self.live.steps.get(prev.index)
+            if tally is None or tally.idle or time.time() >= deadline:
+                return step
+            step = self._rewindow(step, time.time() + LEAD_S + HOLD_S)
+
+    def _rewindow(self, step: TimedStep, warmup_end: float) -> TimedStep:
+        """The same block with a later warm-up end (and measured window after it), sent as a
+        new share from ``LEAD_S`` ahead: arrivals before it are still warm-up."""
+        held = warmup_end - step.warmup_end
+        moved = dataclasses.replace(
+            step,
+            warmup_end=warmup_end,
+            end=step.end + held,
+            origin=(step.origin or step.start) + held,
+        )
+        self.epoch += 1
+        self.announced[self.announced.index(step)] = moved
+        self.timeline[self.timeline.index(step)] = moved
+        if self.scrapes.current is step:  # its end scrape closes the moved window
+            self.scrapes.current = moved
+        self._send_share(moved, time.time() + LEAD_S)
+        self.live.rewindow(moved.index, moved.warmup_end, moved.end)
+        self.writer.rewindow_step(moved.index, moved.warmup_end, moved.end)
+        return moved
+
+    def _counted_after(self, tally: Any, end: float) -> bool:
+        """Every load process's counts cover the whole measured window: a batch came from it
+        after ``end``, or none came for longer than a batch interval (it queued nothing new:
+        a load process sends its counts within ``COUNTS_EVERY_S`` of any change)."""
+        if time.time() >= end + COUNTS_EVERY_S + LEAD_S:
+            return True
+        return all(tally.counted_at.get(w, 0.0) > end for w in self.split)
+
+    def _cool_down(self, step: TimedStep) -> None:
+        """The load goes on (the block's share is open-ended) until every measured request
+        of the block has its record, bounded by the request timeout."""
+        deadline = step.end + float(self.scenario.request_timeout_s) + 5.0
+        while time.time() < deadline:
+            tally = self.live.steps.get(step.index)
+            if tally is not None and tally.measured_in and self._counted_after(tally, step.end):
+                break
+            gevent.sleep(0.05)
+        self.writer.note_cooldown(step.index, time.time())
+        self.cooled.add(step.index)
+        self._progress(step.index)  # the block's line, once its measured requests are in
