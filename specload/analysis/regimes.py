@@ -28,8 +28,11 @@ series (per condition and load step, all run dirs, repeats and blocks together).
   and fast seconds joined with it by second; the slow seconds are called "load generator
   CPU-saturated" (specload's own CPU >= 90 % of its cores), "GPU throttled" (SM clock >= 5 %
   lower, or a clock-event reason active in at least half the slow seconds and in 25 points
-  fewer of the fast ones: a reason active throughout explains nothing), "host-bound" (GPU
-  busy >= 10 points lower at unchanged clocks) or "unexplained" (none of these).
+  fewer of the fast ones: a reason active throughout explains nothing), "GPU idle between
+  kernels" (GPU busy >= 10 points lower at unchanged clocks: what the telemetry shows, not
+  why), "host-bound" only when the host shows it too (its CPU >= 5 points busier, or steal
+  >= 5 points higher, in the slow seconds; on the H200 the host CPU read 8.2 vs 8.1 %, so
+  the GPU was idle for a reason the host counters do not show) or "unexplained".
 """
 
 from __future__ import annotations
@@ -76,6 +79,9 @@ MIN_REQUESTS = 5
 #: Seconds of each regime with telemetry before a cause is named.
 MIN_TELEMETRY_SECONDS = 3
 UTIL_DROP_POINTS = 10.0
+#: Points by which the host's busy CPU or steal must rise in the slow seconds to call them
+#: host-bound (``_host_shows_it``).
+HOST_POINTS = 5.0
 EVENT_SHARE = 0.5
 EVENT_EXCESS = 0.25
 
@@ -147,8 +153,14 @@ class RegimeTelemetry:
     event_share_fast: float
     #: specload's own CPU in the slow seconds, as a share of the cores it may use
     loadgen_share_slow: float | None
-    #: "load generator CPU-saturated" | "GPU throttled" | "host-bound" | "unexplained"
+    #: "load generator CPU-saturated" | "GPU throttled" | "host-bound" |
+    #: "GPU idle between kernels" | "unexplained"
     cause: str
+    #: the whole host's busy CPU and steal (%) in the slow and the fast seconds
+    host_busy_slow_pct: float | None = None
+    host_busy_fast_pct: float | None = None
+    steal_slow_pct: float | None = None
+    steal_fast_pct: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -162,6 +174,10 @@ class RegimeTelemetry:
             "event_share_slow": self.event_share_slow,
             "event_share_fast": self.event_share_fast,
             "loadgen_share_slow": self.loadgen_share_slow,
+            "host_busy_slow_pct": self.host_busy_slow_pct,
+            "host_busy_fast_pct": self.host_busy_fast_pct,
+            "steal_slow_pct": self.steal_slow_pct,
+            "steal_fast_pct": self.steal_fast_pct,
             "cause": self.cause,
         }
 
@@ -182,9 +198,23 @@ class RegimeTelemetry:
             return f"{busy}, {self._clocks()}: GPU throttled"
         known = self.sm_clock_slow_mhz is not None and self.sm_clock_fast_mhz is not None
         clocks = "clocks unchanged" if known else "SM clock not sampled"
+        host = self._host()
         if self.cause == "host-bound":
-            return f"{busy}, {clocks}: host-bound"
+            return f"{busy}, {clocks}, {host}: host-bound"
+        if self.cause == "GPU idle between kernels":
+            return f"{busy}, {clocks}, {host}: GPU idle between kernels at full clocks"
         return f"{busy}, {clocks}: cause not visible in the telemetry"
+
+    def _host(self) -> str:
+        """The host's side of the slow seconds: its busy CPU (and steal, when it rose)."""
+        slow, fast = self.host_busy_slow_pct, self.host_busy_fast_pct
+        if slow is None or fast is None:
+            return "host CPU not sampled"
+        out = f"host CPU {slow:.1f} % vs {fast:.1f} %"
+        if self.steal_slow_pct is not None and self.steal_fast_pct is not None:
+            if self.steal_slow_pct - self.steal_fast_pct >= HOST_POINTS:
+                out += f", steal {self.steal_slow_pct:.1f} % vs {self.steal_fast_pct:.1f} %"
+        return out
 
     def _clocks(self) -> str:
         parts = []
@@ -579,8 +609,15 @@ def _cause(t: RegimeTelemetry) -> str:
         and busy_fast is not None
         and busy_fast - busy_slow >= UTIL_DROP_POINTS
     ):
-        return "host-bound"
+        return "host-bound" if _host_shows_it(t) else "GPU idle between kernels"
     return "unexplained"
+
+
+def _host_shows_it(t: RegimeTelemetry) -> bool:
+    """Host evidence for "host-bound": the host's CPU or steal ``HOST_POINTS`` higher in the
+    slow seconds than in the fast ones."""
+    pairs = ((t.host_busy_slow_pct, t.host_busy_fast_pct), (t.steal_slow_pct, t.steal_fast_pct))
+    return any(a is not None and b is not None and a - b >= HOST_POINTS for a, b in pairs)
 
 
 def _telemetry(
@@ -607,6 +644,10 @@ def _telemetry(
         event_share_fast=sum(bool(s.clock_events) for s in fast_s) / len(fast_s),
         loadgen_share_slow=_mean(_values(slow_s, loadgen_share)),
         cause="",
+        host_busy_slow_pct=_mean(_values(slow_s, lambda s: s.host_busy_pct)),
+        host_busy_fast_pct=_mean(_values(fast_s, lambda s: s.host_busy_pct)),
+        steal_slow_pct=_mean(_values(slow_s, lambda s: s.steal_pct)),
+        steal_fast_pct=_mean(_values(fast_s, lambda s: s.steal_pct)),
     )
     return replace(partial, cause=_cause(partial))
 

@@ -68,7 +68,7 @@ SCENARIOS = {
     "mixed": "mixed-demo.yaml",
 }
 #: The interleaved demo's simulators: the calibrated time regime (the speculative step's
-#: host-bound part flips between fast and slow windows; the baseline has none to flip).
+#: slow part flips between fast and slow windows; the baseline has none to flip).
 REGIME_FLAGS = "--spec-regime calibrated --regime-seed {replicate}"
 #: The n-gram (prompt lookup) drafting the mixed workload compares with the baseline.
 NGRAM_CONFIG: dict[str, object] = {

@@ -45,6 +45,10 @@ __all__ = ["HOLD_S", "BlockSchedule", "block_seed"]
 #: Seconds within which a load process sends its counts after any change (its record
 #: outbox's interval, ``load_process.RecordOutbox``)
 COUNTS_EVERY_S = 0.5
+#: Seconds by which a block is announced before it starts. Shorter than a step's
+#: ``LEAD_S``: a message that comes late only delays the block's warm-up, which is not
+#: measured (the previous block's load goes on until the new share begins).
+BLOCK_LEAD_S = 0.1
 #: A block's shortest warm-up: the check for the previous block's last requests comes
 #: ``LEAD_S`` before it ends and must come after the block began (``_hold_warmup``)
 MIN_WARMUP_S = 2 * LEAD_S
@@ -118,7 +122,7 @@ class BlockSchedule:
                 offsets[block.unit] = next_offset
                 qps = self.cells[block.cell].target_qps
                 next_offset += round(qps * (block.warmup_s + block.duration_s))
-            step = self._block_step(block, time.time() + LEAD_S, offsets[block.unit])
+            step = self._block_step(block, time.time() + BLOCK_LEAD_S, offsets[block.unit])
             self.timeline.append(step)
             self._announce(step)
             self._sleep_until(step.start)

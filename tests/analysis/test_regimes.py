@@ -117,9 +117,20 @@ def test_to_dict_is_json_ready_and_carries_the_effect(found: Regimes) -> None:
 # --- telemetry: why the slow seconds were slow --------------------------------------------
 
 
-def _host_bound(t: int, slow: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+def _gpu_idle(t: int, slow: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The H200's slow seconds: GPU idle between kernels at full clocks, host CPU unchanged."""
     gpu = {"util_pct": 48.0 if slow else 68.0, "sm_clock_mhz": 1980.0, "clock_events": []}
     return gpu, {"cpu_idle_pct": 70.0, "loadgen_cpu_pct": 40.0, "loadgen_cores": 4}
+
+
+def _host_bound(t: int, slow: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The same GPU, with the host's CPU 20 points busier in the slow seconds."""
+    gpu = {"util_pct": 48.0 if slow else 68.0, "sm_clock_mhz": 1980.0, "clock_events": []}
+    return gpu, {
+        "cpu_idle_pct": 50.0 if slow else 70.0,
+        "loadgen_cpu_pct": 40.0,
+        "loadgen_cores": 4,
+    }
 
 
 def _throttled(t: int, slow: bool) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -153,10 +164,11 @@ def _power_cap_throughout(t: int, slow: bool) -> tuple[dict[str, Any], dict[str,
 @pytest.mark.parametrize(
     ("second", "cause", "words"),
     [
-        (_host_bound, "host-bound", "GPU busy 48 % vs 68 % then, clocks unchanged: host-bound"),
+        (_gpu_idle, "GPU idle between kernels", "GPU busy 48 % vs 68 % then, clocks unchanged, host CPU 30.0 % vs 30.0 %: GPU idle between kernels at full clocks"),
+        (_host_bound, "host-bound", "GPU busy 48 % vs 68 % then, clocks unchanged, host CPU 50.0 % vs 30.0 %: host-bound"),
         (_throttled, "GPU throttled", "SM clock 1350 vs 1980 MHz; clock events sw_thermal_slowdown: GPU throttled"),
         (_loadgen, "load generator CPU-saturated", "specload's own CPU at 99 % of its cores then"),
-        (_power_cap_throughout, "host-bound", "GPU busy 45 % vs 70 % then, clocks unchanged: host-bound"),
+        (_power_cap_throughout, "GPU idle between kernels", "GPU busy 45 % vs 70 % then, clocks unchanged, host CPU 30.0 % vs 30.0 %: GPU idle between kernels"),
     ],
 )  # fmt: skip
 def test_telemetry_names_the_cause_of_the_slow_seconds(
