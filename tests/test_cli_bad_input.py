@@ -214,3 +214,69 @@ def test_sweep_into_a_path_under_a_file_is_refused(paths: dict[str, Path]) -> No
         str(paths["afile"] / "sw"),
     )
     assert "--out" in line or "afile" in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ("run", "--host", "http://127.0.0.1:9", "--scenaro", "x.yaml", "--label", "a",
+             "--out", "o"),
+            "specload run: error: unknown option --scenaro (did you mean --scenario?)",
+        ),
+        (
+            ("sweep", "--url", "http://127.0.0.1:9", "--max-eror-rate", "0.1", "--scenario", "s",
+             "--out", "o"),
+            "specload sweep: error: unknown option --max-eror-rate (did you mean "
+            "--max-error-rate?)",
+        ),
+        (("compare", "a", "b", "--basline=x"),
+         "specload compare: error: unknown option --basline (did you mean --baseline?)"),
+        (("inspect", "x", "--zzzz"), "specload inspect: error: unknown option --zzzz (see "
+         "specload inspect --help)"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_option_is_named_with_the_closest_one(argv: tuple[str, ...], line: str) -> None:
+    assert one_line(*argv) == line
+
+
+def test_an_interleaved_condition_without_a_server_is_named(paths: dict[str, Path]) -> None:
+    line = one_line(
+        "sweep", "--interleave", "--url", "baseline=http://127.0.0.1:9",
+        "--url", "spec=http://127.0.0.1:9", "--condition", 'spce=--speculative-config {"a":1}',
+        "--scenario", str(paths["good"]), "--out", str(paths["missing"] / "o"),
+        "--skip-preflight",
+    )  # fmt: skip
+    assert "--condition spce has no server" in line and "(baseline, spec)" in line
+
+
+def test_a_prompt_file_error_names_it_as_the_scenario_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One style for every file an error names: relative to where the user is."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my").mkdir()
+    (tmp_path / "my" / "s.yaml").write_text(GOOD + "prompts:\n  file: p.jsonl\n")
+    (tmp_path / "my" / "p.jsonl").write_text("{bad\n")
+    line = one_line("run", "--host", "http://127.0.0.1:9", "--scenario", "my/s.yaml",
+                    "--label", "a", "--out", "o")  # fmt: skip
+    assert line.startswith("specload run: error: my/p.jsonl: line 1: not JSON"), line
+
+
+@pytest.mark.parametrize("interleave", [True, False])
+def test_a_sweep_that_cannot_reach_its_server_says_so_plainly_and_leaves_no_dir(
+    paths: dict[str, Path], interleave: bool
+) -> None:
+    from specload.core.ports import free_port
+
+    refused = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    out = paths["missing"] / "sweep"
+    urls = ["--interleave", "--url", f"baseline={refused}", "--url", f"spec={refused}"]
+    target = urls if interleave else ["--url", refused, "--label", "x"]
+    code, _, err = cli("sweep", *target, "--scenario", str(paths["good"]), "--out", str(out))
+    assert code == 2 and err.count("\n") == 1, err
+    assert err == (
+        f"specload sweep: error: cannot reach {refused}/health: Connection refused (errno 111) "
+        "(is the server up?)\n"
+    )
+    assert not paths["missing"].exists()  # nothing measured, nothing left

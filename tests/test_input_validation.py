@@ -103,7 +103,7 @@ def test_a_broken_input_line_is_one_line_exit_2_before_any_traffic(
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert len(lines) == 1 and "Traceback" not in proc.stderr, lines
-    assert lines[0].startswith(f"specload run: error: {tmp_path / name}: "), lines[0]
+    assert lines[0].startswith(f"specload run: error: {name}: "), lines[0]  # as typed, from cwd
     assert lines[0].endswith(expected) or expected in lines[0], (lines[0], expected)
     assert "ConfigError" not in lines[0] and lines[0].count("error") == 1, lines[0]
     assert not (tmp_path / "runs").exists()  # no run directory, not even its parent

@@ -119,3 +119,11 @@ def test_the_clients_take_their_settings_from_one_definition() -> None:
 def test_the_checks_see_the_package() -> None:
     # guards the guards: a moved package would make the checks above pass vacuously
     assert (PKG / "recorder" / "run_json.py").is_file() and len(_lines(())) > 10_000
+
+
+def test_the_logger_name_is_not_repeated_in_its_messages() -> None:
+    """Locust shows each line as ``.../LEVEL/specload: MESSAGE``: a message that starts with
+    "specload: " read "specload: specload: step 3/3" in the web UI's log."""
+    call = re.compile(r"\blog\.(?:debug|info|warning|error|exception)\(\s*f?[\"']specload: ")
+    doubled = [str(p.relative_to(PKG)) for p in PKG.rglob("*.py") if call.search(p.read_text())]
+    assert doubled == []

@@ -289,7 +289,7 @@ def test_sweep_url_at_a_closed_port_or_with_v1_exits_2_and_leaves_no_run_dir(
     tmp_path: Path,
 ) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    for bad, says in ((url, "cannot connect"), (url + "/v1", "drop /v1")):
+    for bad, says in ((url, "cannot reach"), (url + "/v1", "drop /v1")):
         res = _sweep(tmp_path, "--url", bad, "--label", "x")
         assert res.returncode == 2 and says in res.stderr, res.stderr
         assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr

@@ -122,3 +122,23 @@ def test_bad_input_is_one_config_error_whichever_way_the_run_started(
     setattr(values, flag, value)
     with pytest.raises(ConfigError, match=message):
         resolve_run_options(values, host="http://127.0.0.1:1", run_dir=None, headless=True)
+
+
+def test_a_gate_that_could_check_no_step_of_the_scenario_is_refused_before_traffic(
+    tmp_path: Path,
+) -> None:
+    from analysis.synth_rundir import Cond, write_run
+
+    base = write_run(tmp_path / "base", Cond("baseline"), qps=(2, 4), n=40, metrics=False)
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("model: m\nsteps: [2, 4]\nstep_duration_s: 1\n")
+    values = argparse.Namespace(
+        scenario=str(scenario), label="x", baseline_run=str(base), max_regression=["tpot_p95=10"],
+        operating_qps=1.0, junit=str(tmp_path / "x.xml"),
+    )  # fmt: skip
+    with pytest.raises(ConfigError) as err:
+        resolve_run_options(values, host="http://127.0.0.1:1", run_dir=None, headless=False)
+    assert str(err.value) == (
+        "--operating-qps 1: no scenario step at or below it (scenario: 2, 4 req/s); the gate "
+        "would check nothing"
+    )

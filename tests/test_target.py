@@ -157,7 +157,7 @@ def test_external_target_checks_reachability_and_never_stops_the_server(sim) -> 
     target.stop()
     assert target.url == sim.url and target.command_line is None
     assert sim.proc.poll() is None
-    with pytest.raises(TargetError, match="cannot connect"):
+    with pytest.raises(TargetError, match="cannot reach"):
         ExternalTarget(f"http://127.0.0.1:{free_port()}").start()
 
 

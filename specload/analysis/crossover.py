@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specload.analysis.effect import HELPS, INCOMPLETE, NA, effect_text, reaches_gain
+from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, NA, effect_text, reaches_gain
 from specload.analysis.stats import Estimate
 from specload.analysis.wording import (
     load_ci_text,
@@ -140,9 +140,16 @@ class StartEffects:
 
 
 def split_steps(starts: list[StartEffects]) -> list[float]:
-    """The loads at which the starts' effects differ (a load one start lacks is not one)."""
+    """The loads at which the starts contradict each other: one helps and another hurts (a
+    load one start lacks is not one).
+
+    Starts add up, they do not veto: a start whose own interval shows no significant change
+    beside one that helps (or hurts) says less, not the opposite, and the pooled interval
+    over starts decides. Only effects of opposite signs, each beyond its start's own CI,
+    cannot both be right, and then no answer is claimed there.
+    """
     loads = sorted({q for s in starts for q in s.effects})
-    return [q for q in loads if len({s.effects[q] for s in starts if q in s.effects}) > 1]
+    return [q for q in loads if {HELPS, HURTS} <= {s.effects[q] for s in starts if q in s.effects}]
 
 
 @dataclass(slots=True)

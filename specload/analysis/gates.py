@@ -28,10 +28,14 @@ from specload.core.errors import ConfigError
 
 __all__ = [
     "CAPACITY_GATE",
+    "FAILED",
     "GATE_ON",
+    "PASSED",
+    "POSSIBLE",
     "Gate",
     "GateFailure",
     "GateResult",
+    "check_operating_qps",
     "evaluate_gates",
     "gate_metrics",
     "judge",
@@ -115,6 +119,22 @@ class GateFailure:
             )
         return ("possible regression: " if self.possible else "") + what + self._why()
 
+    def passed_message(self) -> str:
+        """A check that passed, for CI logs: "spec: tpot_p95 +2.1 % (CI -0.4…+4.6 %) at 2
+        req/s, within +10 %"."""
+        unit = " pp" if self.metric == "error_rate" else " %"
+        ci = pct_ci_text(self.ci_pct, self.ci_open)
+        ci = f" (CI {ci}{unit})" if ci else ""
+        if self.metric == CAPACITY_GATE:
+            return (
+                f"{self.condition}: capacity within the SLO {self.change_pct:+.1f} %{ci}, "
+                f"within the allowed -{self.max_pct:g} %"
+            )
+        return (
+            f"{self.condition}: {self.metric} {self.change_pct:+.1f}{unit}{ci} at "
+            f"{step_label(self.target_qps, self.achieved_qps)} req/s, within +{self.max_pct:g}{unit}"
+        )
+
     def _why(self) -> str:
         """Why it failed or passed, so a CI log shows which rule decided."""
         if self.possible and self.on == "ci":
@@ -137,13 +157,31 @@ class GateResult:
     #: (condition, step, gate) checks made; steps left out because their data is incomplete
     checked: int = 0
     skipped: list[str] = field(default_factory=list)
+    #: every check in the order made, with its outcome (``judge``): the JUnit testcases
+    checks: list[tuple[str, GateFailure]] = field(default_factory=list)
+
+    def passed_lines(self) -> list[str]:
+        """One line per gate and condition that passed every check: its check nearest the
+        limit ("gate passed: spec: tpot_p95 +2.1 % (CI …) at 2 req/s, within +10 %")."""
+        out = []
+        for g in self.gates:
+            mine: dict[str, list[tuple[str, GateFailure]]] = {}
+            for outcome, f in self.checks:
+                if f.metric == g.metric:
+                    mine.setdefault(f.condition, []).append((outcome, f))
+            for checks in mine.values():
+                if all(outcome == PASSED for outcome, _ in checks):
+                    worst = max((f for _, f in checks), key=lambda f: f.change_pct)
+                    out.append(f"gate passed: {worst.passed_message()}")
+        return out
 
     @property
     def passed(self) -> bool:
         return not self.failures
 
     def record(self, outcome: str, found: GateFailure) -> None:
-        """File one check's outcome (``judge``): a failure, a possible regression, or nothing."""
+        """File one check's outcome (``judge``): a failure, a possible regression, or a pass."""
+        self.checks.append((outcome, replace(found, possible=outcome == POSSIBLE)))
         if outcome == FAILED:
             self.failures.append(found)
         elif outcome == POSSIBLE:
@@ -180,6 +218,18 @@ def _in_scope(qps: float, operating_qps: float | None) -> bool:
     return operating_qps is None or qps <= operating_qps * (1 + 1e-9)
 
 
+def check_operating_qps(steps: list[float], operating_qps: float | None, what: str) -> None:
+    """``--operating-qps`` below every QPS step: the gates would check nothing (exit 2).
+    Checked again by compare, and by headless Locust from the scenario's steps before any
+    traffic (``what``: "tested", or "the scenario's")."""
+    if operating_qps is None or any(_in_scope(q, operating_qps) for q in steps):
+        return
+    raise ConfigError(
+        f"--operating-qps {operating_qps:g}: no {what} step at or below it ({what}: "
+        f"{', '.join(f'{q:g}' for q in sorted(steps))} req/s); the gate would check nothing"
+    )
+
+
 def _check_scope(
     gates: list[Gate],
     others: dict[str, list[StepStats]],
@@ -190,11 +240,7 @@ def _check_scope(
     tested = sorted({s.target_qps for steps in others.values() for s in steps})
     if not tested:
         raise ConfigError("--max-regression: no condition besides the baseline to check")
-    if not any(_in_scope(q, operating_qps) for q in tested):
-        raise ConfigError(
-            f"--operating-qps {operating_qps:g}: no tested step at or below it (tested: "
-            f"{', '.join(f'{q:g}' for q in tested)} req/s); the gate would check nothing"
-        )
+    check_operating_qps(tested, operating_qps, "tested")
     for g in gates:
         if g.metric == "error_rate":
             continue

@@ -758,11 +758,11 @@ def _summary(label: str, baseline: str, steps: dict[str, Regime]) -> str | None:
     if len(two) < 2 or 2 * len(two) <= len(decided):
         return None
     shares = sorted(r.slow_share * 100 for r in two)
-    against = f"its ratio to {baseline}" if label != baseline else "its figures"
+    against = f"its ratio to {baseline} depends" if label != baseline else "its figures depend"
     return (
         f"{label}'s engine step had two regimes at {len(two)} of {len(decided)} steps "
         f"({shares[0]:.0f}–{shares[-1]:.0f} % of seconds slow): at each step {against} "
-        "depends on how many of its seconds were slow on this host"
+        "on how many of its seconds were slow on this host"
     )
 
 

@@ -12,10 +12,10 @@ module says what pooling hides:
   two starts can run at different speeds and still agree on the effect at every step.
 - **Per-start effects**: each start of a condition analysed alone against the baseline (its
   interleaved partner start when both have the same number, else the pooled baseline), every
-  step classified by the one rule (``analysis.effect``). The starts agree when every step has
-  the same effect in each of them; where one helps and another does not (or hurts), they
-  disagree and the verdict claims no boundary. Their status labels are never compared: two
-  "mixed" starts that help at different loads disagree.
+  step classified by the one rule (``analysis.effect``). Starts add up, they do not veto:
+  the pooled interval decides, and the starts disagree only where one helps and another
+  hurts at a step (``crossover.split_steps``); there the verdict claims no boundary. Their
+  status labels are never compared: a "mixed" start helping where another hurts disagrees.
 
 Starts are ordered by ``run.json`` ``replicate`` (written by ``specload sweep
 --replicates``), else by start time.

@@ -99,6 +99,20 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Compare; with ``--junit`` a JUnit file is written whatever the exit (an ``error``
+    naming the cause when the input was bad, exit 2)."""
+    from specload.core.errors import ConfigError
+    from specload.report.junit import write_error_junit
+
+    try:
+        return _compare(args)
+    except ConfigError as exc:
+        if getattr(args, "junit", ""):
+            write_error_junit(args.junit, str(exc))
+        raise
+
+
+def _compare(args: argparse.Namespace) -> int:
     from specload.analysis.batch_schedule import ScheduleOptions
     from specload.analysis.compare import compare_runs
     from specload.core.errors import ConfigError
@@ -141,6 +155,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         render_terminal(report)
     print("reports: " + ", ".join(str(p) for p in paths.values()))
+    for line in comparison.gates.passed_lines() if comparison.gates else []:
+        print(line, file=sys.stderr)  # a CI log shows what passed, and by how much
     for f in comparison.gates.possible if comparison.gates else []:
         print(f.message(), file=sys.stderr)  # "possible regression: ...": passes, said
     if report.exit_code:

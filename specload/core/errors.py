@@ -6,7 +6,23 @@ expected. ``TargetError`` (exit 1) is a server that could not be started or reac
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "SpecloadError", "TargetError"]
+__all__ = ["ConfigError", "SpecloadError", "TargetError", "shown_path"]
+
+
+def shown_path(file: str) -> str:
+    """A file named in an error, one style everywhere: relative to the current directory when
+    it lies inside it (as a user types it), else as given. A scenario's prompt file, resolved
+    against the scenario's folder, used to show absolute while the scenario showed relative."""
+    import os
+
+    if not os.path.isabs(file):
+        return file
+    cwd = os.getcwd()
+    try:
+        inside = os.path.commonpath([cwd, file]) == cwd
+    except ValueError:  # another drive, or a mix of absolute and relative
+        return file
+    return os.path.relpath(file, cwd) if inside else file
 
 
 class SpecloadError(Exception):
@@ -24,6 +40,7 @@ class ConfigError(SpecloadError):
     exit_code = 2
 
     def __init__(self, message: str, *, file: str | None = None, path: str | None = None) -> None:
+        file = shown_path(file) if file else file
         self.file = file
         self.path = path
         parts = [p for p in (file, path) if p]

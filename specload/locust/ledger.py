@@ -73,7 +73,7 @@ class WorkerLedger:
                 lost_workers.append(
                     {"worker": w, "at": now, "sent": self.sent[w], "recorded": self.received[w]}
                 )
-                log.warning("specload: worker %s lost at %.3f", w, now)
+                log.warning("worker %s lost at %.3f", w, now)
 
     def settle_lost(
         self, lost_workers: list[dict[str, Any]], last_end: float | None, notes: list[str]

@@ -164,7 +164,7 @@ class RecordOutbox:
         try:
             self.flush()
         except Exception:  # a send failing must not kill the caller; the records stay buffered
-            log.exception("specload: sending records to the master failed; kept for the next try")
+            log.exception("sending records to the master failed; kept for the next try")
 
     def _tick(self) -> None:
         while True:
@@ -324,7 +324,7 @@ class LoadProcess:
             self.scenario = sc
             self._ready.set()
         except Exception as exc:  # reported to the master, which fails the run with it
-            log.exception("specload: preparing the run failed")
+            log.exception("preparing the run failed")
             error = f"{type(exc).__name__}: {exc}"
         from specload.client.lookup import WordTokenizer  # the method RecordBuilder uses
 
@@ -444,7 +444,7 @@ class LoadProcess:
             self._keep(self._converse(a, exc.record)[0])
             raise
         except Exception as exc:  # a client bug must still leave exactly one record
-            log.exception("specload: client raised")
+            log.exception("client raised")
             rec = RequestRecord(
                 request_id=request_id,
                 worker=self.worker,
@@ -624,5 +624,5 @@ class LoadProcess:
         try:
             self.outbox.flush()
         except Exception:
-            log.exception("specload: final record flush failed")
+            log.exception("final record flush failed")
         self.outbox.stop()

@@ -121,7 +121,7 @@ class MasterSide:
         return s.report.view()
 
     def _report(self, exc: SpecloadError) -> None:
-        log.error("specload: %s", exc)
+        log.error("%s", exc)
         self.last_error = str(exc)
         print(f"specload: error: {exc}", file=sys.stderr, flush=True)
         self.environment.process_exit_code = exc.exit_code

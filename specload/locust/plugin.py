@@ -183,6 +183,14 @@ def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_kw: An
     environment.events.test_stop.add_listener(on_stop)
     environment.events.quitting.add_listener(on_stop)
 
+    def on_quit(**_kw: Any) -> None:
+        """Locust printed its tables: the gates' outcome comes last in the log."""
+        session = roles.master.session if roles.master is not None else None
+        if session is not None:
+            session.say_closing()
+
+    environment.events.quit.add_listener(on_quit)
+
 
 def _validate_early(environment: Any, master: MasterSide) -> None:
     """Headless, or a scenario given: fail before any traffic with one line and exit 2.
@@ -196,6 +204,10 @@ def _validate_early(environment: Any, master: MasterSide) -> None:
             master.preflight(opts, scenario)
     except SpecloadError as exc:
         print(f"specload: error: {exc}", file=sys.stderr, flush=True)
+        if getattr(o, "junit", ""):  # a JUnit file whatever the exit, naming the cause
+            from specload.report.junit import write_error_junit
+
+            write_error_junit(o.junit, str(exc))
         raise SystemExit(exc.exit_code) from None
     if o.headless:  # checked in full: the run it starts needs no second look
         master.pending = (opts, scenario)

@@ -63,6 +63,7 @@ class RunEnd:
         scrapes: StepScrapes
         compare: LiveComparison | None
         report: ReportJob
+        closing: list[str]
         announced: list[TimedStep]
         timeline: list[TimedStep]
         _telemetry: TelemetrySampler
@@ -100,12 +101,16 @@ class RunEnd:
                 self._progress(step.index)
         counts = self.writer.meta.counts
         unrecorded = f", {counts['unrecorded']} sent without one" if counts["unrecorded"] else ""
-        self._say(f"run {status}: {counts['recorded']} records{unrecorded} in {self.writer.path}")
+        self._say(
+            f"run {status}: {counts['recorded']} records{unrecorded} in {self.writer.path} "
+            f"(sent {counts['sent']}, recorded {counts['recorded']}, "
+            f"unrecorded {counts['unrecorded']})"
+        )
         if self.compare is not None:  # every step that ran to its end, every record in
             ran = {i for i, t in self.live.steps.items() if t.end <= now and t.measured}
             self.compare.update(ran, final=True)
         for why in self.writer.meta.degraded:
-            log.warning("specload: run degraded: %s", why)
+            log.warning("run degraded: %s", why)
 
     def start_report(self) -> None:
         """``specload compare`` of the finished run, with the gate options: against the
@@ -142,13 +147,20 @@ class RunEnd:
             return
         code = 1 if self.compare.failure is not None else 0
         if self.opts.gates.asked and self.report.code is not None:
-            for line in self.report.said:
-                self._say(line)
+            # said once Locust has printed its tables (``closing``): last in a CI log
+            self.closing += self.report.said
             if self.report.problem:
-                self._say(f"gates not checked: {self.report.problem}")
+                self.closing.append(f"gates not checked: {self.report.problem}")
             code = max(code, self.report.code if self.report.code in (0, 1, 2) else 1)
         env = self.runner.environment
         env.process_exit_code = max(env.process_exit_code or 0, code) or None
+
+    def say_closing(self) -> None:
+        """The lines kept for the very end (the gates' outcome), after Locust's tables:
+        Locust's ``quit`` event, which fires once it printed them."""
+        lines, self.closing = self.closing, []
+        for line in lines:
+            self._say(line)
 
     def _judge(self, status: str) -> str:
         """A run that went to its end over its error budget, or short of a worker, is

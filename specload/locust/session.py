@@ -166,6 +166,8 @@ class RunSession(StepSchedule, BlockSchedule, RecordIntake, RunEnd):
         #: the steps with their times, once the schedule starts (the UI's time left)
         self.timeline: list[TimedStep] = []
         self.report = ReportJob()
+        #: lines said at the very end, after Locust's tables (``RunEnd.say_closing``)
+        self.closing: list[str] = []
         self.compare = (
             LiveComparison(
                 load_baseline(opts.baseline_run),
@@ -335,7 +337,7 @@ class RunSession(StepSchedule, BlockSchedule, RecordIntake, RunEnd):
         except gevent.GreenletExit:
             raise
         except Exception as exc:
-            log.exception("specload: run failed")
+            log.exception("run failed")
             self.writer.meta.notes.append(f"run failed: {type(exc).__name__}: {exc}")
             self.finish("failed")
 
@@ -372,4 +374,4 @@ class RunSession(StepSchedule, BlockSchedule, RecordIntake, RunEnd):
         if self.opts.headless:
             print(f"[specload] {line}", flush=True)
         else:
-            log.info("specload: %s", line)
+            log.info("%s", line)

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from specload.core.errors import ConfigError
 from specload.locust.live_view import live_view
 from specload.locust.registry import master_side
 from specload.locust.start_form import baseline_choices, step_plan
@@ -173,12 +174,28 @@ def _refuse_start(environment: Any, form: Any) -> str | None:
     try:
         hidden_fields(form.keys())
         _paths(environment).check(values)
-    except PathRefused as exc:
+        _check_scenario(values)
+    except (PathRefused, ConfigError) as exc:
         side = master_side(environment)
         if side is not None:
             side.last_error = str(exc)  # the banner: Locust's form shows no body of a 400
         return str(exc)
     return None
+
+
+def _check_scenario(values: dict[str, Any]) -> None:
+    """The form's scenario loads (``ConfigError`` naming the file, key or line otherwise):
+    a Start with a missing or broken scenario is refused before anything starts, not
+    accepted and failed a moment later in a banner."""
+    path = str(values.get("scenario") or "")
+    if not path:
+        raise ConfigError(
+            "no scenario: choose one (or start with --scenario FILE)", path="scenario"
+        )
+    from specload.options.run import scenario_overrides
+    from specload.scenario import load_scenario
+
+    load_scenario(path, scenario_overrides(values.get("scenario_set")))
 
 
 def _routes(environment: Any) -> list[tuple[str, str, Any, list[str]]]:
@@ -289,7 +306,7 @@ def _guard_start(environment: Any, web_ui: Any) -> None:
 
     swarm = web_ui.app.view_functions.get(SWARM_ENDPOINT)
     if swarm is None:
-        log.warning("specload: no %s view to guard; paths are checked at run start", SWARM_ENDPOINT)
+        log.warning("no %s view to guard; paths are checked at run start", SWARM_ENDPOINT)
         return
 
     def guarded_swarm(*args: Any, **kwargs: Any) -> Any:
@@ -307,5 +324,5 @@ def _warn_if_exposed(environment: Any, web_ui: Any) -> None:
     side = master_side(environment)
     if warning is None or side is None:
         return
-    log.warning("specload: %s", warning)
+    log.warning("%s", warning)
     side.exposed = warning

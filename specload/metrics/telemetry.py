@@ -322,7 +322,7 @@ class TelemetrySampler:
 
     def _stop(self, what: str, exc: BaseException) -> None:
         why = f"{what} telemetry stopped: {type(exc).__name__}: {exc}"
-        log.warning("specload: %s", why)
+        log.warning("%s", why)
         self.stopped.append(why)
 
     def _sample_host(self, t: float) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "check_host",
     "add_run_option",
     "resolve_run_options",
+    "scenario_overrides",
 ]
 
 
@@ -220,7 +221,7 @@ def check_host(host: str | None) -> str:
     return host.rstrip("/")
 
 
-def _overrides(text: str | None) -> dict[str, Any] | None:
+def scenario_overrides(text: str | None) -> dict[str, Any] | None:
     """``--scenario-set``'s JSON object of dotted keys (``{"steps": [4], "repeats": 1}``)."""
     if not text:
         return None
@@ -304,7 +305,7 @@ def resolve_run_options(
         raise ConfigError("no scenario: give --scenario FILE", path="--scenario")
     from specload.scenario import load_scenario
 
-    scenario = load_scenario(scenario_path, _overrides(getattr(values, "scenario_set", "")))
+    scenario = load_scenario(scenario_path, scenario_overrides(getattr(values, "scenario_set", "")))
     targets, replicate = _targets(getattr(values, "interleave_targets", ""))
     if targets:
         from specload.protocol.interleave import cells_of
@@ -313,6 +314,10 @@ def resolve_run_options(
     label = getattr(values, "label", "") or "run"
     if baseline_run and headless:
         _check_baseline(baseline_run, label, scenario)
+    if gates.asked and scenario.steps:  # a gate that can check nothing: known from the steps
+        from specload.analysis.gates import check_operating_qps
+
+        check_operating_qps(list(scenario.steps), gates.operating_qps, "scenario")
     opts = RunOptions(
         scenario_path=os.path.abspath(scenario_path),
         label=label,

@@ -28,15 +28,17 @@ from specload.protocol.sweep import (
     SweepPlan,
     drive_command,
     make_target,
+    outermost_new,
     patch_run_json,
     preflight_target,
+    remove_if_empty,
     replicate_dir,
     shielded,
     sigterm_as_interrupt,
 )
 from specload.protocol.target import ManagedServer, Target
 from specload.recorder.run_json import peek_run_json
-from specload.recorder.rundir import write_json_durably
+from specload.recorder.rundir import remove_new_dirs, write_json_durably
 from specload.scenario import load_scenario
 from specload.scenario.schema import Scenario
 
@@ -67,6 +69,8 @@ class _Session:
     started: float = field(default_factory=time.monotonic)
     #: when every server was up and checked (monotonic), for the wall time's split
     servers_up: float | None = None
+    #: the outermost folder of ``OUT`` this sweep made (``sweep.outermost_new``)
+    made: Path | None = None
 
     @property
     def session_dir(self) -> Path:
@@ -91,13 +95,25 @@ def check_interleave_plan(plan: SweepPlan) -> None:
             path="--interleave",
         )
     if plan.server_cmd is None and set(plan.urls) != {c.name for c in plan.conditions}:
-        raise ConfigError("give one --url LABEL=URL per condition", path="--url")
+        raise ConfigError(_unmatched(plan), path="--url")
     if plan.server_cmd is not None and plan.port is not None:
         raise ConfigError(
             "every condition's server runs at once, each on a free port: drop --port",
             path="--port",
         )
     cells_of(load_scenario(plan.scenario))  # ConfigError for a trace
+
+
+def _unmatched(plan: SweepPlan) -> str:
+    """Which condition has no ``--url LABEL=URL`` (a ``--condition`` label misspelt, say)."""
+    urls = ", ".join(plan.urls) or "none"
+    missing = [c.name for c in plan.conditions if c.name not in plan.urls]
+    return (
+        f"--condition {missing[0]} has no server: give --url {missing[0]}=URL, or name one "
+        f"of the --url labels ({urls})"
+        if missing
+        else "give one --url LABEL=URL per condition"
+    )
 
 
 def run_interleaved(plan: SweepPlan, say: Callable[[str], None] = print) -> list[ConditionResult]:
@@ -112,7 +128,7 @@ def run_interleaved(plan: SweepPlan, say: Callable[[str], None] = print) -> list
     results: list[ConditionResult] = []
     with sigterm_as_interrupt():
         for rep in range(1, plan.replicates + 1):
-            session = _Session(plan, scenario, rep, say)
+            session = _Session(plan, scenario, rep, say, made=outermost_new(plan.out))
             try:
                 results += _run_session(session)
             except (TargetError, KeyboardInterrupt) as exc:
@@ -134,12 +150,23 @@ def _run_session(s: _Session) -> list[ConditionResult]:
         code = _run_blocks(s)
     except KeyboardInterrupt:
         s.interrupted = True
+    except TargetError:  # a server could not be reached or started: nothing ran
+        _remove_unused(s)
+        raise
     finally:
         with shielded() as late_signal:
             for target in s.targets.values():
                 target.stop()
             s.interrupted = s.interrupted or late_signal()
     return _split(s, code)
+
+
+def _remove_unused(s: _Session) -> None:
+    """The empty run dirs made for the servers (a started server's ``server.log`` stays:
+    it says why), and ``OUT`` if this sweep made it and left it empty: a sweep that measured
+    nothing leaves no empty directory behind."""
+    remove_if_empty(*(s.run_dir(name) for name in s.conditions))
+    remove_new_dirs(s.plan.out, s.made)
 
 
 def _start_servers(s: _Session) -> None:
@@ -199,13 +226,13 @@ def _split(s: _Session, code: int | None) -> list[ConditionResult]:
     session_meta = peek_run_json(s.session_dir)
     split = _time_split(s, session_meta)
     statuses = split_session(s.session_dir, dirs) if session_meta is not None else {}
-    _remove_empty(s.plan.out / SESSION_DIR)
+    remove_if_empty(s.plan.out / SESSION_DIR)
     results: list[ConditionResult] = []
     server_s = time.monotonic() - s.started
     for name, run_dir in dirs.items():
         cond, target = s.conditions[name], s.targets[name]
         if name not in statuses:
-            _remove_empty(run_dir)
+            remove_if_empty(run_dir)
             continue
         notes = [f"interleaved session stopped early: {why}" for why in s.stopped]
         if code not in (None, 0, 1):
@@ -247,11 +274,6 @@ def _read_steps(run_dir: Path) -> list[dict[str, Any]]:
     except (OSError, json.JSONDecodeError):
         return []
     return [x for x in steps if isinstance(x, dict)] if isinstance(steps, list) else []
-
-
-def _remove_empty(path: Path) -> None:
-    if path.is_dir() and not any(path.iterdir()):
-        path.rmdir()
 
 
 def _time_split(s: _Session, meta: dict[str, Any] | None) -> dict[str, float]:

@@ -142,6 +142,14 @@ def _open(req: urllib.request.Request, clock: _Clock) -> Any:
 def _reason(reason: object, clock: _Clock) -> str:
     if isinstance(reason, TimeoutError):
         return f"no answer within {clock.budget_s:g} s"
+    return os_reason(reason)
+
+
+def os_reason(reason: object) -> str:
+    """An OS error as the pre-flight words it: "Connection refused (errno 111)" (a
+    ``URLError`` is unwrapped to its reason)."""
+    if isinstance(reason, urllib.error.URLError) and not isinstance(reason, urllib.error.HTTPError):
+        reason = reason.reason
     if isinstance(reason, OSError) and reason.strerror:
         return f"{reason.strerror} (errno {reason.errno})" if reason.errno else reason.strerror
     return str(reason)

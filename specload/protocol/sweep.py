@@ -41,7 +41,7 @@ from specload.protocol.target import (
     reset_prefix_cache,
 )
 from specload.recorder.run_json import peek_run_json
-from specload.recorder.rundir import write_json_durably
+from specload.recorder.rundir import remove_new_dirs, write_json_durably
 
 __all__ = [
     "Condition",
@@ -55,6 +55,8 @@ __all__ = [
     "parse_condition",
     "patch_run_json",
     "planned_runs",
+    "outermost_new",
+    "remove_if_empty",
     "replicate_dir",
     "run_sweep",
     "sweep_order",
@@ -171,6 +173,7 @@ def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> list[Condi
     _check_plan(plan)
     sweep = _Sweep(plan, say)
     order = planned_runs(plan)
+    made = outermost_new(plan.out)
     with sigterm_as_interrupt():
         for i, (cond, rep, run_dir) in enumerate(order, 1):
             of = f", replicate {rep}" + (f"/{plan.replicates}" if plan.url is None else "")
@@ -183,6 +186,8 @@ def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> list[Condi
                 result = _run_condition(sweep, cond, rep, run_dir)
             except TargetError as exc:
                 exc.results = sweep.results  # type: ignore[attr-defined]
+                remove_if_empty(run_dir)
+                remove_new_dirs(plan.out, made)
                 raise
             sweep.results.append(result)
             if result.interrupted:
@@ -191,6 +196,25 @@ def run_sweep(plan: SweepPlan, say: Callable[[str], None] = print) -> list[Condi
                 raise interrupt
             say(f"[sweep] {cond.name}: {result.status} -> {result.run_dir}")
     return sweep.results
+
+
+def outermost_new(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist yet (None: it does):
+    what a sweep that measured nothing removes again, if still empty (``remove_new_dirs``)."""
+    made = None
+    for p in (path, *path.parents):
+        if p.exists():
+            return made
+        made = p
+    return made
+
+
+def remove_if_empty(*paths: Path) -> None:
+    """Remove each directory that is empty, in order (a sweep that could not reach or start
+    a server leaves no empty run dir, nor an ``OUT`` it made itself)."""
+    for path in paths:
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
 
 
 def _check_plan(plan: SweepPlan) -> None:

@@ -28,7 +28,7 @@ from typing import IO, Protocol
 
 from specload.core.errors import ConfigError, TargetError
 from specload.core.procgroup import stop_group
-from specload.protocol.preflight import PreflightError
+from specload.protocol.preflight import PreflightError, os_reason
 
 __all__ = [
     "PORT_PLACEHOLDER",
@@ -137,7 +137,9 @@ class ExternalTarget:
         try:
             _request(self.url + "/health")
         except OSError as exc:
-            raise PreflightError(f"{self.url}: cannot connect ({exc})") from exc
+            raise PreflightError(
+                f"cannot reach {self.url}/health: {os_reason(exc)} (is the server up?)"
+            ) from None
 
     def stop(self) -> None:
         return None

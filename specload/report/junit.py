@@ -1,9 +1,10 @@
 """JUnit XML of a comparison: what CI systems (GitHub Actions test reporters, GitLab's
 ``artifacts:reports:junit``, Jenkins) read to show a pass or a failure without parsing logs.
 
-One ``testsuite`` named ``specload``; one ``testcase`` per gate and condition (``--max-
-regression METRIC=PCT``), failing with a ``failure`` element per failed check (the same
-message ``compare`` prints), a possible regression in its ``system-out``; and one
+One ``testsuite`` named ``specload``; one ``testcase`` per gate check (``--max-regression
+METRIC=PCT``: each condition at each step in scope), failing with one ``failure`` element
+(the same message ``compare`` prints), a pass or a possible regression in its
+``system-out``; and one
 ``testcase`` per condition's verdict, with the verdict sentence, failing only when the
 condition has no complete step to compare (compare's exit 1). Pass/fail is ``compare``'s
 exit code, test by test: nothing here judges anything of its own.
@@ -15,9 +16,9 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from specload.analysis.comparison import Comparison
-from specload.analysis.gates import CAPACITY_GATE, GateFailure
+from specload.analysis.gates import CAPACITY_GATE, FAILED, POSSIBLE, GateFailure
 
-__all__ = ["junit_xml", "write_junit"]
+__all__ = ["error_junit_xml", "junit_xml", "write_error_junit", "write_junit"]
 
 SUITE = "specload"
 
@@ -26,37 +27,30 @@ def _case(suite: ET.Element, classname: str, name: str) -> ET.Element:
     return ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
 
 
-def _gate_name(metric: str, max_pct: float, operating_qps: float | None) -> str:
-    """What the gate allows, as its testcase is named: "tpot_p95 at most +10 % up to 8
-    req/s", "capacity loses at most 10 %"."""
-    if metric == CAPACITY_GATE:
-        return f"capacity loses at most {max_pct:g} %"
-    unit = " pp" if metric == "error_rate" else " %"
-    scope = f" up to {operating_qps:g} req/s" if operating_qps is not None else ""
-    return f"{metric} at most +{max_pct:g}{unit}{scope}"
+def _gate_name(f: GateFailure) -> str:
+    """One check, as its testcase is named: "tpot_p95 at most +10 % at 8 req/s", "capacity
+    loses at most 10 %"."""
+    if f.metric == CAPACITY_GATE:
+        return f"capacity loses at most {f.max_pct:g} %"
+    unit = " pp" if f.metric == "error_rate" else " %"
+    return f"{f.metric} at most +{f.max_pct:g}{unit} at {f.target_qps:g} req/s"
 
 
-def _gate_cases(suite: ET.Element, c: Comparison, conditions: list[str]) -> None:
+def _gate_cases(suite: ET.Element, c: Comparison) -> None:
+    """One testcase per check (gate, condition, step), with at most one ``failure``: some
+    JUnit viewers show only a testcase's first."""
     result = c.gates
     if result is None:
         return
-    for gate in result.gates:
-        for cond in conditions:
-            case = _case(
-                suite,
-                f"{SUITE}.gate.{cond}",
-                _gate_name(gate.metric, gate.max_pct, result.operating_qps),
+    for outcome, f in result.checks:
+        case = _case(suite, f"{SUITE}.gate.{f.condition}", _gate_name(f))
+        if outcome == FAILED:
+            ET.SubElement(case, "failure", message=f.message(), type="gate failed").text = (
+                f.message()
             )
-            mine = [f for f in result.failures if (f.condition, f.metric) == (cond, gate.metric)]
-            for f in mine:
-                ET.SubElement(
-                    case, "failure", message=f.message(), type="gate failed"
-                ).text = f.message()
-            maybe: list[GateFailure] = [
-                f for f in result.possible if (f.condition, f.metric) == (cond, gate.metric)
-            ]
-            if maybe:
-                ET.SubElement(case, "system-out").text = "\n".join(f.message() for f in maybe)
+        else:
+            text = f.message() if outcome == POSSIBLE else f.passed_message()
+            ET.SubElement(case, "system-out").text = text
 
 
 def _verdict_cases(suite: ET.Element, c: Comparison, conditions: list[str]) -> None:
@@ -75,7 +69,7 @@ def junit_xml(c: Comparison) -> str:
     conditions = list(c.ratios)
     root = ET.Element("testsuites", name=SUITE)
     suite = ET.SubElement(root, "testsuite", name=SUITE)
-    _gate_cases(suite, c, conditions)
+    _gate_cases(suite, c)
     _verdict_cases(suite, c, conditions)
     cases = suite.findall("testcase")
     failed = sum(1 for x in cases if x.find("failure") is not None)
@@ -92,4 +86,27 @@ def write_junit(c: Comparison, path: str | Path) -> Path:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(junit_xml(c), encoding="utf-8")
+    return p
+
+
+def error_junit_xml(message: str) -> str:
+    """A JUnit document for a run whose gates could not be checked (exit 2): one testcase
+    with an ``error`` naming the cause, so a CI's test view shows why instead of nothing."""
+    root = ET.Element("testsuites", name=SUITE, tests="1", failures="0", errors="1")
+    suite = ET.SubElement(root, "testsuite", name=SUITE, tests="1", failures="0", errors="1")
+    case = _case(suite, f"{SUITE}.gates", "gates checked")
+    ET.SubElement(case, "error", message=message, type="gates not checked").text = message
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_error_junit(path: str | Path, message: str) -> Path | None:
+    """Write ``error_junit_xml(message)`` to ``path`` (its folder made); None when it cannot
+    be written (the error being reported is the one that matters)."""
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(error_junit_xml(message), encoding="utf-8")
+    except OSError:
+        return None
     return p

@@ -106,5 +106,5 @@ def _prepare(
             f"/tokenize kept failing after retries ({exc}); prompt lengths are estimates "
             "(one token per word or punctuation mark), not the server's count"
         )
-        log.warning("specload: %s", warning)
+        log.warning("%s", warning)
         return PreparedPrompts(build_prompt_set(scenario, None), (warning,))

@@ -73,13 +73,17 @@ def baseline(sim: SimServer, tmp_path_factory: pytest.TempPathFactory) -> tuple[
     return specload_run(sim.url, scenario, "baseline", root / "base"), scenario
 
 
-def locust(cwd: Path, host: str, scenario: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    """Headless Locust with specload's options, as a CI job types it."""
+def locust(
+    cwd: Path, host: str, scenario: Path, *extra: str, merged: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Headless Locust with specload's options, as a CI job types it (``merged``: stderr into
+    stdout, in the order a CI log shows them)."""
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--host", host]
     cmd += ["--scenario", str(scenario), "--label", "live", "--run-dir", str(cwd / "live")]
     return subprocess.run(
-        [*cmd, *extra], cwd=cwd, capture_output=True, text=True, timeout=180, check=False
-    )
+        [*cmd, *extra], cwd=cwd, stdout=subprocess.PIPE, text=True, timeout=180, check=False,
+        stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+    )  # fmt: skip
 
 
 def test_a_mixed_prompt_file_ends_with_the_final_vs_baseline_line_and_exit_0(
@@ -120,13 +124,32 @@ def test_a_failed_gate_on_locusts_command_line_is_exit_1_with_a_junit_failure(
     )
     try:
         gate = ["--max-regression", "ttft_p50=10", "--junit", str(tmp_path / "junit.xml")]
-        res = locust(tmp_path, slow.url, scenario, "--baseline-run", str(base), *gate)
+        res = locust(tmp_path, slow.url, scenario, "--baseline-run", str(base), *gate, merged=True)
     finally:
         slow.stop()
-    out = res.stdout + res.stderr
+    out = res.stdout
     assert res.returncode == 1, out[-3000:]
-    assert "[specload] gate failed: live: ttft_p50 +" in out
+    gate = res.stdout.index("[specload] gate failed: live: ttft_p50 +")
+    assert gate > res.stdout.index("Response time percentiles")  # last in the CI log
+    assert "(sent " in res.stdout and ", unrecorded 0)" in res.stdout  # the accounting
     suite = ElementTree.parse(tmp_path / "junit.xml").getroot().find("testsuite")
-    assert suite is not None and suite.get("failures") == "1"
-    case = next(c for c in suite.iter("testcase") if c.get("name") == "ttft_p50 at most +10 %")
-    assert case.find("failure") is not None
+    assert suite is not None and int(suite.get("failures") or 0) >= 1
+    cases = [c for c in suite.iter("testcase") if c.get("name", "").startswith("ttft_p50 at most")]
+    assert cases and all(len(c.findall("failure")) <= 1 for c in cases)  # one check each
+    assert any(c.find("failure") is not None for c in cases)
+
+
+def test_a_gate_that_can_check_nothing_is_exit_2_before_traffic_with_a_junit_error(
+    baseline: tuple[Path, Path], tmp_path: Path
+) -> None:
+    base, scenario = baseline
+    junit = tmp_path / "reports" / "x.xml"
+    gate = ["--max-regression", "tpot_p95=10", "--operating-qps", "1", "--junit", str(junit)]
+    res = locust(tmp_path, "http://127.0.0.1:9", scenario, "--baseline-run", str(base), *gate)
+    assert res.returncode == 2, (res.stdout + res.stderr)[-3000:]
+    assert "no scenario step at or below it" in res.stderr
+    assert "Response time percentiles" not in res.stdout  # no traffic was sent
+    error = ElementTree.parse(junit).getroot().find(".//testcase/error")
+    assert error is not None and "--operating-qps 1: no scenario step" in (
+        error.get("message") or ""
+    )

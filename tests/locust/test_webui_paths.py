@@ -130,6 +130,7 @@ def test_plan_start_and_hidden_options_refuse_paths_outside_with_one_line(
         starts = {
             name: _post(url + "/swarm", {**host, **form})
             for name, form in {
+                "missing_inside": {"scenario": "scen/nope.yaml"},
                 "scenario": {"scenario": str(outside / "s.yaml")},
                 "run_dir": {"run_dir": str(outside / "new-run")},
                 "label_escapes": {"label": "../../private/by-label"},
@@ -154,6 +155,10 @@ def test_plan_start_and_hidden_options_refuse_paths_outside_with_one_line(
     line = first[1]["error"]
     assert "\n" not in line and "scen" in line and "passwd" not in line, line
     assert runs["root"] == "runs" and runs["runs"] == []
+    missing = starts.pop("missing_inside")  # allowed folder, no such file: refused at once
+    answer = json.loads(missing[1])
+    assert missing[0] == 400 and answer["success"] is False, missing
+    assert answer["message"].startswith("scen/nope.yaml: ") and "\n" not in answer["message"]
     for name, (code, body) in starts.items():
         answer = json.loads(body)
         assert code == 400 and answer["success"] is False, (name, code, answer)

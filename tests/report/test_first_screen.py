@@ -17,13 +17,15 @@ from specload.report.terminal import render_terminal
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
-    """Two server starts per condition that disagree at several steps: many findings."""
+    """Two server starts per condition that contradict each other (one helps where the other
+    hurts) at several steps: many findings."""
     d = tmp_path_factory.mktemp("many")
     qps = (2, 4, 8, 16)
     for k in (1, 2):
         base = Cond("baseline", tpot=lambda q, k=k: 1.0 + 0.15 * (k - 1))
         write_run(d / f"base-r{k}", base, qps=qps, n=150, seed=k, metrics=False)
-        spec = Cond("spec", speculative=SPEC, tpot=linear_gain(0.3, 2, 0.2), tail_share=0.1)
+        tpot = linear_gain(0.3, 2, 0.2) if k == 1 else (lambda q: 1.6)
+        spec = Cond("spec", speculative=SPEC, tpot=tpot, tail_share=0.1)
         write_run(d / f"spec-r{k}", spec, qps=qps, n=150, seed=10 + k, metrics=False)
     r = build_report(compare_runs([d], bootstrap=200))
     assert len(r.findings) > FIRST_FINDINGS + 1

@@ -57,11 +57,11 @@ def test_boundary_band_and_label(four_way: Comparison, monkeypatch: pytest.Monke
     lo, hi = decided["ylim"]
     assert decided["data_top"] <= lo + 0.85 * (hi - lo)
 
-    for x in crossing:  # two starts analysed alone differ at one step: no decision
+    for x in crossing:  # two starts analysed alone contradict at one step: no decision
         q = x.steps[-1]
         x.starts = [
             StartEffects("r1", x.status, {q: "hurts"}),
-            StartEffects("r2", x.status, {q: "no_change"}),
+            StartEffects("r2", x.status, {q: "helps"}),
         ]
     undecided = _marks(cmp, monkeypatch)[TPOT]
     assert undecided["bands"] == 0  # no CI band for a boundary the verdict does not claim
