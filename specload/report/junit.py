@@ -45,9 +45,9 @@ def _gate_cases(suite: ET.Element, c: Comparison) -> None:
     for outcome, f in result.checks:
         case = _case(suite, f"{SUITE}.gate.{f.condition}", _gate_name(f))
         if outcome == FAILED:
-            ET.SubElement(case, "failure", message=f.message(), type="gate failed").text = (
-                f.message()
-            )
+            ET.SubElement(
+                case, "failure", message=f.message(), type="gate failed"
+            ).text = f.message()
         else:
             text = f.message() if outcome == POSSIBLE else f.passed_message()
             ET.SubElement(case, "system-out").text = text
