@@ -12,11 +12,12 @@ the advice follows it (``report/advice.py``: route the gaining classes, never "t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from specload.analysis.classes import ClassAnswer
 from specload.analysis.effect import HELPS, HURTS
 from specload.analysis.ratios import RatioRow
+from specload.analysis.steps import MIN_TAIL_N
 from specload.analysis.verdict import metric_label, where_effect
 
 __all__ = ["ClassEffect", "ClassSplit", "class_split"]
@@ -47,6 +48,8 @@ class ClassSplit:
     rest: tuple[ClassEffect, ...]
     #: what the gaining classes go to: "a drafting pool" for speculative decoding
     pool: str = ""
+    #: classes too small to decide at any step: (name, requests of the smaller side)
+    small: tuple[tuple[str, int], ...] = ()
 
     def headline(self) -> str:
         """The verdict's first clause: each class's answer, then where to send which. Classes
@@ -72,7 +75,14 @@ class ClassSplit:
         said = _join(parts) + (f" {common}" if common else "")
         names = _join([c.name for c in self.gain])
         pool = self.pool or f"a pool running {self.condition}"
-        return f"{self.condition} {said}: route {names} to {pool} and the rest to {self.baseline}"
+        small = "".join(
+            f"; too few {name} requests to decide ({n}, fewer than {MIN_TAIL_N} at every step)"
+            for name, n in self.small
+        )
+        return (
+            f"{self.condition} {said}{small}: route {names} to {pool} and the rest to "
+            f"{self.baseline}"
+        )
 
 
 def _signed(change: float | None) -> str:
@@ -81,6 +91,24 @@ def _signed(change: float | None) -> str:
 
 def _join(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _decidable(answer: ClassAnswer, condition: str, baseline: str, metric: str) -> list[RatioRow]:
+    """The class's rows at steps where both sides have ``MIN_TAIL_N`` successful requests
+    (the steps' own threshold for a figure worth deciding on), without the class's achieved
+    load: that is its share of the step's load, not the load (a "4 (1.3) req/s" read as if
+    the step ran at 1.3)."""
+    rows = answer.ratios.get(condition, {}).get(metric) or []
+    n_of = {
+        label: {st.target_qps: st.n_ok for st in answer.steps.get(label, [])}
+        for label in (condition, baseline)
+    }
+    return [
+        replace(r, achieved_qps=None)
+        for r in rows
+        if min(n_of[condition].get(r.target_qps, 0), n_of[baseline].get(r.target_qps, 0))
+        >= MIN_TAIL_N
+    ]
 
 
 def _effect(name: str, rows: list[RatioRow]) -> ClassEffect:
@@ -104,12 +132,18 @@ def class_split(
     """The classes' answers for ``condition`` on ``metric``; None unless they disagree (a
     class helps at some tested load and another at none). ``pool``: what the gaining classes
     are routed to (default "a pool running CONDITION")."""
-    effects = [
-        _effect(a.name, rows)
-        for a in classes
-        if (rows := a.ratios.get(condition, {}).get(metric))
-        and any(r.ratio.value is not None for r in rows)
-    ]
+    effects, small = [], []
+    for a in classes:
+        rows = a.ratios.get(condition, {}).get(metric) or []
+        if not any(r.ratio.value is not None for r in rows):
+            continue
+        use = _decidable(a, condition, baseline, metric)
+        if any(r.ratio.value is not None for r in use):
+            effects.append(_effect(a.name, use))
+        else:  # said, with its size, never routed on
+            small.append((a.name, min(a.n.get(condition, 0), a.n.get(baseline, 0))))
     gain = tuple(e for e in effects if e.helps is not None)
     rest = tuple(e for e in effects if e.helps is None)
-    return ClassSplit(condition, baseline, metric, gain, rest, pool) if gain and rest else None
+    if not (gain and rest):
+        return None
+    return ClassSplit(condition, baseline, metric, gain, rest, pool, tuple(small))

@@ -59,7 +59,13 @@ from specload.analysis.run_columns import RunColumns, load_runs
 from specload.analysis.samples import output_samples
 from specload.analysis.server import server_gaps, server_steps
 from specload.analysis.stats import Estimate
-from specload.analysis.steps import StepStats, condition_steps, metric_names, starts_too_few
+from specload.analysis.steps import (
+    MIN_TAIL_N,
+    StepStats,
+    condition_steps,
+    metric_names,
+    starts_too_few,
+)
 from specload.analysis.telemetry import read_telemetry, step_telemetry
 from specload.analysis.verdict import benefit_words, sentence
 from specload.analysis.vllm_schedule_rules import is_dynamic
@@ -76,8 +82,6 @@ __all__ = [
     "load_conditions",
 ]
 
-#: Fewer successful requests than this in a step: its tail percentiles are called out.
-MIN_TAIL_N = 40
 #: Relative spread of per-execution p50 TPOT beyond which repeats are called out.
 REPEAT_SPREAD = 0.05
 #: Metrics whose crossover is always computed (the chosen ``metric`` is added).

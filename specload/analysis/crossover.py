@@ -38,7 +38,7 @@ which side of the tested range it lies.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -426,6 +426,22 @@ def bracket(
     return (lo, hi), ("below" if lo is None else "", "above" if hi is None else "")
 
 
+def nested(start: Boundary, stop: Boundary) -> tuple[Boundary, Boundary]:
+    """A band's two CIs made consistent: helping cannot stop before it starts, so the stop's
+    interval does not reach below the start's and the start's not above the stop's (read
+    apart, "starts at 8.9 (CI 4–16), stops at 10.6 (CI <4–16)" had the stop possibly first)."""
+    (s_lo, s_hi), (s_below, s_above) = start.ci, start.ci_beyond
+    (t_lo, t_hi), (t_below, t_above) = stop.ci, stop.ci_beyond
+    if s_lo is not None and (t_lo is None or t_lo < s_lo):
+        t_lo, t_below = s_lo, ""
+    if t_hi is not None and (s_hi is None or s_hi > t_hi):
+        s_hi, s_above = t_hi, ""
+    return (
+        replace(start, ci=(s_lo, s_hi), ci_beyond=(s_below, s_above)),
+        replace(stop, ci=(t_lo, t_hi), ci_beyond=(t_below, t_above)),
+    )
+
+
 def _gain(ratio: Estimate) -> Estimate:
     """A ratio's estimate as a gain (1 - ratio): the bounds swap."""
     return Estimate(
@@ -492,6 +508,8 @@ def find_crossover(
         if status in (CROSSES, BETWEEN):
             ci, beyond = bracket(used_q, used_r, helps, min_gain, "stop")
             x.stop = Boundary(float(stop[0]), ci, beyond)
+        if x.start is not None and x.stop is not None:
+            x.start, x.stop = nested(x.start, x.stop)
     helping = [i for i, h in zip(keep, helps, strict=False) if h]
     if helping:
         best = max(helping, key=lambda i: 1.0 - (ratios[i].value or 1.0))

@@ -143,6 +143,9 @@ def _windows(run: RunColumns, measured: np.ndarray) -> dict[float, tuple[float, 
     return out
 
 
+#: Fewer successful requests than this in a step: its tail percentiles are called out, and a
+#: class of requests with fewer at every step is too small to decide (``class_split``).
+MIN_TAIL_N = 40
 #: Unit ids of blocks: replicate * BLOCK_UNIT + the block's number within its step.
 BLOCK_UNIT = 100_000
 #: One contiguous start's step execution is cut into at most ``SLICES`` time slices of at

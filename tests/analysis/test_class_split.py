@@ -71,3 +71,35 @@ def test_classes_with_one_answer_at_the_same_loads_share_a_clause() -> None:
         "at every tested load and makes no significant difference to chat: route code to a "
         "drafting pool and the rest to baseline"
     )
+
+
+def _with_small_class(run: Path, every: int = 25) -> Path:
+    """A third class, ``summary``, of about one request in ``every``: too few to decide."""
+    import orjson
+
+    lines = []
+    for line in (run / "requests.jsonl").read_bytes().splitlines():
+        r = orjson.loads(line)
+        if r["prompt_index"] % every == 1:
+            r["category"] = "summary"
+        lines.append(orjson.dumps(r))
+    (run / "requests.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    return run
+
+
+def test_a_class_too_small_to_decide_is_said_so_with_its_size_and_never_routed(
+    tmp_path: Path,
+) -> None:
+    base = _with_small_class(with_classes(write_run(tmp_path / "b", Cond("baseline"), qps=QPS)))
+    spec = write_run(tmp_path / "s", Cond("spec", speculative=SPEC), qps=QPS)
+    spec = _with_small_class(with_classes(spec, 0.82, 1.2))
+    c = compare_runs([base, spec], bootstrap=200)
+    split = class_split("spec", c.baseline, c.classes, c.metric)
+    assert split is not None and [e.name for e in split.gain] == ["code"]
+    ((name, n),) = split.small
+    assert name == "summary" and 0 < n < 40 * len(QPS)
+    head = split.headline()
+    assert f"too few summary requests to decide ({n}, fewer than 40 at every step)" in head
+    assert head.endswith("route code to a pool running spec and the rest to baseline")
+    small_only = [a for a in c.classes if a.name in ("code", "summary")]  # nothing to split
+    assert class_split("spec", c.baseline, small_only, c.metric) is None

@@ -267,3 +267,17 @@ def test_a_stop_beyond_the_tested_range_is_said_and_null_in_json() -> None:
     assert x.to_dict()["stops_at"]["qps"] is None and x.to_dict()["stops_at"]["beyond"] == "above"
     verdict = sentence(x, {"tpot_p50": []}, [], [], [])
     assert "no stop inside the tested range" in verdict and "≈" not in verdict
+
+
+def test_a_bands_stop_interval_never_reaches_below_its_start_interval() -> None:
+    """The web UI once read "starts at ≈ 8.9 req/s (CI 4->16) and stops at ≈ 10.6 req/s
+    (CI <4-16)": helping cannot stop before it starts."""
+    from specload.analysis.crossover import Boundary, nested
+
+    start = Boundary(8.9, (4.0, None), ("", "above"))
+    stop = Boundary(10.6, (None, 16.0), ("below", ""))
+    s, t = nested(start, stop)
+    assert (s.ci, s.ci_beyond) == ((4.0, 16.0), ("", ""))
+    assert (t.ci, t.ci_beyond) == ((4.0, 16.0), ("", ""))
+    inside = Boundary(6.0, (4.0, 8.0)), Boundary(12.0, (8.0, 16.0))
+    assert nested(*inside) == inside  # already consistent: unchanged
