@@ -154,7 +154,7 @@ def test_an_interleaved_session_gives_each_condition_one_run_of_blocks(
     proc = subprocess.run(
         [sys.executable, "-m", "specload", "sweep", "--interleave", "--scenario", str(scenario)]
         + [*declare, "--url", f"baseline={base.url}", "--url", f"spec={spec.url}"]
-        + ["--out", str(out)],
+        + ["--out", str(out), "--processes", "2"],  # a master and two workers share each block
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -181,6 +181,7 @@ def test_an_interleaved_session_gives_each_condition_one_run_of_blocks(
         assert sorted({r["block"] for r in recs}) == mine
         assert meta["counts"]["recorded"] == len(recs) == meta["counts"]["sent"]
         assert {r["condition"] for r in recs} == {name}  # written with its condition
+        assert len({r["worker"] for r in recs if not r["warmup"]}) == 2
         steps |= {x["block"]: x for x in json.loads((run / "steps.json").read_text())}
         for r in recs:
             if not r["warmup"]:
