@@ -218,7 +218,7 @@ class BlockSchedule:
             self.scrapes.current = moved
         self._send_share(moved, time.time() + LEAD_S)
         self.live.rewindow(moved.index, moved.warmup_end, moved.end)
-        self.writer.rewindow_step(moved.index, moved.warmup_end, moved.end)
+        self.writer.update_step(moved.index, warmup_end=moved.warmup_end, end=moved.end)
         return moved
 
     def _counted_after(self, tally: Any, end: float) -> bool:
@@ -238,6 +238,6 @@ class BlockSchedule:
             if tally is not None and tally.measured_in and self._counted_after(tally, step.end):
                 break
             gevent.sleep(0.05)
-        self.writer.note_cooldown(step.index, time.time())
+        self.writer.update_step(step.index, cooldown_end=time.time())
         self.cooled.add(step.index)
         self._progress(step.index)  # the block's line, once its measured requests are in

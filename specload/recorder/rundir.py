@@ -287,25 +287,16 @@ class RunWriter:
 
     def end_step(self, index: int, end: float) -> None:
         """Close a step at its actual end; flush records and metrics so a crash keeps them."""
-        for s in self.steps:
-            if s["index"] == index:
-                s["end"] = end
         self.flush()
-        self.write_steps()
+        self.update_step(index, end=end)
         self.write_meta()
 
-    def rewindow_step(self, index: int, warmup_end: float, end: float) -> None:
-        """A step whose warm-up was held longer (an interleaved block, ``locust/blocks``)."""
+    def update_step(self, index: int, **fields: float) -> None:
+        """Set fields of an announced step in steps.json: its actual ``end``, a block's held
+        warm-up (``warmup_end`` and ``end``, ``locust/blocks``) or its ``cooldown_end``."""
         for s in self.steps:
             if s["index"] == index:
-                s["warmup_end"], s["end"] = warmup_end, end
-        self.write_steps()
-
-    def note_cooldown(self, index: int, t: float) -> None:
-        """When an interleaved block's measured requests were all in (its cool-down's end)."""
-        for s in self.steps:
-            if s["index"] == index:
-                s["cooldown_end"] = t
+                s.update(fields)
         self.write_steps()
 
     def note_step(self, index: int, text: str) -> None:

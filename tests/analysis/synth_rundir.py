@@ -375,16 +375,25 @@ SPEC = {
 }
 
 
-def with_classes(run: Path, code: float = 1.0, questions: float = 1.0) -> Path:
-    """Give a synthetic run a prompt file's two categories: even prompts are ``code``, odd
-    ones ``questions``, each class's TPOT scaled by its factor (one class helped, one hurt)."""
+def rewrite_records(run: Path, change: Callable[[dict[str, Any]], None]) -> Path:
+    """Apply ``change`` to every record of ``run`` (in place); the run dir."""
     lines = []
     for line in (run / "requests.jsonl").read_bytes().splitlines():
         r = orjson.loads(line)
+        change(r)
+        lines.append(orjson.dumps(r))
+    (run / "requests.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    return run
+
+
+def with_classes(run: Path, code: float = 1.0, questions: float = 1.0) -> Path:
+    """Give a synthetic run a prompt file's two categories: even prompts are ``code``, odd
+    ones ``questions``, each class's TPOT scaled by its factor (one class helped, one hurt)."""
+
+    def classify(r: dict[str, Any]) -> None:
         is_code = r["prompt_index"] % 2 == 0
         r["category"] = "code" if is_code else "questions"
         if r.get("tpot_s") is not None:
             r["tpot_s"] *= code if is_code else questions
-        lines.append(orjson.dumps(r))
-    (run / "requests.jsonl").write_bytes(b"\n".join(lines) + b"\n")
-    return run
+
+    return rewrite_records(run, classify)

@@ -4,10 +4,11 @@ each class and what to route where, and no advice line turns off what it keeps."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from analysis.synth_rundir import SPEC, Cond, with_classes, write_run
+from analysis.synth_rundir import SPEC, Cond, rewrite_records, with_classes, write_run
 from specload.analysis.class_split import ClassEffect, ClassSplit, class_split
 from specload.analysis.compare import compare_runs
 from specload.analysis.comparison import Comparison
@@ -75,16 +76,12 @@ def test_classes_with_one_answer_at_the_same_loads_share_a_clause() -> None:
 
 def _with_small_class(run: Path, every: int = 25) -> Path:
     """A third class, ``summary``, of about one request in ``every``: too few to decide."""
-    import orjson
 
-    lines = []
-    for line in (run / "requests.jsonl").read_bytes().splitlines():
-        r = orjson.loads(line)
+    def summary(r: dict[str, Any]) -> None:
         if r["prompt_index"] % every == 1:
             r["category"] = "summary"
-        lines.append(orjson.dumps(r))
-    (run / "requests.jsonl").write_bytes(b"\n".join(lines) + b"\n")
-    return run
+
+    return rewrite_records(run, summary)
 
 
 def test_a_class_too_small_to_decide_is_said_so_with_its_size_and_never_routed(
