@@ -294,7 +294,8 @@ Per block (medians, seconds):
 {kinds}
 
 Why not more: a block's measured window is {r["block_s"]:g} s; around it the warm-up lasts
-about one request (the cell's p50 E2E, 5 s for a cell's first block) and the cool-down until
+about one request (the cell's p50 E2E so far, any cell's for a cell's first block, 5 s for
+the session's first) and the cool-down until
 the window's last measured requests are in (about one request again: at 256 output tokens
 both are seconds). Both are the price of measuring only a full batch at a steady load.
 Longer blocks (fewer per cell) raise the share; so does a shorter output.

@@ -51,7 +51,7 @@ def test_ngram_gains_for_code_edits_and_not_for_open_ended_writing(
     scenario = tmp_path / "s.yaml"
     scenario.write_text(
         "name: mixed-check\nmax_tokens: 256\nmin_tokens: 256\nignore_eos: true\n"
-        "arrival: constant\nsteps: [8]\nstep_duration_s: 5\nwarmup_s: 1\n"
+        "arrival: constant\nsteps: [16]\nstep_duration_s: 14\nwarmup_s: 1\n"
         f"max_concurrency: 256\nrequest_timeout_s: 60\nprompts:\n  file: {MIXED}\n"
     )
     dirs = []

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from specload.analysis.classes import ClassAnswer
 from specload.analysis.effect import HELPS, HURTS
 from specload.analysis.ratios import RatioRow
-from specload.analysis.steps import MIN_TAIL_N
+from specload.analysis.steps import MIN_DECIDE_N
 from specload.analysis.verdict import metric_label, where_effect
 
 __all__ = ["ClassEffect", "ClassSplit", "class_split"]
@@ -76,7 +76,7 @@ class ClassSplit:
         names = _join([c.name for c in self.gain])
         pool = self.pool or f"a pool running {self.condition}"
         small = "".join(
-            f"; too few {name} requests to decide ({n}, fewer than {MIN_TAIL_N} at every step)"
+            f"; too few {name} requests to decide ({n}, fewer than {MIN_DECIDE_N} at every step)"
             for name, n in self.small
         )
         return (
@@ -94,8 +94,8 @@ def _join(parts: list[str]) -> str:
 
 
 def _decidable(answer: ClassAnswer, condition: str, baseline: str, metric: str) -> list[RatioRow]:
-    """The class's rows at steps where both sides have ``MIN_TAIL_N`` successful requests
-    (the steps' own threshold for a figure worth deciding on), without the class's achieved
+    """The class's rows at steps where both sides have ``MIN_DECIDE_N`` successful requests
+    (fewer: too small to decide), without the class's achieved
     load: that is its share of the step's load, not the load (a "4 (1.3) req/s" read as if
     the step ran at 1.3)."""
     rows = answer.ratios.get(condition, {}).get(metric) or []
@@ -107,7 +107,7 @@ def _decidable(answer: ClassAnswer, condition: str, baseline: str, metric: str) 
         replace(r, achieved_qps=None)
         for r in rows
         if min(n_of[condition].get(r.target_qps, 0), n_of[baseline].get(r.target_qps, 0))
-        >= MIN_TAIL_N
+        >= MIN_DECIDE_N
     ]
 
 

@@ -143,9 +143,13 @@ def _windows(run: RunColumns, measured: np.ndarray) -> dict[float, tuple[float, 
     return out
 
 
-#: Fewer successful requests than this in a step: its tail percentiles are called out, and a
-#: class of requests with fewer at every step is too small to decide (``class_split``).
+#: Fewer successful requests than this in a step: its tail percentiles are called out.
 MIN_TAIL_N = 40
+#: Fewer successful requests than this on either side at a step: a class of requests is too
+#: small to decide there (``class_split``). A p50's 95 % interval over n values runs between
+#: about the (n/2 - sqrt(n))-th and (n/2 + sqrt(n))-th of them: at 20 that is the 6th and
+#: 15th, at the 16 requests an answer once rested on, a third of the values either way.
+MIN_DECIDE_N = 20
 #: Unit ids of blocks: replicate * BLOCK_UNIT + the block's number within its step.
 BLOCK_UNIT = 100_000
 #: One contiguous start's step execution is cut into at most ``SLICES`` time slices of at

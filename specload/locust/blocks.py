@@ -12,7 +12,7 @@ phases and no run starts, prepares prompts or shuts down in between. A block is:
 3. **cool-down**: the same load goes on, unmeasured (``cooldown`` records), until every
    measured request of the block has its record, so none is served while the load falls.
 
-Only then is the next block announced (``LEAD_S`` ahead). The block's prefix cache is reset
+Only then is the next block announced (``BLOCK_LEAD_S`` ahead). The block's prefix cache is reset
 before its warm-up. Each block draws its own arrivals (``block_seed``), and records carry
 their ``condition`` and ``block`` as written; ``protocol.interleave.split_session`` then gives
 each condition its run dir. A mixin of ``RunSession``, beside ``schedule.StepSchedule``.
@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import gevent
@@ -158,18 +159,26 @@ class BlockSchedule:
     def _warmup_for(self, block: Block) -> float:
         """The block's warm-up: the scenario's ``block_warmup_s``, else derived from its cell
         (``InterleaveSpec``): the largest p50 E2E the cell's earlier blocks showed, of either
-        condition (both get the same), else the plan's first-block warm-up; at least
-        ``MIN_WARMUP_S`` either way."""
+        condition (both get the same); for a cell's first block the largest any cell showed
+        (no request of it is known yet: the longest one seen is the safe guess); for the
+        session's first block the plan's; at least ``MIN_WARMUP_S`` either way."""
         spec = self.scenario.interleave
         if spec is not None and spec.block_warmup_s is not None:
             return max(block.warmup_s, MIN_WARMUP_S)
+        cell = self._p50_e2e(lambda b: b.cell == block.cell)
+        if cell is None:  # the cell's first block: the longest request seen in any cell
+            cell = self._p50_e2e(lambda b: True)
+        return max(block.warmup_s if cell is None else cell, MIN_WARMUP_S)
+
+    def _p50_e2e(self, which: Callable[[Block], bool]) -> float | None:
+        """The largest p50 E2E among the blocks run so far that ``which`` picks."""
         seen = [
             p50
             for b in self.blocks
-            if b.cell == block.cell and b.number in self.live.steps
+            if which(b) and b.number in self.live.steps
             if (p50 := percentile(self.live.steps[b.number].e2e_s, 50)) is not None
         ]
-        return max(max(seen) if seen else block.warmup_s, MIN_WARMUP_S)
+        return max(seen) if seen else None
 
     def _blocks_per_repeat(self) -> int:
         """Blocks of one condition per cell in one scenario repeat (``interleave.blocks``)."""

@@ -81,7 +81,7 @@ class ContractSpec:
     tools: tuple[dict[str, Any], ...] | None = None
 
 
-#: A block's warm-up when its cell has shown no request yet (``InterleaveSpec``): 5 s
+#: A block's warm-up when no request is known yet (``InterleaveSpec``): 5 s
 #: outlasts one 256-token request at an H200's slow speculative regime (20 ms a step).
 FIRST_BLOCK_WARMUP_S = 5.0
 
@@ -100,8 +100,8 @@ class InterleaveSpec:
     6 blocks keep a 60-s cell's blocks at 10 s, about one regime window, and give a
     block-level interval 5 degrees of freedom. ``block_warmup_s`` None (the default) derives
     each block's warm-up from its cell: the largest p50 E2E the cell's blocks have shown so
-    far, at least 1 s (``locust/blocks.py``), and ``FIRST_BLOCK_WARMUP_S`` for a cell's first
-    block, before any is known: an open-loop batch fills for about one request's time, and a
+    far (for a cell's first block, any cell's), at least 1 s (``locust/blocks.py``), and
+    ``FIRST_BLOCK_WARMUP_S`` for the session's first block, before any is known: an open-loop batch fills for about one request's time, and a
     fixed 5 s was twice that on an H200 at 512/256 tokens, half the block's wall time.
     """
 
