@@ -441,7 +441,7 @@ class LoadProcess:
                 scheduled_at=a.scheduled_at,
             )
         except RequestCancelled as exc:
-            self._keep(self._converse(a, exc.record)[0])
+            self._keep(self._tagged(a, self._converse(a, exc.record)[0]))
             raise
         except Exception as exc:  # a client bug must still leave exactly one record
             log.exception("client raised")
@@ -463,8 +463,7 @@ class LoadProcess:
         finally:
             self.inflight -= 1
         rec, continues = self._converse(a, rec)
-        if plan.condition:
-            rec = replace(rec, condition=plan.condition, block=plan.block, cooldown=a.cooldown)
+        rec = self._tagged(a, rec)
         if a.plan.concurrency:
             rec = replace(rec, concurrency=a.plan.concurrency)
             if not continues:  # a conversation holds its slot until its last turn
@@ -474,6 +473,14 @@ class LoadProcess:
         if plan.open_end and not warmup and time.time() >= plan.end:
             self.outbox.flush_soon()  # a block's cool-down ends when its measured records are in
         return rec
+
+    @staticmethod
+    def _tagged(a: Arrival, rec: RequestRecord) -> RequestRecord:
+        """An interleaved block's record carries its condition and block as written (a
+        cancelled one too: every record lands in its condition's run dir)."""
+        if not a.plan.condition:
+            return rec
+        return replace(rec, condition=a.plan.condition, block=a.plan.block, cooldown=a.cooldown)
 
     def _client(self, plan: StepChange) -> Any:
         """The client of the server that gets this step's load (a block's condition's)."""

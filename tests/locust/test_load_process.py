@@ -246,3 +246,38 @@ def test_closed_loop_users_start_spread_over_the_warm_up() -> None:
     share = _block(T0, concurrency=4)
     times, _ = _paced(proc, clock, [(T0, share)], until=T0 + 2.0)
     assert times[:4] == pytest.approx([T0, T0 + 0.25, T0 + 0.5, T0 + 0.75], abs=0.01)
+
+
+def test_a_cancelled_request_of_a_block_is_recorded_with_its_condition() -> None:
+    """Stopped mid-block, the request in flight ends as one ``cancelled`` record, and that
+    record lands in its condition's run dir like every other (``split_session``)."""
+    from specload.client import RequestCancelled
+    from specload.core.records import ErrorInfo, RequestRecord
+    from specload.locust.load_process import Arrival
+
+    class Stopped:
+        def send(self, _req: object, **kw: object) -> RequestRecord:
+            raise RequestCancelled(
+                RequestRecord(
+                    request_id=str(kw["request_id"]),
+                    worker="w1",
+                    step=3,
+                    target_qps=6.0,
+                    warmup=False,
+                    scheduled_at=T0 + 1.5,
+                    sent_at=T0 + 1.5,
+                    error=ErrorInfo("cancelled", "run stopped"),
+                )  # fmt: skip
+            )
+
+    kept: list[dict] = []
+    proc = _process(VirtualClock(T0))
+    proc.scenario = SimpleNamespace(arrival="poisson", seed=1, burstiness=1.0, conversation=None)
+    proc.requests = [SimpleNamespace(category=None, model="m")]
+    proc.clients = {"spec": Stopped()}
+    proc.outbox.add = kept.append  # type: ignore[method-assign]
+    with pytest.raises(RequestCancelled):
+        proc.execute(Arrival(_block(T0), T0 + 1.5, 0))
+    assert [(r["condition"], r["block"], r["error"]["kind"]) for r in kept] == [
+        ("spec", 3, "cancelled")
+    ]
