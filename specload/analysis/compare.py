@@ -570,11 +570,23 @@ def compare_runs(
         for label, rs in groups.items()
     }
     comparison.regimes = find_regimes(closed_groups or groups, base)
+    comparison.time_splits = _time_splits(runs)
     base_dirs = [r.path for r in groups[base]]
     for label, rs in groups.items():
         if label != base and (found := output_samples(base_dirs, [r.path for r in rs])):
             comparison.samples[label] = found
     return comparison
+
+
+def _time_splits(runs: list[RunColumns]) -> dict[int, dict[str, float]]:
+    """Each interleaved session's wall-time split, once per server start (its conditions'
+    run dirs carry the same one)."""
+    out: dict[int, dict[str, float]] = {}
+    for r in runs:
+        split = (r.meta.get("interleave") or {}).get("time_split")
+        if isinstance(split, dict):
+            out.setdefault(int(r.meta.get("replicate") or 1), split)
+    return out
 
 
 def _class_capacity(c: Comparison, steps: dict[str, list[StepStats]]) -> dict[str, Capacity]:

@@ -112,6 +112,9 @@ class Comparison:
     #: per condition and step: whether the engine step flips between a fast and a slow
     #: regime in time, its effect and likely cause (``analysis.regimes``)
     regimes: Regimes = field(default_factory=Regimes)
+    #: each interleaved session's wall time by phase (run.json ``interleave.time_split``),
+    #: by server start (``replicate``); empty outside ``sweep --interleave``
+    time_splits: dict[int, dict[str, float]] = field(default_factory=dict)
 
     def starts_per_step(self, label: str) -> int:
         """The fewest server starts (run dirs) behind any of ``label``'s steps: what its CIs

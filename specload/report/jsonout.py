@@ -207,6 +207,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         },
         "decode_step": {label: [d.to_dict() for d in steps] for label, steps in c.decode.items()},
         "regimes": c.regimes.to_dict(),
+        "time_split": {str(k): v for k, v in sorted(c.time_splits.items())},
         "regime_sentences": c.regimes.sentences(),
         "ratios": _ratios(c.ratios),
         "classes": _classes(c),

@@ -211,6 +211,8 @@ def test_an_interleaved_session_gives_each_condition_one_run_of_blocks(
     assert draws[("baseline", 0)] == draws[("spec", 0)] != draws[("baseline", 1)]
     report = json.loads((out / "report" / "report.json").read_text())
     assert report["baseline"] == "baseline"
+    split = report["time_split"]["1"]  # where the session's wall time went, as run.json has it
+    assert split == design["time_split"] and 0 < split["measured_s"] < split["block_phase_s"]
     first = (out / "report" / "report.md").read_text().splitlines()[0]
     assert first == "## specload: spec vs baseline (the baseline)"
     assert np.isfinite(report["ratios"]["spec"]["tpot_p50"][-1]["value"])
