@@ -34,6 +34,7 @@ from specload.locust.schedule import LEAD_S
 from specload.locust.step_plan import TimedStep
 from specload.protocol.interleave import Block, Cell, cells_of, plan_blocks
 from specload.protocol.target import reset_prefix_cache
+from specload.scenario.schema import InterleaveSpec
 
 if TYPE_CHECKING:
     from specload.locust.live import LiveStats
@@ -182,8 +183,7 @@ class BlockSchedule:
 
     def _blocks_per_repeat(self) -> int:
         """Blocks of one condition per cell in one scenario repeat (``interleave.blocks``)."""
-        spec = self.scenario.interleave
-        return int(spec.blocks) if spec is not None else 6
+        return int((self.scenario.interleave or InterleaveSpec()).blocks)
 
     def _reset_cache(self, condition: str) -> None:
         """The block starts with its server's prefix cache empty, as a fresh run would."""

@@ -126,7 +126,7 @@ class RecordOutbox:
     def add(self, record: dict[str, Any]) -> None:
         self._buf.append(record)
         if len(self._buf) >= self._max:
-            self._try_flush()
+            self.try_flush()
 
     def flush(self) -> None:
         """Send what is buffered, with the cumulative counts (also when no record waits).
@@ -156,11 +156,9 @@ class RecordOutbox:
             raise
         del self._buf[:n]
 
-    def flush_soon(self) -> None:
-        """Send now what waits (a block's last measured records, its counts), never raising."""
-        self._try_flush()
-
-    def _try_flush(self) -> None:
+    def try_flush(self) -> None:
+        """``flush``, never raising: for the tick, a full buffer, and a block's last measured
+        records and counts (sent at once, the master waits for them)."""
         try:
             self.flush()
         except Exception:  # a send failing must not kill the caller; the records stay buffered
@@ -169,7 +167,7 @@ class RecordOutbox:
     def _tick(self) -> None:
         while True:
             gevent.sleep(self._interval_s)
-            self._try_flush()
+            self.try_flush()
 
     def stop(self) -> None:
         if self._loop is not None:
@@ -316,8 +314,8 @@ class LoadProcess:
                 record_itl=sc.record_itl,
             )
             self.client = make_client(sc.client, msg.base_url, settings)
-            self.clients = {
-                label: make_client(sc.client, url, settings)
+            self.clients = {  # the run's own server keeps its one client (and its pool)
+                label: self.client if url == msg.base_url else make_client(sc.client, url, settings)
                 for label, (url, _) in msg.targets.items()
             }
             self.models = {label: model for label, (_, model) in msg.targets.items()}
@@ -398,7 +396,7 @@ class LoadProcess:
                 continue
             if plan.open_end:  # the master waits for the measured window's counts: send them
                 at = max(0.0, plan.end - self._clock.now()) + 0.01
-                self._greenlets.append(gevent.spawn_later(at, self.outbox.flush_soon))
+                self._greenlets.append(gevent.spawn_later(at, self.outbox.try_flush))
             if plan.concurrency:
                 self._closed_loop(plan)
                 continue
@@ -471,7 +469,7 @@ class LoadProcess:
                 self._refill(a.plan)
         self._keep(rec)
         if plan.open_end and not warmup and time.time() >= plan.end:
-            self.outbox.flush_soon()  # a block's cool-down ends when its measured records are in
+            self.outbox.try_flush()  # a block's cool-down ends when its measured records are in
         return rec
 
     @staticmethod

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from specload.core.errors import ConfigError, TargetError
-from specload.protocol.interleave import Block, cells_of, plan_blocks, split_session
+from specload.protocol.interleave import cells_of, plan_blocks, split_session
 from specload.protocol.sweep import (
     Condition,
     ConditionResult,
@@ -63,7 +63,6 @@ class _Session:
     replicate: int
     say: Callable[[str], None]
     targets: dict[str, Target] = field(default_factory=dict)
-    ran: dict[str, list[tuple[Block, Path]]] = field(default_factory=dict)
     stopped: list[str] = field(default_factory=list)
     interrupted: bool = False
     started: float = field(default_factory=time.monotonic)
@@ -142,7 +141,6 @@ def run_interleaved(plan: SweepPlan, say: Callable[[str], None] = print) -> list
 
 
 def _run_session(s: _Session) -> list[ConditionResult]:
-    s.ran = {name: [] for name in s.conditions}
     code: int | None = None
     try:
         _start_servers(s)
