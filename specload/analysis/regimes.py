@@ -31,7 +31,8 @@ series (per condition and load step, all run dirs, repeats and blocks together).
   fewer of the fast ones: a reason active throughout explains nothing), "GPU idle between
   kernels" (GPU busy >= 10 points lower at unchanged clocks: what the telemetry shows, not
   why), "host-bound" only when the host shows it too (its CPU >= 5 points busier, or steal
-  >= 5 points higher, in the slow seconds; on the H200 the host CPU read 8.2 vs 8.1 %, so
+  >= 5 points higher, in the slow seconds; in the three H200 sessions pooled the host CPU
+  read 7.4-9.6 %, slow and fast seconds within 0.5 points of each other at every step, so
   the GPU was idle for a reason the host counters do not show) or "unexplained".
 """
 
