@@ -29,8 +29,9 @@ way.
 ``round(rate * (hi - lo))`` arrivals in ``[lo, hi)``, placed as uniform order statistics (a
 Poisson process given its count), and the unconditioned schedule outside it. An interleaved
 block's measured window is a few seconds; unconditioned, its count varies by ``sqrt(n)``
-(a 2-s window at 6 req/s sent between 5 and 15), and the block measured another load than
-its step's. Shares take every ``W``-th arrival of the window's one list.
+(a 2-s window at 6 req/s holds 12 ± 3.5 arrivals, one standard deviation), and the block
+measured another load than its step's. Shares take every ``W``-th arrival of the window's
+one list.
 """
 
 from __future__ import annotations
