@@ -198,6 +198,7 @@ class LoadProcess:
         *,
         api_key: Callable[[], str | None] = lambda: None,
         stop_users: Callable[[], None] = lambda: None,
+        report_stats: Callable[[], None] = lambda: None,
         clock: PacingClock | None = None,
     ) -> None:
         self.worker = worker
@@ -205,6 +206,7 @@ class LoadProcess:
         self._send = send
         self._api_key = api_key
         self._stop_users = stop_users
+        self._report_stats = report_stats
         self.queue: gevent.queue.Queue[Arrival] = gevent.queue.Queue()
         self.outbox = RecordOutbox(send, worker)
         self.run: RunStart | None = None
@@ -607,16 +609,23 @@ class LoadProcess:
             self._pacer_g.join(timeout=timeout_s)  # (paused, busy) queues overdue arrivals first
         while (not self.queue.empty() or self.inflight) and time.time() < deadline:
             gevent.sleep(0.05)
-        self.outbox.flush()
-        final = FinalCounts(run.run_id, self.worker, self.outbox.sent, self.recorded)
-        self._send(FinalCounts.TYPE, final.to_wire())
+        self._send_final(run)
 
     def _abort(self) -> None:
         """The run was stopped: cancel what is in flight (one ``cancelled`` record each), report."""
         run = self.run
         assert run is not None
         self._stop_users()  # kills user greenlets; their requests end as cancelled records
+        self._send_final(run)
+
+    def _send_final(self, run: RunStart) -> None:
+        """The last records, Locust's statistics, then the final counts, in that order on the
+        one connection: when the master has the counts it has every request in its Locust
+        totals too. (A worker reports statistics every few seconds and once more on ``quit``,
+        which the master awaits for only 0.5 s: on a busy machine the last requests were
+        missing from ``--csv`` and ``--html``.)"""
         self.outbox.flush()
+        self._report_stats()
         final = FinalCounts(run.run_id, self.worker, self.outbox.sent, self.recorded)
         self._send(FinalCounts.TYPE, final.to_wire())
 

@@ -149,6 +149,7 @@ def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_kw: An
             lambda t, d: runner.send_message(t, d),
             api_key=lambda: api_key(environment),
             stop_users=runner.stop,
+            report_stats=_stats_reporter(runner),
         )
         roles.load = load
         _wire(runner, RunStart, load.on_run_start)
@@ -190,6 +191,24 @@ def _on_init(environment: Any, runner: Any = None, web_ui: Any = None, **_kw: An
             session.say_closing()
 
     environment.events.quit.add_listener(on_quit)
+
+
+def _stats_reporter(runner: Any) -> Any:
+    """A worker's Locust statistics sent to the master now (what Locust's own periodic
+    report sends; the local runner's statistics are already in place)."""
+    from locust.rpc import Message
+    from locust.runners import WorkerRunner
+
+    if not isinstance(runner, WorkerRunner):
+        return lambda: None
+
+    def report() -> None:
+        data: dict[str, Any] = {}
+        events = runner.environment.events
+        events.report_to_master.fire(client_id=runner.client_id, data=data)  # type: ignore[no-untyped-call]
+        runner.client.send(Message("stats", data, runner.client_id))  # type: ignore[no-untyped-call]
+
+    return report
 
 
 def _validate_early(environment: Any, master: MasterSide) -> None:

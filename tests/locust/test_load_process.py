@@ -281,3 +281,23 @@ def test_a_cancelled_request_of_a_block_is_recorded_with_its_condition() -> None
     assert [(r["condition"], r["block"], r["error"]["kind"]) for r in kept] == [
         ("spec", 3, "cancelled")
     ]
+
+
+@pytest.mark.parametrize("end", ["_finish", "_abort"])
+def test_locusts_statistics_go_out_after_the_last_records_and_before_the_final_counts(
+    end: str,
+) -> None:
+    """The master ends the run when every worker's final counts are in; a request missing
+    from the worker's last statistics report would be missing from ``--csv`` and ``--html``."""
+    sent: list[str] = []
+    proc = LoadProcess(
+        "w1",
+        lambda type_, _data: sent.append(type_),
+        report_stats=lambda: sent.append("stats"),
+    )
+    proc.run = RunStart("run-1", {}, None, "m", "http://127.0.0.1:1")
+    proc.outbox.run_id = "run-1"
+    proc.outbox.count_sent(0)
+    proc.outbox.add({"id": 1})
+    getattr(proc, end)()
+    assert sent == ["specload_records", "stats", "specload_final"]
