@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from specload.analysis.crossover import find_crossover
-from specload.analysis.effect import HELPS, HURTS, NO_CHANGE, classify
+from specload.analysis.effect import HELPS, HURTS, SAME, UNDECIDED, classify
 from specload.analysis.ratios import step_ratios
 from specload.analysis.run_columns import load_runs
 from specload.analysis.stats import MIN_STARTS_FOR_CI, Estimate
@@ -353,7 +353,7 @@ def _cell_p50s(run: Any) -> list[float | None]:
 
 
 def _effect(ratio: float) -> str:
-    return HELPS if ratio <= 1 - MIN_GAIN else HURTS if ratio >= 1 + MIN_GAIN else NO_CHANGE
+    return HELPS if ratio <= 1 - MIN_GAIN else HURTS if ratio >= 1 + MIN_GAIN else SAME
 
 
 def _stop_ci(x: Any) -> dict[str, Any] | None:
@@ -428,7 +428,7 @@ def summarise(per_seed: list[dict[str, Any]], true: dict[str, Any]) -> dict[str,
                 "coverage": float(np.mean([g["covered"] for g in got])),
                 "covered": int(sum(g["covered"] for g in got)), "n": len(got),
                 "median_width": float(np.median(widths)) if widths else None,
-                "wrong_answer": float(np.mean([g["effect"] not in (g["true_effect"], NO_CHANGE)
+                "wrong_answer": float(np.mean([g["effect"] not in (g["true_effect"], UNDECIDED, "no_change")
                                                for g in got])),  # fmt: skip
                 "effects": {e: effects.count(e) for e in sorted(set(effects))},
                 "agreement": max(effects.count(e) for e in set(effects)) / len(effects),

@@ -56,14 +56,15 @@ def markdown(result: dict[str, Any]) -> str:
         "per step). Every window runs on a fresh engine whose own draws (accepted drafts) are "
         "seeded by that window.",
         "",
-        "| step | truth | design | answers (helps/none/hurts) | spread | coverage | CI width |",
+        "| step | truth | design | answers (helps/neither/hurts) | spread | coverage | CI width |",
         "|---|---|---|---|---|---|---|",
     ]
     for i, cell in enumerate(result["cells"]):
         for name, d in w["designs"].items():
             c = d["cells"][i]
             e = c["effects"]
-            answers = f"{e.get('helps', 0)} / {e.get('no_change', 0)} / {e.get('hurts', 0)}"
+            neither = sum(e.values()) - e.get("helps", 0) - e.get("hurts", 0)
+            answers = f"{e.get('helps', 0)} / {neither} / {e.get('hurts', 0)}"
             lo, hi = c["ratio_p10_p90"]
             lines.append(
                 f"| {cell} | {c['true_ratio']:.3f} | {name} | {answers} | {lo:.3f}–{hi:.3f} | "

@@ -144,8 +144,8 @@ def test_sessions_agree_by_the_effect_at_each_step_not_by_a_status() -> None:
     each estimate to lie in the other's CI (benchmarks/gpu/sessions_table.py)."""
     import sessions_table
 
-    one = _report({"c=1": (0.91, 0.7, 1.4, "no_change"), "4": (0.80, 0.75, 0.86, "helps")})
-    two = _report({"c=1": (0.94, 0.8, 1.5, "no_change"), "4": (0.97, 0.90, 1.10, "no_change")})
+    one = _report({"c=1": (0.91, 0.7, 1.4, "undecided"), "4": (0.80, 0.75, 0.86, "helps")})
+    two = _report({"c=1": (0.94, 0.8, 1.5, "undecided"), "4": (0.97, 0.90, 1.10, "undecided")})
     rows = [r for r in sessions_table.table(["s1", "s2"], [one, two], "tpot_p50") if "|" in r]
     by_step = {r.split("|")[1].strip(): r for r in rows[2:]}
     assert by_step["c=1"].rstrip(" |").endswith("yes | yes")

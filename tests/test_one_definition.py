@@ -4,7 +4,7 @@ Checked on the source, so a new copy fails here before it reaches a user:
 - run.json is parsed in ``specload/recorder/run_json.py`` only (``load_run_json`` for a run
   to use, ``peek_run_json`` for one that may not be a run yet);
 - the help/hurt rule's words and the CI wording come from ``analysis/wording.py`` and
-  ``analysis/effect.py``: no other module spells out "no significant change", and the web
+  ``analysis/effect.py``: no other module spells out how long would decide a step, and the web
   UI shows the words the server sends;
 - the rule's threshold is applied in ``analysis/effect.py`` only: no other module compares a
   ratio with ``min_gain``;
@@ -43,11 +43,11 @@ def test_run_json_is_parsed_by_the_one_reader_only() -> None:
     )
 
 
-def test_the_rules_no_change_words_are_written_once() -> None:
+def test_the_rules_undecided_words_are_written_once() -> None:
     bad = [
         f"{rel}:{n}"
         for rel, n, line in _lines(("analysis/wording.py", "analysis/effect.py"))
-        if re.search(r"[\"']no significant change", line)
+        if re.search(r"[\"'][^\"']*would likely decide|[\"']no significant change", line)
     ]
     assert not bad, f"use analysis.effect / analysis.wording for the rule's words: {bad}"
 
@@ -77,7 +77,7 @@ def test_the_web_ui_shows_the_rules_words_sent_by_the_server() -> None:
         f"{p.relative_to(PKG)}:{n}"
         for p in scripts
         for n, line in enumerate(p.read_text().splitlines(), 1)
-        if re.search(r"no significant change|\bhelps\s*:|\bhurts\s*:", line)
+        if re.search(r"no significant change|\b(helps|hurts|same|undecided)\s*:", line)
     ]
     assert not bad, f"the web UI spells the rule's words itself: {bad}"
 

@@ -73,15 +73,15 @@ def test_never_helping_for_want_of_starts_is_measured_again_not_called_beyond() 
     import numpy as np
 
     from specload.analysis.crossover import NEVER, find_crossover
-    from specload.analysis.effect import HURTS, NO_CHANGE
+    from specload.analysis.effect import HURTS, UNDECIDED
     from specload.analysis.stats import Estimate
     from specload.protocol.refine import current_bounds
 
     qps = [4.0, 16.0, 32.0]
     ratios = [Estimate(0.85, 0.6, 1.1), Estimate(0.96, 0.7, 1.2), Estimate(2.1, 1.8, 2.4)]
     x = find_crossover("tpot_p50", "spec", "baseline", qps, ratios,
-                       [NO_CHANGE, NO_CHANGE, HURTS], np.full((10, 3), np.nan), 0.05)  # fmt: skip
-    assert x is not None and x.status == NEVER and x.undecided == [4.0, 16.0]
+                       [UNDECIDED, UNDECIDED, HURTS], np.full((10, 3), np.nan), 0.05)  # fmt: skip
+    assert x is not None and x.status == NEVER and x.unsure == [4.0, 16.0]
 
     class _Comparison:
         ratios = {"spec": {}}
@@ -95,7 +95,7 @@ def test_never_helping_for_want_of_starts_is_measured_again_not_called_beyond() 
     assert next_rates([b], tested=qps) == [4.0, 16.0]
     assert next_rates([b], tested=qps, restarts=False) == []
     # decided everywhere and never helping: beyond the tested range, nothing to measure
-    x.undecided = []
+    x.unsure = []
     (b,) = current_bounds(_Comparison(), "crossover")
     assert b.beyond and next_rates([b], tested=qps) == []
 

@@ -6,7 +6,8 @@ itself (``specload compare``, today's code, so old and new sessions are judged a
 the table puts the sessions' per-step changes side by side:
 
 - the change of each metric with its 95 % CI and the effect by the report's one rule
-  (``effect`` in report.json: helps / hurts / no significant change);
+  (``effect`` in report.json: helps / hurts / same / undecided; ``no_change`` in reports of
+  schema ``specload.report/1``);
 - **agree**: every session has the same effect at that step (the rule issue "Intervals that
   mean what they say" asks for: labels per step, not a status over all steps);
 - **inside**: every session's estimate lies inside every other session's CI;
@@ -35,7 +36,12 @@ from typing import Any
 from specload.recorder.run_json import load_run_json
 
 METRICS = ("tpot_p50", "tpot_p95", "ttft_p50", "e2e_p50")
-EFFECT_WORDS = {"helps": "helps", "hurts": "hurts", "no_change": "no sig."}
+EFFECT_WORDS = {
+    "helps": "helps",
+    "hurts": "hurts",
+    "no_change": "no sig.",
+    "undecided": "undecided",
+}
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specload.analysis.crossover import ALWAYS, BETWEEN, CROSSES, MIXED, NEVER, STARTS, fmt_qps
-from specload.analysis.effect import HELPS, HURTS
-from specload.analysis.wording import load_ci_text, pct
+from specload.analysis.effect import HELPS, HURTS, UNDECIDED
+from specload.analysis.wording import load_ci_text, pct, to_decide_text
 
 __all__ = [
     "LOW_ACCEPTANCE",
@@ -57,8 +57,10 @@ class StepFigures:
     target_qps: float
     p50_ratio: float | None
     p95_ratio: float | None = None
-    effect: str = "no_change"
-    p95_effect: str = "no_change"
+    effect: str = "undecided"
+    p95_effect: str = "undecided"
+    #: an undecided step: more measured seconds that would likely decide it
+    to_decide_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +106,8 @@ class ConditionFigures:
     #: the verdict's words where too few starts are pooled for an interval over them
     #: (``wording.too_few_starts_text``), else empty
     too_few: str = ""
+    #: the steps the status rests on are decided (``Crossover.settled``)
+    settled: bool = True
     ttft_ratio: float | None = None
     tpot_ratio: float | None = None
     gpu_memory_peak_mib: float | None = None
@@ -181,6 +185,8 @@ def _undecided(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
                 {"starts": float(c.starts), "split_qps": list(c.split_qps)},
             )
         ]
+    if not c.settled and not _helping(c):
+        return _measure_more(c, inp, "no decision yet on ")
     if c.status == MIXED:
         on = ", ".join(f"{s.target_qps:g}" for s in c.steps if s.effect == HELPS)
         return [
@@ -188,11 +194,27 @@ def _undecided(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
                 "undecided",
                 c.label,
                 f"{c.label}: it helps {inp.metric} at {on} req/s only, with loads in between "
-                "where it does not: no consistent range. Lengthen the steps or add replicates "
+                "where it does not help: no consistent range. Lengthen the steps or add replicates "
                 "before acting.",
             )
         ]
     return []
+
+
+def _measure_more(c: ConditionFigures, inp: AdviceInput, head: str = "") -> list[Advice]:
+    """Undecided steps and their time to decide (``wording.to_decide_text``)."""
+    undecided = [(s.target_qps, s.to_decide_s) for s in c.steps if s.effect == UNDECIDED]
+    if not undecided:
+        return []
+    return [
+        Advice(
+            "undecided",
+            c.label,
+            f"{c.label}: {head}{inp.metric}: {to_decide_text(undecided)}. "
+            "Measure more there before acting on those loads.",
+            {"to_decide_s": sum(s or 0.0 for _, s in undecided)},
+        )
+    ]
 
 
 def _never(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
@@ -301,7 +323,7 @@ def _keep(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
     elif c.status == CROSSES:
         head = (
             f"{c.label}: keep {feature} on up to {helping[-1]:g} req/s, where it helps "
-            f"{inp.metric} significantly; above that the change is not significant up to "
+            f"{inp.metric} significantly; above that it is not shown to help up to "
             f"{hi:g} req/s (measure longer there)."
         )
         figures.update(last_helping_qps=helping[-1])
@@ -313,7 +335,7 @@ def _keep(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
         )
         head = (
             f"{c.label}: {feature} helps {inp.metric} only {since} up to at least {hi:g} req/s, "
-            "the highest tested load; below that it makes no significant difference."
+            "the highest tested load; below that it is not shown to help."
         )
         if c.start is not None:
             figures.update(start_qps=c.start.qps, start_ci_low=c.start.lo, start_ci_high=c.start.hi)
@@ -460,6 +482,8 @@ def advise(inp: AdviceInput) -> list[Advice]:
             out.extend(_never(c, inp))
         else:
             out.extend(_keep(c, inp))
+        if not undecided and not c.settled:  # what it rests on is decided; the rest is not
+            out.extend(_measure_more(c, inp))
         out.extend(_lower_k_rule(c))
         out.extend(_p95_rule(c, inp))
         out.extend(_memory_rule(c, inp))

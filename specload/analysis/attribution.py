@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specload.analysis.effect import NO_CHANGE, classify
+from specload.analysis.effect import HELPS, HURTS, classify
 from specload.analysis.stats import Estimate, percentile_ci
 
 __all__ = ["Attribution", "AttributionStep", "attribute"]
@@ -99,9 +99,9 @@ def attribute(labels: dict[str, str], ratios: RatioLookup, min_gain: float) -> A
             rat[fam] = {role: parts[role][0] for role in parts}
             inter[fam], _ = _interaction(parts)
             e = inter[fam]
-            # the features add up where their interaction is no significant change by the
-            # one rule (effect.classify)
-            adds[fam] = classify(e, min_gain) == NO_CHANGE
+            # the features add up where the one rule shows no interaction (effect.classify:
+            # the interaction is the same or undecided, neither helps nor hurts)
+            adds[fam] = classify(e, min_gain) not in (HELPS, HURTS)
         steps.append(AttributionStep(qps, rat, inter, adds))
     if not steps:
         return None

@@ -228,7 +228,7 @@ def _below_note(x: Crossover) -> str:
         return ""
     return (
         f"does not help at the lowest step ({x.tested_range[0]:g} req/s) but helps at "
-        f"{', '.join(f'{q:g}' for q in x.helping)} req/s; no significant change below, so k "
+        f"{', '.join(f'{q:g}' for q in x.helping)} req/s; not shown to help below, so k "
         "is kept there"
     )
 
@@ -333,6 +333,13 @@ def _proposal(
         prop.errors.append(
             "the server starts disagree on where speculation helps; run more replicates "
             "before scheduling it"
+        )
+        return prop
+    if x is not None and not x.settled and not x.helping:
+        prop.errors.append(
+            "no step is decided yet where speculation would be scheduled "
+            f"(undecided at {', '.join(f'{q:g}' for q in x.undecided_steps)} req/s): measure "
+            "more before scheduling it"
         )
         return prop
     if x is not None and x.status == MIXED:

@@ -63,7 +63,7 @@ class ClassSplit:
             )
         for c in self.rest:
             if c.hurts is None:
-                clauses.setdefault(("makes no significant difference to", None), []).append(c.name)
+                clauses.setdefault(("does not help", None), []).append(c.name)
             else:
                 clauses.setdefault(("hurts", c.hurts), []).append(f"{c.name} ({_signed(c.worst)})")
         wheres = {where for _, where in clauses if where is not None}

@@ -1,7 +1,7 @@
 """Where a condition starts and stops helping, with a CI for each boundary.
 
-The input is one classification per step (``analysis.effect``: helps / hurts / no significant
-change / incomplete) plus the point gains ``1 - condition / baseline`` and their bootstrap
+The input is one classification per step (``analysis.effect``: helps / hurts / same / undecided /
+incomplete) plus the point gains ``1 - condition / baseline`` and their bootstrap
 replicates. Incomplete steps are left out first (``excluded``). The pattern of helping steps
 over increasing load gives the status:
 
@@ -42,7 +42,16 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, NA, effect_text, reaches_gain
+from specload.analysis.effect import (
+    HELPS,
+    HURTS,
+    INCOMPLETE,
+    NA,
+    SAME,
+    UNDECIDED,
+    effect_text,
+    reaches_gain,
+)
 from specload.analysis.stats import Estimate
 from specload.analysis.wording import (
     load_ci_text,
@@ -143,7 +152,7 @@ def split_steps(starts: list[StartEffects]) -> list[float]:
     """The loads at which the starts contradict each other: one helps and another hurts (a
     load one start lacks is not one).
 
-    Starts add up, they do not veto: a start whose own interval shows no significant change
+    Starts add up, they do not veto: a start whose own interval shows no change (same, undecided)
     beside one that helps (or hurts) says less, not the opposite, and the pooled interval
     over starts decides. Only effects of opposite signs, each beyond its start's own CI,
     cannot both be right, and then no answer is claimed there.
@@ -179,7 +188,7 @@ class Crossover:
     excluded: list[float] = field(default_factory=list)
     #: steps whose ratio CI straddles ``1 - min_gain``: neither surely reaching the minimum
     #: gain nor surely not (``_sure``); more server starts there decide them (``protocol.refine``)
-    undecided: list[float] = field(default_factory=list)
+    unsure: list[float] = field(default_factory=list)
     #: each replicate (server start) analysed alone; empty with one replicate
     starts: list[StartEffects] = field(default_factory=list)
     #: server starts pooled too few for an interval over them (``steps.starts_too_few``; 0:
@@ -225,8 +234,7 @@ class Crossover:
         return ", ".join(self.step_text(q) for q in qps) + " req/s"
 
     def split_text(self) -> str:
-        """Where and how the starts disagree: "at 1 req/s (helps in r2; no significant
-        change in r1) and 24 req/s (helps in r1; hurts in r2)"."""
+        """Where and how the starts disagree: "at 1 req/s (helps in r2; hurts in r1) and 24 req/s (helps in r1; hurts in r2)"."""
         parts = []
         for q in self.split_qps:
             runs: dict[str, list[str]] = {}
@@ -238,9 +246,40 @@ class Crossover:
         return "at " + (" and ".join(parts) if len(parts) < 3 else ", ".join(parts))
 
     @property
+    def undecided_steps(self) -> list[float]:
+        """Steps whose effect is ``undecided`` (``analysis.effect``)."""
+        return [q for q, e in zip(self.steps, self.effects, strict=False) if e == UNDECIDED]
+
+    @property
+    def settled(self) -> bool:
+        """The steps the status rests on are decided: a boundary has a helping step on one
+        side and a step shown not to help (the same, or hurts) on the other, with only
+        undecided steps between (the boundary lies among them); "never helps" needs every
+        step decided. An undecided step beyond a decided boundary does not unsettle it."""
+        decided_no = [e in (SAME, HURTS) for e in self.effects]
+        if self.status in (NEVER, MIXED):
+            return UNDECIDED not in self.effects
+        if self.status == ALWAYS:
+            return True
+        helps = [e == HELPS for e in self.effects]
+        first, last = helps.index(True), len(helps) - 1 - helps[::-1].index(True)
+        ok = True
+        if self.status in (CROSSES, BETWEEN):
+            ok = ok and any(decided_no[last + 1 :])
+        if self.status in (STARTS, BETWEEN):
+            ok = ok and any(decided_no[:first])
+        return ok
+
+    @property
     def decided(self) -> bool:
-        """A boundary (or always/never) whose steps every replicate agrees on: safe to act on."""
-        return self.replicates_agree and self.status != MIXED and not self.too_few_starts
+        """A boundary (or always/never) resting on decided steps that every replicate agrees
+        on: safe to act on."""
+        return (
+            self.replicates_agree
+            and self.status != MIXED
+            and not self.too_few_starts
+            and self.settled
+        )
 
     # Back-compatible views of the stop boundary (``qps`` / ``ci`` were the crossover).
     @property
@@ -280,7 +319,9 @@ class Crossover:
                 for q, e in zip(self.steps, self.effects, strict=False)
             ],
             "excluded_qps": self.excluded,
-            "undecided_qps": self.undecided,
+            "unsure_qps": self.unsure,
+            "undecided_qps": self.undecided_steps,
+            "settled": self.settled,
             "last_helping_qps": self.last_helping_qps,
             "first_helping_qps": self.first_helping_qps,
             "first_gain": self.first_gain.to_dict(),
@@ -499,7 +540,7 @@ def find_crossover(
     )  # fmt: skip
     used_q, used_r = q.tolist(), [ratios[i] for i in keep]
     yes, no = _sure(used_r, min_gain)
-    x.undecided = [v for v, y, n in zip(used_q, yes, no, strict=True) if not (y or n)]
+    x.unsure = [v for v, y, n in zip(used_q, yes, no, strict=True) if not (y or n)]
     if status in (CROSSES, STARTS, BETWEEN):
         start, stop = boundaries(log_q, gains[None, :], np.asarray([helps]), min_gain)
         if status in (STARTS, BETWEEN):

@@ -8,8 +8,8 @@ default): significantly worse than allowed. A change whose point estimate is bey
 but whose CI reaches back below it passes, with a "possible regression" line and its figures:
 failing it would fail pipelines on noise (+5.4 %, CI +4.3…+5.8 %, against +5 %).
 ``--gate-on point`` keeps the stricter rule: a change that hurts fails as soon as its point
-estimate is beyond the limit. A gate never fails where the report says "no significant
-change", and never passes silently: a gate that would check no step (no tested step at or
+estimate is beyond the limit. A gate never fails where the report does not say "hurts"
+(the same, undecided), and never passes silently: a gate that would check no step (no tested step at or
 below the operating point, or a metric no run measured) is bad input, exit 2. ``error_rate``
 compares percentage points, at every step including incomplete ones (those are exactly what
 it is for); it has no CI, so it is judged on its value under either rule.

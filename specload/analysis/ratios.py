@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, classify
+from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, classify, to_decide_s
 from specload.analysis.stats import Estimate, ratio_estimate
 from specload.analysis.steps import LATENCY_FIELDS, StepStats, metric_names
 from specload.analysis.wording import change_words, step_label
@@ -29,11 +29,15 @@ class RatioRow:
     metric: str
     target_qps: float
     ratio: Estimate
-    #: ``helps`` / ``hurts`` / ``no_change`` / ``n/a`` / ``incomplete`` (``analysis.effect``)
+    #: ``helps`` / ``hurts`` / ``same`` / ``undecided`` / ``n/a`` / ``incomplete``
+    #: (``analysis.effect``)
     effect: str
     #: the condition's achieved load at this step, named beside the nominal one
     #: (``wording.step_label``: "16 (17.1)")
     achieved_qps: float | None = None
+    #: an undecided step: more measured seconds (both sides) that would likely decide it
+    #: (``effect.to_decide_s``); None otherwise
+    to_decide_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -79,8 +83,13 @@ def step_ratios(
                 s.latency[metric], s.replicates[metric], b.latency[metric], b.replicates[metric]
             )
             effect = INCOMPLETE if s.target_qps in incomplete else classify(est, min_gain)
+            more = (
+                None
+                if effect == INCOMPLETE
+                else to_decide_s(est, min_gain, s.window_s + b.window_s)
+            )
             rows[metric].append(
-                RatioRow(s.condition, metric, s.target_qps, est, effect, s.achieved_qps)
+                RatioRow(s.condition, metric, s.target_qps, est, effect, s.achieved_qps, more)
             )
             cols.append(r)
         reps[metric] = np.stack(cols, axis=1) if cols else np.empty((0, 0))

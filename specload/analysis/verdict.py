@@ -22,11 +22,17 @@ from specload.analysis.crossover import (
     StartEffects,
     fmt_qps,
 )
-from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, NA, NO_CHANGE, effect_text
+from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, NA, SAME, UNDECIDED
 from specload.analysis.ratios import RatioRow
 from specload.analysis.stats import Estimate
 from specload.analysis.steps import StepStats
-from specload.analysis.wording import load_range, pct, step_label, too_few_starts_text
+from specload.analysis.wording import (
+    load_range,
+    pct,
+    step_label,
+    to_decide_text,
+    too_few_starts_text,
+)
 
 __all__ = [
     "BLOCKS_CAVEAT",
@@ -136,10 +142,16 @@ def _headline(x: Crossover, rows: list[RatioRow]) -> str:
     c, label, lo, hi = x.condition, metric_label(x.metric), *x.tested_range
     tested = load_range(lo, hi)
     if x.status == NEVER:
-        worse = where_effect(rows, HURTS)
+        worse, same = where_effect(rows, HURTS), where_effect(rows, SAME)
         if worse:
-            return f"{c} never helps {label} at the tested loads ({tested}): it is worse {worse}"
-        return f"{c} makes no significant difference to {label} at any tested load ({tested})"
+            also = f", the same {same}" if same else ""
+            return (
+                f"{c} never helps {label} at the tested loads ({tested}): it is worse {worse}{also}"
+            )
+        return (
+            f"{c} makes no practical difference to {label} at any tested load ({tested}): "
+            "the same within the margin at every one"
+        )
     if x.status == ALWAYS:
         at_peak = ""
         if x.peak_qps is not None and x.peak_qps != lo:
@@ -155,7 +167,7 @@ def _headline(x: Crossover, rows: list[RatioRow]) -> str:
         )
         if not x.stop.inside:
             return (
-                f"{head}; above that the change is not significant, its estimated gain still "
+                f"{head}; above that no step is shown to help, its estimated gain still "
                 f"above the minimum up to {hi:g} req/s (no stop inside the tested range)"
             )
         return (
@@ -188,6 +200,26 @@ def _headline(x: Crossover, rows: list[RatioRow]) -> str:
     )
 
 
+def _undecided(rows: list[RatioRow]) -> list[tuple[float, float | None]]:
+    """The undecided steps, each with its ``to_decide_s``."""
+    return [(r.target_qps, r.to_decide_s) for r in rows if r.effect == UNDECIDED]
+
+
+def _unsettled(x: Crossover, rows: list[RatioRow]) -> str:
+    """Steps the status rests on are undecided (``Crossover.settled``): no answer yet, what
+    is decided so far, and how much more measurement would likely decide the rest."""
+    undecided = _undecided(rows)
+    known = [
+        f"{word} {where}"
+        for effect, word in ((HELPS, "helps"), (SAME, "the same"), (HURTS, "hurts"))
+        if (where := where_effect(rows, effect))
+    ]
+    head = f"{x.condition}: no decision yet on {metric_label(x.metric)}: " + to_decide_text(
+        undecided
+    )
+    return head + (f" ({'; '.join(known)})" if known else "")
+
+
 def _disagreement(x: Crossover) -> str:
     """Server starts analysed alone classify some step differently: no boundary is claimed.
     Names the steps and each start's effect there, the same words as the findings."""
@@ -207,7 +239,7 @@ def _too_few(x: Crossover) -> str:
             if e in (HELPS, HURTS):
                 by.setdefault(e, []).append(q)
         said = "; ".join(f"{e} at {x.steps_text(qs)}" for e, qs in by.items())
-        return f"{s.run} {said or effect_text(NO_CHANGE) + ' at any step'}"
+        return f"{s.run} {said or 'helps or hurts at no step'}"
 
     head = f"{x.condition}: {too_few_starts_text(x.too_few_starts)}, no decision"
     if not x.starts:
@@ -297,8 +329,12 @@ def sentence(
         parts = [_too_few(x)]
     elif not x.replicates_agree:
         parts = [_disagreement(x), *_family_clauses(x.metric, rows, x.status)]
+    elif not x.settled and not x.helping:  # its own clause says where it is worse
+        parts = [_unsettled(x, rows.get(x.metric, [])), *_family_clauses(x.metric, rows, NEVER)]
     else:
         parts = [_headline(x, rows.get(x.metric, [])), *_family_clauses(x.metric, rows, x.status)]
+        more = to_decide_text(_undecided(rows.get(x.metric, [])))
+        parts += [more] if more else []
     err = _error_clause(cond, base)
     if err:
         parts.append(err)

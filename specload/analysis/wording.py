@@ -21,8 +21,39 @@ __all__ = [
     "pct_ci_text",
     "signed_change",
     "step_label",
+    "time_text",
+    "to_decide_text",
     "too_few_starts_text",
 ]
+
+
+def to_decide_text(undecided: list[tuple[float, float | None]]) -> str:
+    """Undecided steps and how long would likely decide them (``effect.to_decide_s`` per
+    step, measured time both sides together): "undecided at 4, 12 req/s; about 9 min more
+    measurement there would likely decide them". The one wording for verdict, advice, web UI."""
+    if not undecided:
+        return ""
+    where = ", ".join(f"{q:g}" for q, _ in undecided) + " req/s"
+    them = "it" if len(undecided) == 1 else "them"
+    known = [s for _, s in undecided if s is not None]
+    if len(known) < len(undecided):
+        return (
+            f"undecided at {where}; how long would decide {them} cannot be said "
+            "(an estimate sits on a line it must clear)"
+        )
+    return (
+        f"undecided at {where}; about {time_text(sum(known))} more measurement there "
+        f"would likely decide {them}"
+    )
+
+
+def time_text(seconds: float) -> str:
+    """A measuring time as people plan it: "40 s", "9 min", "2.5 h"."""
+    if seconds < 90:
+        return f"{max(seconds, 1):.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def too_few_starts_text(starts: int) -> str:

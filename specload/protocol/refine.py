@@ -94,7 +94,7 @@ class Bound:
     stepwise: bool = False
     #: no single boundary yet (a mixed pattern): the loads where it flips, to measure again
     unsettled: tuple[float, ...] = ()
-    #: tested steps no CI decides yet (``Crossover.undecided``): more starts decide them
+    #: tested steps no CI decides yet (``Crossover.unsure``): more starts decide them
     undecided: tuple[float, ...] = ()
 
     @property
@@ -165,12 +165,12 @@ def current_bounds(comparison: Any, target: str) -> list[Bound]:
             continue
         if x is None or b is None or not b.inside:
             # "never helps" with steps no CI decides is a want of starts, not a boundary beyond
-            undecided = tuple(x.undecided) if x is not None and not x.helping else ()
+            undecided = tuple(x.unsure) if x is not None and not x.helping else ()
             out.append(Bound(f"{label} crossover", None, None, None, undecided=undecided))
             continue
         lo, hi = b.ci
         out.append(Bound(f"{label} crossover", b.qps, lo, hi, _bracket_of(b.qps, x.steps),
-                         stepwise=True, undecided=tuple(x.undecided)))  # fmt: skip
+                         stepwise=True, undecided=tuple(x.unsure)))  # fmt: skip
     return out
 
 

@@ -58,7 +58,14 @@ def _figures(c: Comparison, info: ConditionInfo) -> ConditionFigures:
     rows: dict[str, list[RatioRow]] = c.ratios[info.label]
     fam = c.metric.rpartition("_")[0]
     steps = tuple(
-        StepFigures(r50.target_qps, r50.ratio.value, r95.ratio.value, r50.effect, r95.effect)
+        StepFigures(
+            r50.target_qps,
+            r50.ratio.value,
+            r95.ratio.value,
+            r50.effect,
+            r95.effect,
+            r50.to_decide_s,
+        )
         for r50, r95 in zip(rows[f"{fam}_p50"], rows[f"{fam}_p95"], strict=True)
     )
     x = c.crossover(info.label, c.metric)
@@ -81,6 +88,7 @@ def _figures(c: Comparison, info: ConditionInfo) -> ConditionFigures:
         split_qps=tuple(x.split_qps) if x is not None else (),
         split=x.split_text() if x is not None and x.split_qps else "",
         too_few=too_few_starts_text(x.too_few_starts) if x is not None and x.too_few_starts else "",
+        settled=x.settled if x is not None else True,
         ttft_ratio=rows["ttft_p50"][0].ratio.value if rows["ttft_p50"] else None,
         tpot_ratio=rows["tpot_p50"][0].ratio.value if rows["tpot_p50"] else None,
         gpu_memory_peak_mib=_gpu_peak(c.steps[info.label]),

@@ -127,10 +127,10 @@ def _figure(plot: Plot) -> dict[str, str]:
 def verdict_tone(c: Comparison, label: str) -> str:
     """The verdict's colour, from the effect alone: ``helps`` (green) where the condition
     helps at some tested load and nothing is undecided, ``hurts`` (red) where it only hurts,
-    else ``neutral`` (no decision, no significant change, classes that disagree). A green
+    else ``neutral`` (no decision, undecided steps, the same, classes that disagree). A green
     bar beside "no decision" or "worse" said the opposite of its sentence."""
     x = c.crossover(label, c.metric)
-    if x is None or not x.replicates_agree:
+    if x is None or not x.replicates_agree or not x.settled:
         return "neutral"
     if class_split(label, c.baseline, c.classes, c.metric) is not None:
         return "neutral"

@@ -31,7 +31,9 @@ from specload.report.tables import lookup_overall
 
 __all__ = ["JSON_SCHEMA", "report_dict"]
 
-JSON_SCHEMA = "specload.report/1"
+#: 2: four effects (``same`` and ``undecided`` replace ``no_change``), ``to_decide_s`` on
+#: undecided ratio rows, crossover ``undecided_qps`` (steps) / ``unsure_qps``, ``settled``.
+JSON_SCHEMA = "specload.report/2"
 
 
 def _step(s: StepStats, goodput: dict[float, float | None] | None) -> dict[str, Any]:
@@ -125,11 +127,18 @@ def _gates(report: Report) -> dict[str, Any] | None:
     }
 
 
+def _ratio(r: RatioRow) -> dict[str, Any]:
+    """A ratio with its effect; an undecided one with its ``to_decide_s``."""
+    out: dict[str, Any] = {**r.ratio.to_dict(), "effect": r.effect}
+    if r.to_decide_s is not None:
+        out["to_decide_s"] = r.to_decide_s
+    return out
+
+
 def _ratios(ratios: dict[str, dict[str, list[RatioRow]]]) -> dict[str, Any]:
     return {
         label: {
-            m: [{"target_qps": r.target_qps, **r.ratio.to_dict(), "effect": r.effect} for r in rows]
-            for m, rows in ms.items()
+            m: [{"target_qps": r.target_qps, **_ratio(r)} for r in rows] for m, rows in ms.items()
         }
         for label, ms in ratios.items()
     }
@@ -216,7 +225,7 @@ def report_dict(report: Report) -> dict[str, Any]:
                 "concurrency": level.concurrency,
                 "steps": {label: _step(s, None) for label, s in level.steps.items()},
                 "ratios": {
-                    label: {m: {**r.ratio.to_dict(), "effect": r.effect} for m, r in rows.items()}
+                    label: {m: _ratio(r) for m, r in rows.items()}
                     for label, rows in level.ratios.items()
                 },
                 "lockstep_share": dict(level.lockstep),

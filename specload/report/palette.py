@@ -8,28 +8,48 @@ UI's page), Python reads the constants.
 
 from __future__ import annotations
 
-__all__ = ["BASELINE", "CSS", "HELPS", "HURTS", "LINES", "NEUTRAL", "TERMINAL", "css_variables"]
+__all__ = [
+    "BASELINE",
+    "CSS",
+    "HELPS",
+    "HURTS",
+    "LINES",
+    "NEUTRAL",
+    "SAME",
+    "TERMINAL",
+    "css_variables",
+]
 
-#: A step that helps / hurts: lines, borders, marks.
-HELPS, HURTS = "#2ca02c", "#d62728"
+#: A step that helps / hurts / is shown the same: lines, borders, marks. An undecided step
+#: has no colour of its own (italic where text allows): nothing is known about it yet.
+HELPS, HURTS, SAME = "#2ca02c", "#d62728", "#3b6ea8"
 #: Reference lines (ratio 1, the offered load) and the baseline's own line.
 NEUTRAL, BASELINE = "#888888", "#444444"
 #: Line colours in order: the baseline's grey first, then the conditions (or classes).
 LINES = (BASELINE, "#1f77b4", HURTS, HELPS, "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
 #: Terminal cell styles by effect (rich).
-TERMINAL = {"helps": HELPS, "hurts": HURTS, "incomplete": "dim"}
+TERMINAL = {
+    "helps": HELPS,
+    "hurts": HURTS,
+    "same": SAME,
+    "undecided": "italic",
+    "incomplete": "dim",
+}
 
 #: Every colour the style sheets get, by variable name (``--sl-NAME``).
 CSS = {
     "helps": HELPS,
     "hurts": HURTS,
+    "same": SAME,
     "neutral": NEUTRAL,
     "baseline": BASELINE,
     # tints for cell backgrounds, darker shades for text on white (readable contrast)
     "helps-bg": "#e3f4e3",
     "hurts-bg": "#fbe3e3",
+    "same-bg": "#e4ecf6",
     "helps-text": "#157347",
     "hurts-text": "#b02a37",
+    "same-text": "#2c5282",
 }
 
 

@@ -51,7 +51,7 @@ DASH = "—"
 @dataclass(slots=True)
 class Table:
     """Rows of display strings. ``effects``, when given, holds each cell's classification
-    (``analysis.effect``: helps / hurts / no_change / incomplete, or "") for colouring."""
+    (``analysis.effect``: helps / hurts / same / undecided / incomplete, or "") for colouring."""
 
     title: str
     headers: list[str]
@@ -233,7 +233,7 @@ def _boundary_cell(b: Boundary | None, x: Crossover) -> str:
     """The boundary with its CI; none is claimed where the server starts disagree."""
     if b is None:
         return DASH
-    if not x.replicates_agree:
+    if not x.replicates_agree or not x.settled:
         return "undecided"
     return f"{b.qps_text(x.tested_range)} ({b.ci_text(x.tested_range)})"
 

@@ -25,7 +25,7 @@ def steps(
     p95 = p95 or {}
 
     def eff(r: float) -> str:
-        return "helps" if r <= 1 - min_gain else "hurts" if r >= 1 + min_gain else "no_change"
+        return "helps" if r <= 1 - min_gain else "hurts" if r >= 1 + min_gain else "same"
 
     return tuple(StepFigures(q, r, p95.get(q, r), eff(r), eff(p95.get(q, r))) for q, r in pairs)
 

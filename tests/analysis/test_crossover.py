@@ -13,7 +13,7 @@ import pytest
 from analysis.synth_rundir import SPEC, Cond, linear_gain, true_crossover, write_run
 from specload.analysis.compare import compare_runs
 from specload.analysis.crossover import find_crossover, pattern_status
-from specload.analysis.effect import HELPS, NO_CHANGE, classify
+from specload.analysis.effect import HELPS, HURTS, UNDECIDED, classify
 from specload.analysis.stats import Estimate
 from specload.analysis.verdict import sentence
 
@@ -103,9 +103,10 @@ def test_a_band_has_both_boundaries_and_scattered_help_has_none() -> None:
 def test_a_gain_whose_ci_crosses_zero_does_not_help() -> None:
     # 7 % lower, CI from 10 % lower to 7 % higher: the "not significant ... still helps" case.
     est = Estimate(0.93, 0.90, 1.07)
-    assert classify(est, 0.05) == NO_CHANGE
+    assert classify(est, 0.05) == UNDECIDED
     x = _fixed([4], [(0.93, 0.90, 1.07)])
     assert x is not None and x.status == "never_helps" and x.helping == []
+    assert not x.settled and not x.decided  # "never helps" needs every step decided
     assert classify(Estimate(0.93, 0.90, 0.97), 0.05) == HELPS
 
 
@@ -245,7 +246,7 @@ def test_noise_alone_rarely_reaches_the_verdict_and_never_flags_even_at_min_gain
         )
         cmp = compare_runs([base, same], min_gain=0.0)
         rows = cmp.ratios["spec"]["tpot_p95"] + cmp.ratios["spec"]["ttft_p50"]
-        hits += sum(r.effect != NO_CHANGE for r in rows)
+        hits += sum(r.effect in (HELPS, HURTS) for r in rows)
     assert hits <= 5
 
 

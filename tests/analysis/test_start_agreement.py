@@ -107,15 +107,15 @@ def test_starts_in_folders_of_one_name_are_told_apart_by_number(tmp_path: Path) 
 
 
 def test_starts_add_up_a_start_without_significant_change_vetoes_nothing() -> None:
-    """One start hurts, two show no significant change: no contradiction, the pooled interval
+    """One start hurts, two show neither helps nor hurts: no contradiction, the pooled interval
     decides. Only a start that helps beside one that hurts is a disagreement."""
     from specload.analysis.crossover import StartEffects, split_steps
 
-    no, hurt, helps = "no_change", "hurts", "helps"
+    no, hurt, helps = "undecided", "hurts", "helps"
     starts = [
         StartEffects("r1", MIXED, {2.0: no, 4.0: no, 8.0: helps}),
         StartEffects("r2", MIXED, {2.0: hurt, 4.0: no, 8.0: hurt}),
         StartEffects("r3", MIXED, {2.0: no, 4.0: helps}),
     ]
     assert split_steps(starts) == [8.0]
-    assert split_steps(starts[:1] + starts[2:]) == []  # helps beside no change: adds up
+    assert split_steps(starts[:1] + starts[2:]) == []  # helps beside undecided: adds up

@@ -19,7 +19,7 @@ import pytest
 from analysis.synth_rundir import SPEC, Cond, write_run
 from specload.analysis.compare import compare_runs
 from specload.analysis.comparison import Comparison
-from specload.analysis.effect import HELPS, NO_CHANGE
+from specload.analysis.effect import HELPS, UNDECIDED
 from specload.analysis.stats import Estimate, few_units_widened, over_starts, t9875
 from specload.analysis.wording import too_few_starts_text
 from specload.report.html import render_html
@@ -89,7 +89,8 @@ def two(tmp_path_factory: pytest.TempPathFactory) -> Comparison:
 def test_two_starts_decide_nothing_and_give_each_start_alone(two: Comparison) -> None:
     rows = two.ratios["spec"]["tpot_p50"]
     assert all(r.ratio.value is not None and r.ratio.lo is None for r in rows)
-    assert {r.effect for r in rows} == {NO_CHANGE}
+    assert {r.effect for r in rows} == {UNDECIDED}
+    assert all(r.to_decide_s is None for r in rows)  # no interval: no time can be said
     x = two.crossover("spec", "tpot_p50")
     assert x is not None and x.too_few_starts == 2 and not x.decided
     # each start alone still helps by its own CI, and says so: the figures that stand
@@ -129,7 +130,7 @@ def test_three_starts_that_differ_get_an_interval_over_starts(tmp_path: Path) ->
     for r in c.ratios["spec"]["tpot_p50"]:
         assert r.ratio.lo is not None and r.ratio.hi is not None
         assert r.ratio.lo < 0.7 and r.ratio.hi > 1.0, r.ratio
-        assert r.effect == NO_CHANGE
+        assert r.effect == UNDECIDED
     x = c.crossover("spec", "tpot_p50")
     assert x is not None and x.too_few_starts == 0 and x.replicates_agree
 

@@ -173,7 +173,7 @@ def test_ratios_verdict_and_charts_grow_step_by_step(ui: Ui) -> None:
         effects = page.locator('[data-testid="specload-ratios"] td[data-effect]').evaluate_all(
             "cells => cells.map(c => c.dataset.effect)"
         )
-        assert len(effects) == 12 and set(effects) <= {"helps", "hurts", "no_change"}
+        assert len(effects) == 12 and set(effects) <= {"helps", "hurts", "same", "undecided"}
         page.screenshot(path=str(artifact_path("webui-compare-final.png")), full_page=True)
         seen = page.evaluate("window.__seen")
         assert not errors, errors

@@ -20,7 +20,7 @@ def test_markdown_leads_with_the_verdict_and_fits_a_job_summary(
     paths = write_reports(four_way, tmp_path, html=False)
     md = paths["md"].read_text()
     first_bullets = [ln for ln in md.splitlines() if ln.startswith("- **")]
-    assert first_bullets[0].startswith("- **prefix makes no significant difference to p50 TPOT")
+    assert first_bullets[0].startswith("- **prefix: no decision yet on p50 TPOT: undecided at ")
     assert any(
         "spec-ngram-k4 lowers p50 TPOT" in b and "stops helping at ≈" in b for b in first_bullets
     )
@@ -52,7 +52,7 @@ def test_json_has_crossover_per_condition_and_metric_and_per_step_server_figures
                 "mixed",
             )
             assert len(x["ci"]) == 2 and x["tested_range"] == [2.0, 32.0]
-            assert all(s["effect"] in ("helps", "hurts", "no_change") for s in x["steps"])
+            assert all(s["effect"] in ("helps", "hurts", "same", "undecided") for s in x["steps"])
     assert data["rule"].startswith("A step helps when the latency is at least 5 % lower")
     assert data["crossover"]["prefix"]["ttft_p50"]["status"] == "always_helps"
     step = data["steps"]["both"][-1]
@@ -69,7 +69,7 @@ def test_json_has_crossover_per_condition_and_metric_and_per_step_server_figures
     assert [c["passed"] for c in data["contract"]] == [True, True, False]
     keep = [a for a in data["advice"] if a["kind"] == "keep" and a["condition"] == "spec-ngram-k4"]
     assert len(keep) == 1 and keep[0]["figures"]
-    assert data["schema"] == "specload.report/1" and data["exit_code"] == 0
+    assert data["schema"] == "specload.report/2" and data["exit_code"] == 0
 
 
 def test_terminal_summary_prints_verdict_and_crossover_table(four_way: Comparison) -> None:

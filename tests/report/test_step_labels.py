@@ -41,7 +41,7 @@ def test_every_step_table_shows_the_achieved_load(four_way: Comparison) -> None:
 def test_the_status_table_and_the_verdict_name_steps_with_their_achieved_load(
     four_way: Comparison,
 ) -> None:
-    from specload.analysis.effect import HELPS, NO_CHANGE
+    from specload.analysis.effect import HELPS, UNDECIDED
     from specload.analysis.ratios import RatioRow
     from specload.analysis.stats import Estimate
     from specload.analysis.verdict import metric_label, where_effect
@@ -56,7 +56,7 @@ def test_the_status_table_and_the_verdict_name_steps_with_their_achieved_load(
     row = next(r for r in crossover_table(build_report(c)).rows if r[:2] == want)
     assert row[6] == ", ".join(step_label(q, q * 1.06) for q in x.helping)
     rows = [RatioRow("s", "tpot_p50", q, Estimate(0.8, 0.7, 0.9), e, q * 1.06)
-            for q, e in ((2, NO_CHANGE), (16, HELPS), (32, NO_CHANGE))]  # fmt: skip
+            for q, e in ((2, UNDECIDED), (16, HELPS), (32, UNDECIDED))]  # fmt: skip
     assert where_effect(rows, HELPS) == "at 16 (17.0) req/s"
 
 
