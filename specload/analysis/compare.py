@@ -63,6 +63,7 @@ from specload.analysis.steps import (
     MIN_TAIL_N,
     StepStats,
     condition_steps,
+    looks_of,
     metric_names,
     starts_too_few,
 )
@@ -571,6 +572,7 @@ def compare_runs(
     }
     comparison.regimes = find_regimes(closed_groups or groups, base)
     comparison.time_splits = _time_splits(runs)
+    comparison.looks = looks_of(runs)
     base_dirs = [r.path for r in groups[base]]
     for label, rs in groups.items():
         if label != base and (found := output_samples(base_dirs, [r.path for r in rs])):

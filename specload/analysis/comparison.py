@@ -25,6 +25,7 @@ from specload.analysis.regimes import Regimes
 from specload.analysis.replicates import Disagreement
 from specload.analysis.samples import OutputSample
 from specload.analysis.schedule_results import ScheduleAnalysis
+from specload.analysis.stats import look_stretch
 from specload.analysis.steps import StepStats, starts_too_few
 from specload.analysis.verdict import BLOCKS_CAVEAT, SINGLE_START_CAVEAT, SLICES_CAVEAT
 from specload.analysis.wording import too_few_starts_text
@@ -115,6 +116,9 @@ class Comparison:
     #: each interleaved session's wall time by phase (run.json ``interleave.time_split``),
     #: by server start (``replicate``); empty outside ``sweep --interleave``
     time_splits: dict[int, dict[str, float]] = field(default_factory=dict)
+    #: looks at the data its sweep planned (``sweep --until-decided``; 1 otherwise): every
+    #: interval is widened for them (``stats.for_looks``)
+    looks: int = 1
 
     def starts_per_step(self, label: str) -> int:
         """The fewest server starts (run dirs) behind any of ``label``'s steps: what its CIs
@@ -144,6 +148,16 @@ class Comparison:
             return BLOCKS_CAVEAT.format(blocks=blocks)
         slices = min(self.slices_per_step(label), self.slices_per_step(self.baseline))
         return SLICES_CAVEAT.format(slices=slices) if slices else SINGLE_START_CAVEAT
+
+    def looks_note(self) -> str:
+        """``--until-decided``: every interval was widened for the looks its sweep planned
+        (``stats.for_looks``); said beside the CIs (empty otherwise)."""
+        if self.looks <= 1:
+            return ""
+        return (
+            f"; each widened for {self.looks} looks at the data (--until-decided: x"
+            f"{look_stretch(self.looks):.2f}, Bonferroni)"
+        )
 
     def ci_note(self, label: str) -> str | None:
         """What every report says about ``label``'s CIs beside them: why there are none

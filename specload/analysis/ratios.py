@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specload.analysis.effect import HELPS, HURTS, INCOMPLETE, classify, to_decide_s
-from specload.analysis.stats import Estimate, ratio_estimate
+from specload.analysis.stats import Estimate, effect_over_starts, ratio_estimate
 from specload.analysis.steps import LATENCY_FIELDS, StepStats, metric_names
 from specload.analysis.wording import change_words, step_label
 
@@ -79,9 +79,7 @@ def step_ratios(
     for metric in metric_names():
         rows[metric], cols = [], []
         for s, b in aligned:
-            est, r = ratio_estimate(
-                s.latency[metric], s.replicates[metric], b.latency[metric], b.replicates[metric]
-            )
+            est, r = _ratio(s, b, metric)
             effect = INCOMPLETE if s.target_qps in incomplete else classify(est, min_gain)
             more = (
                 None
@@ -94,6 +92,25 @@ def step_ratios(
             cols.append(r)
         reps[metric] = np.stack(cols, axis=1) if cols else np.empty((0, 0))
     return rows, reps
+
+
+def _ratio(s: StepStats, b: StepStats, metric: str) -> tuple[Estimate, np.ndarray]:
+    """The step's ratio and its replicates: over server starts paired by replicate number
+    where both sides have three or more with a value (``stats.effect_over_starts``), else
+    the replicate-wise ratio of the two sides' own intervals."""
+    if metric in s.start_replicates and metric in b.start_replicates:
+        est, r = ratio_estimate(
+            s.latency[metric], s.start_replicates[metric], b.latency[metric],
+            b.start_replicates[metric],
+        )  # fmt: skip
+        paired = effect_over_starts(
+            est, r, s.start_values.get(metric, {}), b.start_values.get(metric, {})
+        )
+        if paired is not None:
+            return paired
+    return ratio_estimate(
+        s.latency[metric], s.replicates[metric], b.latency[metric], b.replicates[metric]
+    )
 
 
 def p95_flags(rows: dict[str, list[RatioRow]]) -> list[Flag]:

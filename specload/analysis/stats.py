@@ -61,7 +61,10 @@ __all__ = [
     "bootstrap_quantile",
     "estimate",
     "MIN_STARTS_FOR_CI",
+    "effect_over_starts",
     "few_units_widened",
+    "for_looks",
+    "look_stretch",
     "unit_percentiles",
     "hierarchical_bootstrap_quantile",
     "over_starts",
@@ -405,12 +408,75 @@ def few_units_widened(
     c = widening(units, t)
     if unit_values is not None:
         c = max(c, _spread_stretch(reps, unit_values, t))
+    return _stretched(est.value, reps, c)
+
+
+def _stretched(value: float, reps: np.ndarray, c: float) -> tuple[Estimate, np.ndarray]:
+    """Replicates stretched by ``c`` around ``value`` on a log scale, and their interval."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         # a large stretch of a far replicate must stay a number: clipped at e^+-30
-        out = est.value * np.exp(np.clip(c * np.log(reps / est.value), -30.0, 30.0))
+        out = value * np.exp(np.clip(c * np.log(reps / value), -30.0, 30.0))
     out[~np.isfinite(out)] = np.nan
     lo, hi = percentile_ci(out)
-    return Estimate(est.value, lo, hi), out
+    return Estimate(value, lo, hi), out
+
+
+def effect_over_starts(
+    ratio: Estimate,
+    reps: np.ndarray,
+    cond_starts: dict[int, float],
+    base_starts: dict[int, float],
+) -> tuple[Estimate, np.ndarray] | None:
+    """The interval of a condition / baseline ratio over three or more server starts of
+    each, paired by replicate number: the bootstrap interval of the ratio (``reps``: over
+    starts and the requests within each, two-level), stretched on a log scale around the
+    estimate until it holds the t interval of the starts' own log ratios
+    (``cond_starts[k] / base_starts[k]``, each start's percentile; ``t9875`` quantile).
+    None with fewer than ``MIN_STARTS_FOR_CI`` pairs (no interval over starts).
+
+    Why both parts: the t interval over the pairs carries the spread between starts with
+    the tails a handful of them needs (a bootstrap over three starts divides by 3, not 2,
+    and has normal tails); the bootstrap carries the sampling spread of each percentile,
+    which starts replaying the same arrivals and prompts share, so their ratios can agree
+    more closely than a new draw of traffic would. Pairing by replicate number: a sweep
+    runs baseline-rK next to spec-rK on the same host, so what they share cancels; where
+    nothing is shared, independent pairs give the same interval's validity."""
+    keys = sorted(set(cond_starts) & set(base_starts))
+    v = ratio.value
+    if len(keys) < MIN_STARTS_FOR_CI or v is None or not v > 0:
+        return None
+    d = np.log([cond_starts[k] / base_starts[k] for k in keys])
+    half = t9875(len(keys) - 1) * float(np.std(d, ddof=1)) / math.sqrt(len(keys))
+    lo_t, hi_t = math.exp(float(d.mean()) - half), math.exp(float(d.mean()) + half)
+    lo, hi = percentile_ci(reps)
+    if lo is None or hi is None or not 0 < lo < v < hi:
+        return None
+    c = max(1.0, math.log(v / lo_t) / math.log(v / lo), math.log(hi_t / v) / math.log(hi / v))
+    return _stretched(v, reps, c)
+
+
+def look_stretch(looks: int) -> float:
+    """How much wider a 95 % interval gets when it must hold at each of ``looks`` looks at
+    growing data (``sweep --until-decided``): each look's interval is a 1 - 0.05 / looks one
+    (Bonferroni: the chance that any look's misses is at most the sum, 5 %), on the normal
+    scale z(1 - 0.025 / looks) / z(0.975): 1.14 at 2 looks, 1.27 at 4."""
+    from statistics import NormalDist
+
+    if looks <= 1:
+        return 1.0
+    return NormalDist().inv_cdf(1.0 - 0.025 / looks) / _Z975
+
+
+def for_looks(est: Estimate, reps: np.ndarray, looks: int) -> tuple[Estimate, np.ndarray]:
+    """An interval and its replicates widened around the estimate on a log scale by
+    ``look_stretch(looks)``: every ratio of two such (and so every effect, boundary and
+    decision downstream) is widened alike (``few_units_widened`` says why). Why Bonferroni
+    rather than a sharper alpha-spending boundary: it needs nothing but each look's own
+    interval, whatever the looks' data share, and a sweep stops after few looks."""
+    c = look_stretch(looks)
+    if c == 1.0 or est.value is None or not est.value > 0:
+        return est, reps
+    return _stretched(est.value, reps, c)
 
 
 #: The fewest server starts whose pooled interval is printed. ``benchmarks/coverage.py``: at

@@ -31,11 +31,14 @@ from specload.analysis.run_columns import RunColumns
 from specload.analysis.server import ServerStep
 from specload.analysis.stats import (
     MIN_STARTS_FOR_CI,
+    MIN_TAIL_VALUES,
     Estimate,
     Units,
     estimate,
     few_units_widened,
+    for_looks,
     over_starts,
+    quantile_sorted,
     rng_for,
     t975,
     t9875,
@@ -102,6 +105,12 @@ class StepStats:
     #: latency metric has values from two or more, its ``replicates`` (and CI) are two-level and
     #: an interval over the starts (``stats.over_starts``: none at two).
     runs: int = 1
+    #: each server start's own percentile per latency metric, by replicate number (two or
+    #: more starts): what the effect over starts pairs (``paired.over_starts``)
+    start_values: dict[str, dict[int, float]] = field(default_factory=dict, repr=False)
+    #: the two-level bootstrap replicates over those starts before ``stats.over_starts``
+    #: widened them: what the paired effect starts from (``stats.effect_over_starts``)
+    start_replicates: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     #: Interleaved blocks (``sweep --interleave``) behind this step, 0 outside such runs: the
     #: CIs are then over blocks (paired with the other conditions' neighbouring blocks, and
     #: widened for few units: ``stats.few_units_widened``).
@@ -234,8 +243,13 @@ def pool_runs(
         parts.append({k: v[measured] for k, v in run.cols.items()})
         # One step execution = (run dir, step index); step indices count repeats.
         parts[-1]["_exec"] = i * 1_000_000 + np.nan_to_num(parts[-1]["step"], nan=-1.0)
-        # One replicate = one run dir (one server start).
+        # One replicate = one run dir (one server start); its number pairs it with the
+        # baseline's start of the same number (``paired.over_starts``)
         parts[-1]["_run"] = np.full(int(measured.sum()), i, dtype=np.int64)
+        rep = run.meta.get("replicate")
+        parts[-1]["_rep"] = np.full(
+            int(measured.sum()), int(rep) if isinstance(rep, int) else i + 1, dtype=np.int64
+        )
         parts[-1]["_unit"] = _units(run, i, measured)
         for q, (w, k) in _windows(run, measured).items():
             w0, k0 = windows.get(q, (0.0, 0))
@@ -244,9 +258,34 @@ def pool_runs(
     return cols, windows
 
 
+def _start_values(cols: dict[str, np.ndarray], ok: np.ndarray) -> dict[str, dict[int, float]]:
+    """Each server start's own percentile of every latency metric, by its replicate number
+    (two or more starts; a start with too few values for a percentile has none:
+    ``stats.MIN_TAIL_VALUES``)."""
+    out: dict[str, dict[int, float]] = {}
+    reps = cols["_rep"]
+    if np.unique(cols["_run"]).size < 2:
+        return out
+    for fam, col in LATENCY_FIELDS.items():
+        sel = np.ones(ok.shape, dtype=bool) if fam == "queue_delay" else ok
+        x, rep = cols[col][sel], reps[sel]
+        finite = ~np.isnan(x)
+        x, rep = x[finite], rep[finite]
+        for tag, q in QUANTILES.items():
+            vals = {}
+            for r in np.unique(rep).tolist():
+                mine = np.sort(x[rep == r])
+                if mine.size * min(q, 1.0 - q) >= MIN_TAIL_VALUES:
+                    v = quantile_sorted(mine, q)
+                    if v is not None and v > 0:
+                        vals[int(r)] = v
+            out[f"{fam}_{tag}"] = vals
+    return out
+
+
 def _latency(
     cols: dict[str, np.ndarray], ok: np.ndarray, cond: str, qps: float, b: int, seed: int
-) -> tuple[dict[str, Estimate], dict[str, np.ndarray]]:
+) -> tuple[dict[str, Estimate], dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Pooled percentiles and their replicates. The top level of the interval is the server
     start (run dir) wherever values come from two or more (``stats.over_starts``: a t
     interval over them, none at two); within one interleaved start it is the block, within
@@ -254,6 +293,7 @@ def _latency(
     step too short to cut) the request."""
     est: dict[str, Estimate] = {}
     reps: dict[str, np.ndarray] = {}
+    raw: dict[str, np.ndarray] = {}  # over two or more starts: before ``over_starts``
     blocks = _is_blocked(cols)
     for fam, col in LATENCY_FIELDS.items():
         sel = np.ones(ok.shape, dtype=bool) if fam == "queue_delay" else ok
@@ -280,6 +320,7 @@ def _latency(
             if groups is None:
                 continue
             if starts >= 2:  # a t interval over the starts, none below three
+                raw[name] = reps[name]
                 spread = unit_percentiles(x, groups, q)  # at least their own t interval
                 est[name], reps[name] = over_starts(est[name], reps[name], starts, spread)
             else:  # one start: over its blocks or time slices, stretched for few of them
@@ -287,7 +328,7 @@ def _latency(
                 est[name], reps[name] = few_units_widened(
                     est[name], reps[name], groups.count, spread, t975 if blocks else SLICE_T
                 )
-    return est, reps
+    return est, reps, raw
 
 
 def _is_blocked(cols: dict[str, np.ndarray]) -> bool:
@@ -306,7 +347,7 @@ def _one_step(
     ok = cols["ok"]
     n, n_ok = int(ok.size), int(ok.sum())
     kinds = Counter(k if k else "unknown" for k in cols["error_kind"][~ok].tolist())
-    latency, reps = _latency(cols, ok, cond, qps, b, seed)
+    latency, reps, raw = _latency(cols, ok, cond, qps, b, seed)
     out_tok = cols["output_tokens"][ok]
     chunks = cols["content_chunks"][ok]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -333,6 +374,8 @@ def _one_step(
         output_tokens_p50=float(np.median(finite_out)) if finite_out.size else None,
         late_share=float(np.mean(cols["queue_delay_s"] > LATE_S)) if n else 0.0,
         replicates=reps,
+        start_values=_start_values(cols, ok),
+        start_replicates=raw,
         execution_p50=_per_execution(cols, ok),
         lookup_match_rate=float(lookup.mean()) if lookup.size else None,
         lookup_n=int(lookup.size),
@@ -406,5 +449,22 @@ def condition_steps(
         idx = order[bounds[i] : bounds[i + 1]]
         sub = {k: v[idx] for k, v in cols.items()}
         window = windows.get(float(q), (0.0, 0))
-        out.append(_one_step(cond, float(q), sub, window, b, seed))
+        out.append(_for_looks(_one_step(cond, float(q), sub, window, b, seed), looks_of(runs)))
     return out
+
+
+def looks_of(runs: list[RunColumns]) -> int:
+    """How many looks at the data the runs' design planned (``sweep --until-decided`` writes
+    ``interleave.looks`` into run.json); 1 for every other run."""
+    return max([int((r.meta.get("interleave") or {}).get("looks") or 1) for r in runs], default=1)
+
+
+def _for_looks(step: StepStats, looks: int) -> StepStats:
+    """Every interval of the step widened for ``looks`` planned looks (``stats.for_looks``)."""
+    if looks <= 1:
+        return step
+    for name in list(step.latency):
+        step.latency[name], step.replicates[name] = for_looks(
+            step.latency[name], step.replicates[name], looks
+        )
+    return step

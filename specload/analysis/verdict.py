@@ -49,22 +49,21 @@ __all__ = [
 #: (``benchmarks/results/coverage.md``: 0-70 % of a new start's values); here the steps were
 #: too short to cut into time slices, so drift within the start is not in it either.
 SINGLE_START_CAVEAT = (
-    "within one server start over its requests (steps too short to cut into time slices: "
-    "drift in time is not in them), about that start only; run --replicates 3+ for a "
-    "decision about a new start"
+    "about this server start only, over its requests (steps too short to cut into time "
+    "slices: drift in time is not in them); run --replicates 3+ for a claim about this config"
 )
 #: Said where the CIs are over time slices of one contiguous server start
 #: (``steps._time_slices``): drift within the start is in them, the variance between starts
 #: is not.
 SLICES_CAVEAT = (
-    "over {slices} time slices per step of one server start, about that start only; "
-    "--replicates 3+ gives an interval over starts"
+    "about this server start only, over {slices} time slices per step; --replicates 3+ "
+    "gives a claim about this config"
 )
 #: Said where the CIs are over interleaved blocks of one server start (``sweep --interleave``):
 #: time drift within the start is in them, the variance between starts is not.
 BLOCKS_CAVEAT = (
-    "over {blocks} interleaved blocks per step of one server start, about that start only; "
-    "--replicates 3+ gives an interval over starts"
+    "about this server start only, over {blocks} interleaved blocks per step; --replicates "
+    "3+ gives a claim about this config"
 )
 
 

@@ -8,6 +8,8 @@ against the baseline. Written once here so that they read alike and never say "i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from specload.analysis.stats import Estimate
 
 __all__ = [
@@ -27,13 +29,18 @@ __all__ = [
 ]
 
 
-def to_decide_text(undecided: list[tuple[float, float | None]]) -> str:
+def to_decide_text(undecided: Sequence[tuple[float | str, float | None]]) -> str:
     """Undecided steps and how long would likely decide them (``effect.to_decide_s`` per
     step, measured time both sides together): "undecided at 4, 12 req/s; about 9 min more
-    measurement there would likely decide them". The one wording for verdict, advice, web UI."""
+    measurement there would likely decide them". A step is its QPS, or a label ("c=1").
+    The one wording for verdict, advice, the sweep's looks and the web UI."""
     if not undecided:
         return ""
-    where = ", ".join(f"{q:g}" for q, _ in undecided) + " req/s"
+    steps = [q for q, _ in undecided]
+    if all(isinstance(q, (int, float)) for q in steps):
+        where = ", ".join(f"{q:g}" for q in steps) + " req/s"
+    else:
+        where = ", ".join(q if isinstance(q, str) else f"{q:g} req/s" for q in steps)
     them = "it" if len(undecided) == 1 else "them"
     known = [s for _, s in undecided if s is not None]
     if len(known) < len(undecided):

@@ -46,6 +46,8 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from specload.protocol.until_decided import DEFAULT_BUDGET_S, LOOKS
+
     p = subparsers.add_parser(
         "sweep",
         help="measure each server condition (baseline, speculative, prefix caching) and compare",
@@ -136,6 +138,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "warm-up), run in a seeded random order with each condition's block of a step next "
         "to the other's; compare's intervals are then over blocks",
     )
+    p.add_argument(
+        "--until-decided",
+        action="store_true",
+        help="with --interleave: after the session's blocks, look at each step (helps, "
+        "hurts, the same, or undecided) and add blocks where steps are undecided, as many "
+        "as their time to decide asks (the report gives it), on the same servers, until every step "
+        f"is decided, {LOOKS} looks are taken or --budget-s (default {DEFAULT_BUDGET_S:g}) is "
+        f"spent; every interval is widened for the {LOOKS} looks (Bonferroni), so "
+        "stopping when the data decide keeps the 95 %% promise (protocol/until_decided.py)",
+    )
     search = p.add_argument_group("adaptive search (specload/protocol/refine.py)")
     search.add_argument(
         "--refine",
@@ -156,8 +168,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--budget-s",
         type=float,
         metavar="S",
-        help="server-seconds the whole sweep may use (starts included); a pass that would "
-        "overrun it is not started (default: no limit)",
+        help="server-seconds the whole sweep may use (starts included); a pass (--refine) "
+        "or round (--until-decided: wall seconds, every server sharing them) that would "
+        f"overrun it is not started (default: no limit; --until-decided: {DEFAULT_BUDGET_S:g})",
     )
     search.add_argument(
         "--max-passes",
@@ -307,6 +320,7 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         interleave=args.interleave,
         urls=urls,
         baseline=baseline,
+        until_decided=_until_decided(args, replicates),
     )
     if args.interleave:
         from specload.protocol.interleaved_sweep import check_interleave_plan
@@ -315,6 +329,26 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
             raise ConfigError("not with --interleave (yet): refine after it", path="--refine")
         check_interleave_plan(plan)
     return plan
+
+
+def _until_decided(args: argparse.Namespace, replicates: int):  # type: ignore[no-untyped-def]
+    """``--until-decided``'s rule, or None; ConfigError where it cannot apply."""
+    from specload.protocol.until_decided import UntilDecided
+
+    if not args.until_decided:
+        return None
+    if not args.interleave:
+        raise ConfigError(
+            "needs --interleave (its blocks are what it adds to)", path="--until-decided"
+        )
+    if replicates != 1:
+        raise ConfigError(
+            f"adds blocks to one server start per condition; drop --replicates {replicates}",
+            path="--until-decided",
+        )
+    if args.no_compare:
+        raise ConfigError("it compares after each round; drop --no-compare", path="--until-decided")
+    return UntilDecided() if args.budget_s is None else UntilDecided(budget_s=args.budget_s)
 
 
 def _named(args: argparse.Namespace, label: str) -> bool:
@@ -344,9 +378,13 @@ def _validate_refine(args: argparse.Namespace, scenario: Scenario) -> None:
 
     for spec in args.slo:
         parse_slo(spec)
+    if args.budget_s is not None and not args.budget_s > 0:
+        raise ConfigError(f"{args.budget_s} (expected server-seconds > 0)", path="--budget-s")
     if args.refine is None:
-        if args.budget_s is not None:
-            raise ConfigError("applies to --refine (the search's budget)", path="--budget-s")
+        if args.budget_s is not None and not args.until_decided:
+            raise ConfigError(
+                "applies to --refine and --until-decided (their budget)", path="--budget-s"
+            )
         return
     if args.max_passes < 2:
         raise ConfigError(
@@ -355,8 +393,6 @@ def _validate_refine(args: argparse.Namespace, scenario: Scenario) -> None:
         )
     if not args.precision > 0:
         raise ConfigError(f"{args.precision} (expected a CI width > 0, req/s)", path="--precision")
-    if args.budget_s is not None and not args.budget_s > 0:
-        raise ConfigError(f"{args.budget_s} (expected server-seconds > 0)", path="--budget-s")
     if args.refine == "capacity" and not (args.slo or scenario.slo):
         raise ConfigError(
             "capacity needs an SLO: --slo METRIC=DURATION (e.g. tpot_p95=25ms) or slo: in "

@@ -32,7 +32,7 @@ from specload.locust.live import percentile
 from specload.locust.messages import Drain
 from specload.locust.schedule import LEAD_S
 from specload.locust.step_plan import TimedStep
-from specload.protocol.interleave import Block, Cell, cells_of, plan_blocks
+from specload.protocol.interleave import Block, Cell, Round, cells_of, plan_blocks
 from specload.protocol.target import reset_prefix_cache
 from specload.scenario.schema import InterleaveSpec
 
@@ -101,8 +101,12 @@ class BlockSchedule:
         """The block plan, before the run starts (run.json carries it from the start)."""
         self.cells = cells_of(self.scenario)
         self.cooled = set()
+        later = self.opts.interleave_round
         self.blocks = plan_blocks(
-            self.scenario, list(self.opts.targets), salt=self.opts.replicate - 1
+            self.scenario,
+            list(self.opts.targets),
+            salt=self.opts.replicate - 1,
+            later=Round.from_json(later) if later is not None else None,
         )
         spec = self.scenario.interleave
         short = spec.block_warmup_s if spec is not None else None

@@ -64,7 +64,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     # runs each block as the scenario cut to one step); not for users, so not in --help
     Option("--scenario-set", argparse.SUPPRESS, in_web_ui=False),
     # internal: ``sweep --interleave``'s session, one run over every condition's server: a
-    # JSON object {"targets": {LABEL: URL, ...}, "replicate": N} (``locust/blocks.py``)
+    # JSON object {"targets": {LABEL: URL, ...}, "replicate": N, "round": {...}} (the round
+    # optional: ``protocol.interleave.Round``; ``locust/blocks.py``)
     Option("--interleave-targets", argparse.SUPPRESS, in_web_ui=False),
     Option(
         "--label",
@@ -206,6 +207,8 @@ class RunOptions:
     #: order given, and which server start of each this is (1-based)
     targets: dict[str, str] = field(default_factory=dict)
     replicate: int = 1
+    #: a later round of that server start's session (``protocol.interleave.Round.to_json``)
+    interleave_round: dict[str, Any] | None = None
 
 
 def check_host(host: str | None) -> str:
@@ -236,10 +239,11 @@ def scenario_overrides(text: str | None) -> dict[str, Any] | None:
     return value
 
 
-def _targets(text: str | None) -> tuple[dict[str, str], int]:
-    """``--interleave-targets``: ({label: base URL}, replicate); ({}, 1) when not given."""
+def _targets(text: str | None) -> tuple[dict[str, str], int, dict[str, Any] | None]:
+    """``--interleave-targets``: ({label: base URL}, replicate, round or None); ({}, 1, None)
+    when not given."""
     if not text:
-        return {}, 1
+        return {}, 1, None
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
@@ -256,7 +260,18 @@ def _targets(text: str | None) -> tuple[dict[str, str], int]:
             'expected {"targets": {LABEL: URL, ...} (two or more), "replicate": N}',
             path="--interleave-targets",
         )
-    return {str(k): check_host(str(v)) for k, v in targets.items()}, replicate
+    later = value.get("round") if isinstance(value, dict) else None
+    if later is not None:
+        from specload.protocol.interleave import Round
+
+        try:
+            Round.from_json(later)
+        except (KeyError, TypeError, ValueError):
+            raise ConfigError(
+                "round: expected {index, blocks: {CELL: N}, k_from, first_block, first_unit}",
+                path="--interleave-targets",
+            ) from None
+    return {str(k): check_host(str(v)) for k, v in targets.items()}, replicate, later
 
 
 def _check_baseline(path: str, label: str, scenario: Any) -> None:
@@ -306,7 +321,7 @@ def resolve_run_options(
     from specload.scenario import load_scenario
 
     scenario = load_scenario(scenario_path, scenario_overrides(getattr(values, "scenario_set", "")))
-    targets, replicate = _targets(getattr(values, "interleave_targets", ""))
+    targets, replicate, later = _targets(getattr(values, "interleave_targets", ""))
     if targets:
         from specload.protocol.interleave import cells_of
 
@@ -334,5 +349,6 @@ def resolve_run_options(
         gates=gates,
         targets=targets,
         replicate=replicate,
+        interleave_round=later,
     )
     return opts, scenario

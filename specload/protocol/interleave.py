@@ -38,7 +38,9 @@ from specload.scenario.schema import FIRST_BLOCK_WARMUP_S, InterleaveSpec, Scena
 __all__ = [
     "Block",
     "Cell",
+    "Round",
     "cells_of",
+    "next_round",
     "plan_blocks",
     "plan_json",
     "split_session",
@@ -78,6 +80,59 @@ class Block:
     warmup_s: float
 
 
+@dataclass(frozen=True, slots=True)
+class Round:
+    """A later round of one server start's session (``sweep --until-decided``): ``blocks``
+    per condition at the cells it names (index into ``cells_of``), their ``k`` counting on
+    from ``k_from``, and block and unit numbers from ``first_block`` / ``first_unit``, so the
+    round's blocks continue the run dirs of the rounds before it (``split_session``)."""
+
+    index: int
+    blocks: dict[int, int]
+    k_from: dict[int, int]
+    first_block: int
+    first_unit: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "blocks": {str(c): n for c, n in self.blocks.items()},
+            "k_from": {str(c): k for c, k in self.k_from.items()},
+            "first_block": self.first_block,
+            "first_unit": self.first_unit,
+        }
+
+    @classmethod
+    def from_json(cls, value: Any) -> Round:
+        """From ``to_json``'s object; ValueError when it is not one."""
+        if not isinstance(value, dict):
+            raise ValueError("expected an object")
+        return cls(
+            index=int(value["index"]),
+            blocks={int(c): int(n) for c, n in dict(value["blocks"]).items()},
+            k_from={int(c): int(k) for c, k in dict(value.get("k_from") or {}).items()},
+            first_block=int(value["first_block"]),
+            first_unit=int(value["first_unit"]),
+        )
+
+
+def next_round(meta: dict[str, Any], blocks: dict[int, int], index: int) -> Round:
+    """The round after those in a condition's run.json (its ``interleave.plan``)."""
+    plan = (meta.get("interleave") or {}).get("plan") or []
+    first = str(plan[0]["condition"]) if plan else ""
+    k_from: dict[int, int] = {}
+    for b in plan:
+        if b["condition"] == first:
+            k_from[int(b["cell"])] = max(k_from.get(int(b["cell"]), 0), int(b["k"]) + 1)
+    return Round(
+        index=index,
+        blocks=blocks,
+        k_from={c: k_from.get(c, 0) for c in blocks},
+        first_block=1 + max((int(b["number"]) for b in plan), default=-1),
+        first_unit=1 + max((int(b["unit"]) for b in plan), default=-1),
+    )
+
+
 def cells_of(scenario: Scenario) -> list[Cell]:
     """The ladder's cells in the scenario's order (closed-loop steps first, as it runs them)."""
     if scenario.arrival == "trace":
@@ -99,30 +154,44 @@ def _seed(scenario: Scenario, salt: int) -> int:
     return (scenario.seed if spec.seed is None else spec.seed) + salt
 
 
-def plan_blocks(scenario: Scenario, conditions: Sequence[str], salt: int = 0) -> list[Block]:
+def plan_blocks(
+    scenario: Scenario, conditions: Sequence[str], salt: int = 0, later: Round | None = None
+) -> list[Block]:
     """Every block of one session, in run order.
 
     Units (a cell's k-th block of every condition) are shuffled with a seeded generator;
     inside a unit the conditions follow a per-cell shuffled order rotated by k, so for two
     conditions each comes first in half of a cell's units (balanced against drift within a
     unit). ``repeats`` multiplies the blocks per cell. ``salt`` (the replicate, 0-based) gives
-    each session of a sweep its own order.
+    each session of a sweep its own order; ``later`` makes the session a later round of the
+    same server start (``Round``): its cells and block counts, numbered on from the last.
     """
     spec = _spec(scenario)
-    rng = random.Random(f"specload-interleave:{_seed(scenario, salt)}")
+    seed = _seed(scenario, salt) + (7919 * later.index if later is not None else 0)
+    rng = random.Random(f"specload-interleave:{seed}")
     cells = cells_of(scenario)
     per_cell = spec.blocks * scenario.repeats
-    units = [(c, k) for c in range(len(cells)) for k in range(per_cell)]
+    units = (
+        [(c, k) for c in range(len(cells)) for k in range(per_cell)]
+        if later is None
+        else [
+            (c, later.k_from.get(c, 0) + k)
+            for c, n in sorted(later.blocks.items())
+            if 0 <= c < len(cells)
+            for k in range(n)
+        ]
+    )
     rng.shuffle(units)
+    first_block, first_unit = (later.first_block, later.first_unit) if later else (0, 0)
     base = {c: rng.sample(list(conditions), len(conditions)) for c in range(len(cells))}
     duration = scenario.step_duration_s / spec.blocks
     # a derived warm-up (None) is planned at its first block's; the session sets each one
     warmup = FIRST_BLOCK_WARMUP_S if spec.block_warmup_s is None else spec.block_warmup_s
     blocks: list[Block] = []
-    for unit, (c, k) in enumerate(units):
+    for unit, (c, k) in enumerate(units, first_unit):
         order = base[c][k % len(conditions) :] + base[c][: k % len(conditions)]
         for cond in order:
-            blocks.append(Block(len(blocks), unit, cond, c, k, duration, warmup))
+            blocks.append(Block(first_block + len(blocks), unit, cond, c, k, duration, warmup))
     return blocks
 
 
@@ -150,10 +219,15 @@ def split_session(session: Path, dirs: dict[str, Path]) -> dict[str, str]:
     and counts (``sent`` by condition as the load processes counted it). A record without a
     known condition is counted in every run.json as ``unassigned``, never dropped silently.
     The session dir is removed once every condition's files are written.
+
+    A later round of the same server start (``Round``) goes into run dirs that an earlier
+    round wrote: its records, metrics, telemetry and steps are added to theirs and run.json
+    merged (``_merge_round``), so a condition keeps one run dir per server start.
     """
     meta = peek_run_json(session)
     if meta is None:
         return {label: "failed" for label in dirs}
+    earlier = {label: peek_run_json(d) for label, d in dirs.items()}
     design = meta.get("interleave") or {}
     cond_of = {int(b["number"]): str(b["condition"]) for b in design.get("plan") or []}
     recorded, unassigned = _split_lines(
@@ -163,16 +237,20 @@ def split_session(session: Path, dirs: dict[str, Path]) -> dict[str, str]:
         session / "metrics.jsonl", dirs, "metrics.jsonl", lambda o: cond_of.get(o.get("step", -1))
     )
     for label, run_dir in dirs.items():
+        before = earlier[label]
         if (session / "telemetry.jsonl").is_file():
-            shutil.copyfile(session / "telemetry.jsonl", run_dir / "telemetry.jsonl")
+            with open(run_dir / "telemetry.jsonl", "ab" if before else "wb") as fh:
+                fh.write((session / "telemetry.jsonl").read_bytes())
         for log in ("stdout.log", "locust.log"):
             if (session / log).is_file():
                 shutil.copyfile(session / log, run_dir / f"session-{log}")
         steps = [x for x in _steps(session) if x.get("condition") == label]
+        mine = _condition_meta(meta, label, recorded.get(label, 0), unassigned)
+        if before is not None:
+            steps = _steps(run_dir) + steps
+            mine = _merge_round(before, mine)
         _write_json(run_dir / "steps.json", steps)
-        _write_json(
-            run_dir / "run.json", _condition_meta(meta, label, recorded.get(label, 0), unassigned)
-        )
+        _write_json(run_dir / "run.json", mine)
     shutil.rmtree(session, ignore_errors=True)
     return {label: str(meta.get("status") or "failed") for label in dirs}
 
@@ -227,6 +305,32 @@ def _condition_meta(
         "unassigned": unassigned,
         "session": session,
     }
+    return out
+
+
+def _merge_round(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """One condition's run.json after a later round: the first round's (its stamps: the
+    condition, the server, the start) with the blocks, counts, end and notes of both."""
+    out = dict(old)
+    a, b = old.get("interleave") or {}, new.get("interleave") or {}
+    out["interleave"] = {
+        **a,
+        "plan": [*(a.get("plan") or []), *(b.get("plan") or [])],
+        "rounds": int(a.get("rounds") or 1) + 1,
+    }
+    ca, cb = old.get("counts") or {}, new.get("counts") or {}
+    out["counts"] = {
+        **ca,
+        **{
+            k: int(ca.get(k) or 0) + int(cb.get(k) or 0)
+            for k in ("sent", "recorded", "unrecorded", "late", "unassigned")
+        },
+        "session": cb.get("session"),
+    }
+    out["ended_at"] = new.get("ended_at", old.get("ended_at"))
+    if new.get("status") != "completed":
+        out["status"] = new.get("status")
+    out["notes"] = [*(old.get("notes") or []), *(new.get("notes") or [])]
     return out
 
 

@@ -7,6 +7,9 @@ prefix cache is reset; no measured request is served while the other server has 
 flight or while the load falls). At the end (or on Ctrl-C) the servers stop and the session's
 run dir is split into one run dir per condition, ``OUT/NAME`` (``OUT/NAME-rK`` with several
 replicates), which compare reads as usual; the last line says where the wall time went.
+With ``--until-decided`` the servers stay up after the session's blocks for rounds of more
+blocks where steps are undecided (``protocol/until_decided.py``), each split into the same
+run dirs.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from specload.core.errors import ConfigError, TargetError
-from specload.protocol.interleave import cells_of, plan_blocks, split_session
+from specload.protocol.interleave import Round, cells_of, plan_blocks, split_session
 from specload.protocol.sweep import (
     Condition,
     ConditionResult,
@@ -37,6 +40,7 @@ from specload.protocol.sweep import (
     sigterm_as_interrupt,
 )
 from specload.protocol.target import ManagedServer, Target
+from specload.protocol.until_decided import look_at, plan_round, round_line, stamp_looks
 from specload.recorder.run_json import peek_run_json
 from specload.recorder.rundir import remove_new_dirs, write_json_durably
 from specload.scenario import load_scenario
@@ -70,11 +74,16 @@ class _Session:
     servers_up: float | None = None
     #: the outermost folder of ``OUT`` this sweep made (``sweep.outermost_new``)
     made: Path | None = None
+    #: ``--until-decided``: the round running now (None: the session's own blocks), and the
+    #: looks taken so far
+    later: Round | None = None
+    looks: int = 0
 
     @property
     def session_dir(self) -> Path:
-        """The session's own run dir, split into the conditions' at the end."""
-        return self.plan.out / SESSION_DIR / f"r{self.replicate}"
+        """The session's own run dir, split into the conditions' at the end (of each round)."""
+        tail = f"-round{self.later.index + 1}" if self.later is not None else ""
+        return self.plan.out / SESSION_DIR / f"r{self.replicate}{tail}"
 
     @property
     def conditions(self) -> dict[str, Condition]:
@@ -146,6 +155,13 @@ def _run_session(s: _Session) -> list[ConditionResult]:
         _start_servers(s)
         s.servers_up = time.monotonic()
         code = _run_blocks(s)
+        while s.plan.until_decided is not None and code in (0, 1) and not s.interrupted:
+            results = _split(s, code)  # this round's blocks into the run dirs, then a look
+            later = _next_round(s)
+            if later is None:
+                return results
+            s.later = later
+            code = _run_blocks(s)
     except KeyboardInterrupt:
         s.interrupted = True
     except TargetError:  # a server could not be reached or started: nothing ran
@@ -157,6 +173,49 @@ def _run_session(s: _Session) -> list[ConditionResult]:
                 target.stop()
             s.interrupted = s.interrupted or late_signal()
     return _split(s, code)
+
+
+def _next_round(s: _Session) -> Round | None:
+    """A look at the run dirs as they are; the next round, or None to stop (every step
+    decided, the looks used up, or no round fits the budget), said on the terminal."""
+    rule = s.plan.until_decided
+    assert rule is not None
+    dirs = [s.run_dir(name) for name in s.conditions]
+    stamp_looks(dirs, rule.looks)
+    s.looks += 1
+    cells = cells_of(s.scenario)
+    look = look_at(dirs, s.plan.baseline, rule, cells, s.looks)
+    s.say(look.line(rule.looks))
+    spent = time.monotonic() - s.started
+    if not look.undecided:
+        s.say(f"[until-decided] every step decided after {s.looks} look(s), {spent / 60:.1f} min")
+        return None
+    if s.looks >= rule.looks:
+        s.say(f"[until-decided] stopped: all {rule.looks} looks taken; the report gives the "
+              "time to decide the rest")  # fmt: skip
+        return None
+    meta = peek_run_json(dirs[0]) or {}
+    design = meta.get("interleave") or {}
+    split = design.get("time_split") or {}
+    blocks_run = max(1, len(design.get("plan") or []))
+    per_block = sum(float(split.get(k) or 0.0) for k in _BLOCK_PARTS) / blocks_run
+    left = rule.budget_s - spent - float(split.get("other_s") or 0.0)
+    later = plan_round(
+        look, cells, meta, len(s.conditions), float(design.get("block_s") or 1.0),
+        max(per_block, 0.1), left,
+    )  # fmt: skip
+    if later is None:
+        s.say(f"[until-decided] stopped: no more blocks fit the budget ({spent / 60:.1f} of "
+              f"{rule.budget_s / 60:.1f} min spent); the report gives the time to decide the "
+              "rest")  # fmt: skip
+        return None
+    est = sum(later.blocks.values()) * len(s.conditions) * per_block
+    s.say(round_line(later, cells, est, spent, rule.budget_s))
+    return later
+
+
+#: The parts of a session's time split that its blocks take (the rest: starts, run start/end)
+_BLOCK_PARTS = ("warmup_s", "measured_s", "cooldown_s", "switching_s")
 
 
 def _remove_unused(s: _Session) -> None:
@@ -193,11 +252,14 @@ def _session_command(s: _Session) -> list[str]:
     """``specload run`` over every condition's server (``--interleave-targets``)."""
     targets = {name: t.url for name, t in s.targets.items()}
     first = next(iter(s.targets.values()))
+    design: dict[str, Any] = {"targets": targets, "replicate": s.replicate}
+    if s.later is not None:
+        design["round"] = s.later.to_json()
     cmd = [
         sys.executable, "-m", "specload", "run", "--host", first.url,
         "--scenario", str(s.plan.scenario), "--label", SESSION_LABEL,
         "--out", str(s.session_dir), "--skip-preflight",
-        "--interleave-targets", json.dumps({"targets": targets, "replicate": s.replicate}),
+        "--interleave-targets", json.dumps(design),
     ]  # fmt: skip
     if s.plan.processes:
         cmd += ["--processes", str(s.plan.processes)]
@@ -226,6 +288,7 @@ def _split(s: _Session, code: int | None) -> list[ConditionResult]:
     statuses = split_session(s.session_dir, dirs) if session_meta is not None else {}
     remove_if_empty(s.plan.out / SESSION_DIR)
     results: list[ConditionResult] = []
+    said = split
     server_s = time.monotonic() - s.started
     for name, run_dir in dirs.items():
         cond, target = s.conditions[name], s.targets[name]
@@ -235,7 +298,7 @@ def _split(s: _Session, code: int | None) -> list[ConditionResult]:
         notes = [f"interleaved session stopped early: {why}" for why in s.stopped]
         if code not in (None, 0, 1):
             notes.append(f"the session's run exited {code} (see session-stdout.log)")
-        _stamp_time_split(run_dir, split)
+        said = _stamp_time_split(run_dir, split, later=s.later is not None)
         status = patch_run_json(
             run_dir, cond, target.command_line, s.interrupted, code, notes, s.replicate
         )
@@ -257,7 +320,7 @@ def _split(s: _Session, code: int | None) -> list[ConditionResult]:
         )
         s.say(f"[interleave] {name}: {_blocks_of(run_dir)} blocks -> {run_dir} ({status})")
     if split:
-        s.say(f"[interleave] wall time: {time_split_line(split)}")
+        s.say(f"[interleave] wall time: {time_split_line(said)}")
     return results
 
 
@@ -325,12 +388,27 @@ def time_split_line(split: dict[str, float]) -> str:
     )
 
 
-def _stamp_time_split(run_dir: Path, split: dict[str, float]) -> None:
+def _stamp_time_split(
+    run_dir: Path, split: dict[str, float], later: bool = False
+) -> dict[str, float]:
+    """run.json ``interleave.time_split``; a later round's block phase adds to the rounds'
+    before it (``total_s`` and the server starts count from the session's start)."""
     meta = peek_run_json(run_dir)
     if meta is None or not split:
-        return
-    meta["interleave"] = {**(meta.get("interleave") or {}), "time_split": split}
+        return split
+    design = meta.get("interleave") or {}
+    before = design.get("time_split") or {}
+    if later and before:
+        split = {
+            **{k: float(before.get(k) or 0.0) + v for k, v in split.items()},
+            "total_s": split.get("total_s", 0.0),
+            "server_starts_s": split.get("server_starts_s", 0.0),
+        }
+        phase = split.get("block_phase_s", 0.0)
+        split["other_s"] = max(0.0, split["total_s"] - split["server_starts_s"] - phase)
+    meta["interleave"] = {**design, "time_split": split}
     write_json_durably(run_dir / "run.json", meta)
+    return split
 
 
 def _mark_degraded(run_dir: Path, reasons: list[str], interrupted: bool) -> str:

@@ -40,6 +40,7 @@ from specload.protocol.target import (
     log_tail,
     reset_prefix_cache,
 )
+from specload.protocol.until_decided import UntilDecided
 from specload.recorder.run_json import peek_run_json
 from specload.recorder.rundir import remove_new_dirs, write_json_durably
 
@@ -95,6 +96,9 @@ class SweepPlan:
     #: the condition every change is read against (``core.condition.choose_baseline``;
     #: empty: chosen here among ``conditions``)
     baseline: str = ""
+    #: ``--until-decided`` (with ``interleave``): more blocks where steps are undecided
+    #: (``protocol/until_decided.py``); None: the scenario's blocks only
+    until_decided: UntilDecided | None = None
 
     def __post_init__(self) -> None:
         if self.replicates < 1:

@@ -85,10 +85,11 @@ def ci_scope(report: Report, label: str) -> str:
         )
     caveat = c.ci_caveat(label)
     if caveat:
-        return f"95 % CIs {caveat}."
+        return f"95 % CIs {caveat}{c.looks_note()}."
     return (
-        f"95 % CIs are t intervals over server starts ({c.starts_per_step(label)} "
-        f"of {label}, {c.starts_per_step(c.baseline)} of {c.baseline}, at every step)."
+        f"95 % CIs are about this config: t intervals over server starts paired by "
+        f"replicate ({c.starts_per_step(label)} of {label}, {c.starts_per_step(c.baseline)} "
+        f"of {c.baseline}, at every step){c.looks_note()}."
     )
 
 

@@ -113,7 +113,7 @@ def test_every_report_says_it_in_the_one_wording(two: Comparison) -> None:
     render_terminal(report, file=term, width=200)
     for text in (render_markdown(report), render_html(report), term.getvalue()):
         assert TOO_FEW in text
-    assert "95 % CIs are t intervals over server starts" not in render_markdown(report)
+    assert "95 % CIs are about this config" not in render_markdown(report)
     json.dumps(data)  # report.json stays serialisable
     [undecided] = [a for a in report.advice if a.kind == "undecided" and a.condition == "spec"]
     assert f"spec: no decision yet: {TOO_FEW}" in undecided.text
@@ -125,7 +125,7 @@ def test_three_starts_that_differ_get_an_interval_over_starts(tmp_path: Path) ->
     starts reaches beyond no change."""
     c = compare_runs(_starts(tmp_path, [0.7, 0.8, 0.9]), bootstrap=400)
     assert c.ci_scope("spec") == "between_starts" and c.too_few_starts("spec") == 0
-    note = "95 % CIs are t intervals over server starts (3 of spec, 3 of baseline, at every step)"
+    note = "95 % CIs are about this config: t intervals over server starts paired by replicate (3 of spec, 3 of baseline, at every step)"
     assert note in render_markdown(build_report(c))
     for r in c.ratios["spec"]["tpot_p50"]:
         assert r.ratio.lo is not None and r.ratio.hi is not None

@@ -19,7 +19,7 @@ import pytest
 from specload.analysis.run_columns import load_run
 from specload.analysis.steps import condition_steps
 from specload.core.errors import ConfigError
-from specload.protocol.interleave import cells_of, plan_blocks, split_session
+from specload.protocol.interleave import Round, cells_of, next_round, plan_blocks, split_session
 from specload.scenario import parse_scenario
 from tests.conftest import REPO
 
@@ -120,6 +120,47 @@ def test_a_session_splits_into_one_run_dir_per_condition_with_records_unchanged(
         assert counts["unrecorded"] == {"baseline": 1, "spec": 0}[label]
         assert counts["unassigned"] == 1  # the record with no condition: counted, not dropped
     assert not session.exists()
+
+
+def test_a_later_round_adds_blocks_at_its_cells_numbered_on_from_the_last() -> None:
+    """``--until-decided``'s round: only the cells it names, k and numbers continuing, so
+    its blocks pair with each other and never with a block of an earlier round."""
+    sc = _scenario(interleave={"blocks": 2, "block_warmup_s": 1})
+    first = plan_blocks(sc, ["baseline", "spec"])
+    meta = {"interleave": {"plan": [
+        {"number": b.number, "unit": b.unit, "condition": b.condition, "cell": b.cell, "k": b.k}
+        for b in first
+    ]}}  # fmt: skip
+    later = next_round(meta, {2: 3}, index=1)
+    assert later == Round(1, {2: 3}, {2: 2}, first_block=12, first_unit=6)
+    assert Round.from_json(json.loads(json.dumps(later.to_json()))) == later
+    more = plan_blocks(sc, ["baseline", "spec"], later=later)
+    assert [b.number for b in more] == list(range(12, 18))
+    assert {b.cell for b in more} == {2} and sorted({b.k for b in more}) == [2, 3, 4]
+    assert sorted({b.unit for b in more}) == [6, 7, 8]
+    for unit in (6, 7, 8):
+        assert {b.condition for b in more if b.unit == unit} == {"baseline", "spec"}
+
+
+def test_a_later_rounds_session_adds_to_the_run_dirs_of_the_earlier(tmp_path: Path) -> None:
+    dirs = {"baseline": tmp_path / "baseline", "spec": tmp_path / "spec"}
+    split_session(_session_dir(tmp_path), dirs)
+    second = _session_dir(tmp_path)  # the same files again, standing in for round 2
+    meta = json.loads((second / "run.json").read_text())
+    for b in meta["interleave"]["plan"]:
+        b["number"] += 2
+    meta["status"] = "interrupted"
+    (second / "run.json").write_text(json.dumps(meta))
+    split_session(second, dirs)
+    for label in dirs:
+        recs = (dirs[label] / "requests.jsonl").read_text().splitlines()
+        assert len(recs) == 4  # two rounds of two
+        merged = json.loads((dirs[label] / "run.json").read_text())
+        assert merged["interleave"]["rounds"] == 2
+        assert [b["number"] for b in merged["interleave"]["plan"]] == [0, 1, 2, 3]
+        assert merged["counts"]["recorded"] == 4 and merged["status"] == "interrupted"
+        assert len(json.loads((dirs[label] / "steps.json").read_text())) == 2
+        assert len((dirs[label] / "telemetry.jsonl").read_text().splitlines()) == 2
 
 
 SESSION = """\
