@@ -418,6 +418,10 @@ def crossover_table(report: Report) -> Table:
             status = too_few_starts_text(x.too_few_starts)
         elif not x.replicates_agree:
             status += " (starts disagree: undecided)"
+        elif not x.settled:
+            status += (
+                f" (not decided: undecided at {', '.join(f'{q:g}' for q in x.undecided_steps)})"
+            )
         rows.append(
             [
                 x.condition,
@@ -457,7 +461,8 @@ def crossover_table(report: Report) -> Table:
         "they agree when every step has the same effect in every start, else 'disagree at' "
         "names the loads and no boundary is claimed ('undecided'). Same steps in resamples: the "
         "share of bootstrap resamples that help at exactly the steps above (low: the helping "
-        "range is fragile). Statuses: docs/report.md.",
+        "range is fragile). A status or boundary resting on undecided steps says so ('not "
+        "decided', 'undecided'). Statuses: docs/report.md.",
     )
 
 
