@@ -10,6 +10,7 @@ a start's own CI is wide, and whether three starts agree is the data's to say.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -167,3 +168,29 @@ def test_interleaved_demo_measures_baseline_and_spec_in_blocks_on_drifting_simul
     blocks = plan_blocks(sc, [c.name for c in conds])
     # a demo: about four minutes of blocks on a quiet 2-core machine
     assert sum(b.warmup_s + b.duration_s + BLOCK_OVERHEAD_S for b in blocks) <= 300
+
+
+#: The form of a decided answer for spec, as the demo prints it when it crosses
+#: (``verdict._headline``): the gain at the lowest load, the last helping step, the stop and
+#: its CI (the tested loads that bracket it).
+DECIDED_SPEC = re.compile(
+    r"▶ spec lowers p50 TPOT by \d+ % \(CI \d+–\d+ %\) at 4 req/s, helps up to \d+ req/s "
+    r"and stops helping at ≈ [\d.]+ req/s \(CI [<>\d.]+–[<>\d.]+\)"
+)
+
+
+def test_the_readmes_first_example_is_the_decided_answer_the_demo_prints() -> None:
+    """The README's recorded demo ends in a decided answer for spec, in the form the verdict
+    writes; ``benchmarks/results/demo_decisions.json`` holds the demo's answer on ten seeds
+    (``benchmarks/demo_decisions.py``), decided on nine or more."""
+    readme = (REPO / "README.md").read_text()
+    demo = readme[readme.index("## The demo") :]
+    block = demo[demo.index("```") + 3 :]
+    block = block[: block.index("```")]
+    assert "$ make demo" in block
+    [spec] = [ln for ln in block.splitlines() if ln.startswith("▶ spec")]
+    assert DECIDED_SPEC.match(spec), spec
+    runs = json.loads((REPO / "benchmarks" / "results" / "demo_decisions.json").read_text())
+    assert len(runs) >= 10 and sum(r["decided"] for r in runs) >= 0.9 * len(runs)
+    seed0 = next(r for r in runs if r["seed"] == 0)
+    assert DECIDED_SPEC.match("▶ " + seed0["verdict"]), seed0["verdict"]

@@ -411,11 +411,16 @@ def few_units_widened(
     return _stretched(est.value, reps, c)
 
 
-def _stretched(value: float, reps: np.ndarray, c: float) -> tuple[Estimate, np.ndarray]:
-    """Replicates stretched by ``c`` around ``value`` on a log scale, and their interval."""
+def _stretched(
+    value: float, reps: np.ndarray, c: float, c_hi: float | None = None
+) -> tuple[Estimate, np.ndarray]:
+    """Replicates stretched by ``c`` around ``value`` on a log scale (those above it by
+    ``c_hi`` when given), and their interval."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log = np.log(reps / value)
+        by = c if c_hi is None else np.where(log > 0, c_hi, c)
         # a large stretch of a far replicate must stay a number: clipped at e^+-30
-        out = value * np.exp(np.clip(c * np.log(reps / value), -30.0, 30.0))
+        out = value * np.exp(np.clip(by * log, -30.0, 30.0))
     out[~np.isfinite(out)] = np.nan
     lo, hi = percentile_ci(out)
     return Estimate(value, lo, hi), out
@@ -429,8 +434,8 @@ def effect_over_starts(
 ) -> tuple[Estimate, np.ndarray] | None:
     """The interval of a condition / baseline ratio over three or more server starts of
     each, paired by replicate number: the bootstrap interval of the ratio (``reps``: over
-    starts and the requests within each, two-level), stretched on a log scale around the
-    estimate until it holds the t interval of the starts' own log ratios
+    starts and the requests within each, two-level), each side stretched on a log scale
+    around the estimate until it reaches the t interval of the starts' own log ratios
     (``cond_starts[k] / base_starts[k]``, each start's percentile; ``t9875`` quantile).
     None with fewer than ``MIN_STARTS_FOR_CI`` pairs (no interval over starts).
 
@@ -451,8 +456,9 @@ def effect_over_starts(
     lo, hi = percentile_ci(reps)
     if lo is None or hi is None or not 0 < lo < v < hi:
         return None
-    c = max(1.0, math.log(v / lo_t) / math.log(v / lo), math.log(hi_t / v) / math.log(hi / v))
-    return _stretched(v, reps, c)
+    c_lo = max(1.0, math.log(v / lo_t) / math.log(v / lo))
+    c_hi = max(1.0, math.log(hi_t / v) / math.log(hi / v))
+    return _stretched(v, reps, c_lo, c_hi)
 
 
 def look_stretch(looks: int) -> float:
