@@ -521,10 +521,10 @@ def markdown(result: dict[str, Any]) -> str:
         "Seeds per design: under each world's heading; p50 TPOT ratio spec / baseline per step; equal "
         "server time per step and condition (72 s). `coverage`: share of seeds whose CI holds "
         "the true ratio; `width`: median CI width (ratio units); `wrong`: share of seeds whose "
-        "answer by the rule is the opposite of the truth's (helps where it hurts or the reverse "
-        "of the truth's side). Crossover: share of seeds whose stop CI holds the true stop. "
-        "Two or more starts (sessions): compare's interval over starts (`stats.over_starts`: "
-        "a t interval over them, none at two), against the population's truth. One start "
+        "decided answer by the rule (helps, hurts, the same) is not the truth's. Crossover: share of seeds whose stop CI holds the true stop. "
+        "Two or more starts (sessions): compare's interval over starts (three or more: "
+        "`stats.effect_over_starts`, the starts paired by replicate; none at two), against "
+        "the population's truth. One start "
         "(session): its within-start interval (over its blocks when interleaved, over its "
         "time slices when contiguous: `steps._time_slices`), whose caveat says it is about "
         "that start only, so it is measured against that start's own truth (its steady "
@@ -566,8 +566,26 @@ def markdown(result: dict[str, Any]) -> str:
             + ".",
             "",
             _stops_line(w["designs"]),
+            "",
+            _decided_line(w["designs"]),
         ]
     return "\n".join(lines) + "\n"
+
+
+def _decided_line(designs: dict[str, Any]) -> str:
+    """How often each design decides a step (helps, hurts or the same: ``analysis.effect``),
+    over its seed-steps: the share the four answers leave undecided is the rest."""
+    parts = []
+    for name, d in designs.items():
+        effects: dict[str, int] = {}
+        for c in d["cells"]:
+            for e, k in (c.get("effects") or {}).items():
+                effects[e] = effects.get(e, 0) + k
+        total = sum(effects.values())
+        decided = sum(k for e, k in effects.items() if e in (HELPS, HURTS, SAME))
+        if total:
+            parts.append(f"{name} {decided}/{total} ({decided / total:.2f})")
+    return "Steps decided (helps, hurts or the same), seed-steps: " + "; ".join(parts) + "."
 
 
 def _stops_line(designs: dict[str, Any]) -> str:

@@ -184,7 +184,11 @@ def _next_round(s: _Session) -> Round | None:
     stamp_looks(dirs, rule.looks)
     s.looks += 1
     cells = cells_of(s.scenario)
-    look = look_at(dirs, s.plan.baseline, rule, cells, s.looks)
+    try:
+        look = look_at(dirs, s.plan.baseline, rule, cells, s.looks)
+    except ConfigError as exc:  # e.g. a condition without a complete step: said, then stop
+        s.say(f"[until-decided] stopped: the runs cannot be compared yet ({exc})")
+        return None
     s.say(look.line(rule.looks))
     spent = time.monotonic() - s.started
     if not look.undecided:
