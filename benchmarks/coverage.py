@@ -49,7 +49,7 @@ import time
 import zlib
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
@@ -66,6 +66,8 @@ from specload.cli.demo import SPEC_CONFIGS
 from specload.core.condition import parse_condition
 from specload.core.records import RequestRecord
 from specload.protocol.interleave import Cell, plan_blocks
+from specload.protocol.until_decided import LOOKS as UNTIL_LOOKS
+from specload.protocol.until_decided import Look, plan_round
 from specload.scenario import parse_scenario
 from specload.sim.engine import EngineConfig
 from specload.sim.host import HostDraw, JitterParams, draw_host
@@ -82,7 +84,7 @@ CELLS = (Cell(0.0, 1), Cell(4.0), Cell(8.0), Cell(12.0), Cell(16.0))
 INPUT_TOKENS, OUTPUT_TOKENS = 512, 128
 WARMUP_S, STEP_S = 12.0, 60.0  # contiguous: 72 s per step and condition
 BLOCKS, BLOCK_WARMUP_S, BLOCK_GAP_S = 6, 2.0, 3.0  # interleaved: 6 x (2 + 10) = 72 s
-KINDS = ("contiguous", "interleaved")
+KINDS = ("contiguous", "interleaved", "until")
 CONTIGUOUS_STARTS = (1, 2, 3, 5)
 INTERLEAVED_SESSIONS = (1, 2, 3)
 TRUTH_STARTS, TRUTH_S = 40, 150.0
@@ -120,11 +122,15 @@ class World:
 
 #: The worlds and the designs measured in each: (kind, starts or sessions pooled).
 WORLDS = {
-    "regime": (World("regime", True, False), [("contiguous", 1), ("interleaved", 1)]),
+    "regime": (
+        World("regime", True, False),
+        [("contiguous", 1), ("interleaved", 1), ("until", 1)],
+    ),
     "regime+starts": (
         World("regime+starts", True, True),
         [("contiguous", k) for k in CONTIGUOUS_STARTS]
-        + [("interleaved", k) for k in INTERLEAVED_SESSIONS],
+        + [("interleaved", k) for k in INTERLEAVED_SESSIONS]
+        + [("until", 1)],
     ),
     "starts": (
         World("starts", False, True),
@@ -184,7 +190,13 @@ def _records(
     return out
 
 
-def _write_run(path: Path, label: str, records: list[dict[str, Any]], replicate: int) -> Path:
+def _write_run(
+    path: Path,
+    label: str,
+    records: list[dict[str, Any]],
+    replicate: int,
+    interleave: dict[str, Any] | None = None,
+) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     with (path / "requests.jsonl").open("w") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in records)
@@ -194,7 +206,7 @@ def _write_run(path: Path, label: str, records: list[dict[str, Any]], replicate:
         | {"speculative": SPEC if label == "spec" else None},
         "target": {"url": "virtual", "model": "llama-8b", "server_version": "0.26.0"},
         "scenario": {"name": "coverage"}, "status": "completed",
-    }  # fmt: skip
+    } | ({"interleave": interleave} if interleave else {})  # fmt: skip
     (path / "run.json").write_text(json.dumps(meta))
     return path
 
@@ -214,9 +226,8 @@ def contiguous_start(world: World, start: int, out: Path) -> dict[str, Path]:
     return dirs
 
 
-def interleaved_session(world: World, session: int, out: Path) -> dict[str, Path]:
-    """Both servers up at once; the blocks of ``plan_blocks`` in order on one session clock."""
-    sc = parse_scenario(
+def _session_scenario(session: int) -> Any:
+    return parse_scenario(
         {
             "steps": [c.step_entry() for c in CELLS],
             "step_duration_s": STEP_S,
@@ -225,10 +236,14 @@ def interleaved_session(world: World, session: int, out: Path) -> dict[str, Path
         },
         file="coverage",
     )
-    cells = [Cell(0.0, c) for c in sc.concurrency_steps] + [Cell(q) for q in sc.steps]
-    recs: dict[str, list[dict[str, Any]]] = {label: [] for label in LABELS}
-    t = 0.0
-    for b in plan_blocks(sc, list(LABELS)):
+
+
+def _run_blocks(
+    world: World, session: int, blocks: Sequence[Any], cells: list[Cell], t: float,
+    recs: dict[str, list[dict[str, Any]]],
+) -> float:  # fmt: skip
+    """Each block on the session clock from ``t``; its records added; the clock after."""
+    for b in blocks:
         run = _window(world, b.condition, 1000 + session, cells[b.cell], t, b.warmup_s,
                       b.duration_s)  # fmt: skip
         recs[b.condition] += _records(
@@ -236,10 +251,76 @@ def interleaved_session(world: World, session: int, out: Path) -> dict[str, Path
             step_s=b.duration_s, tag=f"{b.condition}-{session}-{b.number}",
         )  # fmt: skip
         t = max(t + b.warmup_s + b.duration_s, run.end_s) + BLOCK_GAP_S
+    return t
+
+
+def interleaved_session(world: World, session: int, out: Path) -> dict[str, Path]:
+    """Both servers up at once; the blocks of ``plan_blocks`` in order on one session clock."""
+    sc = _session_scenario(session)
+    cells = [Cell(0.0, c) for c in sc.concurrency_steps] + [Cell(q) for q in sc.steps]
+    recs: dict[str, list[dict[str, Any]]] = {label: [] for label in LABELS}
+    _run_blocks(world, session, plan_blocks(sc, list(LABELS)), cells, 0.0, recs)
     return {
         label: _write_run(out / f"i-{label}-r{session}", label, recs[label], session)
         for label in LABELS
     }
+
+
+#: ``--until-decided``'s budget in the benchmark: three times the session's own server time
+UNTIL_BUDGET_FACTOR = 3.0
+
+
+def until_session(world: World, session: int, out: Path) -> dict[str, Path]:
+    """``sweep --interleave --until-decided`` on the session clock: the session's blocks,
+    then looks and rounds as ``protocol.until_decided`` plans them (the product's own
+    ``plan_round``), every interval widened for its looks; the server time it used and the
+    looks it took go into ``UNTIL_USE`` for the report."""
+    sc = _session_scenario(session)
+    cells = [Cell(0.0, c) for c in sc.concurrency_steps] + [Cell(q) for q in sc.steps]
+    recs: dict[str, list[dict[str, Any]]] = {label: [] for label in LABELS}
+    blocks = plan_blocks(sc, list(LABELS))
+    plan: list[dict[str, Any]] = []
+    t, looks, budget = 0.0, 0, 0.0
+    block_s = STEP_S / BLOCKS
+    while True:
+        t = _run_blocks(world, session, blocks, cells, t, recs)
+        budget = budget or UNTIL_BUDGET_FACTOR * t
+        plan += [asdict(b) for b in blocks]
+        looks += 1
+        design = {"looks": UNTIL_LOOKS, "plan": plan, "rounds": looks}
+        dirs = {
+            label: _write_run(out / f"u-{label}-r{session}", label, recs[label], session, design)
+            for label in LABELS
+        }
+        if looks >= UNTIL_LOOKS:
+            break
+        look = _look(dirs, cells, looks)
+        if not look.undecided:
+            break
+        later = plan_round(look, cells, {"interleave": design}, len(LABELS), block_s,
+                           BLOCK_WARMUP_S + block_s + BLOCK_GAP_S, budget - t)  # fmt: skip
+        if later is None:
+            break
+        blocks = plan_blocks(sc, list(LABELS), later=later)
+    UNTIL_USE[session] = {"server_s": t, "looks": looks, "session_s": budget / UNTIL_BUDGET_FACTOR}
+    return dirs
+
+
+#: server time and looks of each ``until_session`` in this process, by session
+UNTIL_USE: dict[int, dict[str, float]] = {}
+
+
+def _look(dirs: dict[str, Path], cells: list[Cell], index: int) -> Look:
+    """A look as ``protocol.until_decided.look_at`` takes it, from compare's own steps."""
+    runs = {label: load_runs([dirs[label]]) for label in LABELS}
+    steps = {label: condition_steps(label, runs[label], b=BOOTSTRAP, seed=0) for label in LABELS}
+    rows, _ = step_ratios(steps["spec"], steps["baseline"], MIN_GAIN)
+    look = Look(index)
+    for cell, row in zip(cells, rows[METRIC], strict=True):
+        look.effects[cell] = row.effect
+        if row.effect == UNDECIDED:
+            look.to_decide_s[cell] = row.to_decide_s
+    return look
 
 
 def _tpot(run: VirtualRun, warmup_s: float, step_s: float) -> list[float]:
@@ -385,8 +466,11 @@ def one_seed(args: tuple[int, str, dict[str, Any], tuple[str, ...]]) -> dict[str
     out: dict[str, Any] = {}
     with TemporaryDirectory() as tmp:
         base = Path(tmp)
-        made: dict[str, list[dict[str, Path]]] = {"contiguous": [], "interleaved": []}
-        make = {"contiguous": contiguous_start, "interleaved": interleaved_session}
+        made: dict[str, list[dict[str, Path]]] = {"contiguous": [], "interleaved": [], "until": []}
+        make = {
+            "contiguous": contiguous_start, "interleaved": interleaved_session,
+            "until": until_session,
+        }  # fmt: skip
         for kind, k in designs:
             while len(made[kind]) < k:
                 made[kind].append(make[kind](world, 100 * seed + len(made[kind]) + 1, base))
@@ -395,6 +479,8 @@ def one_seed(args: tuple[int, str, dict[str, Any], tuple[str, ...]]) -> dict[str
                 own, pop = evaluate(made[kind][:1], {"ratios": ratios, "stop": _true_stop(ratios)},
                                     true)  # fmt: skip
                 out[f"{kind}-{k}"] = own | {"population": pop}
+                if kind == "until":
+                    out[f"{kind}-{k}"] |= UNTIL_USE.get(100 * seed + 1, {})
             else:
                 out[f"{kind}-{k}"] = evaluate(made[kind][:k], true)[0]
     return out
@@ -403,7 +489,7 @@ def one_seed(args: tuple[int, str, dict[str, Any], tuple[str, ...]]) -> dict[str
 def _start_of(kind: str, n: int) -> int:
     """The host draw's start seed of start (session) ``n`` of a design: an interleaved
     session's servers both run on start ``1000 + n`` (``interleaved_session``)."""
-    return 1000 + n if kind == "interleaved" else n
+    return 1000 + n if kind in ("interleaved", "until") else n
 
 
 def summarise(per_seed: list[dict[str, Any]], true: dict[str, Any]) -> dict[str, Any]:
@@ -437,7 +523,17 @@ def summarise(per_seed: list[dict[str, Any]], true: dict[str, Any]) -> dict[str,
             } | ({"population_coverage": float(np.mean([g["covered"] for g in pop]))}
                  if pop else {}))  # fmt: skip
         stops = [r["stop"] for r in rows if r["stop"] is not None]
+        use = [r for r in rows if "server_s" in r]
         designs[name] = {
+            **(
+                {
+                    "server_s": float(np.mean([r["server_s"] for r in use])),
+                    "session_s": float(np.mean([r["session_s"] for r in use])),
+                    "looks": {str(k): sum(r["looks"] == k for r in use) for k in range(1, 5)},
+                }
+                if use
+                else {}
+            ),
             "seeds": len(rows),
             "cells": cells,
             "stop_coverage": float(np.mean(stops)) if stops else None,
@@ -568,8 +664,26 @@ def markdown(result: dict[str, Any]) -> str:
             _stops_line(w["designs"]),
             "",
             _decided_line(w["designs"]),
+            *_until_lines(w["designs"]),
         ]
     return "\n".join(lines) + "\n"
+
+
+def _until_lines(designs: dict[str, Any]) -> list[str]:
+    """``--until-decided``: the server time it used against the session's alone, and how
+    many looks it took (its intervals are widened for ``UNTIL_LOOKS`` looks)."""
+    out = []
+    for name, d in designs.items():
+        if "server_s" not in d:
+            continue
+        looks = ", ".join(f"{k}: {n}" for k, n in d["looks"].items())
+        out += [
+            "",
+            f"{name}: server time {d['server_s']:.0f} s per seed on average, the session "
+            f"alone {d['session_s']:.0f} s (budget {UNTIL_BUDGET_FACTOR:g}x); seeds by looks "
+            f"taken: {looks}; every interval widened for {UNTIL_LOOKS} looks.",
+        ]
+    return out
 
 
 def _decided_line(designs: dict[str, Any]) -> str:
