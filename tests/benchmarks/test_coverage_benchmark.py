@@ -36,7 +36,10 @@ def test_short_coverage_run_compares_designs_against_a_truth(monkeypatch, tmp_pa
     assert len(world["truth"]["ratios"]) == 2
     assert all(0.5 < r < 2.0 for r in world["truth"]["ratios"])
     designs = world["designs"]
-    assert set(designs) == {"contiguous-1", "interleaved-1"}
+    assert set(designs) == {"contiguous-1", "interleaved-1", "until-1"}
+    # --until-decided: at least the session's server time, at most its budget and a round
+    until = designs["until-1"]
+    assert until["session_s"] <= until["server_s"] and sum(until["looks"].values()) == 1
     for i in range(2):
         contiguous = designs["contiguous-1"]["cells"][i]
         interleaved = designs["interleaved-1"]["cells"][i]
@@ -52,6 +55,7 @@ def test_short_coverage_run_compares_designs_against_a_truth(monkeypatch, tmp_pa
     text = cov.markdown(result)
     assert "| interleaved-1 |" in text and "Truth (2 starts x 60 s)" in text
     assert "· new start" in text and "Stop CIs" in text
+    assert "until-1: server time" in text and "Steps decided" in text
 
 
 def test_two_starts_pooled_print_no_ci_and_claim_nothing() -> None:
