@@ -186,6 +186,9 @@ def test_the_readmes_first_example_is_the_decided_answer_the_demo_prints() -> No
     writes; ``benchmarks/results/demo_decisions.json`` holds the demo's answer on ten seeds
     (``benchmarks/demo_decisions.py``), decided on nine or more."""
     readme = (REPO / "README.md").read_text()
+    first = readme[readme.index("\n> spec ") + 1 :]
+    quote = " ".join(ln[2:] for ln in first[: first.index("\n\n")].splitlines())
+    assert DECIDED_SPEC.match("▶ " + quote), quote  # the very first example, at the top
     demo = readme[readme.index("## The demo") :]
     block = demo[demo.index("```") + 3 :]
     block = block[: block.index("```")]
