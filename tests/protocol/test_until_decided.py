@@ -125,7 +125,13 @@ def test_a_budget_too_short_leaves_the_step_undecided_with_the_time_to_decide_it
     sim = (
         f"{sys.executable} -m specload sim --host 127.0.0.1 --port {{port}} --profile h200-llama8b"
     )
-    spec = '--speculative-config {"method":"ngram","num_speculative_tokens":4}'
+    # a draft model whose step flips between a fast and a slow regime (the calibrated H200
+    # one): two 2-s blocks per condition cannot decide it (an n-gram drafter on synthetic
+    # prompts drafts nothing, and two blocks of it read the same as the baseline)
+    spec = (
+        '--speculative-config {"method":"draft_model","model":"llama-3.2-1b",'
+        '"num_speculative_tokens":4} --spec-regime calibrated'
+    )
     res = subprocess.run(
         [sys.executable, "-m", "specload", "sweep", "--interleave", "--until-decided",
          "--budget-s", "1", "--scenario", "s.yaml", "--out", "out", "--server-cmd", sim,
