@@ -116,14 +116,22 @@ class Round:
         )
 
 
+def blocks_per_cell(meta: dict[str, Any]) -> dict[int, int]:
+    """Blocks of one condition per cell (by cell index) in a condition's run.json plan: the
+    next ``k`` of each cell, every round so far counted."""
+    plan = (meta.get("interleave") or {}).get("plan") or []
+    first = str(plan[0]["condition"]) if plan else ""
+    out: dict[int, int] = {}
+    for b in plan:
+        if b["condition"] == first:
+            out[int(b["cell"])] = max(out.get(int(b["cell"]), 0), int(b["k"]) + 1)
+    return out
+
+
 def next_round(meta: dict[str, Any], blocks: dict[int, int], index: int) -> Round:
     """The round after those in a condition's run.json (its ``interleave.plan``)."""
     plan = (meta.get("interleave") or {}).get("plan") or []
-    first = str(plan[0]["condition"]) if plan else ""
-    k_from: dict[int, int] = {}
-    for b in plan:
-        if b["condition"] == first:
-            k_from[int(b["cell"])] = max(k_from.get(int(b["cell"]), 0), int(b["k"]) + 1)
+    k_from = blocks_per_cell(meta)
     return Round(
         index=index,
         blocks=blocks,

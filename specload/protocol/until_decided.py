@@ -27,7 +27,7 @@ from typing import Any
 from specload.analysis.effect import HELPS, HURTS, SAME, UNDECIDED
 from specload.analysis.stats import look_stretch
 from specload.analysis.wording import time_text, to_decide_text
-from specload.protocol.interleave import Cell, Round, next_round
+from specload.protocol.interleave import Cell, Round, blocks_per_cell, next_round
 from specload.recorder.run_json import peek_run_json
 from specload.recorder.rundir import write_json_durably
 
@@ -162,7 +162,7 @@ def plan_round(
     measures ``conditions * block_s`` seconds; no time known: as many as a cell had), the
     cell that needs least first, while ``budget_left_s`` lasts at ``per_block_s`` wall
     seconds a block. None when no cell gets ``MIN_UNITS``."""
-    had = _units_per_cell(meta)
+    had = blocks_per_cell(meta)
     need: list[tuple[float, int, int]] = []
     for cell in look.undecided:
         i = cells.index(cell)
@@ -182,16 +182,6 @@ def plan_round(
         return None
     index = int((meta.get("interleave") or {}).get("rounds") or 1)
     return next_round(meta, blocks, index)
-
-
-def _units_per_cell(meta: dict[str, Any]) -> dict[int, int]:
-    plan = (meta.get("interleave") or {}).get("plan") or []
-    first = str(plan[0]["condition"]) if plan else ""
-    out: dict[int, int] = {}
-    for b in plan:
-        if b["condition"] == first:
-            out[int(b["cell"])] = out.get(int(b["cell"]), 0) + 1
-    return out
 
 
 def round_line(r: Round, cells: list[Cell], est_s: float, spent_s: float, budget_s: float) -> str:

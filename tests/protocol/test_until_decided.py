@@ -88,23 +88,30 @@ interleave: {blocks: 2, block_warmup_s: 0.5}
 """
 
 
-@pytest.mark.slow
-def test_identical_servers_end_the_same_and_the_report_says_the_intervals_were_widened(
-    tmp_path: Path,
-) -> None:
+def _sweep(tmp_path: Path, budget_s: float, condition: str) -> str:
+    """``sweep --interleave --until-decided`` of the baseline and ``condition`` on two
+    simulators; its output (exit 0 asserted)."""
     (tmp_path / "s.yaml").write_text(SCENARIO)
     sim = (
         f"{sys.executable} -m specload sim --host 127.0.0.1 --port {{port}} --profile h200-llama8b"
     )
     res = subprocess.run(
         [sys.executable, "-m", "specload", "sweep", "--interleave", "--until-decided",
-         "--budget-s", "90", "--scenario", "s.yaml", "--out", "out", "--server-cmd", sim,
-         "--condition", "baseline=", "--condition", "twin="],  # fmt: skip
+         "--budget-s", str(budget_s), "--scenario", "s.yaml", "--out", "out",
+         "--server-cmd", sim, "--condition", "baseline=", "--condition", condition],  # fmt: skip
         cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False,
         start_new_session=True,
     )  # fmt: skip
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-3000:]
+    return out
+
+
+@pytest.mark.slow
+def test_identical_servers_end_the_same_and_the_report_says_the_intervals_were_widened(
+    tmp_path: Path,
+) -> None:
+    out = _sweep(tmp_path, 90, "twin=")
     looks = [ln for ln in out.splitlines() if ln.startswith("[until-decided] look")]
     assert looks and "1 of 1 steps decided (the same at 4 req/s)" in looks[-1], out[-3000:]
     assert "[until-decided] every step decided" in out
@@ -121,10 +128,6 @@ def test_identical_servers_end_the_same_and_the_report_says_the_intervals_were_w
 def test_a_budget_too_short_leaves_the_step_undecided_with_the_time_to_decide_it(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "s.yaml").write_text(SCENARIO)
-    sim = (
-        f"{sys.executable} -m specload sim --host 127.0.0.1 --port {{port}} --profile h200-llama8b"
-    )
     # a draft model whose step flips between a fast and a slow regime (the calibrated H200
     # one): two 2-s blocks per condition cannot decide it (an n-gram drafter on synthetic
     # prompts drafts nothing, and two blocks of it read the same as the baseline)
@@ -132,15 +135,7 @@ def test_a_budget_too_short_leaves_the_step_undecided_with_the_time_to_decide_it
         '--speculative-config {"method":"draft_model","model":"llama-3.2-1b",'
         '"num_speculative_tokens":4} --spec-regime calibrated'
     )
-    res = subprocess.run(
-        [sys.executable, "-m", "specload", "sweep", "--interleave", "--until-decided",
-         "--budget-s", "1", "--scenario", "s.yaml", "--out", "out", "--server-cmd", sim,
-         "--condition", "baseline=", "--condition", f"spec={spec}"],  # fmt: skip
-        cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False,
-        start_new_session=True,
-    )  # fmt: skip
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out[-3000:]
+    out = _sweep(tmp_path, 1, f"spec={spec}")
     assert "[until-decided] stopped: no more blocks fit the budget" in out, out[-3000:]
     report = json.loads((tmp_path / "out" / "report" / "report.json").read_text())
     [row] = report["ratios"]["spec"]["tpot_p50"]
