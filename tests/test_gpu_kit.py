@@ -4,6 +4,7 @@ tests/vllm/test_gpu_kit_dry_run.py)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -36,7 +37,8 @@ def _run_kit(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 def test_help_lists_the_knobs_and_a_wrong_argument_is_refused() -> None:
     helped = _run_kit("--help")
     assert helped.returncode == 0
-    for knob in ("--dry-run", "REPLICATES", "TARGET", "SPEC_CONFIG", "SITE", "BENCH_S"):
+    for knob in ("--dry-run", "REPLICATES", "TARGET", "SPEC_CONFIG", "SITE", "BENCH_S",
+                 "UNTIL_DECIDED"):  # fmt: skip
         assert knob in helped.stdout
     wrong = _run_kit("--gpu")
     assert wrong.returncode == 2 and "usage: bash benchmarks/gpu/run.sh" in wrong.stderr
@@ -59,6 +61,18 @@ def test_reference_request_counts_are_the_calibrations() -> None:
     )
     for row in data["rows"]:
         assert kit.num_prompts(row["rate_rps"], 20, 32) == row["completed"] + row["failed"], row
+
+
+def test_until_decided_hands_the_sweep_its_budget_and_lets_it_compare() -> None:
+    """UNTIL_DECIDED=S: the sweep runs --until-decided --budget-s S, and compares itself (it
+    must: each look is a comparison); without it the sweep leaves comparing to run.sh."""
+    base = {"spec_declared": "{}", "specload": "specload", "scenario": "s.yaml", "out": "o"}
+    urls = {"baseline": "http://b", "spec": "http://s"}
+    until = kit.interleaved_sweep_argv(argparse.Namespace(**base, until_decided=600.0), urls)
+    assert until[-3:] == ["--until-decided", "--budget-s", "600"]
+    assert "--no-compare" not in until
+    plain = kit.interleaved_sweep_argv(argparse.Namespace(**base, until_decided=0.0), urls)
+    assert plain[-1] == "--no-compare" and "--until-decided" not in plain
 
 
 def _group_gone(pgid: int) -> bool:

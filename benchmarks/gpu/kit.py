@@ -356,7 +356,10 @@ def interleaved_sweep_argv(a: argparse.Namespace, urls: dict[str, str]) -> list[
     for cond in CONDITIONS:
         flags = f"--speculative-config {shlex.quote(declared[cond])} --no-enable-prefix-caching"
         argv += ["--url", f"{cond}={urls[cond]}", "--condition", f"{cond}={flags}"]
-    return [*argv, "--scenario", a.scenario, "--out", str(Path(a.out) / "sweep"), "--no-compare"]
+    argv += ["--scenario", a.scenario, "--out", str(Path(a.out) / "sweep")]
+    if a.until_decided:  # it compares after each look; run.sh compares once more at the end
+        return [*argv, "--until-decided", "--budget-s", f"{a.until_decided:g}"]
+    return [*argv, "--no-compare"]
 
 
 def _run_child(argv: list[str]) -> int:
@@ -428,6 +431,10 @@ def main() -> int:
         "interleaved", help="both servers up at once, one specload sweep --interleave, stop"
     )
     _common_args(il)
+    il.add_argument(
+        "--until-decided", type=float, default=0.0, metavar="SECONDS",
+        help="sweep --until-decided with this --budget-s (0: the scenario's blocks only)",
+    )  # fmt: skip
     st = sub.add_parser("starts", help="every server start: serve, warm up, sweep, bench, stop")
     _common_args(st)
     st.add_argument("--replicates", type=int, default=2)

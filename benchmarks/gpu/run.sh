@@ -63,6 +63,10 @@
 #   STEPS, STEP_S, WARMUP_S   override the scenario's steps (space-separated rates, or a YAML
 #                list body with commas: '{concurrency: 1}, 8') and step times (--dry-run
 #                defaults: the scenario's steps, 3 s and 1 s; interleaved 2 s)
+#   UNTIL_DECIDED  MODE=interleaved: seconds; the sweep runs --until-decided --budget-s
+#                UNTIL_DECIDED (after the scenario's blocks, more block pairs where a step is
+#                undecided, until every step is decided or the budget, counted from the
+#                sweep's start, is spent); empty (default): the scenario's blocks only
 #   BLOCKS, BLOCK_WARMUP_S, ORDER_SEED   MODE=interleaved: override the scenario's blocks per
 #                cell, warm-up per block and the seed of the block order (a second session with
 #                its own ORDER_SEED checks that the answer does not depend on the order)
@@ -237,7 +241,7 @@ KIT_ARGS=(--baseline-cmd "$(server_cmd baseline)" --spec-cmd "$(server_cmd spec)
   --vllm "$VLLM" --rates "$BENCH_RATES" --tokenizer "$TOKENIZER" --seconds "$BENCH_S"
   --min-prompts "$MIN_PROMPTS")
 if [ "$MODE" = interleaved ]; then
-  "$PY" "$KIT/kit.py" interleaved "${KIT_ARGS[@]}" || FAILED=1
+  "$PY" "$KIT/kit.py" interleaved "${KIT_ARGS[@]}" --until-decided "${UNTIL_DECIDED:-0}" || FAILED=1
 else
   "$PY" "$KIT/kit.py" starts "${KIT_ARGS[@]}" --replicates "$REPLICATES" || FAILED=1
 fi
