@@ -5,7 +5,7 @@ On the calibrated simulator profile (``h200-llama8b``: vLLM 0.26 on one H200, Ll
 (``specload.sim.virtual``: the engine model the simulator serves, no sockets), each server
 start becomes a real run directory; the p50 TPOT crossover (where speculation stops helping)
 and its 95 % CI come from ``specload compare``'s own analysis (``compare_runs``,
-``refine.current_bounds``: the two-level bootstrap over run dirs of ``analysis/steps.py`` and
+``refine.current_bounds``: the two-level bootstrap over run dirs of ``analysis/statistics/steps.py`` and
 ``stats.py``), the search's passes from ``specload/protocol/refine.py`` itself (``run_refinement``
 with a virtual ``run_pass``).
 
@@ -44,7 +44,7 @@ The two strategies, on the same terms:
   noise in the realised rate, which moves a run's p50 TPOT by ~1 %; the same steady
   state), the same arrival seeds at every rate. Ladder steps far from the threshold take a
   rough value (4 hosts, 4 baseline runs, 60 s), enough for their side of it. **Ladder
-  truth**: the crossover ``analysis/crossover.py``'s ``find_crossover`` puts on the true
+  truth**: the crossover ``analysis/decisions/crossover.py``'s ``find_crossover`` puts on the true
   ratios at the ladder's steps (what the fixed ladder's CI estimates). **Continuous
   truth**: the load where the true gain crosses ``min_gain`` (5 %), by bisection on true
   ratios at arbitrary rates between the two ladder steps around it (what refine's CI, whose
@@ -97,9 +97,9 @@ import yaml
 
 import specload.sim.virtual as virtual
 from specload.analysis.compare import compare_runs
-from specload.analysis.crossover import find_crossover
-from specload.analysis.effect import classify
-from specload.analysis.stats import MIN_STARTS_FOR_CI, Estimate
+from specload.analysis.decisions.crossover import find_crossover
+from specload.analysis.statistics.effect import classify
+from specload.analysis.statistics.stats import MIN_STARTS_FOR_CI, Estimate
 from specload.cli.demo import SPEC_CONFIGS
 from specload.core.condition import parse_condition
 from specload.core.records import RequestRecord

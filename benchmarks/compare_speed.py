@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from analysis.synth_rundir import SPEC, Cond, linear_gain, write_run
 
 from specload.analysis import compare as compare_mod
-from specload.analysis.stats import bootstrap_quantile, hierarchical_bootstrap_quantile
+from specload.analysis.statistics.stats import bootstrap_quantile, hierarchical_bootstrap_quantile
 from specload.report import write_reports
 
 QPS = (2.0, 4.0, 8.0, 16.0, 32.0)

@@ -56,12 +56,12 @@ from typing import Any
 
 import numpy as np
 
-from specload.analysis.crossover import find_crossover
-from specload.analysis.effect import HELPS, HURTS, SAME, UNDECIDED, classify
-from specload.analysis.ratios import step_ratios
-from specload.analysis.run_columns import load_runs
-from specload.analysis.stats import MIN_STARTS_FOR_CI, Estimate
-from specload.analysis.steps import condition_steps
+from specload.analysis.decisions.crossover import find_crossover
+from specload.analysis.inputs.run_columns import load_runs
+from specload.analysis.statistics.effect import HELPS, HURTS, SAME, UNDECIDED, classify
+from specload.analysis.statistics.ratios import step_ratios
+from specload.analysis.statistics.stats import MIN_STARTS_FOR_CI, Estimate
+from specload.analysis.statistics.steps import condition_steps
 from specload.cli.demo import SPEC_CONFIGS
 from specload.core.condition import parse_condition
 from specload.core.records import RequestRecord

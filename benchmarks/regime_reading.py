@@ -10,7 +10,7 @@ For each seed, one interleaved session of a scenario runs on the virtual clock (
 up at once, the blocks of ``plan_blocks`` in order, each block's window simulated from the
 session second it starts at): the spec server with the regime (regime seed = the seed), the
 baseline without. Records keep their chunk gaps (``itl_s``) and steps.json the blocks'
-measured windows, so ``analysis/regimes.py`` reads them as it reads a real run. The truth per
+measured windows, so ``analysis/diagnostics/regimes.py`` reads them as it reads a real run. The truth per
 step: the share of the spec blocks' measured seconds that the regime spent mostly (> half)
 slow. Reported per scenario and step: how often the step is flagged bimodal, the median
 reading and truth, the reading's error (median and 90th percentile of |reading - truth|), and
@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from specload.analysis.regimes import find_regimes, step_label
-from specload.analysis.run_columns import load_runs
+from specload.analysis.diagnostics.regimes import find_regimes, step_label
+from specload.analysis.inputs.run_columns import load_runs
 from specload.cli.demo import SPEC_CONFIGS
 from specload.core.condition import parse_condition
 from specload.core.records import RequestRecord

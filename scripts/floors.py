@@ -37,6 +37,18 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 )
 FLOOR = {pkg: i for i, floor in enumerate(FLOORS) for pkg in floor}
 
+#: ``analysis/``'s rooms (its sub-packages and its top-level modules), lowest first, under
+#: the same rule: a room imports only rooms on floors below its own.
+ROOMS: tuple[tuple[str, ...], ...] = (
+    ("wording", "inputs"),
+    ("statistics", "diagnostics"),
+    ("decisions",),
+    ("schedules",),
+    ("comparison",),
+    ("compare",),
+)
+ROOM = {room: i for i, floor in enumerate(ROOMS) for room in floor}
+
 
 def imported_modules(path: Path) -> set[str]:
     """Every absolute import of ``path``, wherever it is (a function body, TYPE_CHECKING)."""
@@ -64,20 +76,50 @@ def package_edges() -> dict[str, set[str]]:
     return edges
 
 
-def violations(edges: dict[str, set[str]]) -> list[str]:
-    """Each import of a package on the same floor or one above."""
+def room_edges() -> dict[str, set[str]]:
+    """``analysis/``'s rooms -> the other rooms their modules import."""
+    base = PKG / "analysis"
+    edges: dict[str, set[str]] = {}
+    for path in base.rglob("*.py"):
+        rel = path.relative_to(base).parts
+        if rel == ("__init__.py",):
+            continue
+        room = rel[0] if len(rel) > 1 else path.stem
+        deps = edges.setdefault(room, set())
+        for name in imported_modules(path):
+            parts = name.split(".")
+            if parts[:2] == ["specload", "analysis"] and len(parts) > 2 and parts[2] != room:
+                deps.add(parts[2])
+    return edges
+
+
+def violations(
+    edges: dict[str, set[str]], floor: dict[str, int] = FLOOR, what: str = "floor"
+) -> list[str]:
+    """Each import of a package (or room) on the same floor or one above."""
+    top = max(floor.values()) + 1
     return sorted(
-        f"{pkg} (floor {FLOOR[pkg]}) imports {dep} (floor {FLOOR.get(dep, '?')})"
+        f"{pkg} ({what} {floor[pkg]}) imports {dep} ({what} {floor.get(dep, '?')})"
         for pkg, deps in edges.items()
-        if pkg in FLOOR
+        if pkg in floor
         for dep in deps
-        if FLOOR.get(dep, len(FLOORS)) >= FLOOR[pkg]
+        if floor.get(dep, top) >= floor[pkg]
     )
 
 
+def room_violations(edges: dict[str, set[str]] | None = None) -> list[str]:
+    return violations(room_edges() if edges is None else edges, ROOM, "room floor")
+
+
+def _room_path(room: str) -> str:
+    """A room's path under ``specload/``: ``analysis/statistics/`` or ``analysis/compare.py``."""
+    return f"analysis/{room}/" if (PKG / "analysis" / room).is_dir() else f"analysis/{room}.py"
+
+
 def summary(pkg: str) -> str:
-    """The first sentence of the package's docstring."""
-    doc = ast.get_docstring(ast.parse((PKG / pkg / "__init__.py").read_text())) or ""
+    """The first sentence of the package's (or module's) docstring."""
+    path = PKG / pkg / "__init__.py" if not pkg.endswith(".py") else PKG / pkg
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
     para = " ".join(doc.split("\n\n")[0].split())
     end = para.find(". ")
     return (para if end < 0 else para[: end + 1]).replace("``", "`")
@@ -93,9 +135,20 @@ def diagram() -> str:
             label = f"{i}" if j == 0 else ""
             lines.append(f"{label:>2} {pkg:<9} -> {deps or '(nothing of specload)'}")
     lines.append("```")
+    lines += ["", "`analysis/` has rooms of its own, on floors by the same rule:", "", "```"]
+    rooms = room_edges()
+    for i in reversed(range(len(ROOMS))):
+        for j, room in enumerate(ROOMS[i]):
+            deps = " ".join(sorted(rooms.get(room, set()), key=lambda d: (-ROOM[d], d)))
+            label = f"{i}" if j == 0 else ""
+            lines.append(f"{label:>2} {room:<11} -> {deps or '(nothing of analysis)'}")
+    lines.append("```")
+    lines += ["", "| room | what it is |", "| --- | --- |"]
+    for i in reversed(range(len(ROOMS))):
+        lines += [f"| `{_room_path(r)}` | {summary(_room_path(r))} |" for r in ROOMS[i]]
     lines += ["", "| package | what it is |", "| --- | --- |"]
     for i in reversed(range(len(FLOORS))):
-        lines += [f"| `{pkg}/` | {summary(pkg)} |" for pkg in FLOORS[i]]
+        lines += [f"| `{pkg}/` | {summary(pkg + '/')} |" for pkg in FLOORS[i]]
     return "\n".join(lines)
 
 
@@ -120,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     else:
         print(diagram())
-    bad = violations(package_edges())
+    bad = violations(package_edges()) + room_violations()
     for line in bad:
         print(f"layering: {line}", file=sys.stderr)
     return 1 if bad else 0

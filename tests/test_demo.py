@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specload.analysis.crossover import fmt_qps
-from specload.analysis.stats import MIN_STARTS_FOR_CI
+from specload.analysis.decisions.crossover import fmt_qps
+from specload.analysis.statistics.stats import MIN_STARTS_FOR_CI
 from specload.cli.demo import DEMO_REPLICATES, SPEC_CONFIGS, demo_conditions
 from specload.scenario import load_scenario
 from tests.conftest import REPO

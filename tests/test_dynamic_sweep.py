@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from specload.analysis.vllm_schedule_rules import SCHEDULE_KEY, check_schedule
+from specload.analysis.schedules.vllm_schedule_rules import SCHEDULE_KEY, check_schedule
 from specload.core.condition import parse_condition
 from specload.core.procgroup import group_alive
 from tests.conftest import REPO

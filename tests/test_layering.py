@@ -77,6 +77,19 @@ def test_every_package_imports_only_floors_below_its_own() -> None:
     assert not floors.violations(edges), "\n".join(floors.violations(edges))
 
 
+def test_analysis_rooms_import_only_rooms_below_their_own() -> None:
+    edges = floors.room_edges()
+    assert set(edges) == set(floors.ROOM), f"rooms without a floor: {set(edges) - set(floors.ROOM)}"
+    assert edges["decisions"] >= {"statistics"}, "the edges are read from the source"
+    assert not floors.room_violations(edges), "\n".join(floors.room_violations(edges))
+    back = {k: set(v) for k, v in edges.items()} | {
+        "statistics": edges["statistics"] | {"decisions"}
+    }
+    assert floors.room_violations(back) == [
+        "statistics (room floor 1) imports decisions (room floor 2)"
+    ]
+
+
 def test_a_back_edge_is_named() -> None:
     # Guards the guard: metrics importing analysis (the edge this layout removed) is caught.
     edges = {k: set(v) for k, v in floors.package_edges().items()}

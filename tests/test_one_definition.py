@@ -4,9 +4,9 @@ Checked on the source, so a new copy fails here before it reaches a user:
 - run.json is parsed in ``specload/recorder/run_json.py`` only (``load_run_json`` for a run
   to use, ``peek_run_json`` for one that may not be a run yet);
 - the help/hurt rule's words and the CI wording come from ``analysis/wording.py`` and
-  ``analysis/effect.py``: no other module spells out how long would decide a step, and the web
+  ``analysis/statistics/effect.py``: no other module spells out how long would decide a step, and the web
   UI shows the words the server sends;
-- the rule's threshold is applied in ``analysis/effect.py`` only: no other module compares a
+- the rule's threshold is applied in ``analysis/statistics/effect.py`` only: no other module compares a
   ratio with ``min_gain``;
 - what a client takes besides its URL is ``client.ClientSettings``: no client's constructor
   names a setting itself.
@@ -46,7 +46,7 @@ def test_run_json_is_parsed_by_the_one_reader_only() -> None:
 def test_the_rules_undecided_words_are_written_once() -> None:
     bad = [
         f"{rel}:{n}"
-        for rel, n, line in _lines(("analysis/wording.py", "analysis/effect.py"))
+        for rel, n, line in _lines(("analysis/wording.py", "analysis/statistics/effect.py"))
         if re.search(r"[\"'][^\"']*would likely decide|[\"']no significant change", line)
     ]
     assert not bad, f"use analysis.effect / analysis.wording for the rule's words: {bad}"
@@ -58,7 +58,7 @@ def test_the_rules_threshold_is_applied_in_effect_only() -> None:
     compare = re.compile(r"min_gain\b[^\n]*[<>]|[<>][^\n]*\bmin_gain\b")
     bad = [
         f"{rel}:{n}: {line.strip()}"
-        for rel, n, line in _lines(("analysis/effect.py",))
+        for rel, n, line in _lines(("analysis/statistics/effect.py",))
         if compare.search(line)
         and not line.lstrip().startswith("def ")
         and "0 <= min_gain < 1" not in line  # the option's own range check

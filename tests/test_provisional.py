@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from specload.analysis.compare import compare_runs
-from specload.analysis.stats import Estimate
+from specload.analysis.statistics.stats import Estimate
 from specload.analysis.wording import signed_change
 from specload.core.errors import ConfigError
 from specload.protocol.provisional import (

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specload.analysis.run_columns import load_run
+from specload.analysis.inputs.run_columns import load_run
 from specload.core.errors import ConfigError
 from specload.core.records import ErrorInfo, RequestRecord
 from specload.recorder import JsonlWriter, RunMeta, RunWriter, check_out_dir, iter_jsonl, read_run

@@ -72,9 +72,9 @@ def test_never_helping_for_want_of_starts_is_measured_again_not_called_beyond() 
     but the boundary is not beyond the tested range; the undecided steps get more starts."""
     import numpy as np
 
-    from specload.analysis.crossover import NEVER, find_crossover
-    from specload.analysis.effect import HURTS, UNDECIDED
-    from specload.analysis.stats import Estimate
+    from specload.analysis.decisions.crossover import NEVER, find_crossover
+    from specload.analysis.statistics.effect import HURTS, UNDECIDED
+    from specload.analysis.statistics.stats import Estimate
     from specload.protocol.refine import current_bounds
 
     qps = [4.0, 16.0, 32.0]

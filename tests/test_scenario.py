@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specload.analysis.stats import MIN_STARTS_FOR_CI
+from specload.analysis.statistics.stats import MIN_STARTS_FOR_CI
 from specload.core.errors import ConfigError
 from specload.scenario import Scenario, StepPlan, load_scenario, parse_scenario
 
@@ -248,7 +248,7 @@ def test_gamma_arrivals_take_a_burstiness_and_other_arrivals_refuse_it(tmp_path:
 def test_class_bounds_are_increasing_prompt_lengths_and_not_part_of_comparability(
     tmp_path: Path,
 ) -> None:
-    from specload.analysis.comparable import flatten
+    from specload.analysis.inputs.comparable import flatten
 
     s = load_scenario(write(tmp_path, "steps: [4]\nclass_bounds: [512, 2048]\n"))
     assert s.class_bounds == (512, 2048) and "class_bounds" not in flatten(s.to_dict())

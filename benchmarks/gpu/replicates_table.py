@@ -28,10 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from specload.analysis.compare import compare_runs
-from specload.analysis.decode_step import decode_steps
-from specload.analysis.replicates import order_starts, per_start_comparisons, per_start_steps
-from specload.analysis.run_columns import load_runs
-from specload.analysis.steps import StepStats, condition_steps
+from specload.analysis.decisions.replicates import (
+    order_starts,
+    per_start_comparisons,
+    per_start_steps,
+)
+from specload.analysis.diagnostics.decode_step import decode_steps
+from specload.analysis.inputs.run_columns import load_runs
+from specload.analysis.statistics.steps import StepStats, condition_steps
 
 METRIC = "tpot_p50"
 MIN_GAIN = 0.05

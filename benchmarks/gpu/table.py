@@ -227,12 +227,12 @@ def calibration_rows(path: Path) -> dict[str, dict[float, dict[str, Any]]]:
 def crossover(rates: list[float], ratio: list[float | None], min_gain: float) -> float | None:
     """``specload compare``'s boundary search on one ratio curve (spec / baseline, per rate).
 
-    The same code as compare (``specload.analysis.crossover.boundaries``) on point estimates:
+    The same code as compare (``specload.analysis.decisions.crossover.boundaries``) on point estimates:
     a rate helps when its gain ``1 - ratio`` is at least ``min_gain``; spec stops helping where
     the gain falls below ``min_gain`` after the first helping rate, interpolated in log-rate.
     None when spec helps at every rate or at none.
     """
-    from specload.analysis.crossover import boundaries
+    from specload.analysis.decisions.crossover import boundaries
 
     pts = [(r, x) for r, x in zip(rates, ratio, strict=True) if x is not None]
     if not pts:

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specload.analysis.attribution import Attribution, attribute
-from specload.analysis.batch_schedule import ScheduleOptions
-from specload.analysis.capacity import (
+from specload.analysis.comparison import Comparison, ConditionInfo
+from specload.analysis.decisions.attribution import Attribution, attribute
+from specload.analysis.decisions.capacity import (
     Capacity,
     capacity_change,
     capacity_gate,
@@ -30,36 +30,39 @@ from specload.analysis.capacity import (
     find_capacity,
     goodput,
 )
-from specload.analysis.class_split import class_split
-from specload.analysis.classes import ClassAnswer, class_masks, restrict
-from specload.analysis.closed_loop import closed_loop, has_closed_loop, ladder_only
-from specload.analysis.comparable import differences, not_comparable_message
-from specload.analysis.comparison import Comparison, ConditionInfo
-from specload.analysis.completeness import error_budget, incomplete_steps
-from specload.analysis.crossover import Crossover, find_crossover
-from specload.analysis.decode_step import decode_steps
-from specload.analysis.dynamic import analyse_schedules
-from specload.analysis.features import Features, features_of, role_of
-from specload.analysis.gates import CAPACITY_GATE, Gate, GateResult, evaluate_gates
-from specload.analysis.quality import (
-    ContractCheck,
-    check_contract,
-    contract_side,
-    scenario_temperature,
-)
-from specload.analysis.ratios import Flag, RatioRow, p95_flags, step_ratios
-from specload.analysis.regimes import find_regimes
-from specload.analysis.replicates import (
+from specload.analysis.decisions.class_split import class_split
+from specload.analysis.decisions.classes import ClassAnswer, class_masks, restrict
+from specload.analysis.decisions.closed_loop import closed_loop, has_closed_loop, ladder_only
+from specload.analysis.decisions.crossover import Crossover, find_crossover
+from specload.analysis.decisions.gates import CAPACITY_GATE, Gate, GateResult, evaluate_gates
+from specload.analysis.decisions.replicates import (
     PerStart,
     disagreements,
     per_start_effects,
     per_start_steps,
 )
-from specload.analysis.run_columns import RunColumns, load_runs
-from specload.analysis.samples import output_samples
-from specload.analysis.server import server_gaps, server_steps
-from specload.analysis.stats import Estimate
-from specload.analysis.steps import (
+from specload.analysis.decisions.verdict import benefit_words, sentence
+from specload.analysis.diagnostics.decode_step import decode_steps
+from specload.analysis.diagnostics.quality import (
+    ContractCheck,
+    check_contract,
+    contract_side,
+    scenario_temperature,
+)
+from specload.analysis.diagnostics.regimes import find_regimes
+from specload.analysis.diagnostics.samples import output_samples
+from specload.analysis.inputs.comparable import differences, not_comparable_message
+from specload.analysis.inputs.features import Features, features_of, role_of
+from specload.analysis.inputs.run_columns import RunColumns, load_runs
+from specload.analysis.inputs.server import server_gaps, server_steps
+from specload.analysis.inputs.telemetry import read_telemetry, step_telemetry
+from specload.analysis.schedules.batch_schedule import ScheduleOptions
+from specload.analysis.schedules.dynamic import analyse_schedules
+from specload.analysis.schedules.vllm_schedule_rules import is_dynamic
+from specload.analysis.statistics.completeness import error_budget, incomplete_steps
+from specload.analysis.statistics.ratios import Flag, RatioRow, p95_flags, step_ratios
+from specload.analysis.statistics.stats import Estimate
+from specload.analysis.statistics.steps import (
     MIN_TAIL_N,
     StepStats,
     condition_steps,
@@ -67,9 +70,6 @@ from specload.analysis.steps import (
     metric_names,
     starts_too_few,
 )
-from specload.analysis.telemetry import read_telemetry, step_telemetry
-from specload.analysis.verdict import benefit_words, sentence
-from specload.analysis.vllm_schedule_rules import is_dynamic
 from specload.core.condition import choose_baseline
 from specload.core.errors import ConfigError
 from specload.core.records import behind_words, fell_behind
@@ -289,7 +289,7 @@ def _warmup_warnings(
 
 def _telemetry_warnings(groups: dict[str, list[RunColumns]]) -> list[str]:
     """A step whose GPU throttled, whose load generator saturated its cores, or whose host's
-    CPU was stolen (``analysis/telemetry.py``): its timings are suspect. One line per kind
+    CPU was stolen (``analysis/inputs/telemetry.py``): its timings are suspect. One line per kind
     and step, the first execution's figures, with how many executions (blocks) showed it."""
     seen: dict[tuple[str, str], list[str]] = {}
     executions: dict[str, int] = {}

@@ -2,7 +2,7 @@
 
 Plain dataclasses, apart from the code that fills them (``analysis/compare.py``) so that the
 parts of the analysis that read a finished comparison (the dynamic-schedule checks,
-``analysis/dynamic.py`` and ``analysis/batch_schedule.py``) and the report depend on the
+``analysis/schedules/dynamic.py`` and ``analysis/schedules/batch_schedule.py``) and the report depend on the
 model, not on compare, and compare depends on them: no import cycle.
 """
 
@@ -11,23 +11,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from specload.analysis.attribution import Attribution
-from specload.analysis.capacity import Capacity, CapacityChange
-from specload.analysis.classes import ClassAnswer
-from specload.analysis.closed_loop import ClosedLoop
-from specload.analysis.crossover import Crossover
-from specload.analysis.decode_step import DecodeStep
-from specload.analysis.features import Features
-from specload.analysis.gates import GateResult
-from specload.analysis.quality import ContractCheck
-from specload.analysis.ratios import Flag, RatioRow
-from specload.analysis.regimes import Regimes
-from specload.analysis.replicates import Disagreement
-from specload.analysis.samples import OutputSample
-from specload.analysis.schedule_results import ScheduleAnalysis
-from specload.analysis.stats import look_stretch
-from specload.analysis.steps import StepStats, starts_too_few
-from specload.analysis.verdict import BLOCKS_CAVEAT, SINGLE_START_CAVEAT, SLICES_CAVEAT
+from specload.analysis.decisions.attribution import Attribution
+from specload.analysis.decisions.capacity import Capacity, CapacityChange
+from specload.analysis.decisions.classes import ClassAnswer
+from specload.analysis.decisions.closed_loop import ClosedLoop
+from specload.analysis.decisions.crossover import Crossover
+from specload.analysis.decisions.gates import GateResult
+from specload.analysis.decisions.replicates import Disagreement
+from specload.analysis.decisions.verdict import BLOCKS_CAVEAT, SINGLE_START_CAVEAT, SLICES_CAVEAT
+from specload.analysis.diagnostics.decode_step import DecodeStep
+from specload.analysis.diagnostics.quality import ContractCheck
+from specload.analysis.diagnostics.regimes import Regimes
+from specload.analysis.diagnostics.samples import OutputSample
+from specload.analysis.inputs.features import Features
+from specload.analysis.schedules.schedule_results import ScheduleAnalysis
+from specload.analysis.statistics.ratios import Flag, RatioRow
+from specload.analysis.statistics.stats import look_stretch
+from specload.analysis.statistics.steps import StepStats, starts_too_few
 from specload.analysis.wording import too_few_starts_text
 from specload.core.slo import Slo
 

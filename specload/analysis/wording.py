@@ -9,10 +9,10 @@ against the baseline. Written once here so that they read alike and never say "i
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from specload.analysis.stats import Estimate
+from typing import Protocol
 
 __all__ = [
+    "Interval",
     "change_words",
     "digits_for",
     "load_ci_text",
@@ -27,6 +27,18 @@ __all__ = [
     "to_decide_text",
     "too_few_starts_text",
 ]
+
+
+class Interval(Protocol):
+    """A point with its CI, as the words read it (``statistics.stats.Estimate`` is one): a
+    Protocol, so that the words import nothing of the analysis they word."""
+
+    @property
+    def value(self) -> float | None: ...
+    @property
+    def lo(self) -> float | None: ...
+    @property
+    def hi(self) -> float | None: ...
 
 
 def to_decide_text(undecided: Sequence[tuple[float | str, float | None]]) -> str:
@@ -80,7 +92,7 @@ def pct(fraction: float, digits: int | None = None) -> str:
     return f"{abs(fraction) * 100:.{d}f}"
 
 
-def change_words(ratio: Estimate, *, ci: bool = True) -> str:
+def change_words(ratio: Interval, *, ci: bool = True) -> str:
     """A condition / baseline ratio in words: "16 % lower (CI 12–18 %)", "6 % higher (CI
     2–10 %)", "7 % lower (CI from 10 % lower to 7 % higher)", "no different (CI ±2 %)".
     """
@@ -100,7 +112,7 @@ def change_words(ratio: Estimate, *, ci: bool = True) -> str:
     return f"{head} (CI from {pct(1.0 - lo, d)} % lower to {pct(hi - 1.0, d)} % higher)"
 
 
-def signed_change(ratio: Estimate, digits: int = 1) -> str:
+def signed_change(ratio: Interval, digits: int = 1) -> str:
     """A ratio as a signed change for tables: "-15.6 % (-18.3…-12.0)"; "—" without data."""
     if ratio.value is None:
         return "—"

@@ -114,8 +114,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from specload.analysis.batch_schedule import ScheduleOptions
     from specload.analysis.compare import compare_runs
+    from specload.analysis.schedules.batch_schedule import ScheduleOptions
     from specload.core.errors import ConfigError
     from specload.options.gates import resolve_gate_options
     from specload.report import write_report_files

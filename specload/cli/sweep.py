@@ -265,7 +265,7 @@ def _baseline(args: argparse.Namespace, conditions: list[Condition]) -> str:
 def _earlier_runs(out: Path) -> dict[str, bool | None]:
     """Labels of the runs already in ``out`` (earliest first) and whether each speculated,
     as its run.json declares."""
-    from specload.analysis.features import features_of
+    from specload.analysis.inputs.features import features_of
     from specload.protocol.sweep import sweep_run_dirs
     from specload.recorder.run_json import peek_run_json
 

@@ -2,7 +2,7 @@
 
 Given on ``specload compare --slo`` (repeatable) or in a scenario's ``slo:`` mapping, so the
 runs carry the objective they were made for. Limits need a unit (``ms`` or ``s``): a bare
-``25`` is refused rather than guessed. ``analysis/capacity.py`` finds each condition's
+``25`` is refused rather than guessed. ``analysis/decisions/capacity.py`` finds each condition's
 capacity within the SLOs and its goodput.
 """
 

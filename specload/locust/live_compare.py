@@ -31,7 +31,7 @@ import gevent
 import orjson
 from gevent import subprocess
 
-from specload.analysis.effect import EFFECTS, effect_text
+from specload.analysis.statistics.effect import EFFECTS, effect_text
 from specload.protocol.provisional import Baseline, baseline_problem, summary
 
 __all__ = ["LiveComparison", "ReportJob"]
@@ -248,7 +248,7 @@ class LiveComparison:
             "provisional": not self.final,
             "compared_steps": list(self.compared),
             "updated_at": self.updated_at,
-            # the rule's own words for each effect (``analysis/effect.py``): the UI shows
+            # the rule's own words for each effect (``analysis/statistics/effect.py``): the UI shows
             # what the report says, never a wording of its own
             "effects": {e: effect_text(e) for e in EFFECTS},
             **(self.result or {"baseline_steps": [], "steps": [], "ratios": [], "verdict": None}),

@@ -7,7 +7,7 @@ from 0. A counter that went *backwards* was reset: the server restarted between 
 scrapes, and what it counted across the restart is unknown. Its delta is ``None``, never
 the post-restart value (which would read as a step that did almost nothing) and never a
 negative number. The live figures (``metrics/vllm.py``), the report's server columns
-(``analysis/server.py``) and the histogram estimates (``metrics/histogram.py``) all use this.
+(``analysis/inputs/server.py``) and the histogram estimates (``metrics/histogram.py``) all use this.
 
 A counter that restarted and grew past its old value by the next scrape hides its reset from
 a two-scrape delta, so ``restarted`` looks at every consecutive pair of a step's scrapes and

@@ -14,7 +14,7 @@ figures sampled alongside the requests, at a rate finer than the regimes.
   ``--processes`` children) from ``/proc/<pid>/stat``. Workers on other hosts are not seen.
 
 The file's line formats are in ``docs/run-dir.md`` ("Run directory");
-``analysis/telemetry.py`` reads it back. Sampling must never slow or break a run: every
+``analysis/inputs/telemetry.py`` reads it back. Sampling must never slow or break a run: every
 source that raises is logged once and stops (a GPU read error after a few in a row), the
 rest goes on; NVML's C calls run off the event loop (``offload``).
 """

@@ -6,7 +6,7 @@ scrapes (start, interval, end). Real vLLM labels every sample with ``model_name`
 ``engine`` with several engines): values are summed over every label except the one that
 means something (``position`` for per-position acceptance), with one exception: KV-cache
 usage is each engine's share of its own cache, so a scrape's figure is the max over engines
-(``kv_usage``, the one definition the report's ``analysis/server.py`` uses too). Older vLLM names (``gpu_*``) are
+(``kv_usage``, the one definition the report's ``analysis/inputs/server.py`` uses too). Older vLLM names (``gpu_*``) are
 read as fallbacks. A server without these metrics gives ``None`` fields, never an error.
 """
 

@@ -56,7 +56,7 @@ def add_slo_option(parser: Any, *, help_suffix: str = "", **extra: Any) -> None:
 def add_gate_options(parser: Any, *, locust: bool = False) -> None:
     """Add the gate options to ``parser`` (argparse, or Locust's parser with ``locust``: then
     kept out of the web UI's form, where nothing reads them)."""
-    from specload.analysis.gates import GATE_ON
+    from specload.analysis.decisions.gates import GATE_ON
 
     extra: dict[str, Any] = {"include_in_web_ui": False} if locust else {}
     with_baseline = " (with --baseline-run: checked when the run ends)" if locust else ""
@@ -118,7 +118,7 @@ class GateOptions:
 
     def gates(self) -> list[Any]:
         """The ``analysis.gates.Gate`` of each ``--max-regression``."""
-        from specload.analysis.gates import parse_gate
+        from specload.analysis.decisions.gates import parse_gate
 
         return [parse_gate(spec, self.gate_on) for spec in self.max_regression]
 

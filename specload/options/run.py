@@ -330,7 +330,7 @@ def resolve_run_options(
     if baseline_run and headless:
         _check_baseline(baseline_run, label, scenario)
     if gates.asked and scenario.steps:  # a gate that can check nothing: known from the steps
-        from specload.analysis.gates import check_operating_qps
+        from specload.analysis.decisions.gates import check_operating_qps
 
         check_operating_qps(list(scenario.steps), gates.operating_qps, "scenario")
     opts = RunOptions(

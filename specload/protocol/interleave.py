@@ -8,7 +8,7 @@ is split into ``blocks`` blocks; all blocks of the session run in a seeded rando
 which the conditions' blocks of one step come in adjacent pairs (a *unit*), and each
 condition comes first in half of a step's units. Drift then hits every step and condition
 alike and averages out over the blocks; what is left shows as spread between blocks, which
-compare's block-level interval measures (``analysis/steps.py``).
+compare's block-level interval measures (``analysis/statistics/steps.py``).
 
 A session is one ``specload run`` whose steps are its blocks (``locust/blocks.py``: how a
 block's warm-up, measured window and cool-down keep what is measured clean). Its records

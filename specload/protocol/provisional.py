@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from specload.analysis.stats import Estimate
+from specload.analysis.statistics.stats import Estimate
 from specload.analysis.wording import load_ci_text, signed_change
 from specload.core.errors import ConfigError, SpecloadError
 
@@ -102,7 +102,7 @@ def _check_records(run: Path) -> None:
 
 def scenario_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """Scenario keys that make two runs incomparable (``analysis.comparable``'s rule)."""
-    from specload.analysis.comparable import flatten
+    from specload.analysis.inputs.comparable import flatten
 
     fa, fb = flatten(a), flatten(b)
     return [k.rstrip(".") for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]

@@ -7,7 +7,7 @@ new rates on fresh server starts (interleaved, as replicates are), until the bou
 CI is narrower than ``precision`` req/s or the next pass would overrun the budget of
 server-seconds. The boundary is the verdict metric's crossover of each non-baseline condition
 (``crossover``), or each condition's capacity within the SLOs (``capacity``,
-``analysis/capacity.py``).
+``analysis/decisions/capacity.py``).
 
 Where the rates go. A crossover's CI is the two tested steps whose own CIs decide it
 (``crossover.bracket``), so a pass bisects it: one rate at its middle in log load. Where a
@@ -43,9 +43,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specload.analysis.crossover import MIXED
-from specload.analysis.effect import HELPS
-from specload.analysis.stats import MIN_STARTS_FOR_CI
+from specload.analysis.decisions.crossover import MIXED
+from specload.analysis.statistics.effect import HELPS
+from specload.analysis.statistics.stats import MIN_STARTS_FOR_CI
 from specload.core.errors import ConfigError
 
 __all__ = [

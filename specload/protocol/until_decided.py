@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specload.analysis.effect import HELPS, HURTS, SAME, UNDECIDED
-from specload.analysis.stats import look_stretch
+from specload.analysis.statistics.effect import HELPS, HURTS, SAME, UNDECIDED
+from specload.analysis.statistics.stats import look_stretch
 from specload.analysis.wording import time_text, to_decide_text
 from specload.protocol.interleave import Cell, Round, blocks_per_cell, next_round
 from specload.recorder.run_json import peek_run_json

@@ -352,7 +352,7 @@ class RunData:
             yield RequestRecord.from_dict(d)
 
     def telemetry(self) -> list[dict[str, Any]]:
-        """The lines of ``telemetry.jsonl`` (GPU and host samples, ``analysis/telemetry.py``
+        """The lines of ``telemetry.jsonl`` (GPU and host samples, ``analysis/inputs/telemetry.py``
         aggregates them); ``[]`` for a run without the file (older, or no source)."""
         path = self.path / "telemetry.jsonl"
         return list(iter_jsonl(path, self.warnings)) if path.exists() else []

@@ -8,7 +8,8 @@ place that knows both shapes.
 
 from __future__ import annotations
 
-from specload.analysis.advise import (
+from specload.analysis.comparison import Comparison, ConditionInfo
+from specload.analysis.decisions.advise import (
     Advice,
     AdviceInput,
     Bound,
@@ -16,13 +17,12 @@ from specload.analysis.advise import (
     StepFigures,
     advise,
 )
-from specload.analysis.class_split import class_split
-from specload.analysis.comparison import Comparison, ConditionInfo
-from specload.analysis.crossover import NEVER, Boundary
-from specload.analysis.effect import HELPS
-from specload.analysis.ratios import RatioRow
-from specload.analysis.steps import StepStats
-from specload.analysis.verdict import metric_label
+from specload.analysis.decisions.class_split import class_split
+from specload.analysis.decisions.crossover import NEVER, Boundary
+from specload.analysis.decisions.verdict import metric_label
+from specload.analysis.statistics.effect import HELPS
+from specload.analysis.statistics.ratios import RatioRow
+from specload.analysis.statistics.steps import StepStats
 from specload.analysis.wording import too_few_starts_text
 
 __all__ = ["advice_for", "advice_input"]

@@ -4,7 +4,7 @@ whole traffic's capacity does not tell)."""
 
 from __future__ import annotations
 
-from specload.analysis.capacity import capacity_change, versus_text
+from specload.analysis.decisions.capacity import capacity_change, versus_text
 from specload.report.model import Report
 from specload.report.tables import DASH, Table
 

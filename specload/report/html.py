@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from specload.analysis.class_split import class_split
 from specload.analysis.comparison import Comparison
-from specload.analysis.effect import HURTS
-from specload.analysis.samples import diff_segments
+from specload.analysis.decisions.class_split import class_split
+from specload.analysis.diagnostics.samples import diff_segments
+from specload.analysis.statistics.effect import HURTS
 from specload.report.model import Report
 from specload.report.palette import css_variables
 from specload.report.plots import Plot, regime_plot, render_plots

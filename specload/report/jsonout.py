@@ -9,10 +9,10 @@ classification rule every part uses. Bootstrap replicates are not written. ``sch
 ``proposals`` (each with the ``speculative_config`` to paste) and ``best_of_both``.
 ``slo`` lists the latency SLOs (``[{metric, limit_s}]``, empty without any); ``capacity`` is
 keyed by condition: ``{qps, beyond, ci, ci_beyond, status, limiting_slo, tested_range, steps,
-per_slo, change}`` (``analysis/capacity.py``; ``change`` against the baseline's, with its CI);
+per_slo, change}`` (``analysis/decisions/capacity.py``; ``change`` against the baseline's, with its CI);
 each step carries ``goodput`` (req/s meeting every per-request SLO; null without SLOs).
 ``regimes`` is keyed by condition, then step label ("8 req/s", "concurrency 1"): whether the
-engine step flips between a fast and a slow regime (``analysis/regimes.py``; its ``effect`` and
+engine step flips between a fast and a slow regime (``analysis/diagnostics/regimes.py``; its ``effect`` and
 ``telemetry``, and the per-second ``series``); ``regime_sentences`` says it in words.
 """
 
@@ -22,10 +22,10 @@ from dataclasses import asdict
 from typing import Any
 
 from specload.analysis.comparison import Comparison
-from specload.analysis.effect import rule_text
-from specload.analysis.quality import ContractSide
-from specload.analysis.ratios import RatioRow
-from specload.analysis.steps import StepStats
+from specload.analysis.diagnostics.quality import ContractSide
+from specload.analysis.statistics.effect import rule_text
+from specload.analysis.statistics.ratios import RatioRow
+from specload.analysis.statistics.steps import StepStats
 from specload.report.model import Report
 from specload.report.tables import lookup_overall
 

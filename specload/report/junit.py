@@ -16,7 +16,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from specload.analysis.comparison import Comparison
-from specload.analysis.gates import CAPACITY_GATE, FAILED, POSSIBLE, GateFailure
+from specload.analysis.decisions.gates import CAPACITY_GATE, FAILED, POSSIBLE, GateFailure
 
 __all__ = ["error_junit_xml", "junit_xml", "write_error_junit", "write_junit"]
 

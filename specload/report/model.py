@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from specload import __version__
-from specload.analysis.advise import Advice
 from specload.analysis.comparison import Comparison
-from specload.analysis.crossover import Crossover
-from specload.analysis.verdict import metric_label
+from specload.analysis.decisions.advise import Advice
+from specload.analysis.decisions.crossover import Crossover
+from specload.analysis.decisions.verdict import metric_label
 
 __all__ = ["Report", "RunRow", "build_report"]
 

@@ -8,9 +8,9 @@ the "best of both" check per step against min(baseline, static spec) with its pl
 
 from __future__ import annotations
 
-from specload.analysis.class_split import class_split
-from specload.analysis.schedule_results import ScheduleAnalysis
-from specload.analysis.verdict import metric_label, status_words_plain
+from specload.analysis.decisions.class_split import class_split
+from specload.analysis.decisions.verdict import metric_label, status_words_plain
+from specload.analysis.schedules.schedule_results import ScheduleAnalysis
 from specload.report.model import Report
 from specload.report.tables import DASH, Table, fmt_change, fmt_ms, step_name
 

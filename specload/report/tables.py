@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specload.analysis.capacity import versus_text
-from specload.analysis.closed_loop import LOCKSTEP_S, LOCKSTEP_SHARE
-from specload.analysis.crossover import Boundary, Crossover
-from specload.analysis.decode_step import DecodeStep
-from specload.analysis.effect import effect_text, rule_text
-from specload.analysis.gates import Gate, GateResult
-from specload.analysis.ratios import RatioRow
-from specload.analysis.stats import Estimate
-from specload.analysis.steps import StepStats
-from specload.analysis.verdict import metric_label
+from specload.analysis.decisions.capacity import versus_text
+from specload.analysis.decisions.closed_loop import LOCKSTEP_S, LOCKSTEP_SHARE
+from specload.analysis.decisions.crossover import Boundary, Crossover
+from specload.analysis.decisions.gates import Gate, GateResult
+from specload.analysis.decisions.verdict import metric_label
+from specload.analysis.diagnostics.decode_step import DecodeStep
+from specload.analysis.statistics.effect import effect_text, rule_text
+from specload.analysis.statistics.ratios import RatioRow
+from specload.analysis.statistics.stats import Estimate
+from specload.analysis.statistics.steps import StepStats
 from specload.analysis.wording import signed_change, step_label, too_few_starts_text
 from specload.report.model import Report
 

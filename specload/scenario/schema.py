@@ -181,7 +181,7 @@ class Scenario:
     #: latency SLOs, ``{"tpot_p95": "25ms", ...}`` (``specload/core/slo.py``), for compare
     slo: dict[str, str] = field(default_factory=dict)
     #: prompt-length bounds of compare's per-class answer when prompts carry no category
-    #: (``analysis/classes.py``; default: short/long at the median)
+    #: (``analysis/decisions/classes.py``; default: short/long at the median)
     class_bounds: tuple[int, ...] = ()
     #: ``arrival: trace``: the trace file (absolute), its base speedup, and what it holds
     #: (``{format, count, span_s}``, so a worker's copy needs no file); ``steps`` are speedups

@@ -9,7 +9,7 @@ import pytest
 
 from analysis.synth_rundir import SPEC, Cond, write_run
 from specload.analysis.compare import compare_runs
-from specload.analysis.gates import parse_gate
+from specload.analysis.decisions.gates import parse_gate
 from specload.core.errors import ConfigError
 from specload.report.model import build_report
 

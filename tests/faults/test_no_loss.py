@@ -264,7 +264,7 @@ def test_live_comparison_waits_for_queued_requests(matrix_row: Row) -> None:
 
 def test_kv_usage_of_two_engines(matrix_row: Row) -> None:
     """Two engines at 40 % and 60 % KV usage read 60 % live and in the report, not 100 %."""
-    from specload.analysis.server import server_steps
+    from specload.analysis.inputs.server import server_steps
     from specload.metrics.vllm import step_server_metrics
 
     row = matrix_row

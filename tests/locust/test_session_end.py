@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from specload.analysis.run_columns import load_run
+from specload.analysis.inputs.run_columns import load_run
 from specload.core.ports import free_port
 from specload.core.records import RequestRecord
 from specload.locust.messages import FinalCounts, RecordBatch, WorkerReady

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specload.analysis.server import server_steps
+from specload.analysis.inputs.server import server_steps
 from specload.metrics.counters import counter_delta, counter_deltas
 from specload.metrics.histogram import bucket_deltas
 from specload.metrics.vllm import step_server_metrics

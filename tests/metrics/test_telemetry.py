@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from specload.analysis.telemetry import per_second, read_telemetry, step_telemetry
+from specload.analysis.inputs.telemetry import per_second, read_telemetry, step_telemetry
 from specload.metrics import telemetry as tm
 from specload.metrics.gpu import (
     NOT_ON_THIS_HOST,

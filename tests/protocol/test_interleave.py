@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specload.analysis.run_columns import load_run
-from specload.analysis.steps import condition_steps
+from specload.analysis.inputs.run_columns import load_run
+from specload.analysis.statistics.steps import condition_steps
 from specload.core.errors import ConfigError
 from specload.protocol.interleave import Round, cells_of, next_round, plan_blocks, split_session
 from specload.scenario import parse_scenario

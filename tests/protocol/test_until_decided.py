@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specload.analysis.effect import HELPS, SAME, UNDECIDED
-from specload.analysis.stats import Estimate, for_looks, look_stretch
+from specload.analysis.statistics.effect import HELPS, SAME, UNDECIDED
+from specload.analysis.statistics.stats import Estimate, for_looks, look_stretch
 from specload.protocol.interleave import Cell
 from specload.protocol.until_decided import MIN_UNITS, Look, plan_round
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from specload.analysis.comparison import Comparison
-from specload.analysis.crossover import StartEffects
+from specload.analysis.decisions.crossover import StartEffects
 from specload.report.model import build_report
 
 

@@ -41,10 +41,10 @@ def test_every_step_table_shows_the_achieved_load(four_way: Comparison) -> None:
 def test_the_status_table_and_the_verdict_name_steps_with_their_achieved_load(
     four_way: Comparison,
 ) -> None:
-    from specload.analysis.effect import HELPS, UNDECIDED
-    from specload.analysis.ratios import RatioRow
-    from specload.analysis.stats import Estimate
-    from specload.analysis.verdict import metric_label, where_effect
+    from specload.analysis.decisions.verdict import metric_label, where_effect
+    from specload.analysis.statistics.effect import HELPS, UNDECIDED
+    from specload.analysis.statistics.ratios import RatioRow
+    from specload.analysis.statistics.stats import Estimate
     from specload.report.tables import crossover_table
 
     c = copy.deepcopy(four_way)
@@ -61,9 +61,9 @@ def test_the_status_table_and_the_verdict_name_steps_with_their_achieved_load(
 
 
 def test_gate_and_p95_lines_name_the_step_with_its_achieved_load() -> None:
-    from specload.analysis.gates import GateFailure
-    from specload.analysis.ratios import Flag
-    from specload.analysis.stats import Estimate
+    from specload.analysis.decisions.gates import GateFailure
+    from specload.analysis.statistics.ratios import Flag
+    from specload.analysis.statistics.stats import Estimate
 
     gate = GateFailure("spec", "tpot_p95", 16.0, 12.0, 10.0, (8.0, 15.0), achieved_qps=17.05)
     assert "+12.0 % (CI +8.0…+15.0 %) at 16 (17.1) req/s exceeds" in gate.message()

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from specload.analysis.features import features_of
+from specload.analysis.inputs.features import features_of
 from specload.metrics.scrape import split_key
 from tests.conftest import REPO
 from tools.vllm_env import CONDITION_FLAGS, NGRAM_SPEC_CONFIG

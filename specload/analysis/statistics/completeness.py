@@ -1,0 +1,49 @@
+"""Which steps' data are complete enough to conclude from: the error budget and lost workers.
+
+A step whose error rate passed the run's error budget (``--max-error-rate``, recorded in
+run.json as ``max_error_rate``) has latencies from the requests that survived, a biased
+sample; a step in which a worker was lost ran below its target load. Such a step keeps its
+figures in the tables but is left out of every conclusion (``analysis.effect.INCOMPLETE``),
+and the verdict names it with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specload.analysis.inputs.run_columns import RunColumns
+from specload.analysis.statistics.steps import StepStats
+from specload.analysis.wording import pct
+from specload.core.budget import DEFAULT_MAX_ERROR_RATE
+
+__all__ = ["error_budget", "incomplete_steps"]
+
+
+def error_budget(runs: list[RunColumns], override: float | None = None) -> float:
+    """``override``, else the strictest ``max_error_rate`` the runs recorded, else 5 %."""
+    if override is not None:
+        return override
+    recorded = [
+        float(r.meta["max_error_rate"])
+        for r in runs
+        if isinstance(r.meta.get("max_error_rate"), (int, float))
+    ]
+    return min(recorded) if recorded else DEFAULT_MAX_ERROR_RATE
+
+
+def incomplete_steps(
+    steps: list[StepStats], lost_workers: list[dict[str, Any]], budget: float
+) -> dict[float, str]:
+    """Target QPS → why that step of one condition is incomplete."""
+    out: dict[float, str] = {}
+    for s in steps:
+        if s.n and s.error_rate > budget:
+            out[s.target_qps] = (
+                f"{s.condition}: errors {s.n - s.n_ok}/{s.n} ({pct(s.error_rate)} %) over the "
+                f"{pct(budget)} % budget"
+            )
+    for w in lost_workers:
+        q = w.get("target_qps")
+        if isinstance(q, (int, float)):
+            out.setdefault(float(q), f"{w.get('run', '')}: a worker was lost".lstrip(": "))
+    return out

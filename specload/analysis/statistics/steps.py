@@ -1,0 +1,470 @@
+"""Per condition and load step: what the client measured, pooled over repeats, warm-up excluded.
+
+A *condition* is every run directory with one ``label``; its records are pooled, and steps
+are aligned across conditions by target QPS (not by index, which counts repeats). Latency
+percentiles (TTFT, TPOT, E2E) use successful requests only; queue delay uses every request
+sent (it is the client's lateness, independent of the server's answer). Achieved QPS counts
+what the step scheduled (``records.counts_as_load``: conversation starts, every open-loop
+request; the live line counts the same), requests/s every request; both and output tokens/s
+divide by the measured window from ``steps.json`` (``end - warmup_end`` per step execution),
+or by the span of send times when ``steps.json`` is missing.
+
+Each run directory of a condition is one *replicate* (one server start). Where a step has
+latency values from two or more run directories, the bootstrap replicates of its percentiles
+are two-level (run directories, then requests within each; ``stats.py`` says why and how),
+stretched like a t interval over the starts, and absent at two starts
+(``stats.over_starts``), so every CI, ratio and crossover downstream is an interval over
+server starts (each
+start's own figures, to show whether they agree, come from ``analysis.replicates``, which
+runs this module on each run directory alone). Repeats inside one run directory (re-walks of the ladder on one
+server) are not replicates: they are pooled.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specload.analysis.inputs.run_columns import RunColumns
+from specload.analysis.inputs.server import ServerStep
+from specload.analysis.statistics.stats import (
+    MIN_STARTS_FOR_CI,
+    MIN_TAIL_VALUES,
+    Estimate,
+    Units,
+    estimate,
+    few_units_widened,
+    for_looks,
+    over_starts,
+    quantile_sorted,
+    rng_for,
+    t975,
+    t9875,
+    unit_percentiles,
+)
+from specload.core.records import LATE_S, counts_as_load
+
+__all__ = [
+    "LATENCY_FIELDS",
+    "QUANTILES",
+    "StepStats",
+    "condition_steps",
+    "load_mask",
+    "metric_names",
+    "pool_runs",
+    "starts_too_few",
+]
+
+#: Metric family → record field (seconds).
+LATENCY_FIELDS = {
+    "ttft": "ttft_s",
+    "tpot": "tpot_s",
+    "e2e": "e2e_s",
+    "queue_delay": "queue_delay_s",
+}
+QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+
+
+def metric_names() -> list[str]:
+    """Every latency metric name compare knows, e.g. ``tpot_p50``."""
+    return [f"{fam}_{tag}" for fam in LATENCY_FIELDS for tag in QUANTILES]
+
+
+@dataclass(slots=True)
+class StepStats:
+    """One condition at one target QPS. Latencies in seconds, rates 0..1."""
+
+    condition: str
+    target_qps: float
+    n: int
+    n_ok: int
+    executions: int
+    window_s: float
+    #: what the step scheduled, per second (``records.counts_as_load``): for multi-turn
+    #: scenarios conversation starts, else every request; ``requests_per_s`` counts all
+    achieved_qps: float | None
+    error_rate: float
+    error_kinds: dict[str, int]
+    latency: dict[str, Estimate]
+    output_tok_s: float | None
+    tokens_per_chunk: float | None
+    output_tokens_p50: float | None
+    #: share of requests sent more than ``LATE_S`` late (``fell_behind`` past 1 in 20)
+    late_share: float
+    #: p50 (seconds) of ttft/tpot/e2e per step execution (repeat or run dir), when more than one.
+    execution_p50: dict[str, list[float]] = field(default_factory=dict)
+    server: ServerStep | None = None
+    replicates: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: Mean prompt-lookup match rate of successful requests (client/lookup.py), and how many
+    #: carried one: would n-gram drafting help this traffic?
+    lookup_match_rate: float | None = None
+    lookup_n: int = 0
+    #: How many run directories (replicates, server starts) have records at this step. Where a
+    #: latency metric has values from two or more, its ``replicates`` (and CI) are two-level and
+    #: an interval over the starts (``stats.over_starts``: none at two).
+    runs: int = 1
+    #: each server start's own percentile per latency metric, by replicate number (two or
+    #: more starts): what the effect over starts pairs (``paired.over_starts``)
+    start_values: dict[str, dict[int, float]] = field(default_factory=dict, repr=False)
+    #: the two-level bootstrap replicates over those starts before ``stats.over_starts``
+    #: widened them: what the paired effect starts from (``stats.effect_over_starts``)
+    start_replicates: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: Interleaved blocks (``sweep --interleave``) behind this step, 0 outside such runs: the
+    #: CIs are then over blocks (paired with the other conditions' neighbouring blocks, and
+    #: widened for few units: ``stats.few_units_widened``).
+    blocks: int = 0
+    #: Time slices behind this step of one contiguous server start (0: none, e.g. a step
+    #: too short to cut): the CIs are then over them (``stats.few_units_widened``), so drift
+    #: within the start is in the interval (``_time_slices`` says why).
+    slices: int = 0
+    #: every measured request per second (later conversation turns included): the server's
+    #: request rate, which differs from ``achieved_qps`` only in multi-turn scenarios
+    requests_per_s: float | None = None
+
+
+def _windows(run: RunColumns, measured: np.ndarray) -> dict[float, tuple[float, int]]:
+    """Measured seconds and number of executions per target QPS of one run."""
+    out: dict[float, tuple[float, int]] = {}
+    cols = run.cols
+    for s in run.steps:
+        if s.get("target_qps") is None:
+            continue
+        q = round(float(s["target_qps"]), 6)
+        start = s.get("warmup_end") if s.get("warmup_end") is not None else s.get("start")
+        end = s.get("end")
+        if end is None:  # interrupted during this step: up to its last send
+            sel = measured & (cols["step"] == s.get("index"))
+            end = float(np.nanmax(cols["sent_at"][sel])) if sel.any() else start
+        if start is None or end is None:
+            continue
+        w, k = out.get(q, (0.0, 0))
+        out[q] = (w + max(float(end) - float(start), 0.0), k + 1)
+    if out:
+        return out
+    for q in np.unique(np.round(cols["target_qps"][measured], 6)):
+        for idx in np.unique(cols["step"][measured & (np.round(cols["target_qps"], 6) == q)]):
+            sent = cols["sent_at"][measured & (cols["step"] == idx)]
+            span = float(np.nanmax(sent) - np.nanmin(sent)) if sent.size > 1 else 0.0
+            w, k = out.get(float(q), (0.0, 0))
+            out[float(q)] = (w + span, k + 1)
+    return out
+
+
+#: Fewer successful requests than this in a step: its tail percentiles are called out.
+MIN_TAIL_N = 40
+#: Fewer successful requests than this on either side at a step: a class of requests is too
+#: small to decide there (``class_split``). A p50's 95 % interval over n values runs between
+#: about the (n/2 - sqrt(n))-th and (n/2 + sqrt(n))-th of them: at 20 that is the 6th and
+#: 15th, at the 16 requests an answer once rested on, a third of the values either way.
+MIN_DECIDE_N = 20
+#: Unit ids of blocks: replicate * BLOCK_UNIT + the block's number within its step.
+BLOCK_UNIT = 100_000
+#: One contiguous start's step execution is cut into at most ``SLICES`` time slices of at
+#: least ``MIN_SLICE_S`` seconds; fewer than ``MIN_SLICES`` and the step is not cut.
+SLICES, MIN_SLICE_S, MIN_SLICES = 6, 4.0, 4
+#: The t quantile of one contiguous start's interval over its time slices: the 97.5 %
+#: interval's, as over starts (``stats.over_starts``). Why: with the 95 % one it held that
+#: start's own long-run ratio in 161 of 180 simulated seed-steps under the time regime (0.89;
+#: single steps down to 0.85; ``benchmarks/coverage.py`` at b6fef29): neighbouring
+#: slices share regime windows, so six of them vary less than six independent draws would.
+SLICE_T = t9875
+
+
+def _units(run: RunColumns, i: int, measured: np.ndarray) -> np.ndarray:
+    """The bootstrap unit of each measured record: its run dir, or, in an interleaved run
+    (records carry ``block``), its block, numbered (replicate, k) so that block k of every
+    condition at a step gets the same id: they ran next to each other (``protocol/interleave``)
+    and the paired resampling in ``_latency`` draws them together; else its time slice
+    (``_time_slices``), used where the run is the step's only start."""
+    n = int(measured.sum())
+    block = run.cols["block"][measured]
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if np.isnan(block).all():
+        return i * BLOCK_UNIT + _time_slices(run, measured)
+    rep = int(run.meta.get("replicate") or i + 1)
+    return np.asarray(rep * BLOCK_UNIT + _block_k(run, block, measured), dtype=np.int64)
+
+
+def _block_k(run: RunColumns, block: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """Each block's number within its cell (``k``), from run.json's plan; run dirs without
+    the plan (merged block runs of older versions, synthetic ones) carry it in ``repeat``."""
+    plan = (run.meta.get("interleave") or {}).get("plan") or []
+    k_of = {int(b["number"]): int(b["k"]) for b in plan if "number" in b and "k" in b}
+    if not k_of:
+        return np.asarray(np.nan_to_num(run.cols["repeat"][measured], nan=0.0), dtype=np.int64)
+    numbers = np.nan_to_num(block, nan=-1.0).astype(np.int64)
+    return np.array([k_of.get(int(n), 0) for n in numbers], dtype=np.int64)
+
+
+def _time_slices(run: RunColumns, measured: np.ndarray) -> np.ndarray:
+    """Each record's time slice within its step execution (by send time over the measured
+    window), numbered execution * SLICES + slice; 0 for an execution too short to cut.
+
+    Why: on an H200 the speculative step flips between a fast and a slow regime in windows
+    of seconds, so the requests of one contiguous window are not independent draws: a
+    bootstrap over them takes the window's share of slow seconds as fixed (in
+    ``tests/analysis/statistics/test_time_slices.py`` it held the long-run median in 7 of 20 windows,
+    the slices' interval in 19). Slices of ten seconds or so hold several of those windows
+    each; an interval over them, stretched for few units like blocks (``SLICE_T``), has the
+    drift in it: one start's CI held its own long-run ratio in 357 of 360 simulated
+    seed-steps over three worlds (``benchmarks/results/coverage.md`` at 94d6f01)."""
+    step = np.nan_to_num(run.cols["step"][measured], nan=-1.0).astype(np.int64)
+    sent = run.cols["sent_at"][measured]
+    out = np.zeros(step.size, dtype=np.int64)
+    spans = {
+        int(s["index"]): (s.get("warmup_end") or s.get("start"), s.get("end"))
+        for s in run.steps
+        if s.get("index") is not None
+    }
+    for idx in np.unique(step).tolist():
+        sel = step == idx
+        lo, hi = spans.get(idx, (None, None))
+        lo = float(np.nanmin(sent[sel])) if lo is None else float(lo)
+        hi = float(np.nanmax(sent[sel])) if hi is None else float(hi)
+        k = min(SLICES, int((hi - lo) // MIN_SLICE_S))
+        if k < MIN_SLICES or idx < 0:
+            continue
+        at = np.clip(((sent[sel] - lo) / (hi - lo) * k).astype(np.int64), 0, k - 1)
+        out[sel] = 1 + idx * SLICES + at
+    return out
+
+
+def pool_runs(
+    runs: list[RunColumns],
+) -> tuple[dict[str, np.ndarray], dict[float, tuple[float, int]]]:
+    """Concatenated measured (non-warm-up) columns of all runs, and their summed windows."""
+    parts: list[dict[str, np.ndarray]] = []
+    windows: dict[float, tuple[float, int]] = {}
+    for i, run in enumerate(runs):
+        measured = ~run.cols["warmup"] & ~np.isnan(run.cols["target_qps"])
+        parts.append({k: v[measured] for k, v in run.cols.items()})
+        # One step execution = (run dir, step index); step indices count repeats.
+        parts[-1]["_exec"] = i * 1_000_000 + np.nan_to_num(parts[-1]["step"], nan=-1.0)
+        # One replicate = one run dir (one server start); its number pairs it with the
+        # baseline's start of the same number (``paired.over_starts``)
+        parts[-1]["_run"] = np.full(int(measured.sum()), i, dtype=np.int64)
+        rep = run.meta.get("replicate")
+        parts[-1]["_rep"] = np.full(
+            int(measured.sum()), int(rep) if isinstance(rep, int) else i + 1, dtype=np.int64
+        )
+        parts[-1]["_unit"] = _units(run, i, measured)
+        for q, (w, k) in _windows(run, measured).items():
+            w0, k0 = windows.get(q, (0.0, 0))
+            windows[q] = (w0 + w, k0 + k)
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return cols, windows
+
+
+def _start_values(cols: dict[str, np.ndarray], ok: np.ndarray) -> dict[str, dict[int, float]]:
+    """Each server start's own percentile of every latency metric, by its replicate number
+    (two or more starts; a start with too few values for a percentile has none:
+    ``stats.MIN_TAIL_VALUES``)."""
+    out: dict[str, dict[int, float]] = {}
+    reps = cols["_rep"]
+    if np.unique(cols["_run"]).size < 2:
+        return out
+    for fam, col in LATENCY_FIELDS.items():
+        sel = np.ones(ok.shape, dtype=bool) if fam == "queue_delay" else ok
+        x, rep = cols[col][sel], reps[sel]
+        finite = ~np.isnan(x)
+        x, rep = x[finite], rep[finite]
+        for tag, q in QUANTILES.items():
+            vals = {}
+            for r in np.unique(rep).tolist():
+                mine = np.sort(x[rep == r])
+                if mine.size * min(q, 1.0 - q) >= MIN_TAIL_VALUES:
+                    v = quantile_sorted(mine, q)
+                    if v is not None and v > 0:
+                        vals[int(r)] = v
+            out[f"{fam}_{tag}"] = vals
+    return out
+
+
+def _latency(
+    cols: dict[str, np.ndarray], ok: np.ndarray, cond: str, qps: float, b: int, seed: int
+) -> tuple[dict[str, Estimate], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Pooled percentiles and their replicates. The top level of the interval is the server
+    start (run dir) wherever values come from two or more (``stats.over_starts``: a t
+    interval over them, none at two); within one interleaved start it is the block, within
+    one contiguous start the time slice (``stats.few_units_widened`` for both); else (a
+    step too short to cut) the request."""
+    est: dict[str, Estimate] = {}
+    reps: dict[str, np.ndarray] = {}
+    raw: dict[str, np.ndarray] = {}  # over two or more starts: before ``over_starts``
+    blocks = _is_blocked(cols)
+    for fam, col in LATENCY_FIELDS.items():
+        sel = np.ones(ok.shape, dtype=bool) if fam == "queue_delay" else ok
+        x, run, unit = cols[col][sel], cols["_run"][sel], cols["_unit"][sel]
+        finite = ~np.isnan(x)
+        x, run, unit = x[finite], run[finite], unit[finite]
+        starts = int(np.unique(run).size)
+        if starts < 2:
+            run = unit  # one start: its blocks, its time slices, or else its requests
+            if not blocks and np.unique(unit).size < MIN_SLICES:
+                run = np.zeros_like(unit)
+        groups: Units | None = None
+        if run.size and run.min() != run.max():  # values from two or more units
+            order = np.argsort(x, kind="stable")
+            x, groups = x[order], Units.of(run[order])
+        else:
+            x = np.sort(x)
+        for tag, q in QUANTILES.items():
+            name = f"{fam}_{tag}"
+            # Blocks: the same generator for every condition, so the unit draw (the first
+            # draw) picks the same pairs of neighbouring blocks (or sessions) in each.
+            rng = rng_for("blocks" if blocks else cond, qps, name, seed=seed)
+            est[name], reps[name] = estimate(x, q, b, rng, groups)
+            if groups is None:
+                continue
+            if starts >= 2:  # a t interval over the starts, none below three
+                raw[name] = reps[name]
+                spread = unit_percentiles(x, groups, q)  # at least their own t interval
+                est[name], reps[name] = over_starts(est[name], reps[name], starts, spread)
+            else:  # one start: over its blocks or time slices, stretched for few of them
+                spread = unit_percentiles(x, groups, q)
+                est[name], reps[name] = few_units_widened(
+                    est[name], reps[name], groups.count, spread, t975 if blocks else SLICE_T
+                )
+    return est, reps, raw
+
+
+def _is_blocked(cols: dict[str, np.ndarray]) -> bool:
+    """Records of an interleaved run (``sweep --interleave``): units are blocks."""
+    return bool(cols["block"].size) and not bool(np.isnan(cols["block"]).all())
+
+
+def _one_step(
+    cond: str,
+    qps: float,
+    cols: dict[str, np.ndarray],
+    window: tuple[float, int],
+    b: int,
+    seed: int,
+) -> StepStats:
+    ok = cols["ok"]
+    n, n_ok = int(ok.size), int(ok.sum())
+    kinds = Counter(k if k else "unknown" for k in cols["error_kind"][~ok].tolist())
+    latency, reps, raw = _latency(cols, ok, cond, qps, b, seed)
+    out_tok = cols["output_tokens"][ok]
+    chunks = cols["content_chunks"][ok]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_chunk = out_tok / chunks
+    per_chunk = per_chunk[np.isfinite(per_chunk) & (chunks > 0)]
+    win_s, execs = window
+    finite_out = out_tok[~np.isnan(out_tok)]
+    lookup = cols["lookup_match_rate"][ok]
+    lookup = lookup[~np.isnan(lookup)]
+    return StepStats(
+        condition=cond,
+        target_qps=qps,
+        n=n,
+        n_ok=n_ok,
+        executions=execs,
+        window_s=win_s,
+        achieved_qps=int(load_mask(cols["turn"]).sum()) / win_s if win_s > 0 else None,
+        requests_per_s=n / win_s if win_s > 0 else None,
+        error_rate=(n - n_ok) / n if n else 0.0,
+        error_kinds=dict(sorted(kinds.items())),
+        latency=latency,
+        output_tok_s=float(finite_out.sum()) / win_s if win_s > 0 else None,
+        tokens_per_chunk=float(np.median(per_chunk)) if per_chunk.size else None,
+        output_tokens_p50=float(np.median(finite_out)) if finite_out.size else None,
+        late_share=float(np.mean(cols["queue_delay_s"] > LATE_S)) if n else 0.0,
+        replicates=reps,
+        start_values=_start_values(cols, ok),
+        start_replicates=raw,
+        execution_p50=_per_execution(cols, ok),
+        lookup_match_rate=float(lookup.mean()) if lookup.size else None,
+        lookup_n=int(lookup.size),
+        runs=int(np.unique(cols["_run"]).size),
+        blocks=int(np.unique(cols["_unit"]).size) if _is_blocked(cols) else 0,
+        slices=_slices(cols),
+    )
+
+
+def _slices(cols: dict[str, np.ndarray]) -> int:
+    """Time slices behind a step of one contiguous start (``_time_slices``), else 0."""
+    if _is_blocked(cols) or np.unique(cols["_run"]).size != 1:
+        return 0
+    k = int(np.unique(cols["_unit"]).size)
+    return k if k >= MIN_SLICES else 0
+
+
+def starts_too_few(*sides: list[StepStats]) -> int:
+    """The number of server starts (2 up to ``MIN_STARTS_FOR_CI`` - 1) that leaves a
+    comparison of these sides' steps without an interval over starts (``stats.over_starts``);
+    0 when each side has an interval (one start's own, or one over enough starts)."""
+    for steps in sides:
+        k = min((s.runs for s in steps), default=1)
+        if 2 <= k < MIN_STARTS_FOR_CI:
+            return k
+    return 0
+
+
+def load_mask(turn: np.ndarray) -> np.ndarray:
+    """``records.counts_as_load`` over a ``turn`` column (NaN: no conversation), applied to
+    its distinct values only: one definition, at column speed."""
+    values, inverse = np.unique(turn, return_inverse=True)
+    keep = np.array([counts_as_load(float(v)) for v in values.tolist()], dtype=bool)
+    return keep[inverse.reshape(turn.shape)] if values.size else np.zeros(turn.shape, bool)
+
+
+def _per_execution(cols: dict[str, np.ndarray], ok: np.ndarray) -> dict[str, list[float]]:
+    """Median latency of each step execution, to show how far repeats agree."""
+    keys = np.unique(cols["_exec"])
+    if keys.size < 2:
+        return {}
+    out: dict[str, list[float]] = {}
+    for fam in ("ttft", "tpot", "e2e"):
+        x = cols[LATENCY_FIELDS[fam]]
+        meds = []
+        for k in keys:
+            v = x[ok & (cols["_exec"] == k)]
+            v = v[~np.isnan(v)]
+            if v.size:
+                meds.append(float(np.median(v)))
+        if len(meds) > 1:
+            out[fam] = meds
+    return out
+
+
+def condition_steps(
+    cond: str, runs: list[RunColumns], *, b: int = 1000, seed: int = 0
+) -> list[StepStats]:
+    """Per-step statistics of one condition (its runs pooled), sorted by target QPS.
+
+    Each of ``runs`` is one replicate (server start): steps with latency values from two or
+    more get two-level bootstrap replicates.
+    """
+    cols, windows = pool_runs(runs)
+    qps = np.round(cols["target_qps"], 6)
+    keys, inverse = np.unique(qps, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(keys.size + 1))
+    out = []
+    for i, q in enumerate(keys.tolist()):
+        idx = order[bounds[i] : bounds[i + 1]]
+        sub = {k: v[idx] for k, v in cols.items()}
+        window = windows.get(float(q), (0.0, 0))
+        out.append(_for_looks(_one_step(cond, float(q), sub, window, b, seed), looks_of(runs)))
+    return out
+
+
+def looks_of(runs: list[RunColumns]) -> int:
+    """How many looks at the data the runs' design planned (``sweep --until-decided`` writes
+    ``interleave.looks`` into run.json); 1 for every other run."""
+    return max([int((r.meta.get("interleave") or {}).get("looks") or 1) for r in runs], default=1)
+
+
+def _for_looks(step: StepStats, looks: int) -> StepStats:
+    """Every interval of the step widened for ``looks`` planned looks (``stats.for_looks``)."""
+    if looks <= 1:
+        return step
+    for name in list(step.latency):
+        step.latency[name], step.replicates[name] = for_looks(
+            step.latency[name], step.replicates[name], looks
+        )
+    return step

@@ -1,0 +1,57 @@
+"""What a condition had on: declared, read from the server's /metrics, or unknown (
+"the condition is declared, never guessed from a label")."""
+
+from __future__ import annotations
+
+import urllib.request
+
+from specload.analysis.inputs.features import features_of, role_of
+from specload.metrics.scrape import parse_metrics
+
+SPEC = '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4}'
+
+
+def _lines(url: str) -> list[dict[str, object]]:
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
+        return [{"t": 0.0, "step": 0, "phase": "start", "values": parse_metrics(r.read().decode())}]
+
+
+def test_a_sweep_declaration_is_taken_as_is() -> None:
+    cond = {
+        "speculative": None,
+        "prefix_caching": False,
+        "source": {"speculative": "declared", "prefix_caching": "declared"},
+    }
+    f = features_of({"condition": cond}, [])
+    assert (f.speculative, f.prefix_caching) == (False, False) and role_of(f) == "baseline"
+    assert f.source == {"speculative": "declared", "prefix_caching": "declared"}
+
+
+def test_nothing_declared_and_no_server_metrics_is_unknown() -> None:
+    f = features_of({"label": "candidate-build", "condition": {"speculative": None}}, [])
+    assert f.speculative is None and f.prefix_caching is None and role_of(f) == "unknown"
+
+
+def test_the_servers_own_metrics_fill_what_was_not_declared(sim_factory) -> None:
+    both = sim_factory("--profile", "tiny", "--enable-prefix-caching", "--speculative-config", SPEC)
+    plain = sim_factory("--profile", "tiny", "--no-enable-prefix-caching")
+    undeclared = {"condition": {"speculative": None, "prefix_caching": None}}
+    f = features_of(undeclared, _lines(both.url))
+    assert (f.spec_on, f.prefix_caching) == (True, True) and role_of(f) == "both"
+    assert f.source == {"speculative": "server", "prefix_caching": "server"}
+    g = features_of(undeclared, _lines(plain.url))
+    assert (g.spec_on, g.prefix_caching) == (False, False) and role_of(g) == "baseline"
+
+
+def test_a_declaration_the_server_contradicts_is_kept_and_reported(sim_factory) -> None:
+    plain = sim_factory("--profile", "tiny", "--no-enable-prefix-caching")
+    declared = {
+        "condition": {
+            "speculative": {"method": "ngram"},
+            "prefix_caching": True,
+            "source": {"speculative": "declared", "prefix_caching": "declared"},
+        }
+    }
+    f = features_of(declared, _lines(plain.url))
+    assert f.spec_on is True and f.prefix_caching is True
+    assert len(f.conflicts) == 2 and "enable_prefix_caching=False" in f.conflicts[1]
