@@ -8,6 +8,9 @@ Checked on the source, so a new copy fails here before it reaches a user:
   UI shows the words the server sends;
 - the rule's threshold is applied in ``analysis/statistics/effect.py`` only: no other module compares a
   ratio with ``min_gain``;
+- steps.json is parsed in ``specload/recorder/steps_json.py`` only, which also says where a
+  step's measured window starts and ends;
+- a step is named by ``analysis/wording.py`` (``step_name``, ``step_label``) only;
 - what a client takes besides its URL is ``client.ClientSettings``: no client's constructor
   names a setting itself.
 """
@@ -41,6 +44,30 @@ def test_run_json_is_parsed_by_the_one_reader_only() -> None:
     assert not bad, "parse run.json with recorder.run_json (load_run_json/peek_run_json):\n" + (
         "\n".join(bad)
     )
+
+
+def test_steps_json_is_parsed_and_windowed_by_the_one_reader_only() -> None:
+    bad = [
+        f"{rel}:{n}: {line.strip()}"
+        for rel, n, line in _lines(("recorder/steps_json.py",))
+        if re.search(r'"steps\.json"|STEPS_JSON', line)
+        and PARSE.search(line)
+        or re.search(r"warmup_end.*\bor\b.*start|warmup_end.*else.*\"start\"", line)
+    ]
+    assert not bad, "read steps.json with recorder.steps_json (read_steps, measured_window):\n" + (
+        "\n".join(bad)
+    )
+
+
+def test_a_step_is_named_by_wording_only() -> None:
+    # "c=8", "concurrency 8", "8 req/s": five modules had their own; sim/ is a product of its
+    # own and names no step.
+    bad = [
+        f"{rel}:{n}: {line.strip()}"
+        for rel, n, line in _lines(("analysis/wording.py", "sim/"))
+        if re.search(r'f"c=\{|f".*concurrency \{', line)
+    ]
+    assert not bad, f"name steps with analysis.wording.step_name: {bad}"
 
 
 def test_the_rules_undecided_words_are_written_once() -> None:

@@ -70,6 +70,7 @@ from specload.analysis.statistics.steps import (
     metric_names,
     starts_too_few,
 )
+from specload.analysis.wording import step_name
 from specload.core.condition import choose_baseline
 from specload.core.errors import ConfigError
 from specload.core.records import behind_words, fell_behind
@@ -312,9 +313,7 @@ def _telemetry_warnings(groups: dict[str, list[RunColumns]]) -> list[str]:
 
 
 def _step_name(step: dict[str, Any]) -> str:
-    if step.get("concurrency"):
-        return f"concurrency {step['concurrency']}"
-    return f"{float(step.get('target_qps') or 0):g} req/s"
+    return step_name(float(step.get("target_qps") or 0), int(step.get("concurrency") or 0))
 
 
 def _check_options(metric: str, min_gain: float, bootstrap: int) -> None:

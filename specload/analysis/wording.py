@@ -23,6 +23,7 @@ __all__ = [
     "pct_ci_text",
     "signed_change",
     "step_label",
+    "step_name",
     "time_text",
     "to_decide_text",
     "too_few_starts_text",
@@ -140,6 +141,15 @@ def pct_ci_text(
 def load_decimals(point: float) -> int:
     """Decimals for a load in req/s: one from 1 req/s up (17.6, 8.0), two below (0.85)."""
     return 1 if abs(point) >= 1 else 2
+
+
+def step_name(target_qps: float, concurrency: int = 0, *, short: bool = False) -> str:
+    """A step by what it asks for: "8 req/s" (open loop) or "concurrency 8" (closed loop,
+    ``{concurrency: 8}``); ``short`` gives "c=8" where steps are listed side by side (the
+    sweep's progress lines, the web UI's table)."""
+    if concurrency:
+        return f"c={concurrency}" if short else f"concurrency {concurrency}"
+    return f"{target_qps:g} req/s"
 
 
 def step_label(target_qps: float, achieved_qps: float | None) -> str:

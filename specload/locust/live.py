@@ -23,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from specload.analysis.wording import step_name
 from specload.core.records import LATE_S, behind_words, fell_behind
 
 __all__ = ["SETTLE_S", "LiveStats", "StepTally", "budget_reasons", "percentile"]
@@ -238,7 +239,7 @@ class LiveStats:
         t = self.steps[index]
         achieved = t.achieved_qps
         tpot = percentile(t.tpot_s, 50)
-        load = f"concurrency {t.concurrency}" if t.concurrency else f"target {t.target_qps:g} qps"
+        load = step_name(0.0, t.concurrency) if t.concurrency else f"target {t.target_qps:g} qps"
         behind = (
             f"; fell behind: {behind_words(t.late_share, percentile(t.queue_delay_s, 95))}"
             if fell_behind(t.late_share) and not t.concurrency

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from specload.analysis.wording import step_name
 from specload.core.errors import ConfigError
 from specload.locust.live_view import live_view
 from specload.locust.registry import master_side
@@ -97,7 +98,7 @@ def step_rows(view: dict[str, Any]) -> list[dict[str, str]]:
             "name": f"step-{s['index']}",
             "step": f"{s['index'] + 1}/{total} (r{s['repeat']})",
             "state": s["state"],
-            "target_qps": f"c={s['concurrency']}"
+            "target_qps": step_name(s["target_qps"], s["concurrency"], short=True)
             if s.get("concurrency")
             else f"{s['target_qps']:g}",
             "achieved_qps": _num(s.get("achieved_qps")),

@@ -30,9 +30,11 @@ from typing import Any
 
 import orjson
 
+from specload.analysis.wording import step_name
 from specload.core.errors import ConfigError
 from specload.recorder.run_json import peek_run_json
 from specload.recorder.rundir import write_json_durably
+from specload.recorder.steps_json import STEPS_JSON, read_steps
 from specload.scenario.schema import FIRST_BLOCK_WARMUP_S, InterleaveSpec, Scenario
 
 __all__ = [
@@ -56,7 +58,7 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return f"c={self.concurrency}" if self.concurrency else f"{self.target_qps:g} req/s"
+        return step_name(self.target_qps, self.concurrency, short=True)
 
     def step_entry(self) -> Any:
         """The scenario ``steps`` entry that makes this cell."""
@@ -257,7 +259,7 @@ def split_session(session: Path, dirs: dict[str, Path]) -> dict[str, str]:
         if before is not None:
             steps = _steps(run_dir) + steps
             mine = _merge_round(before, mine)
-        _write_json(run_dir / "steps.json", steps)
+        _write_json(run_dir / STEPS_JSON, steps)
         _write_json(run_dir / "run.json", mine)
     shutil.rmtree(session, ignore_errors=True)
     return {label: str(meta.get("status") or "failed") for label in dirs}
@@ -343,8 +345,7 @@ def _merge_round(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 
 
 def _steps(path: Path) -> list[dict[str, Any]]:
-    steps = _read_json(path / "steps.json")
-    return [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else []
+    return read_steps(path)[0]
 
 
 def _read_json(path: Path) -> Any:

@@ -43,6 +43,7 @@ from specload.protocol.target import ManagedServer, Target
 from specload.protocol.until_decided import look_at, plan_round, round_line, stamp_looks
 from specload.recorder.run_json import peek_run_json
 from specload.recorder.rundir import remove_new_dirs, write_json_durably
+from specload.recorder.steps_json import read_steps
 from specload.scenario import load_scenario
 from specload.scenario.schema import Scenario
 
@@ -329,23 +330,14 @@ def _split(s: _Session, code: int | None) -> list[ConditionResult]:
 
 
 def _blocks_of(run_dir: Path) -> int:
-    steps = _read_steps(run_dir)
-    return len({x.get("block") for x in steps})
-
-
-def _read_steps(run_dir: Path) -> list[dict[str, Any]]:
-    try:
-        steps = json.loads((run_dir / "steps.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        return []
-    return [x for x in steps if isinstance(x, dict)] if isinstance(steps, list) else []
+    return len({x.get("block") for x in read_steps(run_dir)[0]})
 
 
 def _time_split(s: _Session, meta: dict[str, Any] | None) -> dict[str, float]:
     """Where the session's wall time went (seconds): server starts, the run's start until
     its first block (prompts prepared once per server), each block's warm-up, measured
     window and cool-down, the switches between blocks, and the run's end."""
-    steps = sorted(_read_steps(s.session_dir), key=lambda x: float(x.get("start") or 0.0))
+    steps = sorted(read_steps(s.session_dir)[0], key=lambda x: float(x.get("start") or 0.0))
     now = time.monotonic()
     total = now - s.started
     servers = (s.servers_up or now) - s.started

@@ -29,6 +29,7 @@ import orjson
 from specload.analysis.statistics.stats import Estimate
 from specload.analysis.wording import load_ci_text, signed_change
 from specload.core.errors import ConfigError, SpecloadError
+from specload.recorder.steps_json import STEPS_JSON, read_steps
 
 __all__ = [
     "UI_METRICS",
@@ -159,8 +160,8 @@ def write_view(run_dir: str | Path, dest: str | Path, steps: set[int]) -> Path:
         shutil.rmtree(out)
     out.mkdir(parents=True)
     meta = load_run_json(src)
-    plan = orjson.loads((src / "steps.json").read_bytes()) if (src / "steps.json").exists() else []
-    (out / "steps.json").write_bytes(orjson.dumps([s for s in plan if s.get("index") in steps]))
+    plan = read_steps(src)[0]
+    (out / STEPS_JSON).write_bytes(orjson.dumps([s for s in plan if s.get("index") in steps]))
     n = _filter_jsonl(src / "requests.jsonl", out / "requests.jsonl", steps)
     _filter_jsonl(src / "metrics.jsonl", out / "metrics.jsonl", steps)
     meta["counts"] = {**(meta.get("counts") or {}), "sent": n, "recorded": n, "by_worker": {}}

@@ -32,7 +32,6 @@ class JsonlWriter:
         self._fh = open(self.path, "ab")  # noqa: SIM115 -- lives as long as the writer
         self._buf: list[bytes] = []
         self._buffer_lines = buffer_lines
-        self.lines_written = 0
 
     def write(self, obj: dict[str, Any]) -> None:
         """Queue one object; writes through when the buffer is full."""
@@ -44,7 +43,6 @@ class JsonlWriter:
         """Write every queued line and hand it to the OS (no fsync: that is ``close``'s job)."""
         if self._buf and not self._fh.closed:
             self._fh.write(b"".join(self._buf))
-            self.lines_written += len(self._buf)
             self._buf.clear()
         if not self._fh.closed:
             self._fh.flush()

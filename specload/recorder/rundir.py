@@ -27,6 +27,7 @@ from specload.core.errors import ConfigError
 from specload.core.records import RequestRecord
 from specload.recorder.jsonl import JsonlWriter, iter_jsonl
 from specload.recorder.run_json import RUN_SCHEMA_VERSION, load_run_json, unrecorded_warning
+from specload.recorder.steps_json import STEPS_JSON, read_steps
 
 #: GPU and host telemetry of a run, one line per sample (``metrics.telemetry`` writes it,
 #: ``analysis.telemetry`` reads it): named here, with the run dir, so neither imports the other.
@@ -257,11 +258,6 @@ class RunWriter:
         self.write_meta()
         self.write_steps()
 
-    @property
-    def records_written(self) -> int:
-        """Records accepted so far (written or waiting in the buffer)."""
-        return self._requests.lines_written + len(self._requests._buf)
-
     def add_records(self, records: Iterable[dict[str, Any] | RequestRecord]) -> int:
         """Append records (dicts in the ``RequestRecord.to_dict`` shape, or records); count them."""
         return _write_records(self._requests, records)
@@ -314,7 +310,7 @@ class RunWriter:
         write_json_durably(self.path / "run.json", self.meta.to_dict())
 
     def write_steps(self) -> None:
-        write_json_durably(self.path / "steps.json", self.steps)
+        write_json_durably(self.path / STEPS_JSON, self.steps)
 
     def close(self, status: str, ended_at: float) -> None:
         """Fsync the JSONL files and write the final ``run.json``. Safe to call twice."""
@@ -358,15 +354,6 @@ class RunData:
         return list(iter_jsonl(path, self.warnings)) if path.exists() else []
 
 
-def _load_json(path: Path, what: str) -> Any:
-    try:
-        return orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise ConfigError(f"missing {what} (not a run directory?)", file=str(path)) from None
-    except orjson.JSONDecodeError as exc:
-        raise ConfigError(f"{what} is not valid JSON ({exc})", file=str(path)) from None
-
-
 def read_run(path: str | Path) -> RunData:
     """Open a run directory written by ``RunWriter``; ConfigError when it is not one.
 
@@ -375,10 +362,10 @@ def read_run(path: str | Path) -> RunData:
     """
     p = Path(path)
     meta = load_run_json(p)
-    steps = _load_json(p / "steps.json", "steps.json") if (p / "steps.json").exists() else []
+    steps, problem = read_steps(p, strict=True)
     warnings: list[str] = []
-    if not (p / "steps.json").exists():
-        warnings.append(f"{p}: steps.json missing")
+    if problem:
+        warnings.append(f"{p}: {STEPS_JSON} {problem}")
     metrics = list(iter_jsonl(p / "metrics.jsonl", warnings))
     status = meta.get("status")
     if status == "degraded":

@@ -18,6 +18,7 @@ from specload.analysis.decisions.classes import restrict
 from specload.analysis.inputs.run_columns import RunColumns
 from specload.analysis.statistics.ratios import RatioRow, step_ratios
 from specload.analysis.statistics.steps import StepStats, condition_steps
+from specload.analysis.wording import step_name
 
 __all__ = [
     "LOCKSTEP_S",
@@ -51,7 +52,7 @@ class ClosedLoop:
     def lockstep_warnings(self) -> list[str]:
         """One sentence per condition whose users ran in lockstep at this level."""
         return [
-            f"{label} at concurrency {self.concurrency}: {share:.0%} of sends came within "
+            f"{label} at {step_name(0.0, self.concurrency)}: {share:.0%} of sends came within "
             f"{LOCKSTEP_S * 1000:.0f} ms of another (users in lockstep): its TTFT there "
             f"measures bursts of {self.concurrency} simultaneous prefills"
             for label, share in self.lockstep.items()

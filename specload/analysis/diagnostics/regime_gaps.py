@@ -33,6 +33,7 @@ import numpy as np
 import orjson
 
 from specload.analysis.inputs.run_columns import RunColumns
+from specload.recorder.steps_json import measured_window
 
 __all__ = ["MAX_PER_EXECUTION", "MAX_PER_SECOND", "RunGaps", "pick", "read_gaps"]
 
@@ -195,11 +196,11 @@ def _windows(run: RunColumns, execs: np.ndarray) -> tuple[np.ndarray, np.ndarray
     hi = np.full(execs.shape[0], np.inf)
     for s in run.steps:
         at = execs == s.get("index")
-        start = s.get("warmup_end") if s.get("warmup_end") is not None else s.get("start")
+        start, end = measured_window(s)
         if start is not None:
-            lo[at] = float(start)
-        if s.get("end") is not None:
-            hi[at] = float(s["end"])
+            lo[at] = start
+        if end is not None:
+            hi[at] = end
     return lo, hi
 
 

@@ -56,6 +56,7 @@ from specload.analysis.inputs.telemetry import (
     per_second,
     read_telemetry,
 )
+from specload.analysis.wording import step_name
 
 __all__ = [
     "RULE",
@@ -98,9 +99,9 @@ StepKey = tuple[str, float]
 
 
 def step_label(key: StepKey) -> str:
-    """ "8 req/s" or "concurrency 8": the report's name for a step."""
+    """A step key's name (``wording.step_name``): "8 req/s" or "concurrency 8"."""
     kind, value = key
-    return f"{value:g} req/s" if kind == "qps" else f"concurrency {value:g}"
+    return step_name(value) if kind == "qps" else step_name(0.0, int(value))
 
 
 def _step_keys(cols: dict[str, np.ndarray]) -> list[StepKey]:

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from specload.analysis.inputs.columns import Part, parse_lines, read_columns
 from specload.core.errors import ConfigError
 from specload.core.records import SCHEMA_VERSION
 from specload.recorder.run_json import load_run_json, unrecorded_warning
+from specload.recorder.steps_json import STEPS_JSON, read_steps
 
 __all__ = ["RunColumns", "load_run", "load_runs", "read_jsonl"]
 
@@ -66,16 +66,10 @@ def _load_meta(path: Path) -> dict[str, Any]:
 
 
 def _load_steps(path: Path, warnings: list[str]) -> list[dict[str, Any]]:
-    steps_path = path / "steps.json"
-    if not steps_path.is_file():
-        warnings.append(f"{steps_path}: missing; achieved QPS estimated from record times")
-        return []
-    try:
-        steps = orjson.loads(steps_path.read_bytes())
-    except orjson.JSONDecodeError:
-        warnings.append(f"{steps_path}: not valid JSON; achieved QPS estimated from record times")
-        return []
-    return [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else []
+    steps, problem = read_steps(path)
+    if problem:
+        warnings.append(f"{path / STEPS_JSON}: {problem}; achieved QPS estimated from record times")
+    return steps
 
 
 def _merge(path: Path, parts: list[Part], warnings: list[str]) -> dict[str, np.ndarray]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from specload.recorder.jsonl import iter_jsonl
 from specload.recorder.rundir import TELEMETRY_FILE
+from specload.recorder.steps_json import measured_window
 
 __all__ = [
     "CLOCK_DROP",
@@ -257,10 +258,8 @@ def _summarise(seconds: list[TelemetrySecond]) -> StepTelemetry:
 
 
 def _window(step: dict[str, Any]) -> tuple[float, float] | None:
-    start = _num(step.get("warmup_end"))
-    if start is None:
-        start = _num(step.get("start"))
-    end = _num(step.get("end"))
+    """The measured window when both edges are known and it is not empty."""
+    start, end = measured_window(step)
     if start is None or end is None or end <= start:
         return None
     return start, end

@@ -45,6 +45,7 @@ from specload.analysis.statistics.stats import (
     unit_percentiles,
 )
 from specload.core.records import LATE_S, counts_as_load
+from specload.recorder.steps_json import measured_window
 
 __all__ = [
     "LATENCY_FIELDS",
@@ -132,8 +133,7 @@ def _windows(run: RunColumns, measured: np.ndarray) -> dict[float, tuple[float, 
         if s.get("target_qps") is None:
             continue
         q = round(float(s["target_qps"]), 6)
-        start = s.get("warmup_end") if s.get("warmup_end") is not None else s.get("start")
-        end = s.get("end")
+        start, end = measured_window(s)
         if end is None:  # interrupted during this step: up to its last send
             sel = measured & (cols["step"] == s.get("index"))
             end = float(np.nanmax(cols["sent_at"][sel])) if sel.any() else start
@@ -214,11 +214,7 @@ def _time_slices(run: RunColumns, measured: np.ndarray) -> np.ndarray:
     step = np.nan_to_num(run.cols["step"][measured], nan=-1.0).astype(np.int64)
     sent = run.cols["sent_at"][measured]
     out = np.zeros(step.size, dtype=np.int64)
-    spans = {
-        int(s["index"]): (s.get("warmup_end") or s.get("start"), s.get("end"))
-        for s in run.steps
-        if s.get("index") is not None
-    }
+    spans = {int(s["index"]): measured_window(s) for s in run.steps if s.get("index") is not None}
     for idx in np.unique(step).tolist():
         sel = step == idx
         lo, hi = spans.get(idx, (None, None))
