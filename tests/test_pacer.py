@@ -80,11 +80,11 @@ def test_poisson_shares_are_uncorrelated() -> None:
     assert abs(statistics.correlation(ga, gb)) < 0.05
 
 
-def test_arrivals_until_stops_at_end() -> None:
+def test_first_at_or_after_counts_the_arrivals_before_a_time() -> None:
     p = Pacer(10.0, "constant", seed=0, start_at=0.0)
-    got = list(p.arrivals_until(1.0))
-    assert [i for i, _ in got] == list(range(10))
-    assert list(p.arrivals_until(1.0, first=8)) == got[8:]
+    assert [t for _, t in _until(p, 1.0)] == [i / 10 for i in range(10)]
+    assert p.first_at_or_after(1.0) == 10
+    assert p.first_at_or_after(0.75) == 8
 
 
 def test_derive_seed_is_stable_and_label_sensitive() -> None:
@@ -125,7 +125,7 @@ def test_gamma_shares_merge_into_the_one_bursty_stream() -> None:
     ]
     merged = sorted(t for p in parts for t in (p.next_send_at(i) for i in range(400)))
     assert merged == [whole.next_send_at(j) for j in range(1200)]
-    assert all(p.expected_count(10.0) == pytest.approx(40.0) for p in parts)
+    assert all(p.rate_qps == pytest.approx(4.0) for p in parts)
 
 
 def test_burstiness_must_be_positive() -> None:
@@ -140,9 +140,9 @@ def test_a_counted_window_holds_exactly_its_count_and_leaves_the_rest_alone() ->
     whole = CountedWindow(base, 6.0, 9, 1.0, 3.0)
     times = [t for _, t in _until(whole, 6.0)]
     assert sum(1.0 <= t < 3.0 for t in times) == 12  # round(6 req/s x 2 s), every draw
-    assert [t for t in times if t < 1.0] == [t for _, t in base.arrivals_until(1.0)]
+    assert [t for t in times if t < 1.0] == [t for _, t in _until(base, 1.0)]
     after = [t for t in times if t >= 3.0]
-    assert after == [t for _, t in base.arrivals_until(6.0) if t >= 3.0]
+    assert after == [t for _, t in _until(base, 6.0) if t >= 3.0]
     assert times == sorted(times)
     # two processes split the window's one list between them, nothing twice or skipped
     shares = [CountedWindow(base, 6.0, 9, 1.0, 3.0, index=k, count=2) for k in (0, 1)]
@@ -152,6 +152,7 @@ def test_a_counted_window_holds_exactly_its_count_and_leaves_the_rest_alone() ->
 
 
 def _until(pacer, end: float):  # type: ignore[no-untyped-def]
+    """``(i, send_at)`` for every arrival of ``pacer`` due before ``end``."""
     i = 0
     while (t := pacer.next_send_at(i)) < end:
         yield i, t

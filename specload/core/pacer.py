@@ -39,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 __all__ = ["ARRIVALS", "CountedWindow", "Pacer", "derive_seed"]
 
@@ -168,20 +168,6 @@ class Pacer:
         """The index of this process's first arrival due at or after ``t`` (a share that
         takes over mid-step continues a trace where it stands, not from its start)."""
         return _first_at_or_after(self.next_send_at, t)
-
-    def arrivals_until(self, end_at: float, first: int = 0) -> Iterator[tuple[int, float]]:
-        """``(i, send_at)`` for every arrival due before ``end_at``, from index ``first``."""
-        i = first
-        while True:
-            t = self.next_send_at(i)
-            if t >= end_at:
-                return
-            yield i, t
-            i += 1
-
-    def expected_count(self, duration_s: float) -> float:
-        """Mean number of arrivals in ``duration_s`` seconds (for progress and checks)."""
-        return self.rate_qps * duration_s
 
     def __repr__(self) -> str:
         return (
