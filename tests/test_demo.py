@@ -53,7 +53,7 @@ def test_demo_scenario_brackets_the_calibrated_crossover_and_fits_the_budget() -
     # Four conditions x three starts (the fewest with an interval over starts) of planned
     # load leave room for starts and drains.
     assert DEMO_REPLICATES >= MIN_STARTS_FOR_CI
-    assert 4 * DEMO_REPLICATES * scenario.total_duration_s <= 200
+    assert 4 * DEMO_REPLICATES * sum(p.total_s for p in scenario.schedule()) <= 200
     # The calibration's request shape: it sets how many requests are in flight at a rate.
     assert (scenario.max_tokens, scenario.min_tokens, scenario.ignore_eos) == (256, 256, True)
     assert scenario.prompts.input_tokens == 512

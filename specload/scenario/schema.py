@@ -235,11 +235,6 @@ class Scenario:
                 )
         return plans
 
-    @property
-    def total_duration_s(self) -> float:
-        """Planned wall-clock length of the run (seconds), warm-ups included."""
-        return sum(p.total_s for p in self.schedule())
-
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict, defaults filled; ``load.parse_scenario`` reads it back."""
         d = asdict(self)
