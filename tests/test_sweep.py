@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from specload.analysis.wording import too_few_starts_text
+from specload.core.condition import parse_condition
 from specload.core.errors import ConfigError
 from specload.core.procgroup import group_alive
-from specload.protocol.sweep import parse_condition
 from tests.conftest import REPO
 
 PY = shlex.quote(sys.executable)

@@ -165,7 +165,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 def demo_conditions(profile: str, workload: str = "protocol") -> list:  # type: ignore[type-arg]
     """Baseline, spec, prefix and both, declared as the simulator is started for each; for
     the mixed workload, baseline and n-gram drafting (whose gain depends on the content)."""
-    from specload.protocol.sweep import parse_condition
+    from specload.core.condition import parse_condition
 
     if workload == "mixed":
         ngram = shlex.join(

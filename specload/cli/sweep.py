@@ -214,7 +214,7 @@ def _urls(args: argparse.Namespace) -> tuple[str | None, dict[str, str]]:
 
 def _conditions(args: argparse.Namespace, urls: dict[str, str]) -> list[Condition]:
     """The conditions named by --condition, --label and --url LABEL=URL, as declared."""
-    from specload.protocol.sweep import parse_condition
+    from specload.core.condition import parse_condition
 
     if urls and args.server_cmd is not None:
         raise ConfigError("give --server-cmd or --url, not both", path="--url")

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specload.core.condition import Condition
 from specload.core.errors import ConfigError, TargetError
 from specload.protocol.interleave import Round, cells_of, plan_blocks, split_session
 from specload.protocol.sweep import (
-    Condition,
     ConditionResult,
     SweepPlan,
     drive_command,

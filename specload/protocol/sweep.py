@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from specload.core.condition import Condition, choose_baseline, parse_condition
+from specload.core.condition import Condition, choose_baseline
 from specload.core.errors import ConfigError, TargetError
 from specload.core.ports import free_port
 from specload.core.procgroup import stop_group
@@ -45,7 +45,6 @@ from specload.recorder.run_json import peek_run_json
 from specload.recorder.rundir import remove_new_dirs, write_json_durably
 
 __all__ = [
-    "Condition",
     "ConditionResult",
     "SweepPlan",
     "baseline_line",
@@ -53,7 +52,6 @@ __all__ = [
     "drive_command",
     "degraded_lines",
     "next_url_replicate",
-    "parse_condition",
     "patch_run_json",
     "planned_runs",
     "outermost_new",
