@@ -41,8 +41,8 @@ FLOOR = {pkg: i for i, floor in enumerate(FLOORS) for pkg in floor}
 #: the same rule: a room imports only rooms on floors below its own.
 ROOMS: tuple[tuple[str, ...], ...] = (
     ("wording", "inputs"),
-    ("statistics", "diagnostics"),
-    ("decisions",),
+    ("statistics",),
+    ("decisions", "diagnostics"),
     ("schedules",),
     ("comparison",),
     ("compare",),

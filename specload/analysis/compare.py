@@ -73,6 +73,7 @@ from specload.analysis.statistics.steps import (
 from specload.analysis.wording import step_name
 from specload.core.condition import choose_baseline
 from specload.core.errors import ConfigError
+from specload.core.gain import DEFAULT_MIN_GAIN, check_min_gain
 from specload.core.records import behind_words, fell_behind
 from specload.core.slo import Slo, slos_from_scenario
 from specload.metrics.host import host_differences
@@ -319,8 +320,7 @@ def _step_name(step: dict[str, Any]) -> str:
 def _check_options(metric: str, min_gain: float, bootstrap: int) -> None:
     if metric not in metric_names():
         raise ConfigError(f"--metric {metric!r}: expected one of {', '.join(metric_names())}")
-    if math.isnan(min_gain) or not 0 <= min_gain < 1:
-        raise ConfigError(f"--min-gain {min_gain}: expected a fraction in [0, 1), e.g. 0.05")
+    check_min_gain(min_gain)
     if bootstrap < 1:
         raise ConfigError(f"--bootstrap {bootstrap}: expected a positive number of replicates")
 
@@ -476,7 +476,7 @@ def compare_runs(
     *,
     baseline: str | None = None,
     metric: str = "tpot_p50",
-    min_gain: float = 0.05,
+    min_gain: float = DEFAULT_MIN_GAIN,
     operating_qps: float | None = None,
     force: bool = False,
     gates: list[Gate] | None = None,

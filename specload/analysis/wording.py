@@ -22,6 +22,7 @@ __all__ = [
     "pct",
     "pct_ci_text",
     "signed_change",
+    "signed_pct",
     "step_label",
     "step_name",
     "time_text",
@@ -113,11 +114,17 @@ def change_words(ratio: Interval, *, ci: bool = True) -> str:
     return f"{head} (CI from {pct(1.0 - lo, d)} % lower to {pct(hi - 1.0, d)} % higher)"
 
 
+def signed_pct(change: float | None, digits: int = 0) -> str:
+    """A relative change, signed: ``-0.156`` → "-16 %" ("?" when unknown), for clauses
+    that list several side by side ("+16 % in fast seconds, -4 % in slow ones")."""
+    return "?" if change is None else f"{change * 100:+.{digits}f} %"
+
+
 def signed_change(ratio: Interval, digits: int = 1) -> str:
     """A ratio as a signed change for tables: "-15.6 % (-18.3…-12.0)"; "—" without data."""
     if ratio.value is None:
         return "—"
-    point = f"{(ratio.value - 1) * 100:+.{digits}f} %"
+    point = signed_pct(ratio.value - 1, digits)
     if ratio.lo is None or ratio.hi is None:
         return point
     return f"{point} ({(ratio.lo - 1) * 100:+.{digits}f}…{(ratio.hi - 1) * 100:+.{digits}f})"

@@ -14,6 +14,8 @@ import argparse
 import sys
 from typing import Any
 
+from specload.core.gain import DEFAULT_MIN_GAIN
+
 __all__ = ["add_parser", "run"]
 
 
@@ -58,7 +60,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--min-gain",
         type=float,
-        default=0.05,
+        default=DEFAULT_MIN_GAIN,
         metavar="FRACTION",
         help="a step helps when the metric is at least this much lower and the 95%% CI of the "
         "change lies below 0; hurts, mirrored (default: %(default)s)",

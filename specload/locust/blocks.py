@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 
-from specload.locust.live import percentile
+from specload.analysis.statistics.stats import quantile_sorted
 from specload.locust.messages import Drain
 from specload.locust.schedule import LEAD_S
 from specload.locust.step_plan import TimedStep
@@ -181,7 +181,7 @@ class BlockSchedule:
             p50
             for b in self.blocks
             if which(b) and b.number in self.live.steps
-            if (p50 := percentile(self.live.steps[b.number].e2e_s, 50)) is not None
+            if (p50 := quantile_sorted(self.live.steps[b.number].e2e_s, 0.50)) is not None
         ]
         return max(seen) if seen else None
 

@@ -17,34 +17,20 @@ so a request still waiting in a queue keeps its step open.
 from __future__ import annotations
 
 import bisect
-import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from specload.analysis.statistics.stats import quantile_sorted
 from specload.analysis.wording import step_name
 from specload.core.records import LATE_S, behind_words, fell_behind
 
-__all__ = ["SETTLE_S", "LiveStats", "StepTally", "budget_reasons", "percentile"]
+__all__ = ["SETTLE_S", "LiveStats", "StepTally", "budget_reasons"]
 
 #: Seconds after a step's end before its sent counts are taken as final (workers report
 #: every 0.5 s).
 SETTLE_S = 1.5
-
-
-def percentile(ordered: list[float], q: float) -> float | None:
-    """Linear-interpolated percentile (``q`` in 0..100) of ascending ``ordered``; None if empty.
-
-    The tallies keep their values sorted as they arrive (``bisect.insort``), so a snapshot,
-    taken every few seconds by the progress line and the web UI, reads percentiles without
-    sorting a step's values again.
-    """
-    if not ordered:
-        return None
-    k = (len(ordered) - 1) * q / 100.0
-    lo, hi = math.floor(k), math.ceil(k)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 @dataclass
@@ -159,11 +145,11 @@ class StepTally:
             ("e2e_s", self.e2e_s),
         ):
             out[key] = {
-                "p50": percentile(values, 50),
-                "p95": percentile(values, 95),
+                "p50": quantile_sorted(values, 0.50),
+                "p95": quantile_sorted(values, 0.95),
                 "n": len(values),
             }
-        out["tokens_per_chunk"] = percentile(self.tokens_per_chunk, 50)
+        out["tokens_per_chunk"] = quantile_sorted(self.tokens_per_chunk, 0.50)
         return out
 
 
@@ -238,10 +224,10 @@ class LiveStats:
         """
         t = self.steps[index]
         achieved = t.achieved_qps
-        tpot = percentile(t.tpot_s, 50)
+        tpot = quantile_sorted(t.tpot_s, 0.50)
         load = step_name(0.0, t.concurrency) if t.concurrency else f"target {t.target_qps:g} qps"
         behind = (
-            f"; fell behind: {behind_words(t.late_share, percentile(t.queue_delay_s, 95))}"
+            f"; fell behind: {behind_words(t.late_share, quantile_sorted(t.queue_delay_s, 0.95))}"
             if fell_behind(t.late_share) and not t.concurrency
             else ""
         )

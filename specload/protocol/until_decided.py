@@ -27,6 +27,7 @@ from typing import Any
 from specload.analysis.statistics.effect import HELPS, HURTS, SAME, UNDECIDED
 from specload.analysis.statistics.stats import look_stretch
 from specload.analysis.wording import time_text, to_decide_text
+from specload.core.gain import DEFAULT_MIN_GAIN
 from specload.protocol.interleave import Cell, Round, blocks_per_cell, next_round
 from specload.recorder.run_json import peek_run_json
 from specload.recorder.rundir import write_json_durably
@@ -61,7 +62,7 @@ class UntilDecided:
     budget_s: float = DEFAULT_BUDGET_S
     looks: int = LOOKS
     metric: str = "tpot_p50"
-    min_gain: float = 0.05
+    min_gain: float = DEFAULT_MIN_GAIN
 
 
 @dataclass(slots=True)

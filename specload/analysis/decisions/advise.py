@@ -35,7 +35,9 @@ from specload.analysis.decisions.crossover import (
     fmt_qps,
 )
 from specload.analysis.statistics.effect import HELPS, HURTS, UNDECIDED
-from specload.analysis.wording import load_ci_text, pct, to_decide_text
+from specload.analysis.statistics.stats import Estimate
+from specload.analysis.wording import change_words, load_ci_text, pct, to_decide_text
+from specload.core.gain import DEFAULT_MIN_GAIN
 
 __all__ = [
     "LOW_ACCEPTANCE",
@@ -133,7 +135,7 @@ class AdviceInput:
     conditions: tuple[ConditionFigures, ...]
     metric: str = "p50 TPOT"
     operating_qps: float | None = None
-    min_gain: float = 0.05
+    min_gain: float = DEFAULT_MIN_GAIN
     baseline_gpu_memory_peak_mib: float | None = None
 
 
@@ -434,10 +436,6 @@ def _role(inp: AdviceInput, spec: bool, prefix: bool) -> ConditionFigures | None
     return None
 
 
-def _signed(ratio: float) -> str:
-    return f"{pct(1 - ratio)} % {'lower' if ratio < 1 else 'higher'}"
-
-
 def _explain(family: str, phase: str, roles: dict[str, ConditionFigures], g: float) -> str | None:
     attr = "ttft_ratio" if family == "TTFT" else "tpot_ratio"
     r = {name: getattr(c, attr) for name, c in roles.items()}
@@ -452,8 +450,8 @@ def _explain(family: str, phase: str, roles: dict[str, ConditionFigures], g: flo
         return f"{family} ({phase}){at} did not change by {pct(max(g, 0.02))} % in any condition."
     lead = max(effect, key=lambda k: effect[k])
     return (
-        f"{family} ({phase}){at}, with both on ({_signed(both)}), is explained by {lead}: "
-        f"prefix caching alone {_signed(pre)}, speculative decoding alone {_signed(spec)} (the "
+        f"{family} ({phase}){at}, with both on ({change_words(Estimate(both), ci=False)}), is explained by {lead}: "
+        f"prefix caching alone {change_words(Estimate(pre), ci=False)}, speculative decoding alone {change_words(Estimate(spec), ci=False)} (the "
         "attribution table has every load)."
     )
 

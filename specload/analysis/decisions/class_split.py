@@ -19,6 +19,7 @@ from specload.analysis.decisions.verdict import metric_label, where_effect
 from specload.analysis.statistics.effect import HELPS, HURTS
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import MIN_DECIDE_N
+from specload.analysis.wording import signed_pct
 
 __all__ = ["ClassEffect", "ClassSplit", "class_split"]
 
@@ -59,13 +60,15 @@ class ClassSplit:
         for i, c in enumerate(self.gain):
             metric = f"{metric_label(self.metric)} " if i == 0 else ""
             clauses.setdefault(("helps", c.helps), []).append(
-                f"{c.name} ({metric}{_signed(c.best)})"
+                f"{c.name} ({metric}{signed_pct(c.best)})"
             )
         for c in self.rest:
             if c.hurts is None:
                 clauses.setdefault(("does not help", None), []).append(c.name)
             else:
-                clauses.setdefault(("hurts", c.hurts), []).append(f"{c.name} ({_signed(c.worst)})")
+                clauses.setdefault(("hurts", c.hurts), []).append(
+                    f"{c.name} ({signed_pct(c.worst)})"
+                )
         wheres = {where for _, where in clauses if where is not None}
         common = next(iter(wheres)) if len(wheres) == 1 and len(clauses) > 1 else None
         parts = [
@@ -83,10 +86,6 @@ class ClassSplit:
             f"{self.condition} {said}{small}: route {names} to {pool} and the rest to "
             f"{self.baseline}"
         )
-
-
-def _signed(change: float | None) -> str:
-    return "?" if change is None else f"{change * 100:+.0f} %"
 
 
 def _join(parts: list[str]) -> str:

@@ -408,7 +408,11 @@ def boundaries(
 
 
 def boundary_ci(points: np.ndarray) -> tuple[tuple[float | None, float | None], tuple[str, str]]:
-    """Percentile CI of replicate boundaries; infinite bounds become None plus their side."""
+    """Percentile CI of replicate boundaries; infinite bounds become None plus their side.
+
+    Outward order statistics, not ``stats.quantile_sorted``'s interpolation: each end is a
+    boundary some replicate found, or infinite (no boundary on that side), which no
+    interpolation between a finite and an infinite one could give."""
     pts = np.sort(points[~np.isnan(points)])
     if pts.size == 0:
         return (None, None), ("", "")

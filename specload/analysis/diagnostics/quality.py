@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from specload.analysis.inputs.run_columns import RunColumns
+from specload.analysis.statistics.stats import quantile_sorted
 
 __all__ = [
     "ContractCheck",
@@ -102,16 +103,7 @@ def contract_side(runs: list[RunColumns]) -> ContractSide:
     return ContractSide(
         n=n,
         finish_reasons={k: v / n for k, v in sorted(fins.items())} if n else {},
-        output_tokens=(
-            {
-                "p5": float(np.percentile(out_len, 5)),
-                "p50": float(np.median(out_len)),
-                "p95": float(np.percentile(out_len, 95)),
-                "mean": float(out_len.mean()),
-            }
-            if out_len.size
-            else {}
-        ),
+        output_tokens=_length_summary(np.sort(out_len)),
         json_valid=float(j.mean()) if j.size else None,
         tool_call_share=float((t > 0).mean()) if t.size else None,
         prompts=np.concatenate(prompts) if prompts else np.array([], dtype=np.uint64),
@@ -194,3 +186,10 @@ def check_contract(
     )
     chk.issues = _issues(chk)
     return chk
+
+
+def _length_summary(lengths: np.ndarray) -> dict[str, float]:
+    """p5, p50, p95 and mean of sorted output lengths; empty without any."""
+    qs = {f"p{round(q * 100)}": quantile_sorted(lengths, q) for q in (0.05, 0.50, 0.95)}
+    out = {k: v for k, v in qs.items() if v is not None}
+    return out | {"mean": float(lengths.mean())} if out else {}

@@ -56,7 +56,7 @@ from specload.analysis.inputs.telemetry import (
     per_second,
     read_telemetry,
 )
-from specload.analysis.wording import step_name
+from specload.analysis.wording import signed_pct, step_name
 
 __all__ = [
     "RULE",
@@ -719,20 +719,16 @@ def _ms(v: float | None) -> str:
     return f"{v:.0f}" if v >= 10 else f"{v:.1f}"
 
 
-def _signed(x: float) -> str:
-    return f"{x * 100:+.0f} %"
-
-
 def _effect_clause(r: Regime, e: RegimeEffect) -> str:
     parts = []
     if e.fast_change is not None:
-        parts.append(f"{_signed(e.fast_change)} in fast seconds")
+        parts.append(f"{signed_pct(e.fast_change)} in fast seconds")
     if e.slow_change is not None:
-        parts.append(f"{_signed(e.slow_change)} in slow ones")
+        parts.append(f"{signed_pct(e.slow_change)} in slow ones")
     head = f"p50 TPOT vs {e.baseline}: " + ", ".join(parts) if parts else ""
     if e.change is None:
         return head
-    mix = f"{_signed(e.change)} at this host's {r.slow_share * 100:.0f} % slow share"
+    mix = f"{signed_pct(e.change)} at this host's {r.slow_share * 100:.0f} % slow share"
     return f"{head}; {mix}" if head else f"p50 TPOT vs {e.baseline}: {mix}"
 
 

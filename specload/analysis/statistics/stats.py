@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,9 +95,11 @@ def rng_for(*parts: object, seed: int = 0) -> np.random.Generator:
     return np.random.default_rng([seed, key])
 
 
-def quantile_sorted(xs: np.ndarray, q: float) -> float | None:
-    """numpy's default (linear) percentile of an already sorted, NaN-free array."""
-    n = xs.shape[0]
+def quantile_sorted(xs: np.ndarray | Sequence[float], q: float) -> float | None:
+    """numpy's default (linear) percentile, ``q`` in 0..1, of already sorted, NaN-free values
+    (an array, or a list kept sorted as values arrive, as the live tallies do): the one
+    percentile of specload's figures, live or in a report."""
+    n = len(xs)
     if n == 0:
         return None
     h = (n - 1) * q

@@ -159,8 +159,13 @@ MIN_TAIL_N = 40
 #: about the (n/2 - sqrt(n))-th and (n/2 + sqrt(n))-th of them: at 20 that is the 6th and
 #: 15th, at the 16 requests an answer once rested on, a third of the values either way.
 MIN_DECIDE_N = 20
-#: Unit ids of blocks: replicate * BLOCK_UNIT + the block's number within its step.
-BLOCK_UNIT = 100_000
+#: The stride of the composite ids this module gives each record, one integer so that
+#: grouping is one ``np.unique``: its step execution is ``run * ID_STRIDE + step index`` and
+#: its bootstrap unit ``replicate * ID_STRIDE + block number`` (interleaved) or
+#: ``run * ID_STRIDE + time slice`` (``_units``). Safe because every inner part stays far
+#: below it: a run has hundreds of steps at most and a step tens of blocks, and a time
+#: slice, ``1 + step * SLICES + slice``, stays below it up to 16,000 steps in one run.
+ID_STRIDE = 100_000
 #: One contiguous start's step execution is cut into at most ``SLICES`` time slices of at
 #: least ``MIN_SLICE_S`` seconds; fewer than ``MIN_SLICES`` and the step is not cut.
 SLICES, MIN_SLICE_S, MIN_SLICES = 6, 4.0, 4
@@ -183,9 +188,9 @@ def _units(run: RunColumns, i: int, measured: np.ndarray) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     if np.isnan(block).all():
-        return i * BLOCK_UNIT + _time_slices(run, measured)
+        return i * ID_STRIDE + _time_slices(run, measured)
     rep = int(run.meta.get("replicate") or i + 1)
-    return np.asarray(rep * BLOCK_UNIT + _block_k(run, block, measured), dtype=np.int64)
+    return np.asarray(rep * ID_STRIDE + _block_k(run, block, measured), dtype=np.int64)
 
 
 def _block_k(run: RunColumns, block: np.ndarray, measured: np.ndarray) -> np.ndarray:
@@ -238,7 +243,7 @@ def pool_runs(
         measured = ~run.cols["warmup"] & ~np.isnan(run.cols["target_qps"])
         parts.append({k: v[measured] for k, v in run.cols.items()})
         # One step execution = (run dir, step index); step indices count repeats.
-        parts[-1]["_exec"] = i * 1_000_000 + np.nan_to_num(parts[-1]["step"], nan=-1.0)
+        parts[-1]["_exec"] = i * ID_STRIDE + np.nan_to_num(parts[-1]["step"], nan=-1.0)
         # One replicate = one run dir (one server start); its number pairs it with the
         # baseline's start of the same number (``paired.over_starts``)
         parts[-1]["_run"] = np.full(int(measured.sum()), i, dtype=np.int64)
