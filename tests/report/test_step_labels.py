@@ -28,8 +28,8 @@ def test_every_step_table_shows_the_achieved_load(four_way: Comparison) -> None:
         for s in steps:
             s.achieved_qps = s.target_qps * 1.06
     report = build_report(c)
-    want = [step_label(s.target_qps, s.target_qps * 1.06) for s in c.steps["baseline"]]
-    assert want[0] == "2 (2.1)" and want[-1] == "32 (33.9)"
+    assert [s.target_qps for s in c.steps["baseline"]] == [2, 4, 8, 16, 32]
+    want = ["2 (2.1)", "4 (4.2)", "8 (8.5)", "16 (17.0)", "32 (33.9)"]  # 6 % above each
     assert [r[0] for r in ratio_table(report, "spec-ngram-k4").rows] == want
     assert [r[0] for r in step_table(report, "baseline").rows] == want
     server = server_table(report)
@@ -41,20 +41,21 @@ def test_every_step_table_shows_the_achieved_load(four_way: Comparison) -> None:
 def test_the_status_table_and_the_verdict_name_steps_with_their_achieved_load(
     four_way: Comparison,
 ) -> None:
-    from specload.analysis.decisions.verdict import metric_label, where_effect
+    from specload.analysis.decisions.verdict import where_effect
     from specload.analysis.statistics.effect import HELPS, UNDECIDED
     from specload.analysis.statistics.ratios import RatioRow
     from specload.analysis.statistics.stats import Estimate
     from specload.report.tables import crossover_table
 
     c = copy.deepcopy(four_way)
-    x = next(x for x in c.crossovers if x.helping)
+    # prefix caching cuts TTFT at every step of the fixture (0.6 of the baseline's)
+    x = next(x for x in c.crossovers if (x.condition, x.metric) == ("prefix", "ttft_p50"))
+    assert x.helping == [2, 4, 8, 16, 32]
     # compare fills each crossover with its condition's achieved loads
     assert x.achieved == {s.target_qps: s.achieved_qps for s in c.steps[x.condition]}
     x.achieved = {q: q * 1.06 for q in x.achieved}
-    want = [x.condition, metric_label(x.metric)]
-    row = next(r for r in crossover_table(build_report(c)).rows if r[:2] == want)
-    assert row[6] == ", ".join(step_label(q, q * 1.06) for q in x.helping)
+    row = next(r for r in crossover_table(build_report(c)).rows if r[:2] == ["prefix", "p50 TTFT"])
+    assert row[6] == "2 (2.1), 4 (4.2), 8 (8.5), 16 (17.0), 32 (33.9)"
     rows = [RatioRow("s", "tpot_p50", q, Estimate(0.8, 0.7, 0.9), e, q * 1.06)
             for q, e in ((2, UNDECIDED), (16, HELPS), (32, UNDECIDED))]  # fmt: skip
     assert where_effect(rows, HELPS) == "at 16 (17.0) req/s"
