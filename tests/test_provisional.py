@@ -15,8 +15,6 @@ import orjson
 import pytest
 
 from specload.analysis.compare import compare_runs
-from specload.analysis.statistics.stats import Estimate
-from specload.analysis.wording import signed_change
 from specload.core.errors import ConfigError
 from specload.protocol.provisional import (
     baseline_problem,
@@ -27,6 +25,7 @@ from specload.protocol.provisional import (
     write_view,
 )
 from specload.report.jsonout import report_dict
+from specload.report.markdown import render_markdown
 from specload.report.model import build_report
 from tests.analysis.synth_rundir import SPEC, Cond, linear_gain, scenario, write_run
 
@@ -77,17 +76,18 @@ def test_the_child_gives_compares_own_figures(runs: tuple[Path, Path], tmp_path:
     assert code == 0
     got = summary(orjson.loads((tmp_path / "out" / "report.json").read_bytes()), "baseline", "spec")
     view = write_view(spec, tmp_path / "expected-view", {0, 1})
-    expected = report_dict(build_report(compare_runs([base, view], baseline="baseline")))
-    want = summary(expected, "baseline", "spec")
+    report = build_report(compare_runs([base, view], baseline="baseline"))
+    want = summary(report_dict(report), "baseline", "spec")
     assert [r["target_qps"] for r in got["ratios"]] == [2.0, 4.0]
     assert got["ratios"] == want["ratios"] and got["verdict"] == want["verdict"]
     # the synthetic condition is 30 % faster on TPOT at 2 req/s: the rule says it helps
     assert got["ratios"][0]["tpot_p50"]["effect"] == "helps"
     cell = got["ratios"][0]["tpot_p50"]
     assert 0.6 < cell["value"] < 0.8
-    # the page's text is the reports' own wording of that change (analysis.wording)
-    assert cell["text"] == signed_change(Estimate(cell["value"], cell["lo"], cell["hi"]))
-    assert cell["text"].startswith("-") and "…" in cell["text"]
+    # the page's text is the reports' own wording of that change: written out here, and
+    # word for word the cell of the ratio table in compare's report.md on the same steps
+    assert cell["text"] == "-29.6 % (-35.5…-23.1)"
+    assert "| 2 | ▼ -29.6 % (-35.5…-23.1) |" in render_markdown(report)
     assert got["verdict"] and "spec" in got["verdict"]
     assert [s["target_qps"] for s in got["baseline_steps"]] == list(QPS)
 
