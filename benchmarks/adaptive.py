@@ -2,7 +2,7 @@
 
 On the calibrated simulator profile (``h200-llama8b``: vLLM 0.26 on one H200, Llama-8B with a
 1B draft, ``draft_model`` k = 4, 512 tokens in / 256 out), in virtual time
-(``specload.sim.virtual``: the engine model the simulator serves, no sockets), each server
+(``benchmarks/virtual.py``: the engine model the simulator serves, no sockets), each server
 start becomes a real run directory; the p50 TPOT crossover (where speculation stops helping)
 and its 95 % CI come from ``specload compare``'s own analysis (``compare_runs``,
 ``refine.current_bounds``: the two-level bootstrap over run dirs of ``analysis/statistics/steps.py`` and
@@ -95,7 +95,10 @@ from typing import Any
 import numpy as np
 import yaml
 
-import specload.sim.virtual as virtual
+sys.path.append(str(Path(__file__).resolve().parent))  # virtual.py, beside this file
+
+import virtual
+
 from specload.analysis.compare import compare_runs
 from specload.analysis.decisions.crossover import find_crossover
 from specload.analysis.statistics.effect import classify

@@ -1,6 +1,6 @@
 """Calibrate the simulator's H200 profile against measured vLLM 0.26 figures, in virtual time.
 
-Runs the simulator's engine model (no sockets: ``specload.sim.virtual``) with the setup
+Runs the simulator's engine model (no sockets: ``benchmarks/virtual.py``) with the setup
 measured in ``benchmarks/data/h200-vllm0.26-llama8b-draft1b.json`` - 512 input / 256
 output tokens, ignore_eos, Poisson arrivals, vLLM bench's
 ``num_prompts = min(max(32, 20 * rate), 800)`` - for baseline, static draft-model speculation
@@ -61,13 +61,16 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.append(str(Path(__file__).resolve().parent))  # virtual.py, beside this file
+
+from virtual import VirtualRun, run_closed, run_poisson
+
 from specload.sim.costmodel import BatchShape, spec_launch_time
 from specload.sim.engine import EngineConfig
 from specload.sim.host import draw_host
 from specload.sim.profiles import Profile, load_profile
 from specload.sim.regime import RegimeParams
 from specload.sim.spec import parse_spec_config
-from specload.sim.virtual import VirtualRun, run_closed, run_poisson
 
 ROOT = Path(__file__).resolve().parent.parent
 #: vLLM 0.26.0 ``bench serve`` on one H200 (see benchmarks/data/README.md)

@@ -3,7 +3,7 @@ known.
 
 Many seeded sessions of each *design* on the calibrated simulator profile (``h200-llama8b``:
 vLLM 0.26 on one H200, Llama-8B-shaped target with a 1B draft, ``draft_model`` k = 4), in
-virtual time (``specload.sim.virtual``, the engine model the simulator serves), each turned
+virtual time (``benchmarks/virtual.py``, the engine model the simulator serves), each turned
 into real run directories and read by compare's own analysis (``analysis.steps``,
 ``ratios``, ``crossover``), against the truth:
 
@@ -56,6 +56,10 @@ from typing import Any
 
 import numpy as np
 
+sys.path.append(str(Path(__file__).resolve().parent))  # virtual.py, beside this file
+
+from virtual import VirtualRun, run_closed, run_poisson
+
 from specload.analysis.decisions.crossover import find_crossover
 from specload.analysis.inputs.run_columns import load_runs
 from specload.analysis.statistics.effect import HELPS, HURTS, SAME, UNDECIDED, classify
@@ -74,7 +78,6 @@ from specload.sim.host import HostDraw, JitterParams, draw_host
 from specload.sim.profiles import load_profile
 from specload.sim.regime import RegimeParams
 from specload.sim.spec import parse_spec_config
-from specload.sim.virtual import VirtualRun, run_closed, run_poisson
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"

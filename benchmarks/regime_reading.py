@@ -37,6 +37,10 @@ from typing import Any
 
 import numpy as np
 
+sys.path.append(str(Path(__file__).resolve().parent))  # virtual.py, beside this file
+
+from virtual import VirtualRun, run_closed, run_poisson
+
 from specload.analysis.diagnostics.regimes import find_regimes, step_label
 from specload.analysis.inputs.run_columns import load_runs
 from specload.cli.demo import SPEC_CONFIGS
@@ -49,7 +53,6 @@ from specload.sim.host import HostDraw, draw_host
 from specload.sim.profiles import load_profile
 from specload.sim.regime import RegimeParams, TimeRegime
 from specload.sim.spec import parse_spec_config
-from specload.sim.virtual import VirtualRun, run_closed, run_poisson
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"

@@ -34,11 +34,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.append(str(Path(__file__).resolve().parent))  # virtual.py, beside this file
+
+from virtual import random_prompt, run_poisson, run_requests
+
 from specload.sim.engine import EngineConfig
 from specload.sim.host import HostDraw, JitterParams, SlowWindow, draw_host
 from specload.sim.profiles import Profile, load_profile
 from specload.sim.spec import parse_spec_config
-from specload.sim.virtual import random_prompt, run_poisson, run_requests
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"

@@ -1,4 +1,6 @@
-"""Virtual-time driver: run the engine against seeded arrivals or a closed loop, no sockets.
+"""Virtual-time driver: run the simulator's engine against seeded arrivals or a closed loop,
+no sockets. The benchmarks and the simulator's tests use it (``from virtual import ...`` with
+``benchmarks/`` on ``sys.path``); the installed simulator does not.
 
 The engine model is the same object the HTTP server runs; here the clock jumps from step end
 to step end, so a whole calibration sweep (1..64 req/s, hundreds of requests each) takes

@@ -6,9 +6,9 @@ batch has room (``max_num_seqs``) and the KV cache has blocks; a running request
 grow preempts the newest one (recompute). ``plan(now)`` fixes the batch and its duration from
 the cost model; ``complete(plan, end)`` applies its outcome at the step's end and pushes each
 request's new tokens to its sink. The engine has no clock of its own: the real-time loop
-(``loop.py``) and the virtual-time driver (``virtual.py``) call those two methods. The host
-(``host.py``: ``--spec-overhead-scale``, ``--start-jitter``) scales speculation's launch-bound
-cost by its factor at ``now - t0``, seconds since the server start.
+(``loop.py``) and the virtual-time driver of the benchmarks (``benchmarks/virtual.py``) call
+those two methods. The host (``host.py``: ``--spec-overhead-scale``, ``--start-jitter``) scales
+speculation's launch-bound cost by its factor at ``now - t0``, seconds since the server start.
 """
 
 from __future__ import annotations
