@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from specload.core.ports import free_port
-from specload.options.run import add_run_options, resolve_run_options
+from specload.core.procgroup import INTERRUPT_LADDER
+from specload.options.run import add_run_options, check_processes, resolve_run_options
 from specload.recorder.run_json import peek_run_json
 
 __all__ = ["add_parser", "locust_command", "run"]
@@ -88,10 +89,8 @@ def _first_missing(path: Path) -> Path | None:
 
 def _validate_args(args: argparse.Namespace) -> Any:
     """The checks that need no server and no disk: arguments and the scenario."""
-    from specload.core.errors import ConfigError
 
-    if args.processes < 0:
-        raise ConfigError(f"{args.processes} is negative (expected 0 or more)", path="--processes")
+    check_processes(args.processes)
     _opts, scenario = resolve_run_options(args, host=args.host, run_dir=args.out, headless=True)
     return scenario
 
@@ -156,8 +155,8 @@ def locust_command(args: argparse.Namespace, out: Path) -> list[str]:
 
 
 class _Forwarder:
-    """Signals here → the child: SIGINT, then SIGTERM, then SIGKILL, one rung per signal the
-    user sends (``core.procgroup`` climbs the same ladder on a timer, for children of ours
+    """Signals here → the child: ``procgroup.INTERRUPT_LADDER`` (SIGINT, SIGTERM, SIGKILL),
+    one rung per signal the user sends (a sweep climbs it on a timer, for children of ours
     that no user is watching).
 
     The first goes to the Locust master alone: it stops the run and asks its workers
@@ -173,7 +172,7 @@ class _Forwarder:
 
     def __call__(self, signum: int, _frame: Any) -> None:
         self.interrupted = True
-        sig = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)[min(self.count, 2)]
+        sig = INTERRUPT_LADDER[min(self.count, len(INTERRUPT_LADDER) - 1)]
         self.count += 1
         try:
             if sig == signal.SIGINT:

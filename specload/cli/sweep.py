@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from specload.core.errors import ConfigError, TargetError
 from specload.options.gates import add_baseline_option, add_slo_option
-from specload.options.run import add_run_option
+from specload.options.run import add_run_option, check_processes
 
 if TYPE_CHECKING:  # imported where used, so that `specload --help` stays fast
     from specload.core.condition import Condition
@@ -109,25 +109,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         metavar="S",
         help="seconds to wait for the server's /health (default 600)",
     )
-    p.add_argument(
-        "--store-text",
-        action="store_true",
-        help="also store raw prompts and outputs in the records",
-    )
-    p.add_argument(
-        "--processes",
-        type=int,
-        metavar="N",
-        help="Locust worker processes per run (as locust --processes)",
-    )
+    # each run's options, as ``specload run`` defines them (options/run.py)
+    add_run_option(p, "--store-text")
+    add_run_option(p, "--processes", help_suffix=", for each run")
     # each run's error budget, as ``specload run`` and Locust define it (options/run.py)
     add_run_option(p, "--max-error-rate", help_suffix="; the sweep goes on, compares, and exits 1")
-    p.add_argument(
-        "--skip-preflight",
-        action="store_true",
-        help="do not check each server (reachable, model served, one streamed completion) "
-        "before its run",
-    )
+    add_run_option(p, "--skip-preflight", help_suffix="; here each server, before its runs")
     p.add_argument("--no-compare", action="store_true", help="skip the comparison at the end")
     p.add_argument(
         "--interleave",
@@ -294,8 +281,7 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     baseline = _baseline(args, conditions)
     if args.port is not None and not 0 < args.port < 65536:
         raise ConfigError(f"{args.port} is not a TCP port", path="--port")
-    if args.processes is not None and args.processes < 1:
-        raise ConfigError("must be at least 1", path="--processes")
+    check_processes(args.processes)
     _check_urls([args.url] if args.url is not None else list(urls.values()), args.skip_preflight)
     from specload.core.budget import max_error_rate
 

@@ -16,10 +16,15 @@ import subprocess
 import time
 from collections.abc import Sequence
 
-__all__ = ["Rung", "group_alive", "stop_group"]
+__all__ = ["INTERRUPT_LADDER", "Rung", "group_alive", "stop_group"]
 
 #: A signal and how long (s) the group gets to empty after it.
 Rung = tuple[signal.Signals, float]
+
+#: The signals an interrupted run climbs, gentlest first: SIGINT lets Locust stop the run and
+#: gather its workers' last records; SIGTERM, then SIGKILL, for a run that does not stop.
+#: ``specload run`` climbs one per signal its user sends; a sweep on a timer (``stop_group``).
+INTERRUPT_LADDER: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 
 #: SIGKILL's own grace: the kernel needs a moment to tear the group down.
 KILL_GRACE_S = 5.0

@@ -28,6 +28,7 @@ __all__ = [
     "add_run_options",
     "check_host",
     "add_run_option",
+    "check_processes",
     "resolve_run_options",
     "scenario_overrides",
 ]
@@ -84,6 +85,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "Locust worker processes on this host (0: one local process)",
         default=0,
         type=int,
+        metavar="N",
         where="cli",
     ),
     Option(
@@ -209,6 +211,13 @@ class RunOptions:
     replicate: int = 1
     #: a later round of that server start's session (``protocol.interleave.Round.to_json``)
     interleave_round: dict[str, Any] | None = None
+
+
+def check_processes(n: int) -> int:
+    """``--processes`` checked: 0 (one local process) or more worker processes."""
+    if n < 0:
+        raise ConfigError(f"{n} is negative (expected 0 or more)", path="--processes")
+    return n
 
 
 def check_host(host: str | None) -> str:

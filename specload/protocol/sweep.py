@@ -32,7 +32,7 @@ from typing import IO, Any
 from specload.core.condition import Condition, choose_baseline
 from specload.core.errors import ConfigError, TargetError
 from specload.core.ports import free_port
-from specload.core.procgroup import stop_group
+from specload.core.procgroup import INTERRUPT_LADDER, stop_group
 from specload.protocol.target import (
     ExternalTarget,
     ManagedServer,
@@ -439,7 +439,8 @@ def _interrupt_run(proc: subprocess.Popen[bytes]) -> None:
     and SIGKILL if it does not finish."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip this
     try:
-        stop_group(proc, ((signal.SIGINT, RUN_INTERRUPT_GRACE_S), (signal.SIGTERM, 5.0)))
+        sigint, sigterm = INTERRUPT_LADDER[:2]
+        stop_group(proc, ((sigint, RUN_INTERRUPT_GRACE_S), (sigterm, 5.0)))
     finally:
         signal.signal(signal.SIGINT, previous)
 
