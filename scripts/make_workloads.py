@@ -1,4 +1,4 @@
-"""Write the example workloads specload ships (``specload/scenario/sample_workloads.py``).
+"""Write the example workloads specload ships (``scripts/sample_workloads.py``).
 
     python scripts/make_workloads.py      # rewrites scenarios/prompts/, scenarios/traces/
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specload.scenario.sample_workloads import mixed_traffic, sample_trace
+from sample_workloads import mixed_traffic, sample_trace
 
 REPO = Path(__file__).resolve().parent.parent
 MIXED = REPO / "scenarios" / "prompts" / "mixed-traffic.jsonl"

@@ -1,8 +1,9 @@
-"""The example workloads specload ships (``scenario/sample_workloads.py``, ``scenarios/``)."""
+"""The example workloads specload ships (``scripts/sample_workloads.py``, ``scenarios/``)."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,10 +12,12 @@ from specload.analysis.compare import compare_runs
 from specload.report.advice import advice_for
 from specload.scenario import load_scenario
 from specload.scenario.prompts import build_prompt_set
-from specload.scenario.sample_workloads import CATEGORIES, mixed_traffic
 from specload.sim.textgen import repetition
 from specload.sim.tokenizer import tokenize
 from tests.conftest import REPO, specload_run
+
+sys.path.append(str(REPO / "scripts"))  # sample_workloads.py: the code that makes them
+from sample_workloads import CATEGORIES, mixed_traffic, sample_trace
 
 MIXED = REPO / "scenarios" / "prompts" / "mixed-traffic.jsonl"
 NGRAM = '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":2}'
@@ -74,7 +77,6 @@ def test_ngram_gains_for_code_edits_and_not_for_open_ended_writing(
 def test_the_shipped_traces_are_what_the_code_makes_and_are_bursty() -> None:
     import statistics
 
-    from specload.scenario.sample_workloads import sample_trace
     from specload.scenario.trace import read_trace
 
     for fmt, name in (("specload", "sample.jsonl"), ("mooncake", "mooncake-sample.jsonl")):

@@ -1,7 +1,7 @@
 """Seeded text pieces for synthetic prompts: word salad and code-like lines.
 
 Shared by the synthetic prompt builder (``scenario/prompts.py``), the example workloads
-(``scenario/sample_workloads.py``) and conversation follow-ups (``scenario/conversation.py``).
+(``scripts/sample_workloads.py``) and conversation follow-ups (``scenario/conversation.py``).
 Each piece is about one token, so a piece count is a token budget; the text is meaningless but
 has the statistics that matter (length, and for code, self-repetition that n-gram drafting
 can find).
@@ -191,7 +191,7 @@ _OPS = ("+", "-", "*")
 
 def prose_pieces(rng: random.Random, n: int) -> list[str]:
     """``n`` pieces of word salad: " word" pieces, a period and newline now and then
-    (about one token each; shared with ``sample_workloads``)."""
+    (about one token each; also the example workloads' text)."""
     out: list[str] = []
     for _ in range(n):
         out.append(" " + rng.choice(_WORDS) if out and out[-1] != "\n" else rng.choice(_WORDS))

@@ -13,7 +13,8 @@ with a ``category`` and a ``max_tokens`` per line:
 Words and code lines come from the synthetic prompt generator (``scenario/prompts.py``), so the
 text is meaningless but has the statistics that matter here (length, self-repetition), and the
 file has no licence attached to anyone's data. ``scripts/make_workloads.py`` writes the files;
-a test checks the shipped file is what this code makes.
+a test checks the shipped file is what this code makes. Nothing in the installed package needs
+this code: it makes committed files.
 """
 
 from __future__ import annotations
