@@ -128,6 +128,39 @@ def test_the_rules_colours_are_defined_in_the_palette_only() -> None:
         assert "var(--sl-helps" in (PKG / css).read_text(), css
 
 
+def _rgb(hex_colour: str) -> tuple[int, int, int]:
+    h = hex_colour.lstrip("#")
+    h = "".join(c * 2 for c in h) if len(h) == 3 else h
+    return int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16)
+
+
+#: How close (RGB distance) a colour may come to one of the palette's before it is a copy:
+#: #f3f8f3 beside the palette's #e3f4e3, both "helps" tints, is 17.
+NEAR = 40
+
+
+def test_no_near_copy_of_the_palettes_colours() -> None:
+    # The exact check above missed tints a few steps off the palette's (a second green for a
+    # verdict, a third for a button, a red for errors): each a copy that could drift.
+    from specload.report import palette
+
+    colours = {*palette.CSS.values(), *palette.LINES}
+    ours = {_rgb(v) for v in colours if len(set(_rgb(v))) > 1}  # greys are page chrome
+    files = [p for ext in ("py", "css", "js", "j2") for p in PKG.rglob(f"*.{ext}")]
+    bad = []
+    for p in files:
+        if p.name == "palette.py":
+            continue
+        for h in set(re.findall(r"#(?:[0-9a-fA-F]{6}|[0-9a-fA-F]{3})\b", p.read_text())):
+            rgb = _rgb(h)
+            near = [
+                c for c in ours if c != rgb and sum((a - b) ** 2 for a, b in zip(c, rgb)) <= NEAR**2
+            ]
+            if near and len(set(rgb)) > 1:
+                bad.append(f"{p.relative_to(PKG)}: {h}")
+    assert not bad, f"a near-copy of a palette colour: use its --sl- variable: {sorted(bad)}"
+
+
 def test_the_clients_take_their_settings_from_one_definition() -> None:
     # StreamClient and OpenAIStreamClient each spelled out api_key, timeout_s, concurrency...
     # with their own defaults

@@ -50,6 +50,10 @@ CSS = {
     "helps-text": "#157347",
     "hurts-text": "#b02a37",
     "same-text": "#2c5282",
+    # findings and provisional states: amber, a line's colour, a background and its text
+    "warn": "#e0a000",
+    "warn-bg": "#fff3cd",
+    "warn-text": "#6b4e00",
 }
 
 
