@@ -5,7 +5,11 @@ one run, ``OPENAI_API_KEY`` in the other) and the server's output (the raw serve
 a text holding a sentinel). Then every file the run and ``specload compare`` wrote (Locust's
 log included), and everything the commands printed, is scanned. With ``--store-text`` the
 prompt and output text appear in the records; the key still appears nowhere. The server's
-log of ``Authorization`` digests proves the key really was sent.
+log of ``Authorization`` digests proves the key really was sent. No command line of the run's
+processes holds the key or a prompt: every Python process of the run loads a hook
+(``sitecustomize`` on ``PYTHONPATH``) that writes down its own command line when it starts
+and every command line it gives a child when it spawns one, so even a child that lives a
+millisecond is in the log (a poll of ``ps`` can miss it).
 """
 
 from __future__ import annotations
@@ -15,11 +19,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.conftest import stop_process
@@ -28,6 +30,63 @@ from tests.faults.matrix import RawProc, start_raw
 PROMPT_SENTINEL = "PROMPTSENTINEL7f3a9c"
 OUTPUT_SENTINEL = "OUTPUTSENTINEL2b8e41"
 KEY_SENTINEL = "sk-KEYSENTINEL5d0c77"
+
+
+#: Where the hook below writes (an environment variable every process of the run inherits).
+ARGV_LOG_ENV = "SPECLOAD_TEST_ARGV_LOG"
+#: ``sitecustomize``: this process's command line at start-up, then every command line it
+#: gives a child (the interpreter's audit events for exec, spawn, ``subprocess``, ``system``),
+#: one JSON line each. A parent writes before its child exists: nothing is too short-lived.
+ARGV_HOOK = """\
+import json, os, sys
+
+_LOG = os.environ.get("SPECLOAD_TEST_ARGV_LOG")
+
+
+def _write(kind, argv):
+    if isinstance(argv, (str, bytes, os.PathLike)):
+        argv = [argv]
+    words = [os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in argv]
+    with open(_LOG, "a") as f:
+        f.write(json.dumps({"pid": os.getpid(), "kind": kind, "argv": words}) + "\\n")
+
+
+def _audit(event, args):
+    if event in ("os.exec", "os.posix_spawn"):
+        _write("child", [args[0], *args[1]])
+    elif event == "os.spawn":
+        _write("child", [args[1], *args[2]])
+    elif event == "subprocess.Popen":  # (executable, args, cwd, env); args may be one string
+        given = args[1]
+        _write("child", [args[0] or "", *([given] if isinstance(given, (str, bytes)) else given)])
+    elif event == "os.system":
+        _write("child", [args[0]])
+
+
+if _LOG:
+    _write("start", sys.orig_argv)
+    sys.addaudithook(_audit)
+"""
+
+
+def argv_hook_env(tmp: Path, name: str) -> tuple[dict[str, str], Path]:
+    """The environment that loads ``ARGV_HOOK`` into every Python process of a run, and the
+    log it writes (outside every folder the run and compare write)."""
+    hook = tmp / "argv-hook"
+    hook.mkdir(exist_ok=True)
+    (hook / "sitecustomize.py").write_text(ARGV_HOOK)
+    log = tmp / f"argv-{name}.jsonl"
+    path = os.pathsep.join(x for x in (str(hook), os.environ.get("PYTHONPATH")) if x)
+    return {"PYTHONPATH": path, ARGV_LOG_ENV: str(log)}, log
+
+
+def given_command_lines(log: Path, top: int) -> list[dict]:
+    """What the run's processes were given: every entry of the log (``top``: written by
+    ``specload run`` itself) but the command line typed for ``specload run`` (where
+    ``--api-key`` is the user's own choice)."""
+    entries = [json.loads(x) for x in log.read_text().splitlines()]
+    marked = [{**e, "top": e["pid"] == top} for e in entries]
+    return [e for e in marked if not (e["top"] and e["kind"] == "start")]
 
 
 @pytest.fixture
@@ -70,10 +129,10 @@ def run(
     out: str,
     *extra: str,
     env_key: str | None = None,
-    watch_key: str | None = None,
-) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    """``specload run``; while it runs, collect the command lines of its process tree."""
-    env = dict(os.environ)
+) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
+    """``specload run``, and the command lines its processes were given (``ARGV_HOOK``)."""
+    hook_env, log = argv_hook_env(tmp, out)
+    env = {**os.environ, **hook_env}
     env.pop("OPENAI_API_KEY", None)
     if env_key:
         env["OPENAI_API_KEY"] = env_key
@@ -95,18 +154,19 @@ def run(
     proc = subprocess.Popen(
         cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    cmdlines: list[str] = []
-    while proc.poll() is None and watch_key:
-        try:
-            for p in psutil.Process(proc.pid).children(recursive=True):
-                cmdlines.append(" ".join(p.cmdline()))
-        except psutil.Error:
-            pass
-        time.sleep(0.2)
     out_s, err_s = proc.communicate(timeout=120)
     res = subprocess.CompletedProcess(cmd, proc.returncode, out_s, err_s)
     assert res.returncode == 0, res.stderr[-2000:]
-    return res, cmdlines
+    return res, given_command_lines(log, proc.pid)
+
+
+def assert_no_secret_on_a_command_line(given: list[dict]) -> None:
+    """The hook saw the run start Locust (``specload run`` giving it its command line, and
+    Locust's own process starting with it), and no command line holds the key or a prompt."""
+    assert any(e["top"] and e["kind"] == "child" and "locust" in e["argv"] for e in given), given
+    assert any(not e["top"] and e["kind"] == "start" and "locust" in e["argv"] for e in given)
+    for needle in (KEY_SENTINEL, PROMPT_SENTINEL, OUTPUT_SENTINEL):
+        assert not [e for e in given if any(needle in a for a in e["argv"])], needle
 
 
 def compare(tmp: Path, *run_dirs: str) -> subprocess.CompletedProcess[str]:
@@ -146,10 +206,8 @@ def holders(paths: list[Path], needle: str) -> list[str]:
 def test_no_prompt_output_or_key_in_any_file_without_store_text(
     tmp_path: Path, raw: RawProc
 ) -> None:
-    run1, cmdlines = run(
-        tmp_path, raw.url, "flag", "--api-key", KEY_SENTINEL, watch_key=KEY_SENTINEL
-    )
-    run2, _ = run(tmp_path, raw.url, "env", env_key=KEY_SENTINEL)
+    run1, given1 = run(tmp_path, raw.url, "flag", "--api-key", KEY_SENTINEL)
+    run2, given2 = run(tmp_path, raw.url, "env", env_key=KEY_SENTINEL)
     rep = compare(tmp_path, "flag", "env")
     digest = hashlib.sha256(f"Bearer {KEY_SENTINEL}".encode()).hexdigest()[:16]
     assert raw.auth_digests() == {digest}, "the key must have reached the server"
@@ -174,13 +232,15 @@ def test_no_prompt_output_or_key_in_any_file_without_store_text(
     for needle in (PROMPT_SENTINEL, OUTPUT_SENTINEL, KEY_SENTINEL):
         assert holders(files, needle) == [], needle
         assert needle not in printed, needle
-    assert cmdlines and not [c for c in cmdlines if KEY_SENTINEL in c]  # not visible in ps
+    for given in (given1, given2):  # nothing visible in ps, ever
+        assert_no_secret_on_a_command_line(given)
 
 
 def test_store_text_writes_prompt_and_output_but_never_the_key(
     tmp_path: Path, raw: RawProc
 ) -> None:
-    run(tmp_path, raw.url, "text", "--store-text", "--api-key", KEY_SENTINEL)
+    _, given = run(tmp_path, raw.url, "text", "--store-text", "--api-key", KEY_SENTINEL)
+    assert_no_secret_on_a_command_line(given)  # stored text goes to files, never to argv
     rep = compare(tmp_path, "text")
     files = files_under(tmp_path / "text", tmp_path / "report")
     assert holders(files, PROMPT_SENTINEL) and holders(files, OUTPUT_SENTINEL)
