@@ -27,7 +27,7 @@ up to which every step from the band's first one surely reaches ``min_gain`` (it
 lies entirely at or below ``1 - min_gain``) and the first step above the band that surely
 does not (its CI lies entirely above). Why not the bootstrap replicates' boundaries: over
 server starts their percentile interval held the simulator's true stop in 2 of 11 sessions
-(``benchmarks/results/coverage.md`` at e365eec). The bracket holds the true boundary whenever
+(``docs/report.md``). The bracket holds the true boundary whenever
 both steps' CIs hold their true ratios on the side that matters and the true gain falls
 through the minimum once between them, so it covers at least as often as the steps' CIs do;
 its width is the ladder's spacing there, which ``protocol.refine`` narrows with new steps.

@@ -38,11 +38,10 @@ it was drawn again, else the smallest of the draws after it, one inverse-CDF dra
 minimum of D uniform draws over e values has ``P(i >= t) = (1 - t/e)^D``). The resample size
 ``M = sum m_r n_r`` varies, so k and the interpolation weight are per replicate. ``Units.of``
 prepares the runs' cumulative counts once per metric (``O(R N)``) for all its percentiles.
-Cost, measured on the shared 2-core machine (B = 1000, R = 2): one percentile 4-5 ms for N from
-2,000 to 100,000 (Python-level rounds and binomial draws dominate; explicit resampling costs
-``O(B N)``: 3 s at N = 10^5), against 0.1 ms for the single-level order-statistic draw; a
-whole step of 10^5 requests (12 percentiles, sorting included) about 0.15 s instead of 0.02 s.
-benchmarks/compare_speed.py --replicates 2 measures it inside a whole compare.
+Cost (B = 1000, R = 2): a few milliseconds per percentile for N up to 10^5 (Python-level
+rounds and binomial draws dominate), where explicit resampling costs ``O(B N)``, seconds at
+N = 10^5. ``benchmarks/compare_speed.py --replicates 2`` measures it inside a whole compare
+(``benchmarks/results/compare_speed_replicates2.json``, ``percentile_bootstrap_ms``).
 ``tests/analysis/statistics/test_stats.py`` checks the draws against the exact distribution, enumerated.
 """
 
@@ -487,9 +486,9 @@ def for_looks(est: Estimate, reps: np.ndarray, looks: int) -> tuple[Estimate, np
     return _stretched(est.value, reps, c)
 
 
-#: The fewest server starts whose pooled interval is printed. ``benchmarks/coverage.py``: at
-#: 2 starts even the t-widened interval is 70-260 points wide (it covers, but decides
-#: nothing; the run at 62a8c09), so none is printed and the per-start figures stand instead.
+#: The fewest server starts whose pooled interval is printed. At two starts even the
+#: t-widened interval covers but is too wide to decide anything (70-260 points on the
+#: simulator, ``docs/report.md``), so none is printed and the per-start figures stand instead.
 MIN_STARTS_FOR_CI = 3
 
 
@@ -498,17 +497,15 @@ def over_starts(
 ) -> tuple[Estimate, np.ndarray]:
     """A pooled percentile's interval over ``starts`` server starts (two or more run dirs).
 
-    Why: the two-level bootstrap over a handful of starts undercovers a new start's value
-    (35-90 % in an earlier run of ``benchmarks/coverage.py``). Stretched like a t interval
-    over the starts, and at least as wide as the t interval of the starts' own percentiles
-    (``start_values``), it held the population's ratio in 590 of 650 seed-steps at 3 and 5
-    starts (0.91, single steps down to 0.83; the runs at e365eec): real starts are not
-    normal (on the calibrated simulator 30 % of them carry one slow window, which three
-    starts often all lack), so the t quantile is the 97.5 % interval's (``t9875``), chosen
-    on those seeds: the same centre, wider, so it holds at least as often as those figures;
-    on fresh seeds 3 and 5 starts, contiguous or interleaved, held it in 730 of 760
-    seed-steps, no step below 22 of 24 (``benchmarks/results/coverage.md`` at 94d6f01). The
-    interval stays called a 95 % CI, which is what it was chosen to hold. Below ``MIN_STARTS_FOR_CI`` starts no interval is given (value
+    Why: the two-level bootstrap over a handful of starts undercovers a new start's value,
+    so it is stretched like a t interval over the starts and made at least as wide as the t
+    interval of the starts' own percentiles (``start_values``). The t quantile is the
+    97.5 % interval's (``t9875``) because real starts are not normal (on the calibrated
+    simulator 30 % of them carry one slow window, which three starts often all lack): at
+    the 95 % quantile the interval held the population's ratio in 0.91 of seed-steps
+    (``docs/intervals.md``); at 97.5 %, 3 and 5 starts held it in 730 of 760
+    (``benchmarks/results/coverage.md``). The interval stays called a 95 % CI, which is what
+    it was chosen to hold. Below ``MIN_STARTS_FOR_CI`` starts no interval is given (value
     kept, replicates NaN): nothing downstream can then call a step significant or put a CI
     on a boundary.
     """

@@ -157,7 +157,7 @@ MIN_TAIL_N = 40
 #: Fewer successful requests than this on either side at a step: a class of requests is too
 #: small to decide there (``class_split``). A p50's 95 % interval over n values runs between
 #: about the (n/2 - sqrt(n))-th and (n/2 + sqrt(n))-th of them: at 20 that is the 6th and
-#: 15th, at the 16 requests an answer once rested on, a third of the values either way.
+#: 15th, at 16 already the 4th and 12th.
 MIN_DECIDE_N = 20
 #: The stride of the composite ids this module gives each record, one integer so that
 #: grouping is one ``np.unique``: its step execution is ``run * ID_STRIDE + step index`` and
@@ -170,10 +170,10 @@ ID_STRIDE = 100_000
 #: least ``MIN_SLICE_S`` seconds; fewer than ``MIN_SLICES`` and the step is not cut.
 SLICES, MIN_SLICE_S, MIN_SLICES = 6, 4.0, 4
 #: The t quantile of one contiguous start's interval over its time slices: the 97.5 %
-#: interval's, as over starts (``stats.over_starts``). Why: with the 95 % one it held that
-#: start's own long-run ratio in 161 of 180 simulated seed-steps under the time regime (0.89;
-#: single steps down to 0.85; ``benchmarks/coverage.py`` at b6fef29): neighbouring
-#: slices share regime windows, so six of them vary less than six independent draws would.
+#: interval's, as over starts (``stats.over_starts``). Why: neighbouring slices share regime
+#: windows, so six of them vary less than six independent draws would, and with the 95 % one
+#: the interval held that start's own long-run ratio in 161 of 180 simulated seed-steps
+#: (``docs/report.md``).
 SLICE_T = t9875
 
 
@@ -215,7 +215,7 @@ def _time_slices(run: RunColumns, measured: np.ndarray) -> np.ndarray:
     the slices' interval in 19). Slices of ten seconds or so hold several of those windows
     each; an interval over them, stretched for few units like blocks (``SLICE_T``), has the
     drift in it: one start's CI held its own long-run ratio in 357 of 360 simulated
-    seed-steps over three worlds (``benchmarks/results/coverage.md`` at 94d6f01)."""
+    seed-steps over three worlds (``benchmarks/results/coverage.md``)."""
     step = np.nan_to_num(run.cols["step"][measured], nan=-1.0).astype(np.int64)
     sent = run.cols["sent_at"][measured]
     out = np.zeros(step.size, dtype=np.int64)
