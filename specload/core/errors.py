@@ -11,8 +11,8 @@ __all__ = ["ConfigError", "SpecloadError", "TargetError", "shown_path"]
 
 def shown_path(file: str) -> str:
     """A file named in an error, one style everywhere: relative to the current directory when
-    it lies inside it (as a user types it), else as given. A scenario's prompt file, resolved
-    against the scenario's folder, used to show absolute while the scenario showed relative."""
+    it lies inside it (as a user types it), else as given: a scenario's prompt file, resolved
+    against the scenario's folder, shows in the same style as the scenario."""
     import os
 
     if not os.path.isabs(file):

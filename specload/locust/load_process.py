@@ -521,8 +521,8 @@ class LoadProcess:
         """Seconds between a closed-loop share's first requests: spread over the warm-up.
 
         Started at once, N users with equal output lengths finish together and refill
-        together, so every later round is a burst of N prefills (a lockstep that once made
-        TTFT at c=8 measure the bursts). Spread over the warm-up they start out of phase."""
+        together, so every later round is a burst of N prefills and TTFT measures the bursts.
+        Spread over the warm-up they start out of phase."""
         warmup = max(0.0, plan.warmup_end - plan.begin_at)
         return warmup / share if share > 1 else 0.0
 

@@ -370,7 +370,7 @@ class RunSession(StepSchedule, BlockSchedule, RecordIntake, RunEnd):
 
     def _say(self, line: str) -> None:
         """Once on the terminal: printed headless (``specload run`` shows ``[specload]``
-        lines), else logged. Both at once showed every line twice under ``locust --headless``."""
+        lines), else logged: both would show every line twice under ``locust --headless``."""
         if self.opts.headless:
             print(f"[specload] {line}", flush=True)
         else:

@@ -1,9 +1,9 @@
 """The colours of the one rule and of the lines, defined once for every place that shows them.
 
 The HTML report, the web UI, the terminal tables and the plots colour a step that helps, one
-that hurts and the baseline alike; four copies had drifted into four greens. The style
-sheets read them as CSS variables (``css_variables``: inlined into the report and the web
-UI's page), Python reads the constants.
+that hurts and the baseline alike, so the colours are written here only: copies drift apart.
+The style sheets read them as CSS variables (``css_variables``: inlined into the report and
+the web UI's page), Python reads the constants.
 """
 
 from __future__ import annotations

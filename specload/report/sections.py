@@ -1,8 +1,7 @@
 """The report's sections in reading order, listed once for every renderer.
 
-``html.py`` and ``markdown.py`` each listed the sections themselves and had drifted: the
-batch table sat under a different heading, attribution's summary was in the HTML only, and
-a new table had to be added twice. Here is what the report says and in what order; a
+One list, so that ``html.py`` and ``markdown.py`` show the same sections under the same
+headings and a new table is added once. Here is what the report says and in what order; a
 renderer only decides how each part looks (Markdown has no pictures: it leaves the plots out
 and points at report.html for the output samples).
 """

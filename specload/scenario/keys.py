@@ -1,7 +1,7 @@
 """The error for a scenario key nobody reads, one wording for every part of the scenario.
 
-A typo (``step_duraton_s``) used to get a list of thirty keys, internal ones among them; the
-closest key a person may write comes first now, and the list holds only those keys.
+For a typo (``step_duraton_s``) the closest key a person may write comes first, and the list
+holds only those keys, not the internal ones: a person needs the one they meant.
 """
 
 from __future__ import annotations

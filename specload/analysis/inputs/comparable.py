@@ -253,8 +253,8 @@ def _format_line(diff: KeyDifference) -> str:
 def not_comparable_message(runs: list[RunColumns]) -> str:
     """The error for runs that are not comparable: one short line per differing key.
 
-    A folder of runs used to give one line of every pairwise difference with full paths
-    (thousands of characters); a person needs the keys and who has which value.
+    Not one line per pairwise difference with full paths (a folder of runs would give
+    thousands of characters): a person needs the keys and who has which value.
     """
     diffs = key_differences(runs)
     lines = [_format_line(d) for d in diffs[:MAX_KEYS]]

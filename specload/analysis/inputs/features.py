@@ -1,8 +1,8 @@
 """Which features a run's server had on: declared, read from the server, or unknown.
 
 Advice that says "turn prefix caching off" must know the condition had prefix caching on;
-guessing from a label is wrong (a ``candidate-build`` label was once called "prefix
-caching"). In order of trust:
+guessing from a label is wrong: a label is a name the user chose (``candidate-build``), not
+a list of features. In order of trust:
 
 1. **Declared**: ``run.json`` ``condition`` as written by ``specload sweep`` (which knows the
    whole server command: without ``--speculative-config`` there is no speculation) or by

@@ -18,9 +18,10 @@ next to the figure):
 - **undecided**: none of these; the data does not tell them apart yet. ``to_decide_s`` says
   how much more measured time would likely decide it at the variance seen.
 
-"No significant change" used to mix "same" and "undecided", and a user could not tell "no
-difference" from "not measured enough". A step whose data is incomplete (error budget
-passed, a worker lost) is **incomplete** and is left out of every conclusion, which says so.
+"Same" and "undecided" are apart so that a user can tell "no difference" from "not
+measured enough" (one "no significant change" would say both). A step whose data is
+incomplete (error budget passed, a worker lost) is **incomplete** and is left out of every
+conclusion, which says so.
 """
 
 from __future__ import annotations
