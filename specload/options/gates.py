@@ -86,7 +86,7 @@ def add_gate_options(parser: Any, *, locust: bool = False) -> None:
         default="ci",
         help="ci: a gate fails only when the whole 95%% CI of the change lies beyond its limit; "
         "a point estimate beyond it with the CI reaching back passes with a 'possible "
-        "regression' line (exit 0); point: fails on the point estimate, the stricter old rule "
+        "regression' line (exit 0); point: fails on the point estimate, the stricter rule "
         "(default: ci)",
         **extra,
     )
