@@ -2,8 +2,8 @@
 
 A child started with ``start_new_session`` leads its own group (its pid is the group id).
 Its own children (vLLM's engine core, Locust's ``--processes`` workers) may outlive it, so
-the group counts as stopped once the leader is reaped *and* no member is left; stopping on
-the leader alone left GPU memory held and load processes running. Each rung of the ladder
+the group counts as stopped once the leader is reaped *and* no member is left; stopping the
+leader alone would leave GPU memory held and load processes running. Each rung of the ladder
 signals the whole group and waits up to its grace; the last rung is SIGKILL. Reaping the
 leader before returning keeps its pid (the group id) from being reused while we signal it.
 """

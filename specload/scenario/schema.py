@@ -101,8 +101,9 @@ class InterleaveSpec:
     block-level interval 5 degrees of freedom. ``block_warmup_s`` None (the default) derives
     each block's warm-up from its cell: the largest p50 E2E the cell's blocks have shown so
     far (for a cell's first block, any cell's), at least 1 s (``locust/blocks.py``), and
-    ``FIRST_BLOCK_WARMUP_S`` for the session's first block, before any is known: an open-loop batch fills for about one request's time, and a
-    fixed 5 s was twice that on an H200 at 512/256 tokens, half the block's wall time.
+    ``FIRST_BLOCK_WARMUP_S`` for the session's first block, before any is known: an open-loop
+    batch fills for about one request's time, and a fixed 5 s would be twice that on an H200
+    at 512/256 tokens, half the block's wall time.
     """
 
     blocks: int = 6

@@ -1,7 +1,8 @@
 """Replicates: each run directory of a condition is one server start, one sample of the config.
 
 The same vLLM config on two hosts, or two fresh starts on one host, gave p50 TPOT 30 % apart
-(one start had a ~15 s window where the speculative step ran 50 % slower). Pooled figures
+(one start had a ~15 s window where the speculative step ran 50 % slower; docs/simulator.md,
+"Hosts and server starts"). Pooled figures
 with a hierarchical bootstrap (``analysis.stats``) put that variance into the CIs; this
 module says what pooling hides:
 
