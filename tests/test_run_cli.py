@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -10,8 +11,11 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.conftest import stop_process
 
 SCENARIO = """\
 name: cli
@@ -182,8 +186,31 @@ def test_declarations_and_key_handling(sim, tmp_path: Path) -> None:
     assert "prompt_text" not in first and "output_text" not in first and first["prompt_sha256"]
 
 
+def _records(run_dir: Path) -> list[dict[str, Any]]:
+    """The records written so far (a line still being written is not one yet)."""
+    try:
+        lines = (run_dir / "requests.jsonl").read_text().splitlines(keepends=True)
+    except FileNotFoundError:
+        return []
+    return [json.loads(x) for x in lines if x.endswith("\n")]
+
+
+def _wait_for_a_record_of_step_0(run_dir: Path, timeout_s: float = 60) -> None:
+    """Until the run is inside its first step, with requests back from it: step 0 is in
+    steps.json (announced when it starts) and a record of it is in requests.jsonl."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):
+            steps = json.loads((run_dir / "steps.json").read_text())
+            if steps and any(r["step"] == 0 for r in _records(run_dir)):
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"{run_dir}: no record of step 0 within {timeout_s} s")
+
+
 @pytest.mark.slow
 def test_sigint_leaves_an_interrupted_run_with_every_record(sim, tmp_path: Path) -> None:
+    """Ctrl-C once the first step has requests back (60-s steps: it lands in that step)."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -193,7 +220,7 @@ def test_sigint_leaves_an_interrupted_run_with_every_record(sim, tmp_path: Path)
             "--host",
             sim.url,
             "--scenario",
-            str(_scenario(tmp_path, duration=10)),
+            str(_scenario(tmp_path, duration=60)),
             "--label",
             "i",
             "--out",
@@ -205,20 +232,19 @@ def test_sigint_leaves_an_interrupted_run_with_every_record(sim, tmp_path: Path)
         start_new_session=True,
     )
     run_json = tmp_path / "o" / "run.json"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if run_json.exists() and json.loads(run_json.read_text()).get("workers"):
-            break
-        time.sleep(0.1)
-    time.sleep(3)  # inside the first step
-    proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=60)
+    try:
+        _wait_for_a_record_of_step_0(tmp_path / "o")
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        stop_process(proc)
     assert proc.returncode == 130, err
     meta = json.loads(run_json.read_text())
     records = (tmp_path / "o" / "requests.jsonl").read_text().splitlines()
     assert meta["status"] == "interrupted" and meta["ended_at"]
     assert meta["counts"]["sent"] == meta["counts"]["recorded"] == len(records) > 0
     steps = json.loads((tmp_path / "o" / "steps.json").read_text())
+    assert [s["index"] for s in steps] == [0]  # stopped inside the first step
     assert steps[-1]["end"] <= meta["ended_at"]
 
 
