@@ -105,6 +105,36 @@ def _files_under(root: Path) -> set[Path]:
     return {p for p in root.rglob("*")}
 
 
+#: Locust's line when its Start begins a run (``locust.runners``, ``start_shape``), logged
+#: inside the ``/swarm`` request before it answers; a second Start while one runs says
+#: ``ONGOING`` instead.
+SHAPE_STARTS = "Shape test starting."
+ONGOING = "There is an ongoing shape test running"
+#: The master's line when a run's pre-flight fails (``MasterSide._report``).
+PREFLIGHT_FAILED = "specload: error: pre-flight: "
+
+
+def _wait_for_line(log: Path, needle: str, proc: subprocess.Popen[bytes]) -> None:
+    """Until the master has written ``needle`` to its log, within a generous minute."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if needle in log.read_text(errors="replace"):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{needle!r} not in {log} (master exit code {proc.poll()})")
+
+
+def _start_to_its_preflight(url: str, log: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Start inside the folders against the closed port, and wait for its pre-flight to fail
+    (no run dir is made): a start Locust began before it has left its lines by then."""
+    code, body = _post(
+        url + "/swarm",
+        {"host": "http://127.0.0.1:9", "scenario": "scen/s.yaml", "run_dir": "runs/ok"},
+    )
+    assert code == 200 and json.loads(body)["success"], body
+    _wait_for_line(log, PREFLIGHT_FAILED, proc)
+
+
 def test_plan_start_and_hidden_options_refuse_paths_outside_with_one_line(
     tmp_path: Path,
 ) -> None:
@@ -140,9 +170,9 @@ def test_plan_start_and_hidden_options_refuse_paths_outside_with_one_line(
                 "scenario_set": {"scenario_set": '{"prompts.file": "/etc/passwd"}'},
             }.items()
         }
-        time.sleep(1.5)  # a run started by mistake would have made its run dir by now
         kept = _get(url + "/specload/plan.json")  # the form was not applied: still scen/s.yaml
         view = json.loads(_get(url + "/specload/live.json")[1])
+        _start_to_its_preflight(url, tmp_path / "locust.log", proc)
     finally:
         stop_process(proc)
     log = (tmp_path / "locust.log").read_text()
@@ -174,6 +204,10 @@ def test_plan_start_and_hidden_options_refuse_paths_outside_with_one_line(
         p for p in written if p.name not in ("lf.py", "locust.log") and "__pycache__" not in p.parts
     }
     assert "open to the network" in log  # the locustfile made it look unbound (module doc)
+    # Locust began one run, the allowed start's, which ended at its pre-flight: none of the
+    # refused starts reached Locust's Start, so no run of theirs could write anything later
+    assert log.count(SHAPE_STARTS) == 1 and ONGOING not in log, log[-3000:]
+    assert log.count("specload: error: ") == log.count(PREFLIGHT_FAILED) == 1, log[-3000:]
 
 
 def test_a_start_inside_the_folders_runs_and_the_exposure_banner_shows(tmp_path: Path) -> None:
