@@ -70,6 +70,17 @@ def test_a_step_is_named_by_wording_only() -> None:
     assert not bad, f"name steps with analysis.wording.step_name: {bad}"
 
 
+def test_specload_starts_itself_through_one_argv_builder() -> None:
+    # ``specload run`` was spelled out in four places, each with its own copy of the flags
+    # every child needs; a flag added to one was missing from the others.
+    bad = [
+        f"{rel}:{n}: {line.strip()}"
+        for rel, n, line in _lines(("protocol/argv.py",))
+        if re.search(r'"specload",\s*"(run|compare|sweep)"|"-m",\s*"specload"', line)
+    ]
+    assert not bad, f"build specload's own command lines with protocol.argv: {bad}"
+
+
 def test_the_rules_undecided_words_are_written_once() -> None:
     bad = [
         f"{rel}:{n}"
@@ -154,7 +165,9 @@ def test_no_near_copy_of_the_palettes_colours() -> None:
         for h in set(re.findall(r"#(?:[0-9a-fA-F]{6}|[0-9a-fA-F]{3})\b", p.read_text())):
             rgb = _rgb(h)
             near = [
-                c for c in ours if c != rgb and sum((a - b) ** 2 for a, b in zip(c, rgb)) <= NEAR**2
+                c
+                for c in ours
+                if c != rgb and sum((a - b) ** 2 for a, b in zip(c, rgb, strict=True)) <= NEAR**2
             ]
             if near and len(set(rgb)) > 1:
                 bad.append(f"{p.relative_to(PKG)}: {h}")

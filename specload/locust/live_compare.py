@@ -32,6 +32,7 @@ import orjson
 from gevent import subprocess
 
 from specload.analysis.statistics.effect import EFFECTS, effect_text
+from specload.protocol.argv import compare_argv
 from specload.protocol.provisional import Baseline, baseline_problem, summary
 
 __all__ = ["LiveComparison", "ReportJob"]
@@ -59,21 +60,20 @@ def last_message(text: str) -> str:
     return out
 
 
-def _run_child(*args: str) -> tuple[int, str, str]:
-    """Run ``python -m ARGS`` (cooperatively, off the event loop's CPU): its exit code, stdout
-    and stderr; code -1 when it ran past ``JOB_TIMEOUT_S``."""
+def _run_child(argv: list[str]) -> tuple[int, str, str]:
+    """Run ``argv`` (cooperatively, off the event loop's CPU): its exit code, stdout and
+    stderr; code -1 when it ran past ``JOB_TIMEOUT_S``."""
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", *args], capture_output=True, text=True, timeout=JOB_TIMEOUT_S
-        )
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return -1, "", f"took over {JOB_TIMEOUT_S:g} s and was given up"
     return proc.returncode, proc.stdout or "", proc.stderr or ""
 
 
 def _child(*args: str) -> tuple[int, str]:
-    """``_run_child``: its exit code and the last message it printed on stderr (else stdout)."""
-    code, out, err = _run_child(*args)
+    """``python -m ARGS`` (``_run_child``): its exit code and the last message it printed on
+    stderr (else stdout)."""
+    code, out, err = _run_child([sys.executable, "-m", *args])
     return code, last_message(err or out)
 
 
@@ -104,10 +104,8 @@ class ReportJob:
     def _run(
         self, run_dirs: list[Path], out: Path, baseline: str | None, extra: tuple[str, ...]
     ) -> None:
-        args = ["specload", "compare", *map(str, run_dirs), "--out", str(out), "--quiet"]
-        code, stdout, stderr = _run_child(
-            *args, *(["--baseline", baseline] if baseline else []), *extra
-        )
+        argv = compare_argv(run_dirs, out, baseline=baseline, flags=["--quiet", *extra])
+        code, stdout, stderr = _run_child(argv)
         self.code = code
         self.said = [x for x in stderr.splitlines() if x.strip()]
         # exit 1 is a verdict (a gate failed, nothing comparable), not a failure: files written

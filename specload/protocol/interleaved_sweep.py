@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any
 
 from specload.core.condition import Condition
 from specload.core.errors import ConfigError, TargetError
+from specload.protocol.argv import run_argv
 from specload.protocol.interleave import Round, cells_of, plan_blocks, split_session
 from specload.protocol.sweep import (
     ConditionResult,
@@ -260,17 +260,11 @@ def _session_command(s: _Session) -> list[str]:
     design: dict[str, Any] = {"targets": targets, "replicate": s.replicate}
     if s.later is not None:
         design["round"] = s.later.to_json()
-    cmd = [
-        sys.executable, "-m", "specload", "run", "--host", first.url,
-        "--scenario", str(s.plan.scenario), "--label", SESSION_LABEL,
-        "--out", str(s.session_dir), "--skip-preflight",
-        "--interleave-targets", json.dumps(design),
-    ]  # fmt: skip
-    if s.plan.processes:
-        cmd += ["--processes", str(s.plan.processes)]
-    if s.plan.store_text:
-        cmd.append("--store-text")
-    return [*cmd, *s.plan.run_args]
+    return run_argv(
+        host=first.url, scenario=s.plan.scenario, label=SESSION_LABEL, out=s.session_dir,
+        processes=s.plan.processes, store_text=s.plan.store_text,
+        flags=["--interleave-targets", json.dumps(design), *s.plan.run_args],
+    )  # fmt: skip
 
 
 def _dead_server(s: _Session) -> str | None:

@@ -21,7 +21,6 @@ import os
 import shlex
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,6 +32,7 @@ from specload.core.condition import Condition, choose_baseline
 from specload.core.errors import ConfigError, TargetError
 from specload.core.ports import free_port
 from specload.core.procgroup import INTERRUPT_LADDER, stop_group
+from specload.protocol.argv import compare_argv, run_argv
 from specload.protocol.target import (
     ExternalTarget,
     ManagedServer,
@@ -368,33 +368,20 @@ def shielded() -> Iterator[Callable[[], bool]]:
 def _run_command(
     plan: SweepPlan, cond: Condition, target: Target, run_dir: Path, extra: Sequence[str] = ()
 ) -> list[str]:
-    """``specload run`` with the condition declared, so run.json is right from its start."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "specload",
-        "run",
-        "--host",
-        target.url,
-        "--scenario",
-        str(plan.scenario),
-        "--label",
-        cond.name,
-        "--out",
-        str(run_dir),
-        "--skip-preflight",  # the sweep checked this server itself, before the cache reset
-    ]
+    """``specload run`` with the condition declared, so run.json is right from its start (the
+    sweep checked this server itself, before the cache reset: the run skips its pre-flight)."""
+    declared: list[str] = []
     if cond.speculative is not None:
-        cmd += ["--speculative-config", json.dumps(cond.speculative, separators=(",", ":"))]
+        declared += ["--speculative-config", json.dumps(cond.speculative, separators=(",", ":"))]
     if cond.prefix_caching is not None:
-        cmd += ["--prefix-caching", "on" if cond.prefix_caching else "off"]
+        declared += ["--prefix-caching", "on" if cond.prefix_caching else "off"]
     if target.command_line:
-        cmd += ["--server-cmd", target.command_line]
-    if plan.processes:
-        cmd += ["--processes", str(plan.processes)]
-    if plan.store_text:
-        cmd.append("--store-text")
-    return [*cmd, *plan.run_args, *extra]
+        declared += ["--server-cmd", target.command_line]
+    return run_argv(
+        host=target.url, scenario=plan.scenario, label=cond.name, out=run_dir,
+        processes=plan.processes, store_text=plan.store_text,
+        flags=[*declared, *plan.run_args, *extra],
+    )  # fmt: skip
 
 
 def drive_run(
@@ -565,10 +552,7 @@ def compare_sweep(
         say(f"[sweep] one run in {out}; measure another condition into it to compare")
         return 0
     report_dir = out / "report"
-    cmd = [sys.executable, "-m", "specload", "compare", *map(str, dirs), "--out", str(report_dir)]
-    if baseline:
-        cmd += ["--baseline", baseline]
-    cmd += list(compare_args)
+    cmd = compare_argv(dirs, report_dir, baseline=baseline, flags=compare_args)
     against = f" against the baseline {baseline}" if baseline else ""
     say(f"[sweep] comparing {len(dirs)} runs{against} -> {report_dir}")
     code = subprocess.call(cmd)
