@@ -16,7 +16,7 @@ first run's label (``core.condition.choose_baseline``: exit 2 when that reads tw
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -420,8 +420,9 @@ def _verdicts(
 
 def _capacity(
     c: Comparison, groups: dict[str, list[RunColumns]], slos: list[Slo] | None, gates: list[Gate]
-) -> None:
-    """Capacity within the SLOs and goodput per condition; the capacity gate, if asked."""
+) -> dict[str, Any]:
+    """Capacity within the SLOs and goodput per condition, and the capacity gate if asked:
+    the comparison's fields they fill, by name."""
     if slos is None:
         slos = slos_from_scenario((groups[c.baseline][0].meta.get("scenario") or {}).get("slo"))
     gate = next((g for g in gates if g.metric == CAPACITY_GATE), None)
@@ -430,20 +431,28 @@ def _capacity(
             "--max-regression capacity: needs an SLO (--slo METRIC=DURATION, or slo: in the "
             "scenario); the gate would check nothing"
         )
-    c.slos = slos
     if not slos:
-        return
-    for label, rs in groups.items():
+        return {"slos": slos}
+    capacity: dict[str, Capacity] = {}
+    for label in groups:
         found = find_capacity(label, c.steps[label], slos, set(c.incomplete.get(label, {})))
         if found is not None:
-            c.capacity[label] = found
-        c.goodput[label] = goodput(rs, slos)
-    base = c.capacity.get(c.baseline)
-    for label, cap in c.capacity.items():
-        if label != c.baseline and base is not None:
-            c.capacity_changes[label] = capacity_change(cap, base)
-    if gate is not None:
-        c.gates = capacity_gate(gate, c.capacity, c.capacity_changes, c.baseline, c.gates)
+            capacity[label] = found
+    base = capacity.get(c.baseline)
+    changes = {
+        label: capacity_change(cap, base)
+        for label, cap in capacity.items()
+        if label != c.baseline and base is not None
+    }
+    return {
+        "slos": slos,
+        "capacity": capacity,
+        "capacity_changes": changes,
+        "goodput": {label: goodput(rs, slos) for label, rs in groups.items()},
+        "gates": c.gates
+        if gate is None
+        else capacity_gate(gate, capacity, changes, c.baseline, c.gates),
+    }
 
 
 def _gates(
@@ -557,26 +566,37 @@ def compare_runs(
             [r.meta for r in runs], [f"{r.label}/{r.path.name}" for r in runs]
         ),
     )
-    _capacity(comparison, groups, slos, gates or [])
-    comparison.verdicts = _verdicts(vs, comparison, contract)
-    comparison.classes = _class_answers(groups, inputs, comparison)
-    _lead_with_classes(comparison)
-    if closed_groups is not None:
-        comparison.closed_loop = closed_loop(closed_groups, base, min_gain, bootstrap, seed)
-        comparison.warnings += [w for lv in comparison.closed_loop for w in lv.lockstep_warnings()]
-    comparison.schedules = analyse_schedules(comparison, schedule)
-    comparison.decode = {
-        label: decode_steps(rs, {s.target_qps: s.server for s in steps[label]})
-        for label, rs in groups.items()
-    }
-    comparison.regimes = find_regimes(closed_groups or groups, base)
-    comparison.time_splits = _time_splits(runs)
-    comparison.looks = looks_of(runs)
+    # Built in stages, never changed in place: each stage reads the one before it (the
+    # verdicts quote capacity; the classes and schedules read the whole comparison so far).
+    comparison = replace(comparison, **_capacity(comparison, groups, slos, gates or []))
+    classes = _class_answers(groups, inputs, comparison)
+    verdicts = _lead_with_classes(comparison, _verdicts(vs, comparison, contract), classes)
+    loops = closed_loop(closed_groups, base, min_gain, bootstrap, seed) if closed_groups else []
+    comparison = replace(
+        comparison,
+        verdicts=verdicts,
+        classes=classes,
+        closed_loop=loops,
+        warnings=[*comparison.warnings, *(w for lv in loops for w in lv.lockstep_warnings())],
+    )
     base_dirs = [r.path for r in groups[base]]
-    for label, rs in groups.items():
-        if label != base and (found := output_samples(base_dirs, [r.path for r in rs])):
-            comparison.samples[label] = found
-    return comparison
+    samples = {
+        label: found
+        for label, rs in groups.items()
+        if label != base and (found := output_samples(base_dirs, [r.path for r in rs]))
+    }
+    return replace(
+        comparison,
+        schedules=analyse_schedules(comparison, schedule),
+        decode={
+            label: decode_steps(rs, {s.target_qps: s.server for s in steps[label]})
+            for label, rs in groups.items()
+        },
+        regimes=find_regimes(closed_groups or groups, base),
+        time_splits=_time_splits(runs),
+        looks=looks_of(runs),
+        samples=samples,
+    )
 
 
 def _time_splits(runs: list[RunColumns]) -> dict[int, dict[str, float]]:
@@ -601,15 +621,19 @@ def _class_capacity(c: Comparison, steps: dict[str, list[StepStats]]) -> dict[st
     return out
 
 
-def _lead_with_classes(c: Comparison) -> None:
+def _lead_with_classes(
+    c: Comparison, verdicts: dict[str, str], classes: list[ClassAnswer]
+) -> dict[str, str]:
     """Where classes disagree (one gains, another does not), the verdict says so first: the
     overall sentence averages them into something neither class sees."""
     drafting = {i.label for i in c.conditions if i.features.spec_on}
-    for label in list(c.verdicts):
+    out = dict(verdicts)
+    for label, verdict in verdicts.items():
         pool = "a drafting pool" if label in drafting else ""
-        split = class_split(label, c.baseline, c.classes, c.metric, pool)
+        split = class_split(label, c.baseline, classes, c.metric, pool)
         if split is not None:
-            c.verdicts[label] = f"{split.headline()}. Overall: {c.verdicts[label]}"
+            out[label] = f"{split.headline()}. Overall: {verdict}"
+    return out
 
 
 def _class_answers(
