@@ -21,7 +21,7 @@ from specload.analysis.decisions.replicates import Disagreement
 from specload.analysis.decisions.verdict import BLOCKS_CAVEAT, SINGLE_START_CAVEAT, SLICES_CAVEAT
 from specload.analysis.diagnostics.decode_step import DecodeStep
 from specload.analysis.diagnostics.quality import ContractCheck
-from specload.analysis.diagnostics.regimes import Regimes
+from specload.analysis.diagnostics.regime_model import Regimes
 from specload.analysis.diagnostics.samples import OutputSample
 from specload.analysis.inputs.features import Features
 from specload.analysis.schedules.schedule_results import ScheduleAnalysis

@@ -19,6 +19,7 @@ __all__ = [
     "load_decimals",
     "load_range",
     "load_with_ci",
+    "ms_text",
     "pct",
     "pct_ci_text",
     "signed_change",
@@ -112,6 +113,13 @@ def change_words(ratio: Interval, *, ci: bool = True) -> str:
     if lo > 1.0:
         return f"{head} (CI {pct(lo - 1.0, d)}–{pct(hi - 1.0, d)} %)"
     return f"{head} (CI from {pct(1.0 - lo, d)} % lower to {pct(hi - 1.0, d)} % higher)"
+
+
+def ms_text(ms: float | None) -> str:
+    """Milliseconds as the sentences quote them: "13" from 10 ms on, "6.2" below; "?"."""
+    if ms is None:
+        return "?"
+    return f"{ms:.0f}" if ms >= 10 else f"{ms:.1f}"
 
 
 def signed_pct(change: float | None, digits: int = 0) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specload.analysis.decisions.verdict import metric_label
-from specload.analysis.diagnostics.regimes import Regime
+from specload.analysis.diagnostics.regime_model import Regime
 from specload.analysis.statistics.stats import Estimate
 from specload.report.model import Report
 from specload.report.palette import HELPS, LINES, NEUTRAL

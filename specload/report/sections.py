@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from specload.analysis.diagnostics.regimes import RULE as REGIME_RULE
+from specload.analysis.diagnostics.regime_model import RULE as REGIME_RULE
 from specload.report.class_tables import class_capacity_table
 from specload.report.model import Report
 from specload.report.schedule_tables import batch_table, best_of_both_tables, proposal_lines

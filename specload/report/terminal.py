@@ -103,7 +103,7 @@ def _regimes(console: Any, report: Report) -> None:
     """The regime section, after the tables: one line per step whose engine step flips."""
     from rich.markup import escape
 
-    from specload.analysis.diagnostics.regimes import RULE
+    from specload.analysis.diagnostics.regime_model import RULE
 
     lines = report.comparison.regimes.sentences()
     if not lines:

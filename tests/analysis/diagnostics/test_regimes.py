@@ -27,7 +27,8 @@ from analysis.synth_regimes import (
 from analysis.synth_rundir import Cond
 from specload.analysis.compare import load_conditions
 from specload.analysis.diagnostics.regime_gaps import MAX_PER_SECOND, pick, read_gaps
-from specload.analysis.diagnostics.regimes import Regime, Regimes, find_regimes
+from specload.analysis.diagnostics.regime_model import Regime, Regimes
+from specload.analysis.diagnostics.regimes import find_regimes
 from specload.analysis.inputs.run_columns import load_run
 
 
