@@ -107,7 +107,7 @@ from specload.cli.demo import SPEC_CONFIGS
 from specload.core.condition import parse_condition
 from specload.core.records import RequestRecord
 from specload.protocol.refine import Bound, converged, current_bounds, run_refinement
-from specload.protocol.sweep import SweepPlan
+from specload.protocol.sweep_plan import SweepPlan
 from specload.sim.engine import EngineConfig
 from specload.sim.host import HostDraw, JitterParams, draw_host
 from specload.sim.profiles import load_profile

@@ -22,7 +22,7 @@ import pytest
 from specload.cli.main import main
 from specload.core.condition import parse_condition
 from specload.protocol.refine import Bound, converged, next_rates, pass_cost_s, run_refinement
-from specload.protocol.sweep import ConditionResult, SweepPlan
+from specload.protocol.sweep_plan import ConditionResult, SweepPlan
 from tests.analysis.synth_rundir import SPEC, Cond, linear_gain, write_run
 from tests.conftest import REPO
 

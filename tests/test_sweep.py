@@ -376,7 +376,8 @@ def test_replicates_are_interleaved_across_conditions() -> None:
 
 
 def test_planned_run_dirs_are_numbered_only_for_several_starts(tmp_path: Path) -> None:
-    from specload.protocol.sweep import SweepPlan, planned_runs
+    from specload.protocol.sweep import planned_runs
+    from specload.protocol.sweep_plan import SweepPlan
 
     a, b = parse_condition("baseline="), parse_condition("spec=--x")
 

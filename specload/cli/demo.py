@@ -239,13 +239,9 @@ def _clear_previous(out: Path, names: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specload.protocol.sweep import (
-        SweepPlan,
-        compare_sweep,
-        degraded_lines,
-        planned_runs,
-        run_sweep,
-    )
+    from specload.protocol.sweep import planned_runs, run_sweep
+    from specload.protocol.sweep_compare import compare_sweep, degraded_lines
+    from specload.protocol.sweep_plan import SweepPlan
 
     profile = _check_profile(args.profile)
     scenario = _scenario_path(args.scenario, args.workload)

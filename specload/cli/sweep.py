@@ -253,7 +253,7 @@ def _earlier_runs(out: Path) -> dict[str, bool | None]:
     """Labels of the runs already in ``out`` (earliest first) and whether each speculated,
     as its run.json declares."""
     from specload.analysis.inputs.features import features_of
-    from specload.protocol.sweep import sweep_run_dirs
+    from specload.protocol.sweep_compare import sweep_run_dirs
     from specload.recorder.run_json import peek_run_json
 
     metas = [m for m in map(peek_run_json, sweep_run_dirs(out)) if m is not None]
@@ -274,7 +274,7 @@ def _check_urls(urls: list[str], skip_preflight: bool) -> None:
 
 
 def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from specload.protocol.sweep import SweepPlan
+    from specload.protocol.sweep_plan import SweepPlan
 
     args.url, urls = _urls(args)
     conditions = _conditions(args, urls)
@@ -426,7 +426,8 @@ def _validate_out(out: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specload.protocol.sweep import baseline_line, compare_sweep, run_sweep
+    from specload.protocol.sweep import run_sweep
+    from specload.protocol.sweep_compare import baseline_line, compare_sweep
 
     plan = _plan(args)
     print(baseline_line(plan))
@@ -477,7 +478,7 @@ def _refine(plan, results: list, args: argparse.Namespace) -> list:  # type: ign
 
 def _print_degraded(results: list) -> None:  # type: ignore[type-arg]
     """Degraded runs last on the terminal: their numbers are in the report, but incomplete."""
-    from specload.protocol.sweep import degraded_lines
+    from specload.protocol.sweep_compare import degraded_lines
 
     for line in degraded_lines(results):
         print(f"specload sweep: {line}", file=sys.stderr)

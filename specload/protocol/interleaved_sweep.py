@@ -25,20 +25,21 @@ from typing import Any
 from specload.core.condition import Condition
 from specload.core.errors import ConfigError, TargetError
 from specload.protocol.argv import run_argv
-from specload.protocol.interleave import Round, cells_of, plan_blocks, split_session
-from specload.protocol.sweep import (
-    ConditionResult,
-    SweepPlan,
+from specload.protocol.child_run import (
     drive_command,
-    make_target,
-    outermost_new,
     patch_run_json,
-    preflight_target,
-    remove_if_empty,
-    replicate_dir,
     shielded,
     sigterm_as_interrupt,
 )
+from specload.protocol.interleave import Round, cells_of, plan_blocks, split_session
+from specload.protocol.sweep import (
+    make_target,
+    outermost_new,
+    preflight_target,
+    remove_if_empty,
+    replicate_dir,
+)
+from specload.protocol.sweep_plan import ConditionResult, SweepPlan
 from specload.protocol.target import ManagedServer, Target
 from specload.protocol.until_decided import look_at, plan_round, round_line, stamp_looks
 from specload.recorder.run_json import peek_run_json

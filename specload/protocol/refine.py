@@ -357,7 +357,7 @@ def _nothing_fits(bounds: Sequence[Bound], restarts: bool) -> str:
 
 def _compare(out: Path, baseline: str, slos: Sequence[Any] | None) -> Any:
     from specload.analysis.compare import compare_runs
-    from specload.protocol.sweep import sweep_run_dirs
+    from specload.protocol.sweep_compare import sweep_run_dirs
 
     dirs: list[str | Path] = list(sweep_run_dirs(out))
     return compare_runs(dirs, baseline=baseline, bootstrap=500, slos=list(slos or []) or None)

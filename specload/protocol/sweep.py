@@ -16,23 +16,19 @@ with the records it has, the server's process group is stopped, and no further c
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
-import signal
-import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
 
-from specload.core.condition import Condition, choose_baseline
+from specload.core.condition import Condition
 from specload.core.errors import ConfigError, TargetError
 from specload.core.ports import free_port
-from specload.core.procgroup import INTERRUPT_LADDER, stop_group
-from specload.protocol.argv import compare_argv, run_argv
+from specload.protocol.child_run import drive_run, patch_run_json, shielded, sigterm_as_interrupt
+from specload.protocol.sweep_compare import label, sweep_run_dirs
+from specload.protocol.sweep_plan import ConditionResult, SweepPlan
 from specload.protocol.target import (
     ExternalTarget,
     ManagedServer,
@@ -40,88 +36,19 @@ from specload.protocol.target import (
     log_tail,
     reset_prefix_cache,
 )
-from specload.protocol.until_decided import UntilDecided
-from specload.recorder.run_json import peek_run_json
-from specload.recorder.rundir import remove_new_dirs, write_json_durably
+from specload.recorder.rundir import remove_new_dirs
 
 __all__ = [
-    "ConditionResult",
-    "SweepPlan",
-    "baseline_line",
-    "compare_sweep",
-    "drive_command",
-    "degraded_lines",
+    "make_target",
     "next_url_replicate",
-    "patch_run_json",
-    "planned_runs",
     "outermost_new",
+    "planned_runs",
+    "preflight_target",
     "remove_if_empty",
     "replicate_dir",
     "run_sweep",
     "sweep_order",
-    "sweep_run_dirs",
 ]
-
-#: Seconds a run may take to finish after SIGINT before it is terminated.
-RUN_INTERRUPT_GRACE_S = 30.0
-
-
-@dataclass
-class SweepPlan:
-    """Everything a sweep needs. Exactly one of ``server_cmd`` and ``url`` is set."""
-
-    scenario: Path
-    out: Path
-    conditions: Sequence[Condition]
-    server_cmd: str | None = None
-    url: str | None = None
-    port: int | None = None
-    health_timeout_s: float = 600.0
-    store_text: bool = False
-    processes: int | None = None
-    run_args: Sequence[str] = ()
-    skip_preflight: bool = (
-        False  # else each server is checked (specload.protocol.preflight) once healthy
-    )
-    #: fresh server starts per condition, interleaved across conditions (``sweep_order``)
-    replicates: int = 1
-    #: appended to each run dir's name (``-p2`` for the refine search's second pass)
-    dir_tag: str = ""
-    #: ``--interleave``: every condition's server up at once, blocks interleaved
-    #: (``protocol/interleaved_sweep.py``); with ``urls`` (LABEL -> URL) instead of ``url``
-    interleave: bool = False
-    urls: dict[str, str] = field(default_factory=dict)
-    #: the condition every change is read against (``core.condition.choose_baseline``;
-    #: empty: chosen here among ``conditions``)
-    baseline: str = ""
-    #: ``--until-decided`` (with ``interleave``): more blocks where steps are undecided
-    #: (``protocol/until_decided.py``); None: the scenario's blocks only
-    until_decided: UntilDecided | None = None
-
-    def __post_init__(self) -> None:
-        if self.replicates < 1:
-            raise ConfigError(f"{self.replicates} (expected 1 or more)", path="--replicates")
-        if not self.baseline and self.conditions:
-            managed = self.server_cmd is not None
-            self.baseline = choose_baseline(
-                {c.name: c.runs_speculation(managed) for c in self.conditions}
-            )
-
-
-@dataclass
-class ConditionResult:
-    """How one condition's run ended: ``status`` is run.json's (or ``failed`` if it has none)."""
-
-    condition: Condition
-    run_dir: Path
-    status: str
-    returncode: int | None = None
-    server_cmd: str | None = None
-    interrupted: bool = False
-    server_exit: int | None = None  # the server's exit code when it died during the run
-    replicate: int = 1
-    #: seconds from the server's start to its stop (what a sweep spends of a GPU)
-    server_s: float = 0.0
 
 
 @dataclass
@@ -145,7 +72,7 @@ def replicate_dir(out: Path, name: str, replicate: int, numbered: bool) -> Path:
 
 def next_url_replicate(out: Path, name: str) -> int:
     """A ``--url`` run adds a replicate: one more than the runs of ``name`` already in ``out``."""
-    return 1 + sum(1 for d in sweep_run_dirs(out) if _label(d) == name)
+    return 1 + sum(1 for d in sweep_run_dirs(out) if label(d) == name)
 
 
 def planned_runs(plan: SweepPlan) -> list[tuple[Condition, int, Path]]:
@@ -342,235 +269,3 @@ def _check_server_alive(sweep: _Sweep, target: Target) -> int | None:
         f"last lines of {target.log_path}:\n{tail}"
     )
     return code
-
-
-@contextmanager
-def shielded() -> Iterator[Callable[[], bool]]:
-    """Defer Ctrl-C / SIGTERM while a server is being stopped: a second Ctrl-C must not
-    leave it running. Yields a function that says whether a signal arrived meanwhile."""
-    seen: list[int] = []
-
-    def note(signum: int, frame: object) -> None:
-        seen.append(signum)
-
-    try:
-        previous = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:  # not the main thread
-        yield lambda: False
-        return
-    try:
-        yield lambda: bool(seen)
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
-def _run_command(
-    plan: SweepPlan, cond: Condition, target: Target, run_dir: Path, extra: Sequence[str] = ()
-) -> list[str]:
-    """``specload run`` with the condition declared, so run.json is right from its start (the
-    sweep checked this server itself, before the cache reset: the run skips its pre-flight)."""
-    declared: list[str] = []
-    if cond.speculative is not None:
-        declared += ["--speculative-config", json.dumps(cond.speculative, separators=(",", ":"))]
-    if cond.prefix_caching is not None:
-        declared += ["--prefix-caching", "on" if cond.prefix_caching else "off"]
-    if target.command_line:
-        declared += ["--server-cmd", target.command_line]
-    return run_argv(
-        host=target.url, scenario=plan.scenario, label=cond.name, out=run_dir,
-        processes=plan.processes, store_text=plan.store_text,
-        flags=[*declared, *plan.run_args, *extra],
-    )  # fmt: skip
-
-
-def drive_run(
-    plan: SweepPlan,
-    cond: Condition,
-    target: Target,
-    run_dir: Path,
-    extra: Sequence[str] = (),
-    stdout: IO[bytes] | None = None,
-) -> int:
-    """``specload run`` of one condition (``drive_command``)."""
-    return drive_command(_run_command(plan, cond, target, run_dir, extra), stdout)
-
-
-def drive_command(cmd: Sequence[str], stdout: IO[bytes] | None = None) -> int:
-    """A ``specload run`` command line in its own process group; its progress lines go to
-    our terminal (or ``stdout``).
-
-    Its own group means a terminal Ctrl-C reaches only us, and we forward exactly one SIGINT,
-    so the run sees the same signal whether the user or a test interrupted the sweep.
-    """
-    proc = subprocess.Popen(
-        list(cmd),
-        start_new_session=True,
-        stdout=stdout,
-        stderr=None if stdout is None else subprocess.STDOUT,
-    )
-    try:
-        code = proc.wait()
-        stop_group(proc, ())  # anything the finished run left in its group: killed
-        return code
-    except KeyboardInterrupt:
-        _interrupt_run(proc)
-        raise
-    finally:
-        if proc.poll() is None:
-            _interrupt_run(proc)
-
-
-def _interrupt_run(proc: subprocess.Popen[bytes]) -> None:
-    """SIGINT the run's group (the run stops and writes what it has); escalate to SIGTERM
-    and SIGKILL if it does not finish."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip this
-    try:
-        sigint, sigterm = INTERRUPT_LADDER[:2]
-        stop_group(proc, ((sigint, RUN_INTERRUPT_GRACE_S), (sigterm, 5.0)))
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def patch_run_json(
-    run_dir: Path,
-    cond: Condition,
-    server_cmd: str | None,
-    interrupted: bool,
-    returncode: int | None,
-    notes: Sequence[str] = (),
-    replicate: int | None = None,
-) -> str:
-    """Stamp ``server_cmd``, ``condition`` and ``replicate`` (which server start of its
-    condition this run is) into run.json; fix a status left ``running``.
-
-    Returns the run's final status. A run that never wrote run.json (its server failed to
-    start, or it was interrupted before its first step) is reported as ``failed`` or
-    ``interrupted`` and nothing is written.
-    """
-    path = run_dir / "run.json"
-    meta = peek_run_json(run_dir)
-    if meta is None:
-        return "interrupted" if interrupted else "failed"
-    meta["server_cmd"] = server_cmd
-    meta["condition"] = _merged_condition(cond.as_json(), meta.get("condition"))
-    if replicate is not None:
-        meta["replicate"] = replicate
-    if meta.get("status") in (None, "running"):
-        meta["status"] = "interrupted" if interrupted else "failed"
-        meta.setdefault("ended_at", time.time())
-        if meta["ended_at"] is None:
-            meta["ended_at"] = time.time()
-        notes = [*notes, f"status set by sweep: run exited with code {returncode}"]
-    if notes:
-        meta["notes"] = [*(meta.get("notes") or []), *notes]
-    write_json_durably(path, meta)
-    return str(meta["status"])
-
-
-def _merged_condition(ours: dict[str, Any], theirs: Any) -> dict[str, Any]:
-    """The sweep's declaration, completed by what the run itself declared (``--url`` mode:
-    ``--speculative-config`` / ``--prefix-caching`` went to the run)."""
-    if not isinstance(theirs, dict):
-        return ours
-    src = dict(ours["source"])
-    raw = theirs.get("source")
-    their_src: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    for f in ("speculative", "prefix_caching"):
-        if src.get(f) != "declared" and their_src.get(f) == "declared":
-            ours[f], src[f] = theirs.get(f), "declared"
-    return {**ours, "source": src}
-
-
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Treat SIGTERM (a CI job cancelled) like Ctrl-C, so servers are stopped either way."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def degraded_lines(results: Sequence[ConditionResult]) -> list[str]:
-    """One line per ``degraded`` run with its reasons from run.json (for the sweep's end)."""
-    lines = []
-    for r in results:
-        if r.status != "degraded":
-            continue
-        reasons = (peek_run_json(r.run_dir) or {}).get("degraded") or []
-        lines.append(
-            f"{r.condition.name} degraded ({r.run_dir}): "
-            + ("; ".join(map(str, reasons)) or "see its run.json")
-        )
-    return lines
-
-
-def sweep_run_dirs(out: Path) -> list[Path]:
-    """Every run dir directly under ``out`` (this sweep's and earlier ``--url`` ones)."""
-    return sorted(p.parent for p in out.glob("*/run.json") if p.parent.name != "report")
-
-
-def baseline_line(plan: SweepPlan) -> str:
-    """The sweep's first line: which condition every change will be read against."""
-    others = [c.name for c in plan.conditions if c.name != plan.baseline]
-    measured = f"; measured against it: {', '.join(others)}" if others else ""
-    return f"[sweep] baseline: {plan.baseline}{measured}"
-
-
-def compare_sweep(
-    out: Path,
-    run_dirs: Sequence[Path],
-    say: Callable[[str], None] = print,
-    compare_args: Sequence[str] = (),
-    baseline: str | None = None,
-) -> int:
-    """Compare the sweep's runs with ``specload compare`` into ``out/report``; its exit code.
-
-    Runs already in ``out`` from earlier invocations (``--url``, one condition each) are
-    compared too. ``baseline``: the plan's (``SweepPlan.baseline``), else compare's rule over
-    the runs in the order they were added. A single ``--url`` run is listed after the ones
-    already there, so the report's order is the order conditions were added. ``compare_args``
-    are extra ``specload compare`` options. Ends with the one-sentence verdict and the HTML
-    report's path, so they are the last lines on the terminal after the tables.
-    """
-    earlier = sorted(
-        (d for d in sweep_run_dirs(out) if d not in run_dirs),
-        key=lambda d: float((peek_run_json(d) or {}).get("started_at") or 0.0),
-    )
-    # one ``--url`` condition joins the runs already there, last (the order they were added)
-    dirs = list(run_dirs) + earlier if len(run_dirs) > 1 else earlier + list(run_dirs)
-    if len(dirs) < 2:
-        say(f"[sweep] one run in {out}; measure another condition into it to compare")
-        return 0
-    report_dir = out / "report"
-    cmd = compare_argv(dirs, report_dir, baseline=baseline, flags=compare_args)
-    against = f" against the baseline {baseline}" if baseline else ""
-    say(f"[sweep] comparing {len(dirs)} runs{against} -> {report_dir}")
-    code = subprocess.call(cmd)
-    headline = _headline(report_dir / "report.json")
-    if headline:
-        say(f"\nVerdict: {headline}")
-    if (report_dir / "report.html").is_file():
-        say(f"Report:  {report_dir / 'report.html'}")
-    return code
-
-
-def _label(run_dir: Path) -> str:
-    return str((peek_run_json(run_dir) or {}).get("label") or run_dir.name)
-
-
-def _headline(report_json: Path) -> str | None:
-    try:
-        headline = json.loads(report_json.read_text()).get("headline")
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return None
-    return str(headline) if headline else None
