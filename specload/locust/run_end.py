@@ -199,7 +199,24 @@ class RunEnd:
                 g.kill(block=False)
         if self.workers.distributed and self.ledger.ready:
             self.runner.send_message(Drain.TYPE, Drain(self.run_id, abort=True).to_wire())
-            deadline = time.time() + DRAIN_WAIT_S
-            while time.time() < deadline and not set(self.ledger.ready) <= set(self.ledger.finals):
-                gevent.sleep(0.05)
+            self._await_every_worker()
         self.finish("interrupted")
+
+    def _await_every_worker(self) -> None:
+        """Up to ``DRAIN_WAIT_S`` for every worker's last records and final counts, those
+        whose heartbeats stopped too (one may only be paused). Says so once when only such
+        workers are left, so a stop that waits for them does not look hung."""
+        deadline = time.time() + DRAIN_WAIT_S
+        said = False
+        while time.time() < deadline:
+            waiting = set(self.ledger.ready) - set(self.ledger.finals)
+            if not waiting:
+                return
+            if not said and not waiting & set(self.workers.connected()):
+                left = deadline - time.time()
+                who = ", ".join(sorted(waiting))
+                log.warning(
+                    "stopping: waiting up to %.0f s for %s, whose heartbeats stopped", left, who
+                )
+                said = True
+            gevent.sleep(0.05)
