@@ -144,7 +144,7 @@ def _lost(run: RunColumns, lost: dict[str, Any]) -> dict[str, Any]:
 
 def _features(runs: list[RunColumns]) -> Features:
     """The condition's features from its first run; other runs that differ are noted."""
-    feats = [features_of(r.meta, r.metrics) for r in runs]
+    feats = [features_of(r.meta.condition, r.metrics) for r in runs]
     f = feats[0]
     for r, g in zip(runs[1:], feats[1:], strict=False):
         if (g.spec_on, g.prefix_caching) != (f.spec_on, f.prefix_caching):
@@ -162,9 +162,9 @@ def _info(label: str, runs: list[RunColumns]) -> ConditionInfo:
         runs=[str(r.path) for r in runs],
         meta=runs[0].meta,
         warnings=[w for r in runs for w in r.warnings] + [f"{label}: {c}" for c in f.conflicts],
-        lost_workers=[_lost(r, x) for r in runs for x in r.meta.get("lost_workers") or []],
+        lost_workers=[_lost(r, x) for r in runs for x in r.meta.lost_workers],
         features=f,
-        statuses=[str(r.meta.get("status")) for r in runs],
+        statuses=[r.meta.status for r in runs],
     )
 
 
@@ -251,11 +251,11 @@ def _client_warnings(
 def _warmup(run: RunColumns) -> tuple[float, str] | None:
     """The warm-up before each measured window of ``run`` and where it is set: per block in
     an interleaved run (``interleave.block_warmup_s``), per step otherwise."""
-    inter = run.meta.get("interleave")
+    inter = run.meta.interleave
     if isinstance(inter, dict) and "block_warmup_s" in inter:
         warm = inter["block_warmup_s"]  # null: derived per block from the cell's E2E
         return (float(warm), "interleave: block_warmup_s") if warm is not None else None
-    sc = run.meta.get("scenario")
+    sc = run.meta.scenario
     if isinstance(sc, dict) and isinstance(sc.get("warmup_s"), (int, float)):
         return float(sc["warmup_s"]), "warmup_s"
     return None
@@ -424,7 +424,7 @@ def _capacity(
     """Capacity within the SLOs and goodput per condition, and the capacity gate if asked:
     the comparison's fields they fill, by name."""
     if slos is None:
-        slos = slos_from_scenario((groups[c.baseline][0].meta.get("scenario") or {}).get("slo"))
+        slos = slos_from_scenario(groups[c.baseline][0].meta.scenario.get("slo"))
     gate = next((g for g in gates if g.metric == CAPACITY_GATE), None)
     if gate is not None and not slos:
         raise ConfigError(
@@ -527,7 +527,7 @@ def compare_runs(
         starts={label: per_start_steps(label, rs, bootstrap, seed) for label, rs in groups.items()},
     )
     vs = _against(inputs, base, metric, min_gain)
-    temperature = scenario_temperature(groups[base][0].meta.get("scenario"))
+    temperature = scenario_temperature(groups[base][0].meta.scenario)
     base_side = contract_side(groups[base])
     contract = [
         check_contract(label, base, contract_side(rs), base_side, temperature)
@@ -563,7 +563,7 @@ def compare_runs(
         disagreements=[d for label, st in inputs.starts.items() for d in disagreements(label, st)],
         max_error_rate=budget,
         host_differences=host_differences(
-            [r.meta for r in runs], [f"{r.label}/{r.path.name}" for r in runs]
+            [r.meta.to_dict() for r in runs], [f"{r.label}/{r.path.name}" for r in runs]
         ),
     )
     # Built in stages, never changed in place: each stage reads the one before it (the
@@ -604,9 +604,9 @@ def _time_splits(runs: list[RunColumns]) -> dict[int, dict[str, float]]:
     run dirs carry the same one)."""
     out: dict[int, dict[str, float]] = {}
     for r in runs:
-        split = (r.meta.get("interleave") or {}).get("time_split")
+        split = (r.meta.interleave or {}).get("time_split")
         if isinstance(split, dict):
-            out.setdefault(int(r.meta.get("replicate") or 1), split)
+            out.setdefault(r.meta.replicate or 1, split)
     return out
 
 
@@ -642,7 +642,7 @@ def _class_answers(
     """The comparison per class (``analysis.classes``): every class's records through the
     same steps, ratios, rule and crossover; steps left out overall stay left out."""
     runs = [r for rs in groups.values() for r in rs]
-    scenario = groups[c.baseline][0].meta.get("scenario") or {}
+    scenario = groups[c.baseline][0].meta.scenario
     kind, bounds, masks = class_masks(runs, tuple(scenario.get("class_bounds") or ()))
     out = []
     for name, per_run in masks.items():

@@ -30,6 +30,7 @@ from specload.analysis.statistics.stats import look_stretch
 from specload.analysis.statistics.steps import StepStats, starts_too_few
 from specload.analysis.wording import too_few_starts_text
 from specload.core.slo import Slo
+from specload.recorder.rundir import RunMeta
 
 __all__ = ["Comparison", "ConditionInfo"]
 
@@ -44,7 +45,7 @@ class ConditionInfo:
     speculative: dict[str, Any] | None
     prefix_caching: bool | None
     runs: list[str]
-    meta: dict[str, Any]
+    meta: RunMeta
     warnings: list[str] = field(default_factory=list)
     #: run.json ``lost_workers`` of every run, each with ``run`` (dir name) and the ``step``
     #: index / ``target_qps`` of the step it was noticed in (None outside the steps).

@@ -258,7 +258,11 @@ def _earlier_runs(out: Path) -> dict[str, bool | None]:
 
     metas = [m for m in map(peek_run_json, sweep_run_dirs(out)) if m is not None]
     metas.sort(key=lambda m: float(m.get("started_at") or 0.0))
-    return {str(m.get("label")): features_of(m, []).spec_on for m in metas if m.get("label")}
+    return {
+        str(m.get("label")): features_of(m.get("condition"), []).spec_on
+        for m in metas
+        if m.get("label")
+    }
 
 
 def _check_urls(urls: list[str], skip_preflight: bool) -> None:

@@ -112,6 +112,9 @@ class RunMeta:
     #: an interleaved session's design (``protocol.interleave.plan_json``), its servers
     #: and where its wall time went; None outside ``sweep --interleave``
     interleave: dict[str, Any] | None = None
+    #: Which server start of its condition this run is (1, 2, ...): a sweep stamps it once
+    #: the run has ended; None for a run made alone.
+    replicate: int | None = None
     schema_version: int = RUN_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

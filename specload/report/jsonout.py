@@ -192,10 +192,10 @@ def report_dict(report: Report) -> dict[str, Any]:
                 "server_starts": i.starts,
                 "ci_scope": c.ci_scope(i.label),
                 "ci_note": c.ci_note(i.label),
-                "target": i.meta.get("target"),
-                "status": i.meta.get("status"),
-                "scenario": i.meta.get("scenario"),
-                "lookup_method": i.meta.get("lookup_method"),
+                "target": i.meta.target,
+                "status": i.meta.status,
+                "scenario": i.meta.scenario,
+                "lookup_method": i.meta.lookup_method,
                 "lookup_match_rate": lookup_overall(c.steps.get(i.label, [])),
             }
             for i in c.conditions

@@ -111,12 +111,12 @@ def _feature_cell(value: Any, source: str) -> str:
 
 def _row(info: Any) -> RunRow:
     meta = info.meta
-    target = meta.get("target") or {}
-    sc = meta.get("scenario") or {}
+    target = meta.target or {}
+    sc = meta.scenario or {}
     f = info.features
     spec = _feature_cell(f.speculative, f.source.get("speculative", ""))
     statuses = sorted({str(m) for m in info.statuses})
-    workers = meta.get("workers") or []
+    workers = meta.workers
     conc = (
         f"max {_s(sc.get('max_concurrency'))}, {len(workers)} worker(s)"
         if workers

@@ -120,7 +120,7 @@ def test_conditions_are_declared_in_run_json(sweep) -> None:
 def test_real_vllm_metrics_tell_each_condition_apart_undeclared(sweep) -> None:
     """vLLM's own /metrics (``vllm:cache_config_info``, the ``spec_decode`` counters) say what
     each server ran, even with nothing declared: compare reads them for an undeclared run."""
-    undeclared = {"condition": {"speculative": None, "prefix_caching": None}}
+    undeclared = {"speculative": None, "prefix_caching": None}
     for name, run in sweep["runs"].items():
         f = features_of(undeclared, run["scrapes"])
         assert (f.spec_on, f.prefix_caching) == (name == "ngram", name == "prefix"), name

@@ -89,8 +89,8 @@ def order_starts(runs: list[RunColumns]) -> list[RunColumns]:
     """Runs in replicate order (``run.json`` ``replicate``, else start time, else name)."""
 
     def key(r: RunColumns) -> tuple[float, float, str]:
-        rep = r.meta.get("replicate")
-        started = r.meta.get("started_at")
+        rep = r.meta.replicate
+        started = r.meta.started_at
         return (
             float(rep) if isinstance(rep, (int, float)) else float("inf"),
             float(started) if isinstance(started, (int, float)) else float("inf"),

@@ -92,8 +92,7 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _target(meta: dict[str, Any], key: str) -> Any:
-    target = meta.get("target") or {}
+def _target(target: dict[str, Any], key: str) -> Any:
     return target.get(key) if isinstance(target, dict) else None
 
 
@@ -127,8 +126,8 @@ def _median_prompts(run: RunColumns, steps: set[int] | None) -> dict[str, float 
 def _values(run: RunColumns, steps: set[int] | None = None) -> dict[str, Any]:
     """Everything that must match, by key: target, flattened scenario, median prompt length
     (per category, over ``steps``)."""
-    out: dict[str, Any] = {f"target.{k}": _target(run.meta, k) for k in TARGET_KEYS}
-    scen = flatten(run.meta.get("scenario") or {})
+    out: dict[str, Any] = {f"target.{k}": _target(run.meta.target, k) for k in TARGET_KEYS}
+    scen = flatten(run.meta.scenario)
     out.update({f"scenario.{k}": v for k, v in scen.items()})
     out.update(_median_prompts(run, steps))
     return out
@@ -179,7 +178,7 @@ def _condition_conflicts(runs: list[RunColumns]) -> list[tuple[RunColumns, RunCo
     out = []
     for run in runs:
         first = by_label.setdefault(run.label, run)
-        if (first.meta.get("condition") or {}) != (run.meta.get("condition") or {}):
+        if first.meta.condition != run.meta.condition:
             out.append((run, first))
     return out
 
@@ -194,7 +193,7 @@ def differences(runs: list[RunColumns]) -> list[str]:
     for run, first in _condition_conflicts(runs):
         diffs.append(
             f"{run.path} and {first.path} share label {run.label!r} but declare different "
-            f"conditions ({run.meta.get('condition')!r} vs {first.meta.get('condition')!r})"
+            f"conditions ({run.meta.condition!r} vs {first.meta.condition!r})"
         )
     return diffs
 
@@ -226,7 +225,7 @@ def key_differences(runs: list[RunColumns]) -> list[KeyDifference]:
             out.append(KeyDifference(key, shown))
     for label in dict.fromkeys(run.label for run, _ in _condition_conflicts(runs)):
         group = [i for i, r in enumerate(runs) if r.label == label]
-        conds = tuple((names[i], runs[i].meta.get("condition")) for i in group)
+        conds = tuple((names[i], runs[i].meta.condition) for i in group)
         out.append(KeyDifference(f"condition of label {label!r}", conds))
     return out
 

@@ -95,9 +95,10 @@ def _server_view(metrics: list[dict[str, Any]]) -> tuple[bool | None, bool | Non
     return spec, prefix
 
 
-def features_of(meta: dict[str, Any], metrics: list[dict[str, Any]]) -> Features:
-    """The run's features: its declaration, completed from the server's own metrics."""
-    spec, prefix, source = _declared(meta.get("condition") or {})
+def features_of(condition: dict[str, Any] | None, metrics: list[dict[str, Any]]) -> Features:
+    """The run's features: its declaration (run.json's ``condition``), completed from the
+    server's own metrics."""
+    spec, prefix, source = _declared(condition or {})
     server_spec, server_prefix = _server_view(metrics)
     out = Features(spec, prefix, dict(source))
     if spec is None and server_spec is not None:

@@ -20,6 +20,7 @@ from specload.analysis.inputs.columns import Part, parse_lines, read_columns
 from specload.core.errors import ConfigError
 from specload.core.records import SCHEMA_VERSION
 from specload.recorder.run_json import load_run_json, unrecorded_warning
+from specload.recorder.rundir import RunMeta
 from specload.recorder.steps_json import STEPS_JSON, read_steps
 
 __all__ = ["RunColumns", "load_run", "load_runs", "read_jsonl"]
@@ -34,7 +35,7 @@ class RunColumns:
     """
 
     path: Path
-    meta: dict[str, Any]
+    meta: RunMeta
     steps: list[dict[str, Any]]
     metrics: list[dict[str, Any]]
     cols: dict[str, np.ndarray]
@@ -42,7 +43,7 @@ class RunColumns:
 
     @property
     def label(self) -> str:
-        return str(self.meta.get("label") or self.path.name)
+        return self.meta.label or self.path.name
 
     @property
     def n(self) -> int:
@@ -117,7 +118,7 @@ def load_runs(paths: list[str | Path]) -> list[RunColumns]:
         runs.append(
             RunColumns(
                 path=d,
-                meta=meta,
+                meta=RunMeta.from_dict(meta),
                 steps=_load_steps(d, warnings),
                 metrics=metrics,
                 cols=cols,

@@ -23,11 +23,7 @@ def error_budget(runs: list[RunColumns], override: float | None = None) -> float
     """``override``, else the strictest ``max_error_rate`` the runs recorded, else 5 %."""
     if override is not None:
         return override
-    recorded = [
-        float(r.meta["max_error_rate"])
-        for r in runs
-        if isinstance(r.meta.get("max_error_rate"), (int, float))
-    ]
+    recorded = [float(r.meta.max_error_rate) for r in runs if r.meta.max_error_rate is not None]
     return min(recorded) if recorded else DEFAULT_MAX_ERROR_RATE
 
 

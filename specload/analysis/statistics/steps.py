@@ -189,14 +189,14 @@ def _units(run: RunColumns, i: int, measured: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     if np.isnan(block).all():
         return i * ID_STRIDE + _time_slices(run, measured)
-    rep = int(run.meta.get("replicate") or i + 1)
+    rep = run.meta.replicate or i + 1
     return np.asarray(rep * ID_STRIDE + _block_k(run, block, measured), dtype=np.int64)
 
 
 def _block_k(run: RunColumns, block: np.ndarray, measured: np.ndarray) -> np.ndarray:
     """Each block's number within its cell (``k``), from run.json's plan; run dirs without
     the plan (merged block runs of older versions, synthetic ones) carry it in ``repeat``."""
-    plan = (run.meta.get("interleave") or {}).get("plan") or []
+    plan = (run.meta.interleave or {}).get("plan") or []
     k_of = {int(b["number"]): int(b["k"]) for b in plan if "number" in b and "k" in b}
     if not k_of:
         return np.asarray(np.nan_to_num(run.cols["repeat"][measured], nan=0.0), dtype=np.int64)
@@ -247,7 +247,7 @@ def pool_runs(
         # One replicate = one run dir (one server start); its number pairs it with the
         # baseline's start of the same number (``paired.over_starts``)
         parts[-1]["_run"] = np.full(int(measured.sum()), i, dtype=np.int64)
-        rep = run.meta.get("replicate")
+        rep = run.meta.replicate
         parts[-1]["_rep"] = np.full(
             int(measured.sum()), int(rep) if isinstance(rep, int) else i + 1, dtype=np.int64
         )
@@ -457,7 +457,7 @@ def condition_steps(
 def looks_of(runs: list[RunColumns]) -> int:
     """How many looks at the data the runs' design planned (``sweep --until-decided`` writes
     ``interleave.looks`` into run.json); 1 for every other run."""
-    return max([int((r.meta.get("interleave") or {}).get("looks") or 1) for r in runs], default=1)
+    return max([int((r.meta.interleave or {}).get("looks") or 1) for r in runs], default=1)
 
 
 def _for_looks(step: StepStats, looks: int) -> StepStats:

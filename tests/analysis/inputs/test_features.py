@@ -22,20 +22,20 @@ def test_a_sweep_declaration_is_taken_as_is() -> None:
         "prefix_caching": False,
         "source": {"speculative": "declared", "prefix_caching": "declared"},
     }
-    f = features_of({"condition": cond}, [])
+    f = features_of(cond, [])
     assert (f.speculative, f.prefix_caching) == (False, False) and role_of(f) == "baseline"
     assert f.source == {"speculative": "declared", "prefix_caching": "declared"}
 
 
 def test_nothing_declared_and_no_server_metrics_is_unknown() -> None:
-    f = features_of({"label": "candidate-build", "condition": {"speculative": None}}, [])
+    f = features_of({"speculative": None}, [])
     assert f.speculative is None and f.prefix_caching is None and role_of(f) == "unknown"
 
 
 def test_the_servers_own_metrics_fill_what_was_not_declared(sim_factory) -> None:
     both = sim_factory("--profile", "tiny", "--enable-prefix-caching", "--speculative-config", SPEC)
     plain = sim_factory("--profile", "tiny", "--no-enable-prefix-caching")
-    undeclared = {"condition": {"speculative": None, "prefix_caching": None}}
+    undeclared = {"speculative": None, "prefix_caching": None}
     f = features_of(undeclared, _lines(both.url))
     assert (f.spec_on, f.prefix_caching) == (True, True) and role_of(f) == "both"
     assert f.source == {"speculative": "server", "prefix_caching": "server"}
@@ -46,11 +46,9 @@ def test_the_servers_own_metrics_fill_what_was_not_declared(sim_factory) -> None
 def test_a_declaration_the_server_contradicts_is_kept_and_reported(sim_factory) -> None:
     plain = sim_factory("--profile", "tiny", "--no-enable-prefix-caching")
     declared = {
-        "condition": {
-            "speculative": {"method": "ngram"},
-            "prefix_caching": True,
-            "source": {"speculative": "declared", "prefix_caching": "declared"},
-        }
+        "speculative": {"method": "ngram"},
+        "prefix_caching": True,
+        "source": {"speculative": "declared", "prefix_caching": "declared"},
     }
     f = features_of(declared, _lines(plain.url))
     assert f.spec_on is True and f.prefix_caching is True
