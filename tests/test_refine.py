@@ -70,12 +70,13 @@ def test_a_crossovers_pass_bisects_its_ci_and_gives_an_undecided_step_more_start
 
 
 def test_never_helping_for_want_of_starts_is_measured_again_not_called_beyond() -> None:
-    """No step decided (each CI straddles the minimum gain): the status reads "never helps",
-    but the boundary is not beyond the tested range; the undecided steps get more starts."""
+    """No step helps and two are undecided (the rule's answer, as the verdict reads it): the
+    status reads "never helps", but the boundary is not beyond the tested range; the
+    undecided steps get more starts."""
     import numpy as np
 
     from specload.analysis.decisions.crossover import NEVER, find_crossover
-    from specload.analysis.statistics.effect import HURTS, UNDECIDED
+    from specload.analysis.statistics.effect import HURTS, SAME, UNDECIDED
     from specload.analysis.statistics.stats import Estimate
     from specload.protocol.refine import current_bounds
 
@@ -83,7 +84,7 @@ def test_never_helping_for_want_of_starts_is_measured_again_not_called_beyond() 
     ratios = [Estimate(0.85, 0.6, 1.1), Estimate(0.96, 0.7, 1.2), Estimate(2.1, 1.8, 2.4)]
     x = find_crossover("tpot_p50", "spec", "baseline", qps, ratios,
                        [UNDECIDED, UNDECIDED, HURTS], np.full((10, 3), np.nan), 0.05)  # fmt: skip
-    assert x is not None and x.status == NEVER and x.unsure == [4.0, 16.0]
+    assert x is not None and x.status == NEVER and x.undecided_steps == [4.0, 16.0]
 
     class _Comparison:
         ratios = {"spec": {}}
@@ -97,7 +98,7 @@ def test_never_helping_for_want_of_starts_is_measured_again_not_called_beyond() 
     assert next_rates([b], tested=qps) == [4.0, 16.0]
     assert next_rates([b], tested=qps, restarts=False) == []
     # decided everywhere and never helping: beyond the tested range, nothing to measure
-    x.unsure = []
+    x.effects = [SAME, SAME, HURTS]
     (b,) = current_bounds(_Comparison(), "crossover")
     assert b.beyond and next_rates([b], tested=qps) == []
 

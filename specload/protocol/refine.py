@@ -14,8 +14,8 @@ Where the rates go. A crossover's CI is the two tested steps whose own CIs decid
 tested load lies within 5 % of that middle, the pass measures that load again instead, on
 fresh server starts, so its starts accumulate until its CI decides it; the decided ends are
 never measured again. A CI side left open (no step there decided yet) gets more starts at its
-undecided step nearest the estimate, and where no step is decided at all (every CI straddles
-the minimum gain: "never helps" only for want of starts) the undecided steps are measured
+undecided step nearest the estimate, and where no step is decided at all ("never helps" only
+for want of starts) the undecided steps are measured
 again rather than called beyond the tested range. The middle, not the estimate: at the
 estimate the true gain is near the minimum by construction, the one load no number of starts
 decides. This needs passes of three starts or more (``--replicates 3``): with one start per
@@ -94,7 +94,8 @@ class Bound:
     stepwise: bool = False
     #: no single boundary yet (a mixed pattern): the loads where it flips, to measure again
     unsettled: tuple[float, ...] = ()
-    #: tested steps no CI decides yet (``Crossover.unsure``): more starts decide them
+    #: tested steps the rule leaves undecided (``Crossover.undecided_steps``, the verdict's
+    #: own answer): more starts decide them
     undecided: tuple[float, ...] = ()
 
     @property
@@ -165,12 +166,12 @@ def current_bounds(comparison: Any, target: str) -> list[Bound]:
             continue
         if x is None or b is None or not b.inside:
             # "never helps" with steps no CI decides is a want of starts, not a boundary beyond
-            undecided = tuple(x.unsure) if x is not None and not x.helping else ()
+            undecided = tuple(x.undecided_steps) if x is not None and not x.helping else ()
             out.append(Bound(f"{label} crossover", None, None, None, undecided=undecided))
             continue
         lo, hi = b.ci
         out.append(Bound(f"{label} crossover", b.qps, lo, hi, _bracket_of(b.qps, x.steps),
-                         stepwise=True, undecided=tuple(x.unsure)))  # fmt: skip
+                         stepwise=True, undecided=tuple(x.undecided_steps)))  # fmt: skip
     return out
 
 
