@@ -115,7 +115,7 @@ def analyse(dirs: list[Path], bootstrap: int) -> dict[str, Any]:
             ],
         },
         "hosts": sorted(
-            {json.dumps(r.meta.get("host", {}).get("gpu"), sort_keys=True) for r in runs}
+            {json.dumps((r.meta.host or {}).get("gpu"), sort_keys=True) for r in runs}
         ),
     }
 
