@@ -27,6 +27,7 @@ from specload.analysis.statistics.effect import rule_text
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
 from specload.report.model import Report
+from specload.report.regime_words import regime_sentence, regime_sentences
 from specload.report.tables import lookup_overall
 
 __all__ = ["JSON_SCHEMA", "report_dict"]
@@ -215,9 +216,14 @@ def report_dict(report: Report) -> dict[str, Any]:
             for label, cap in c.capacity.items()
         },
         "decode_step": {label: [d.to_dict() for d in steps] for label, steps in c.decode.items()},
-        "regimes": c.regimes.to_dict(),
+        "regimes": {
+            label: {
+                name: r.to_dict() | {"sentence": regime_sentence(r)} for name, r in steps.items()
+            }
+            for label, steps in c.regimes.by_condition.items()
+        },
         "time_split": {str(k): v for k, v in sorted(c.time_splits.items())},
-        "regime_sentences": c.regimes.sentences(),
+        "regime_sentences": regime_sentences(c.regimes),
         "ratios": _ratios(c.ratios),
         "classes": _classes(c),
         "closed_loop": [

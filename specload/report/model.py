@@ -19,6 +19,7 @@ from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.advise import Advice
 from specload.analysis.decisions.crossover import Crossover
 from specload.analysis.decisions.verdict import metric_label
+from specload.report.regime_words import spread_line
 
 __all__ = ["Report", "RunRow", "build_report"]
 
@@ -176,7 +177,7 @@ def _findings(c: Comparison) -> list[str]:
     out += [d.message() for d in c.disagreements]
     # an engine step that flips between two regimes in time decides its steps' ratios by when
     # they were measured: said here, its detail in the Regimes section
-    out += [f"{line} (Regimes, below)" for line in c.regimes.summaries.values()]
+    out += [f"{spread_line(s)} (Regimes, below)" for s in c.regimes.spread.values()]
     out += c.host_differences
     out += [
         f"{label}: {q:g} req/s left out of every conclusion ({why})"

@@ -14,6 +14,7 @@ from typing import Literal
 from specload.analysis.diagnostics.regime_model import RULE as REGIME_RULE
 from specload.report.class_tables import class_capacity_table
 from specload.report.model import Report
+from specload.report.regime_words import regime_sentences
 from specload.report.schedule_tables import batch_table, best_of_both_tables, proposal_lines
 from specload.report.tables import (
     Table,
@@ -91,7 +92,7 @@ def _schedule(report: Report) -> Section:
 
 def _regimes(report: Report) -> Section:
     """Steps whose engine step flips between a fast and a slow regime, the rule, the plot."""
-    lines = report.comparison.regimes.sentences()
+    lines = regime_sentences(report.comparison.regimes)
     if not lines:
         return Section("Regimes")
     parts = [Part("text", text=line) for line in lines]

@@ -11,6 +11,7 @@ from typing import IO, Any
 from specload.report.class_tables import class_capacity_table
 from specload.report.model import Report
 from specload.report.palette import TERMINAL
+from specload.report.regime_words import regime_sentences
 from specload.report.schedule_tables import batch_table, best_of_both_tables
 from specload.report.tables import (
     Table,
@@ -105,7 +106,7 @@ def _regimes(console: Any, report: Report) -> None:
 
     from specload.analysis.diagnostics.regime_model import RULE
 
-    lines = report.comparison.regimes.sentences()
+    lines = regime_sentences(report.comparison.regimes)
     if not lines:
         return
     console.print("[bold]Regimes[/bold]")

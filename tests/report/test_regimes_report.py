@@ -16,6 +16,7 @@ from specload.analysis.compare import compare_runs
 from specload.analysis.comparison import Comparison
 from specload.report import write_reports
 from specload.report.model import build_report
+from specload.report.regime_words import regime_sentences
 from specload.report.terminal import render_terminal
 
 
@@ -56,7 +57,7 @@ def test_html_has_the_regime_section_and_time_plot(flipping: Comparison, tmp_pat
         page.index("Change against the baseline"),
     )
     assert ratios_at < regimes_at < page.index('<figure id="plot-regimes"')
-    for sentence in flipping.regimes.sentences():
+    for sentence in regime_sentences(flipping.regimes):
         assert sentence.replace("'", "&#39;") in page
     svg = _plot_svg(page)
     # one panel per bimodal step, titled with the condition's slow share
@@ -74,11 +75,11 @@ def test_markdown_and_terminal_show_the_sentences_after_the_tables(
     md = render_markdown(report)
     section = md.index("### Regimes")
     assert md.index(ratio_table(report, "spec").title) < section
-    assert all(f"- {s}" in md[section:] for s in flipping.regimes.sentences())
+    assert all(f"- {s}" in md[section:] for s in regime_sentences(flipping.regimes))
     out = io.StringIO()
     render_terminal(report, file=out, width=200)
     text = out.getvalue()
-    assert "Regimes" in text and flipping.regimes.sentences()[-1][:60] in text
+    assert "Regimes" in text and regime_sentences(flipping.regimes)[-1][:60] in text
 
 
 def test_a_report_without_regimes_has_no_section_or_plot(

@@ -27,6 +27,8 @@ __all__ = [
     "Regime",
     "RegimeEffect",
     "RegimeTelemetry",
+    "RegimeSpread",
+    "RegimeSpread",
     "Regimes",
     "SERIES_FIELDS",
     "Series",
@@ -144,51 +146,6 @@ class RegimeTelemetry:
             "cause": self.cause,
         }
 
-    def clause(self) -> str:
-        """ "GPU busy 48 % vs 68 % then, clocks unchanged: host-bound"."""
-        busy = (
-            f"GPU busy {self.gpu_util_slow_pct:.0f} % vs {self.gpu_util_fast_pct:.0f} % then"
-            if self.gpu_util_slow_pct is not None and self.gpu_util_fast_pct is not None
-            else "GPU busy not sampled"
-        )
-        if self.cause == "load generator CPU-saturated":
-            share = self.loadgen_share_slow or 0.0
-            return (
-                f"specload's own CPU at {share * 100:.0f} % of its cores then: load generator "
-                "CPU-saturated (the slow seconds may be the client's)"
-            )
-        if self.cause == "GPU throttled":
-            return f"{busy}, {self._clocks()}: GPU throttled"
-        known = self.sm_clock_slow_mhz is not None and self.sm_clock_fast_mhz is not None
-        clocks = "clocks unchanged" if known else "SM clock not sampled"
-        host = self._host()
-        if self.cause == "host-bound":
-            return f"{busy}, {clocks}, {host}: host-bound"
-        if self.cause == "GPU idle between kernels":
-            return f"{busy}, {clocks}, {host}: GPU idle between kernels at full clocks"
-        return f"{busy}, {clocks}: cause not visible in the telemetry"
-
-    def _host(self) -> str:
-        """The host's side of the slow seconds: its busy CPU (and steal, when it rose)."""
-        slow, fast = self.host_busy_slow_pct, self.host_busy_fast_pct
-        if slow is None or fast is None:
-            return "host CPU not sampled"
-        out = f"host CPU {slow:.1f} % vs {fast:.1f} %"
-        if self.steal_slow_pct is not None and self.steal_fast_pct is not None:
-            if self.steal_slow_pct - self.steal_fast_pct >= HOST_POINTS:
-                out += f", steal {self.steal_slow_pct:.1f} % vs {self.steal_fast_pct:.1f} %"
-        return out
-
-    def _clocks(self) -> str:
-        parts = []
-        if self.sm_clock_slow_mhz is not None and self.sm_clock_fast_mhz is not None:
-            parts.append(
-                f"SM clock {self.sm_clock_slow_mhz:.0f} vs {self.sm_clock_fast_mhz:.0f} MHz"
-            )
-        if self.clock_events:
-            parts.append("clock events " + ", ".join(self.clock_events))
-        return "; ".join(parts) or "clocks dropped"
-
 
 @dataclass(frozen=True, slots=True)
 class RegimeEffect:
@@ -270,7 +227,6 @@ class Regime:
     blocks: list[BlockRegime] = field(default_factory=list)
     telemetry: RegimeTelemetry | None = None
     effect: RegimeEffect | None = None
-    sentence: str | None = None
 
     @property
     def slow(self) -> np.ndarray:
@@ -299,25 +255,33 @@ class Regime:
             "blocks": [b.to_dict() for b in self.blocks],
             "telemetry": self.telemetry.to_dict() if self.telemetry else None,
             "effect": self.effect.to_dict() if self.effect else None,
-            "sentence": self.sentence,
             "series": self.series.to_dict(),
         }
 
 
+@dataclass(frozen=True, slots=True)
+class RegimeSpread:
+    """A condition with two regimes at most (more than half) of its steps: at each step its
+    figures depend on how many of its seconds were slow on this host."""
+
+    condition: str
+    baseline: str
+    bimodal_steps: int
+    steps: int
+    slow_share_lo: float
+    slow_share_hi: float
+
+
 @dataclass(slots=True)
 class Regimes:
-    """Every condition's regimes by step label, and the sentences the report shows."""
+    """Every condition's regimes by step label, and the conditions they spread over."""
 
     by_condition: dict[str, dict[str, Regime]] = field(default_factory=dict)
-    #: condition -> one line when it has two regimes at most of its steps
-    summaries: dict[str, str] = field(default_factory=dict)
+    #: condition -> its spread, when it has two regimes at most of its steps
+    spread: dict[str, RegimeSpread] = field(default_factory=dict)
 
     def bimodal(self) -> list[Regime]:
         return [r for steps in self.by_condition.values() for r in steps.values() if r.bimodal]
-
-    def sentences(self) -> list[str]:
-        """The summary lines, then one sentence per bimodal (condition, step)."""
-        return [*self.summaries.values(), *(r.sentence for r in self.bimodal() if r.sentence)]
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return {

@@ -51,6 +51,7 @@ from specload.analysis.diagnostics.regime_model import (
     Regime,
     RegimeEffect,
     Regimes,
+    RegimeSpread,
     StepKey,
 )
 from specload.analysis.diagnostics.regime_series import StepData, gather_steps, joined_series
@@ -60,7 +61,7 @@ from specload.analysis.inputs.telemetry import (
     TelemetrySecond,
 )
 from specload.analysis.statistics.stats import quantile_sorted
-from specload.analysis.wording import ms_text, signed_pct, step_name
+from specload.analysis.wording import step_name
 
 __all__ = ["find_regimes", "step_label"]
 
@@ -146,49 +147,14 @@ def _effect(
     )
 
 
-def _effect_clause(r: Regime, e: RegimeEffect) -> str:
-    parts = []
-    if e.fast_change is not None:
-        parts.append(f"{signed_pct(e.fast_change)} in fast seconds")
-    if e.slow_change is not None:
-        parts.append(f"{signed_pct(e.slow_change)} in slow ones")
-    head = f"p50 TPOT vs {e.baseline}: " + ", ".join(parts) if parts else ""
-    if e.change is None:
-        return head
-    mix = f"{signed_pct(e.change)} at this host's {r.slow_share * 100:.0f} % slow share"
-    return f"{head}; {mix}" if head else f"p50 TPOT vs {e.baseline}: {mix}"
-
-
-def _sentence(r: Regime) -> str:
-    """ "spec's engine step flipped between 13 and 20 ms at 8 req/s; 41 % of seconds slow; …"."""
-    parts = [
-        f"{r.condition}'s engine step flipped between {ms_text(r.fast_ms)} and {ms_text(r.slow_ms)} ms "
-        f"at {r.step}",
-        f"{r.slow_share * 100:.0f} % of seconds slow",
-    ]
-    if r.telemetry is not None:
-        parts.append(r.telemetry.clause())
-    if r.effect is not None and (clause := _effect_clause(r, r.effect)):
-        parts.append(clause)
-    if r.drift is not None:
-        word = "slower" if r.drift > 0 else "faster"
-        parts.append(f"its fast level also drifted ({abs(r.drift) * 100:.0f} % {word} by the end)")
-    return "; ".join(parts)
-
-
-def _summary(label: str, baseline: str, steps: dict[str, Regime]) -> str | None:
-    """One line when a condition has two regimes at most (more than half) of its steps."""
+def _spread(label: str, baseline: str, steps: dict[str, Regime]) -> RegimeSpread | None:
+    """The condition's spread when it has two regimes at most (more than half) of its steps."""
     decided = [r for r in steps.values() if r.seconds >= MIN_SECONDS]
     two = [r for r in decided if r.bimodal]
     if len(two) < 2 or 2 * len(two) <= len(decided):
         return None
-    shares = sorted(r.slow_share * 100 for r in two)
-    against = f"its ratio to {baseline} depends" if label != baseline else "its figures depend"
-    return (
-        f"{label}'s engine step had two regimes at {len(two)} of {len(decided)} steps "
-        f"({shares[0]:.0f}–{shares[-1]:.0f} % of seconds slow): at each step {against} "
-        "on how many of its seconds were slow on this host"
-    )
+    shares = sorted(r.slow_share for r in two)
+    return RegimeSpread(label, baseline, len(two), len(decided), shares[0], shares[-1])
 
 
 def _condition(
@@ -212,13 +178,13 @@ def _condition(
             r.telemetry = regime_telemetry(r.series, r.slow, telemetry)
             if label != baseline and key in base_p50():
                 r.effect = _effect(r, data, own_p50().get(key), baseline, base_p50()[key])
-            r.sentence = _sentence(r)
         out[r.step] = r
     return out
 
 
 def find_regimes(groups: dict[str, list[RunColumns]], baseline: str) -> Regimes:
-    """Every condition's regimes per step (run dirs of a condition pooled), with sentences.
+    """Every condition's regimes per step (run dirs of a condition pooled); the words for them
+    are ``report.regime_words``'.
 
     ``groups`` must hold the run dirs as read (``load_conditions``), not restricted views:
     the chunk gaps are read from their files, by record index (``analysis/diagnostics/regime_gaps.py``).
@@ -227,6 +193,6 @@ def find_regimes(groups: dict[str, list[RunColumns]], baseline: str) -> Regimes:
     out = Regimes()
     for label, runs in groups.items():
         out.by_condition[label] = _condition(label, runs, baseline, base_p50)
-        if (line := _summary(label, baseline, out.by_condition[label])) is not None:
-            out.summaries[label] = line
+        if (spread := _spread(label, baseline, out.by_condition[label])) is not None:
+            out.spread[label] = spread
     return out

@@ -30,6 +30,7 @@ from specload.analysis.diagnostics.regime_gaps import MAX_PER_SECOND, pick, read
 from specload.analysis.diagnostics.regime_model import Regime, Regimes
 from specload.analysis.diagnostics.regimes import find_regimes
 from specload.analysis.inputs.run_columns import load_run
+from specload.report.regime_words import regime_sentence, regime_sentences, spread_line
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +63,8 @@ def test_flipping_step_is_bimodal_with_the_true_levels_and_share(found: Regimes)
         assert r.slow_share == pytest.approx(_truth_share(r), abs=0.07)
         assert 0.3 < r.slow_share < 0.55
         assert not r.drifting
-        assert r.sentence is not None and f"at {r.step}" in r.sentence
-        assert "flipped between 13 and 20 ms" in r.sentence
+        assert regime_sentence(r) is not None and f"at {r.step}" in regime_sentence(r)
+        assert "flipped between 13 and 20 ms" in regime_sentence(r)
 
 
 def test_slow_seconds_are_the_true_slow_seconds(found: Regimes) -> None:
@@ -78,10 +79,10 @@ def test_slow_seconds_are_the_true_slow_seconds(found: Regimes) -> None:
 
 def test_flat_baseline_is_not_bimodal_and_says_nothing(found: Regimes) -> None:
     for r in found.by_condition["baseline"].values():
-        assert not r.bimodal and not r.drifting and r.sentence is None
+        assert not r.bimodal and not r.drifting and regime_sentence(r) is None
         assert r.slow_share == 0.0
         assert r.fast_ms == pytest.approx(BASE_MS, rel=0.03)
-    assert not any(s.startswith("baseline") for s in found.sentences())
+    assert not any(s.startswith("baseline") for s in regime_sentences(found))
 
 
 def test_effect_per_regime_against_the_baseline(found: Regimes) -> None:
@@ -94,16 +95,18 @@ def test_effect_per_regime_against_the_baseline(found: Regimes) -> None:
         assert e.slow_change == pytest.approx(SLOW_MS / 3 / BASE_MS - 1, abs=0.05)
         assert e.fast_requests > 20 and e.slow_requests > 20
         assert e.change is not None and e.fast_change <= e.change <= e.slow_change
-        assert r.sentence is not None
-        assert f"{e.fast_change * 100:+.0f} % in fast seconds" in r.sentence
-        assert f"{e.slow_change * 100:+.0f} % in slow ones" in r.sentence
-        assert f"at this host's {r.slow_share * 100:.0f} % slow share" in r.sentence
+        assert regime_sentence(r) is not None
+        assert f"{e.fast_change * 100:+.0f} % in fast seconds" in regime_sentence(r)
+        assert f"{e.slow_change * 100:+.0f} % in slow ones" in regime_sentence(r)
+        assert f"at this host's {r.slow_share * 100:.0f} % slow share" in regime_sentence(r)
 
 
 def test_summary_when_bimodal_at_most_steps(found: Regimes) -> None:
-    assert set(found.summaries) == {"spec"}
-    assert found.summaries["spec"].startswith("spec's engine step had two regimes at 2 of 2")
-    assert found.sentences()[0] == found.summaries["spec"]
+    assert set(found.spread) == {"spec"}
+    assert spread_line(found.spread["spec"]).startswith(
+        "spec's engine step had two regimes at 2 of 2"
+    )
+    assert regime_sentences(found)[0] == spread_line(found.spread["spec"])
 
 
 def test_to_dict_is_json_ready_and_carries_the_effect(found: Regimes) -> None:
@@ -180,13 +183,13 @@ def test_telemetry_names_the_cause_of_the_slow_seconds(
     write_telemetry(spec, second)
     r = _regimes(pair[0], spec).by_condition["spec"]["4 req/s"]
     assert r.telemetry is not None and r.telemetry.cause == cause
-    assert r.sentence is not None and words in r.sentence
+    assert regime_sentence(r) is not None and words in regime_sentence(r)
 
 
 def test_a_run_without_telemetry_leaves_the_clause_out(found: Regimes) -> None:
     for r in found.by_condition["spec"].values():
         assert r.telemetry is None
-        assert r.sentence is not None and "GPU busy" not in r.sentence
+        assert regime_sentence(r) is not None and "GPU busy" not in regime_sentence(r)
 
 
 # --- drift, blocks, reading ----------------------------------------------------------------
@@ -237,7 +240,7 @@ def test_a_run_without_itl_has_no_regimes(tmp_path: Path) -> None:
     run = write_run(tmp_path / "b", Cond("baseline"), qps=(4.0,), n=60, itl=False)
     assert read_gaps(load_run(run)) is None
     found = _regimes(run)
-    assert found.by_condition == {"baseline": {}} and found.sentences() == []
+    assert found.by_condition == {"baseline": {}} and regime_sentences(found) == []
 
 
 def test_pick_caps_requests_per_second_and_step() -> None:
