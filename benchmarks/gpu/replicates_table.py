@@ -114,9 +114,7 @@ def analyse(dirs: list[Path], bootstrap: int) -> dict[str, Any]:
                 for w in pooled.ratios["spec"][METRIC]
             ],
         },
-        "hosts": sorted(
-            {json.dumps((r.meta.host or {}).get("gpu"), sort_keys=True) for r in runs}
-        ),
+        "hosts": sorted({json.dumps((r.meta.host or {}).get("gpu"), sort_keys=True) for r in runs}),
     }
 
 
