@@ -1,4 +1,4 @@
-"""Adapt a ``Comparison`` to the recommendation rules' small input (``analysis.advise``).
+"""Adapt a ``Comparison`` to the recommendation rules' small input (``report.advice_rules``).
 
 The rules read a few figures per condition (ratios on the chosen metric per step with CIs,
 pooled acceptance, per-position acceptance, the crossover, TTFT/TPOT ratios at the lowest
@@ -9,14 +9,6 @@ place that knows both shapes.
 from __future__ import annotations
 
 from specload.analysis.comparison import Comparison, ConditionInfo
-from specload.analysis.decisions.advise import (
-    Advice,
-    AdviceInput,
-    Bound,
-    ConditionFigures,
-    StepFigures,
-    advise,
-)
 from specload.analysis.decisions.class_split import class_split
 from specload.analysis.decisions.crossover import NEVER, Boundary
 from specload.analysis.decisions.verdict import metric_label
@@ -24,6 +16,14 @@ from specload.analysis.statistics.effect import HELPS
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
 from specload.analysis.wording import too_few_starts_text
+from specload.report.advice_rules import (
+    Advice,
+    AdviceInput,
+    Bound,
+    ConditionFigures,
+    StepFigures,
+    advise,
+)
 
 __all__ = ["advice_for", "advice_input"]
 

@@ -16,9 +16,9 @@ from typing import Any
 
 from specload import __version__
 from specload.analysis.comparison import Comparison
-from specload.analysis.decisions.advise import Advice
 from specload.analysis.decisions.crossover import Crossover
 from specload.analysis.decisions.verdict import metric_label
+from specload.report.advice_rules import Advice
 from specload.report.regime_words import spread_line
 
 __all__ = ["Report", "RunRow", "build_report"]

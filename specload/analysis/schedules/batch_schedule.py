@@ -16,7 +16,7 @@ The proposed schedule (all thresholds are ``ScheduleOptions``):
    (``accepted_tokens_per_pos[i] / num_drafts``, pooled over the helping steps, weighted by
    drafts) is the share of drafts whose position i was accepted. Only the leading positions
    accepted at least ``min_acceptance`` of the time are kept (20 %, the threshold of the
-   report's "lower num_speculative_tokens" advice, ``advise.POSITION_MIN``): a position
+   report's "lower num_speculative_tokens" advice, ``POSITION_MIN``): a position
    accepted less often costs a draft and a verify slot for little.
 3. **Thin margin near the crossover: a lower k.** From the load where the measured gain has
    fallen to half of its best value up to T, verification is no longer free (the batch is
@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from specload.analysis.decisions.advise import POSITION_MIN
 from specload.analysis.decisions.crossover import BETWEEN, MIXED, NEVER, STARTS, Crossover
 from specload.analysis.schedules.schedule_results import (
     BatchCrossover,
@@ -55,6 +54,7 @@ if TYPE_CHECKING:
     from specload.analysis.statistics.steps import StepStats
 
 __all__ = [
+    "POSITION_MIN",
     "LoadPoint",
     "ScheduleOptions",
     "batch_crossovers",
@@ -63,6 +63,10 @@ __all__ = [
     "propose_schedules",
     "running_at",
 ]
+
+#: A draft position whose acceptance (accepted at i / drafts) is below this rarely pays: the
+#: schedule stops drafting there, and the report's advice says to lower k to it.
+POSITION_MIN = 0.20
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ condition is not known to have.
 
 from __future__ import annotations
 
-from specload.analysis.decisions.advise import (
+from specload.report.advice_rules import (
     Advice,
     AdviceInput,
     Bound,

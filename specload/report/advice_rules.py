@@ -34,6 +34,7 @@ from specload.analysis.decisions.crossover import (
     STARTS,
     fmt_qps,
 )
+from specload.analysis.schedules.batch_schedule import POSITION_MIN
 from specload.analysis.statistics.effect import HELPS, HURTS, UNDECIDED
 from specload.analysis.statistics.stats import Estimate
 from specload.analysis.wording import change_words, load_ci_text, pct, to_decide_text
@@ -41,7 +42,6 @@ from specload.core.gain import DEFAULT_MIN_GAIN
 
 __all__ = [
     "LOW_ACCEPTANCE",
-    "POSITION_MIN",
     "Advice",
     "AdviceInput",
     "Bound",
@@ -52,8 +52,6 @@ __all__ = [
 
 #: Below this overall acceptance rate (accepted / drafted tokens) drafting mostly costs.
 LOW_ACCEPTANCE = 0.30
-#: A draft position whose acceptance (accepted at i / drafts) is below this rarely pays.
-POSITION_MIN = 0.20
 
 
 @dataclass(frozen=True, slots=True)
