@@ -11,7 +11,7 @@ Records carry ``itl_s: null`` (a scenario with ``record_itl: false``) unless ``-
 K-element chunk-gap list to each, which makes the files and the parse proportionally larger.
 ``--replicates R`` writes each condition as R run directories (R server starts, the same
 records in all), so every step's percentiles take the two-level bootstrap (run directories, then
-requests within each; ``specload/analysis/stats.py``). Either way the result also times one
+requests within each; ``specload/analysis/statistics/stats.py``). Either way the result also times one
 percentile's 1000 bootstrap replicates on a step-sized sample, single-level and two-level.
 
     .venv/bin/python benchmarks/compare_speed.py [--records 1000000] [--itl 0] [--replicates 1]

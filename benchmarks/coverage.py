@@ -4,7 +4,7 @@ known.
 Many seeded sessions of each *design* on the calibrated simulator profile (``h200-llama8b``:
 vLLM 0.26 on one H200, Llama-8B-shaped target with a 1B draft, ``draft_model`` k = 4), in
 virtual time (``benchmarks/virtual.py``, the engine model the simulator serves), each turned
-into real run directories and read by compare's own analysis (``analysis.steps``,
+into real run directories and read by compare's own analysis (``analysis.statistics.steps``,
 ``ratios``, ``crossover``), against the truth:
 
 - **designs**: ``contiguous`` (today's ladder: per server start, each condition walks the
@@ -690,7 +690,7 @@ def _until_lines(designs: dict[str, Any]) -> list[str]:
 
 
 def _decided_line(designs: dict[str, Any]) -> str:
-    """How often each design decides a step (helps, hurts or the same: ``analysis.effect``),
+    """How often each design decides a step (helps, hurts or the same: ``analysis.statistics.effect``),
     over its seed-steps: the share the four answers leave undecided is the rest."""
     parts = []
     for name, d in designs.items():

@@ -87,7 +87,7 @@ def test_the_rules_undecided_words_are_written_once() -> None:
         for rel, n, line in _lines(("analysis/wording.py", "analysis/statistics/effect.py"))
         if re.search(r"[\"'][^\"']*would likely decide|[\"']no significant change", line)
     ]
-    assert not bad, f"use analysis.effect / analysis.wording for the rule's words: {bad}"
+    assert not bad, f"use analysis.statistics.effect / analysis.wording for the rule's words: {bad}"
 
 
 def test_the_rules_threshold_is_applied_in_effect_only() -> None:
@@ -101,14 +101,14 @@ def test_the_rules_threshold_is_applied_in_effect_only() -> None:
         and not line.lstrip().startswith("def ")
         and "0 <= min_gain < 1" not in line  # the option's own range check
     ]
-    assert not bad, "apply the rule with analysis.effect (classify, reaches_gain):\n" + (
+    assert not bad, "apply the rule with analysis.statistics.effect (classify, reaches_gain):\n" + (
         "\n".join(bad)
     )
 
 
 def test_the_web_ui_shows_the_rules_words_sent_by_the_server() -> None:
     # The UI once mapped effects to its own words ("faster", "slower") beside a report that
-    # said "helps", "hurts": it reads ``compare.effects`` (``analysis.effect.effect_text``).
+    # said "helps", "hurts": it reads ``compare.effects`` (``analysis.statistics.effect.effect_text``).
     scripts = sorted(PKG.rglob("*.js"))
     assert scripts, "the web UI's script moved: point this check at it"
     bad = [

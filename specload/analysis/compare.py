@@ -3,7 +3,7 @@
 Lines runs up by condition (run.json ``label``; several run dirs with one label are
 replicates: separate server starts, pooled with a hierarchical bootstrap) and by step (target
 QPS), then computes per-step statistics, ratios to the baseline with bootstrap CIs, one
-classification per (condition, metric, step) by the rule of ``analysis.effect`` from which
+classification per (condition, metric, step) by the rule of ``analysis.statistics.effect`` from which
 everything else derives (crossovers, verdicts, p50/p95 flags, gates, advice), the four-way
 attribution, the output contract, what the replicates disagree on, comparability and CI
 gates. Nothing here formats output: ``specload.report`` turns a ``Comparison`` into a
@@ -498,12 +498,12 @@ def compare_runs(
     """Compare run directories; ConfigError (exit 2) on bad input or incomparable runs.
 
     ``metric`` drives the verdict (crossovers are computed for it and ``CROSSOVER_METRICS``);
-    every step is classified by ``analysis.effect`` with ``min_gain``; ``gates`` apply to
+    every step is classified by ``analysis.statistics.effect`` with ``min_gain``; ``gates`` apply to
     steps up to ``operating_qps`` req/s (all when None); ``schedule`` tunes the batch-size
-    schedule proposal (``analysis.schedule``); ``max_error_rate`` overrides the error budget
+    schedule proposal (``analysis.schedules``); ``max_error_rate`` overrides the error budget
     the runs recorded (steps over it are left out of every conclusion); ``slos`` (else the
     baseline scenario's ``slo:``) give each condition's capacity and goodput
-    (``analysis.capacity``).
+    (``analysis.decisions.capacity``).
     """
     _check_options(metric, min_gain, bootstrap)
     groups, runs = load_conditions(run_dirs)
@@ -639,7 +639,7 @@ def _lead_with_classes(
 def _class_answers(
     groups: dict[str, list[RunColumns]], inputs: _Inputs, c: Comparison
 ) -> list[ClassAnswer]:
-    """The comparison per class (``analysis.classes``): every class's records through the
+    """The comparison per class (``analysis.decisions.classes``): every class's records through the
     same steps, ratios, rule and crossover; steps left out overall stay left out."""
     runs = [r for rs in groups.values() for r in rs]
     scenario = groups[c.baseline][0].meta.scenario

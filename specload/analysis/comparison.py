@@ -50,7 +50,7 @@ class ConditionInfo:
     #: run.json ``lost_workers`` of every run, each with ``run`` (dir name) and the ``step``
     #: index / ``target_qps`` of the step it was noticed in (None outside the steps).
     lost_workers: list[dict[str, Any]] = field(default_factory=list)
-    #: what the server had on and where that is known from (``analysis.features``)
+    #: what the server had on and where that is known from (``analysis.inputs.features``)
     features: Features = field(default_factory=lambda: Features(None, None))
 
     #: run.json ``status`` of each run
@@ -89,9 +89,9 @@ class Comparison:
     schedules: ScheduleAnalysis | None = None
     #: condition -> side-by-side output samples against the baseline (``--store-text`` runs)
     samples: dict[str, list[OutputSample]] = field(default_factory=dict)
-    #: condition -> decode step time and client means per step (``analysis.decode_step``)
+    #: condition -> decode step time and client means per step (``analysis.diagnostics.decode_step``)
     decode: dict[str, list[DecodeStep]] = field(default_factory=dict)
-    #: condition -> target QPS left out of every conclusion -> why (``analysis.completeness``)
+    #: condition -> target QPS left out of every conclusion -> why (``analysis.statistics.completeness``)
     incomplete: dict[str, dict[float, str]] = field(default_factory=dict)
     #: steps where a condition's server starts disagree beyond their within-start CIs
     disagreements: list[Disagreement] = field(default_factory=list)
@@ -101,18 +101,18 @@ class Comparison:
     host_differences: list[str] = field(default_factory=list)
     #: the latency SLOs capacity and goodput were judged by (``--slo`` or the scenario's)
     slos: list[Slo] = field(default_factory=list)
-    #: condition -> its capacity within ``slos`` (``analysis.capacity``)
+    #: condition -> its capacity within ``slos`` (``analysis.decisions.capacity``)
     capacity: dict[str, Capacity] = field(default_factory=dict)
     #: non-baseline condition -> its capacity against the baseline's (cond / base - 1)
     capacity_changes: dict[str, CapacityChange] = field(default_factory=dict)
     #: condition -> target QPS -> goodput (req/s meeting every per-request SLO)
     goodput: dict[str, dict[float, float | None]] = field(default_factory=dict)
-    #: the comparison per class of request (``analysis.classes``), empty without classes
+    #: the comparison per class of request (``analysis.decisions.classes``), empty without classes
     classes: list[ClassAnswer] = field(default_factory=list)
-    #: closed-loop ``{concurrency: N}`` steps, compared level by level (``analysis.closed_loop``)
+    #: closed-loop ``{concurrency: N}`` steps, compared level by level (``analysis.decisions.closed_loop``)
     closed_loop: list[ClosedLoop] = field(default_factory=list)
     #: per condition and step: whether the engine step flips between a fast and a slow
-    #: regime in time, its effect and likely cause (``analysis.regimes``)
+    #: regime in time, its effect and likely cause (``analysis.diagnostics.regimes``)
     regimes: Regimes = field(default_factory=Regimes)
     #: each interleaved session's wall time by phase (run.json ``interleave.time_split``),
     #: by server start (``replicate``); empty outside ``sweep --interleave``

@@ -117,7 +117,7 @@ class GateOptions:
         return bool(self.max_regression or self.slo or self.junit)
 
     def gates(self) -> list[Any]:
-        """The ``analysis.gates.Gate`` of each ``--max-regression``."""
+        """The ``analysis.decisions.gates.Gate`` of each ``--max-regression``."""
         from specload.analysis.decisions.gates import parse_gate
 
         return [parse_gate(spec, self.gate_on) for spec in self.max_regression]

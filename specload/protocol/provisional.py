@@ -102,7 +102,7 @@ def _check_records(run: Path) -> None:
 
 
 def scenario_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    """Scenario keys that make two runs incomparable (``analysis.comparable``'s rule)."""
+    """Scenario keys that make two runs incomparable (``analysis.inputs.comparable``'s rule)."""
     from specload.analysis.inputs.comparable import flatten
 
     fa, fb = flatten(a), flatten(b)

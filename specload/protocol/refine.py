@@ -24,7 +24,7 @@ pass a tested step is not measured again (on exactly two starts it would have no
 between the tested loads around it. Capacity: each CI bound and the estimate (a bound left open is the tested step on that
 side), each snapped to an already tested rate within 5 %, so starts accumulate there and
 the CI narrows with the variance between them. Capacity's CI is interpolated between
-steps (``analysis.capacity``): where the next tested load beyond a CI bound is more than 25 %
+steps (``analysis.decisions.capacity``): where the next tested load beyond a CI bound is more than 25 %
 away, a load 12 % beyond the bound is added, since interpolating across a wide gap would make
 the CI narrower than the truth, and the search stops only once the loads around each
 boundary are at most 25 % apart. A mixed pattern (helps, not, helps again: no single

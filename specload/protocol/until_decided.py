@@ -2,7 +2,7 @@
 step is decided or the budget is spent.
 
 After the session's blocks, a **look**: compare reads the run dirs (``analysis``) and each
-step of the verdict metric is helps, hurts, the same or undecided (``analysis.effect``).
+step of the verdict metric is helps, hurts, the same or undecided (``analysis.statistics.effect``).
 Undecided steps get a **round** of more blocks on the same servers (``interleave.Round``:
 one more ``specload run`` whose blocks continue the run dirs), as many as their
 ``to_decide_s`` asks (the measured time that would likely decide them), the step that needs

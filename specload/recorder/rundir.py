@@ -30,7 +30,7 @@ from specload.recorder.run_json import RUN_SCHEMA_VERSION, load_run_json, unreco
 from specload.recorder.steps_json import STEPS_JSON, read_steps
 
 #: GPU and host telemetry of a run, one line per sample (``metrics.telemetry`` writes it,
-#: ``analysis.telemetry`` reads it): named here, with the run dir, so neither imports the other.
+#: ``analysis.inputs.telemetry`` reads it): named here, with the run dir, so neither imports the other.
 TELEMETRY_FILE = "telemetry.jsonl"
 
 __all__ = [

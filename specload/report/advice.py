@@ -118,7 +118,7 @@ def advice_input(c: Comparison) -> AdviceInput:
 
 
 def _class_advice(c: Comparison) -> list[Advice]:
-    """Where classes of request disagree (``analysis.class_split``: some gain, others do
+    """Where classes of request disagree (``analysis.decisions.class_split``: some gain, others do
     not): draft for the gaining classes only (route them to a speculative pool), whatever the
     overall verdict says."""
     out = []

@@ -9,9 +9,9 @@ disagree; and, with prefix-only / spec-only / both runs, which feature explains 
 change (prefill) and which the TPOT change (decode).
 
 Nothing here re-judges a step: each step arrives with its effect by the one rule of
-``analysis.effect`` and each condition with its crossover status (``analysis.crossover``),
+``analysis.statistics.effect`` and each condition with its crossover status (``analysis.decisions.crossover``),
 so the advice says what the verdict and the tables say. What a condition *is* comes from its
-features (declared or read from the server, ``analysis.features``): a condition whose
+features (declared or read from the server, ``analysis.inputs.features``): a condition whose
 features are unknown gets advice about the condition (keep it, or keep the baseline), never
 about a feature it may not have.
 
@@ -59,7 +59,7 @@ class StepFigures:
     """One load step of one condition against the baseline, on the chosen metric.
 
     ``p50_ratio``/``p95_ratio``: condition / baseline of that metric's p50 and p95 at this
-    step; ``effect``/``p95_effect``: their classifications (``analysis.effect``).
+    step; ``effect``/``p95_effect``: their classifications (``analysis.statistics.effect``).
     """
 
     target_qps: float

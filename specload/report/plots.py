@@ -314,7 +314,7 @@ def _decode_step(report: Report, colors: dict[str, str]) -> Plot | None:
 
 def _goodput(report: Report, colors: dict[str, str]) -> Plot | None:
     """Goodput vs load per condition, the offered load as a diagonal, each condition's SLO
-    capacity as a dotted line with its CI as a band (``analysis.capacity``)."""
+    capacity as a dotted line with its CI as a band (``analysis.decisions.capacity``)."""
     c = report.comparison
     if not c.goodput:
         return None

@@ -51,7 +51,7 @@ DASH = "—"
 @dataclass(slots=True)
 class Table:
     """Rows of display strings. ``effects``, when given, holds each cell's classification
-    (``analysis.effect``: helps / hurts / same / undecided / incomplete, or "") for colouring."""
+    (``analysis.statistics.effect``: helps / hurts / same / undecided / incomplete, or "") for colouring."""
 
     title: str
     headers: list[str]
@@ -263,7 +263,7 @@ def _beyond_note(ranges: list[tuple[float, float]]) -> str:
 
 def capacity_table(report: Report) -> Table | None:
     """Per condition: the highest load within every SLO, its CI, what limits it, and the
-    change against the baseline (``analysis.capacity``); None without SLOs."""
+    change against the baseline (``analysis.decisions.capacity``); None without SLOs."""
     c = report.comparison
     if not c.capacity:
         return None
@@ -309,7 +309,7 @@ def _ratio_cell(
 
 def class_table(report: Report) -> Table | None:
     """Per class of request and condition: records, where it helps, and the change at the
-    lowest and highest load (``analysis.classes``); None without classes."""
+    lowest and highest load (``analysis.decisions.classes``); None without classes."""
     c = report.comparison
     rows, effects = [], []
     for a in c.classes:

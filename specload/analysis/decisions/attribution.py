@@ -6,7 +6,7 @@ ratio to the baseline on p50 TTFT and p50 TPOT, and the combination *adds up* wh
 "both" ratio is the product of the two single-feature ratios. The interaction
 ``both / (prefix * spec)`` is 1 when the effects are independent; it adds up when its 95 %
 bootstrap CI contains 1 or it lies within ``min_gain`` of 1. Roles come from what each run's
-server had on (``analysis.features``: declared, or read from its /metrics), never from its
+server had on (``analysis.inputs.features``: declared, or read from its /metrics), never from its
 label.
 """
 

@@ -4,7 +4,7 @@ rest to baseline".
 
 One overall verdict averages a class that gains and a class that loses into "no significant
 difference", and advice built on it says to turn off what the per-class answer says to keep.
-So the classes' own answers (``analysis.classes``, the same rule per step) decide first:
+So the classes' own answers (``analysis.decisions.classes``, the same rule per step) decide first:
 ``class_split`` finds, per condition, the classes with a helping step and those without one;
 when both exist the classes disagree, the verdict leads with ``ClassSplit.headline()`` and
 the advice follows it (``report/advice.py``: route the gaining classes, never "turn it off").

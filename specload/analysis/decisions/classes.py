@@ -48,7 +48,7 @@ class ClassAnswer:
     ratios: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     #: condition -> [StepStats]
     steps: dict[str, list[Any]] = field(default_factory=dict)
-    #: condition -> Capacity within the SLOs (``analysis.capacity``), when SLOs were given
+    #: condition -> Capacity within the SLOs (``analysis.decisions.capacity``), when SLOs were given
     capacity: dict[str, Any] = field(default_factory=dict)
 
 

@@ -5,7 +5,7 @@ is the latency a lone user sees, with no batching at all, where speculative deco
 most. Such a step has no target rate (its records carry ``target_qps`` 0 and
 ``concurrency`` N), so it is kept out of the QPS ladder (``ladder_only``: the crossover and
 the verdict are about open-loop load) and compared on its own here, by the same statistics
-and rule (``analysis.steps``, ``analysis.ratios``), level by level.
+and rule (``analysis.statistics.steps``, ``analysis.statistics.ratios``), level by level.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where a condition starts and stops helping, with a CI for each boundary.
 
-The input is one classification per step (``analysis.effect``: helps / hurts / same / undecided /
+The input is one classification per step (``analysis.statistics.effect``: helps / hurts / same / undecided /
 incomplete) plus the point gains ``1 - condition / baseline`` and their bootstrap
 replicates. Incomplete steps are left out first (``excluded``). The pattern of helping steps
 over increasing load gives the status:
@@ -127,7 +127,7 @@ class Boundary:
 
 @dataclass(frozen=True, slots=True)
 class StartEffects:
-    """One server start analysed alone against the baseline (``analysis.replicates``): its
+    """One server start analysed alone against the baseline (``analysis.decisions.replicates``): its
     status and the effect, by the one rule, at each step it could classify (incomplete steps
     and steps without data left out).
 
@@ -247,7 +247,7 @@ class Crossover:
 
     @property
     def undecided_steps(self) -> list[float]:
-        """Steps whose effect is ``undecided`` (``analysis.effect``)."""
+        """Steps whose effect is ``undecided`` (``analysis.statistics.effect``)."""
         return [q for q, e in zip(self.steps, self.effects, strict=False) if e == UNDECIDED]
 
     @property
@@ -516,7 +516,7 @@ def find_crossover(
 ) -> Crossover | None:
     """Status and boundaries of one condition on one metric; ``reps`` has shape (B, steps).
 
-    ``effects`` are the steps' classifications (``analysis.effect``); steps without data or
+    ``effects`` are the steps' classifications (``analysis.statistics.effect``); steps without data or
     incomplete are left out. None when no step is left.
     """
     keep = [

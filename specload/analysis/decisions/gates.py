@@ -2,7 +2,7 @@
 
 ``--max-regression tpot_p95=10`` fails (exit 1) when any condition's p95 TPOT *hurts* at a
 step up to ``--operating-qps`` (every step when no operating point is given), by the one rule
-of ``analysis.effect`` (the change is at least ``--min-gain`` and its 95 % CI lies above 0),
+of ``analysis.statistics.effect`` (the change is at least ``--min-gain`` and its 95 % CI lies above 0),
 and the whole 95 % CI of the change lies beyond the allowed +10 % (``--gate-on ci``, the
 default): significantly worse than allowed. A change whose point estimate is beyond the limit
 but whose CI reaches back below it passes, with a "possible regression" line and its figures:
@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 
-#: The gate on SLO capacity (``analysis.capacity``): at most PCT percent less than the baseline.
+#: The gate on SLO capacity (``analysis.decisions.capacity``): at most PCT percent less than the baseline.
 CAPACITY_GATE = "capacity"
 
 #: ``--gate-on``: what must lie beyond the limit for a gate to fail: the whole 95 % CI of the

@@ -3,7 +3,7 @@
 The same vLLM config on two hosts, or two fresh starts on one host, gave p50 TPOT 30 % apart
 (one start had a ~15 s window where the speculative step ran 50 % slower; docs/simulator.md,
 "Hosts and server starts"). Pooled figures
-with a hierarchical bootstrap (``analysis.stats``) put that variance into the CIs; this
+with a hierarchical bootstrap (``analysis.statistics.stats``) put that variance into the CIs; this
 module says what pooling hides:
 
 - **Level differences per step**: two starts of one condition whose within-start 95 % CIs
@@ -13,7 +13,7 @@ module says what pooling hides:
   two starts can run at different speeds and still agree on the effect at every step.
 - **Per-start effects**: each start of a condition analysed alone against the baseline (its
   interleaved partner start when both have the same number, else the pooled baseline), every
-  step classified by the one rule (``analysis.effect``). Starts add up, they do not veto:
+  step classified by the one rule (``analysis.statistics.effect``). Starts add up, they do not veto:
   the pooled interval decides, and the starts disagree only where one helps and another
   hurts at a step (``crossover.split_steps``); there the verdict claims no boundary. Their
   status labels are never compared: a "mixed" start helping where another hurts disagrees.

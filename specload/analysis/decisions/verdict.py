@@ -4,7 +4,7 @@ Examples: "spec lowers p50 TPOT by 16 % (CI 12–18 %) at 4 req/s, helps up to 1
 stops helping at ≈ 17.6 req/s (CI 17.1–18.2); p95 TPOT is worse from 20 req/s; TTFT is worse
 at every tested load"; "prefix starts helping p50 TPOT at ≈ 6.3 req/s (CI 4.9–7.6) and helps
 from 8 req/s up to the highest tested load, 24 req/s (at most 36 % lower, CI 31–40 %)".
-Every clause uses the one rule of ``analysis.effect`` on the displayed 95 % CIs, so the
+Every clause uses the one rule of ``analysis.statistics.effect`` on the displayed 95 % CIs, so the
 sentence says what the tables show. When server starts (replicates) analysed alone classify
 a step differently, the sentence names the step, says so and claims no boundary.
 """

@@ -1,7 +1,7 @@
 """Read one run directory into columns (numpy arrays) for analysis.
 
 Analysis must handle millions of records in seconds, so records are kept as one numpy array
-per field (``analysis.columns`` parses them) rather than as ``RequestRecord`` objects. The reader follows the run-directory
+per field (``analysis.inputs.columns`` parses them) rather than as ``RequestRecord`` objects. The reader follows the run-directory
 contract in ``docs/run-dir.md``; it is tolerant where a run that was killed can leave a
 mark (a partial trailing line, a missing ``steps.json`` or ``metrics.jsonl``) and reports
 each such thing as a warning. A directory that is missing, is not a specload run, or holds
@@ -31,7 +31,7 @@ class RunColumns:
     """One run directory: metadata, the executed steps, scrapes and the records as columns.
 
     ``cols`` maps a record field to an array with one entry per record (see
-    ``analysis.columns`` for the types).
+    ``analysis.inputs.columns`` for the types).
     """
 
     path: Path

@@ -3,7 +3,7 @@
 A step whose error rate passed the run's error budget (``--max-error-rate``, recorded in
 run.json as ``max_error_rate``) has latencies from the requests that survived, a biased
 sample; a step in which a worker was lost ran below its target load. Such a step keeps its
-figures in the tables but is left out of every conclusion (``analysis.effect.INCOMPLETE``),
+figures in the tables but is left out of every conclusion (``analysis.statistics.effect.INCOMPLETE``),
 and the verdict names it with the reason.
 """
 

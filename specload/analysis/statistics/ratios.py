@@ -3,7 +3,7 @@
 A ratio below 1 means the condition is faster on that latency metric. Each ratio carries the
 95 % CI of the replicate-wise ratio of the two bootstrap distributions (independent samples;
 with replicates, each side's distribution includes the variance between server starts) and
-its ``effect`` by the one rule of ``analysis.effect``. When p50 helps and p95 hurts at the
+its ``effect`` by the one rule of ``analysis.statistics.effect``. When p50 helps and p95 hurts at the
 same step, some requests wait on the drafting path: that is flagged, never averaged away.
 """
 
@@ -30,7 +30,7 @@ class RatioRow:
     target_qps: float
     ratio: Estimate
     #: ``helps`` / ``hurts`` / ``same`` / ``undecided`` / ``n/a`` / ``incomplete``
-    #: (``analysis.effect``)
+    #: (``analysis.statistics.effect``)
     effect: str
     #: the condition's achieved load at this step, named beside the nominal one
     #: (``wording.step_label``: "16 (17.1)")

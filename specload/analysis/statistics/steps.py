@@ -15,7 +15,7 @@ are two-level (run directories, then requests within each; ``stats.py`` says why
 stretched like a t interval over the starts, and absent at two starts
 (``stats.over_starts``), so every CI, ratio and crossover downstream is an interval over
 server starts (each
-start's own figures, to show whether they agree, come from ``analysis.replicates``, which
+start's own figures, to show whether they agree, come from ``analysis.decisions.replicates``, which
 runs this module on each run directory alone). Repeats inside one run directory (re-walks of the ladder on one
 server) are not replicates: they are pooled.
 """

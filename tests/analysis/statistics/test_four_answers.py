@@ -1,4 +1,4 @@
-"""Four answers per step (``analysis.effect``): helps, hurts, the same within the margin, or
+"""Four answers per step (``analysis.statistics.effect``): helps, hurts, the same within the margin, or
 undecided with the time that would likely decide it; a status rests on decided steps only;
 and the effect over server starts pairs each start with its baseline partner."""
 

@@ -77,7 +77,7 @@ def test_replicates_that_disagree_widen_the_ci_far_beyond_pooled_resampling(
     assert naive.lo is not None and naive.hi is not None
     assert hier.hi - hier.lo > 4 * (naive.hi - naive.lo)
     assert s.replicates["tpot_p50"].shape == (1000,)
-    # Each start alone (analysis.replicates): within-start CIs that do not overlap, and the
+    # Each start alone (analysis.decisions.replicates): within-start CIs that do not overlap, and the
     # pooled CI reaches out to each start's own median.
     one, two, _ = (
         _step(condition_steps("baseline", [r], b=1000, seed=0), 2.0).latency["tpot_p50"]
