@@ -54,7 +54,7 @@ def test_closed_loop_keeps_n_in_flight_across_workers(sim_factory, tmp_path: Pat
     )
     run = read_run(out)
     records = list(run.record_dicts())
-    assert run.meta["counts"]["sent"] == len(records) and all(r["ok"] for r in records)
+    assert run.meta.counts["sent"] == len(records) and all(r["ok"] for r in records)
     one = [r for r in records if r["step"] == 0]
     four = [r for r in records if r["step"] == 1]
     assert all(r["target_qps"] == 0 and r["concurrency"] == 1 for r in one)

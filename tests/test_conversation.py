@@ -70,7 +70,7 @@ def test_turns_resend_the_history_and_hit_the_prefix_cache(sim_factory, tmp_path
     out = specload_run(sim.url, tmp_path / "s.yaml", "chat", tmp_path / "run")
     run = read_run(out)
     records = list(run.record_dicts())
-    assert run.meta["counts"]["sent"] == run.meta["counts"]["recorded"] == len(records)
+    assert run.meta.counts["sent"] == run.meta.counts["recorded"] == len(records)
     convs: dict[str, list[dict]] = {}
     for r in records:
         assert r["ok"], r.get("error")

@@ -106,11 +106,11 @@ def test_run_over_budget_is_degraded_keeps_every_record_and_says_why_last(
     run = read_run(tmp_path / "out")
     meta = run.meta
     records = list(run.record_dicts())
-    assert meta["status"] == "degraded" and meta["max_error_rate"] == 0.05
-    assert meta["degraded"] and all("exceed --max-error-rate 5 %" in r for r in meta["degraded"])
-    assert meta["counts"]["sent"] == meta["counts"]["recorded"] == len(records)
+    assert meta.status == "degraded" and meta.max_error_rate == 0.05
+    assert meta.degraded and all("exceed --max-error-rate 5 %" in r for r in meta.degraded)
+    assert meta.counts["sent"] == meta.counts["recorded"] == len(records)
     failed = sum(1 for r in records if not r["ok"])
-    assert f"errors {failed}/{len(records)} " in meta["degraded"][0]  # the whole run, first
+    assert f"errors {failed}/{len(records)} " in meta.degraded[0]  # the whole run, first
     assert any("run degraded: errors" in w for w in run.warnings)
     lines = [m for x in res.stdout.splitlines() if (m := PROGRESS.fullmatch(x))]
     assert len(lines) == 2, res.stdout
@@ -138,8 +138,8 @@ def test_a_generous_budget_keeps_the_same_faults_completed(sim_factory, tmp_path
     )
     assert res.returncode == 0, res.stdout + res.stderr
     meta = read_run(tmp_path / "out").meta
-    assert meta["status"] == "completed" and meta["degraded"] == []
-    assert meta["max_error_rate"] == 0.9
+    assert meta.status == "completed" and meta.degraded == []
+    assert meta.max_error_rate == 0.9
     assert any(not r["ok"] for r in read_run(tmp_path / "out").record_dicts())
 
 
@@ -193,7 +193,7 @@ def test_headless_locust_exits_1_on_a_degraded_run_and_prints_each_step_once(
     )
     out = res.stdout + res.stderr
     assert res.returncode == 1, out[-3000:]
-    assert read_run(run_dir).meta["status"] == "degraded"
+    assert read_run(run_dir).meta.status == "degraded"
     for n in (1, 2):
         assert sum(f"step {n}/2 (repeat 0)" in x for x in out.splitlines()) == 1, out[-3000:]
     assert sum("run degraded:" in x and "records in" in x for x in out.splitlines()) == 1

@@ -144,7 +144,7 @@ def test_a_real_run_records_its_host_with_load_at_the_end(sim, tmp_path: Path) -
         check=False,
     )
     assert res.returncode == 0, res.stderr
-    host = read_run(tmp_path / "out").meta["host"]
+    host = read_run(tmp_path / "out").meta.host
     assert host["hostname"] == socket.gethostname() and host["cpu_count"] == os.cpu_count()
     assert len(host["load_avg_start"]) == 3 and len(host["load_avg_end"]) == 3
     assert "gpu" in host and (host["gpu"] is not None or host["gpu_unavailable"])

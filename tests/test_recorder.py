@@ -55,8 +55,8 @@ def test_run_dir_round_trips_meta_steps_records_and_metrics(tmp_path: Path) -> N
     w.close("completed", 104.0)
 
     run = read_run(tmp_path / "run")
-    assert run.meta["status"] == "completed" and run.meta["ended_at"] == 104.0
-    assert run.meta["label"] == "baseline" and run.meta["counts"]["recorded"] == 3
+    assert run.meta.status == "completed" and run.meta.ended_at == 104.0
+    assert run.meta.label == "baseline" and run.meta.counts["recorded"] == 3
     assert run.steps == [
         {
             "index": 0,

@@ -197,10 +197,10 @@ def inspect_prompts(path: Path, tokenizer: SplitTokenizer | None = None) -> Repe
     )
 
 
-def _prompt_spec(meta: dict[str, Any]) -> dict[str, Any]:
+def _prompt_spec(scenario: dict[str, Any]) -> dict[str, Any]:
     """The scenario's prompt spec as ``{"kind", ...}`` from either run.json shape:
     ``{"synthetic": {...}}`` / ``{"file": PATH, "count": N}`` (the YAML form) or flat."""
-    spec = (meta.get("scenario") or {}).get("prompts") or {}
+    spec = scenario.get("prompts") or {}
     if not isinstance(spec, dict):
         return {}
     if isinstance(spec.get("synthetic"), dict):
@@ -211,7 +211,7 @@ def _prompt_spec(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_prefix(
-    records: list[dict[str, Any]], meta: dict[str, Any], notes: list[str]
+    records: list[dict[str, Any]], scenario: dict[str, Any], notes: list[str]
 ) -> PrefixProfile | None:
     """Prefix figures from what the run kept: stored text, the prompt file, cache counts, hashes."""
     texts = [r["prompt_text"] for r in records if isinstance(r.get("prompt_text"), str)]
@@ -219,7 +219,7 @@ def _run_prefix(
         return prefix_profile(
             [WordTokenizer().encode(t) for t in texts], "stored prompt text (--store-text)"
         )
-    spec = _prompt_spec(meta)
+    spec = _prompt_spec(scenario)
     file = spec.get("file")
     if spec.get("kind") == "file" and file and Path(file).is_file():
         sets = read_prompt_set(Path(file))
@@ -283,10 +283,10 @@ def inspect_run(path: Path) -> RepetitionProfile:
         notes.append(
             "Records carry no lookup_match_rate (written by a specload that did not record it)."
         )
-    method = run.meta.get("lookup_method")
+    method = run.meta.lookup_method
     basis = f"recorded outputs ({method or 'unknown'} tokens)"
     lookup = distribution(rates)
-    prefix = _run_prefix(records, run.meta, notes)
+    prefix = _run_prefix(records, run.meta.scenario, notes)
     categories = [str(c) if (c := r.get("category")) is not None else None for r in records]
     per_record = [
         float(x) if (x := r.get("lookup_match_rate")) is not None else None for r in records

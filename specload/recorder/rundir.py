@@ -336,7 +336,7 @@ class RunData:
     """
 
     path: Path
-    meta: dict[str, Any]
+    meta: RunMeta
     steps: list[dict[str, Any]]
     metrics: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
@@ -364,19 +364,19 @@ def read_run(path: str | Path) -> RunData:
     ``interrupted``) and says so in ``warnings`` rather than refusing them.
     """
     p = Path(path)
-    meta = load_run_json(p)
+    raw = load_run_json(p)
+    meta = RunMeta.from_dict(raw)
     steps, problem = read_steps(p, strict=True)
     warnings: list[str] = []
     if problem:
         warnings.append(f"{p}: {STEPS_JSON} {problem}")
     metrics = list(iter_jsonl(p / "metrics.jsonl", warnings))
-    status = meta.get("status")
-    if status == "degraded":
-        warnings.extend(f"{p}: run degraded: {why}" for why in meta.get("degraded") or [])
-    if status != "completed" and not (status == "degraded" and meta.get("degraded")):
-        warnings.append(f"{p}: run status is {status!r}, not 'completed'")
-    warnings += unrecorded_warning(p, meta)
-    for lost in meta.get("lost_workers") or []:
+    if meta.status == "degraded":
+        warnings.extend(f"{p}: run degraded: {why}" for why in meta.degraded)
+    if meta.status != "completed" and not (meta.status == "degraded" and meta.degraded):
+        warnings.append(f"{p}: run status is {meta.status!r}, not 'completed'")
+    warnings += unrecorded_warning(p, raw)
+    for lost in meta.lost_workers:
         warnings.append(
             f"{p}: worker {lost.get('worker')} lost at {lost.get('at')} "
             f"(sent {lost.get('sent')}, recorded {lost.get('recorded')})"

@@ -128,9 +128,9 @@ def check_records(
     ids = [r["request_id"] for r in records]
     assert len(ids) == len(set(ids)), "a request has two records"
     meta = run.meta
-    assert meta["status"] == status, (meta["status"], meta.get("notes"))
-    assert meta["ended_at"] is not None
-    counts = meta["counts"]
+    assert meta.status == status, (meta.status, meta.notes)
+    assert meta.ended_at is not None
+    counts = meta.counts
     assert counts["sent"] == counts["recorded"] == len(records) > 0, counts
     for r in records:
         assert r["ok"] == (r["error"] is None)
@@ -142,7 +142,7 @@ def check_records(
     if expected is not None:
         got = {r["request_id"]: kind_of(r) for r in records}
         assert got == expected, {k: (got.get(k), v) for k, v in expected.items() if got.get(k) != v}
-    row.status, row.sent, row.recorded = meta["status"], counts["sent"], len(records)
+    row.status, row.sent, row.recorded = meta.status, counts["sent"], len(records)
     row.server_saw = None if server_ids is None else len(server_ids)
     row.lost = counts["sent"] - len(records)
     row.kinds = dict(sorted(kinds.items()))
@@ -167,7 +167,7 @@ def check_report(row: Row, run_dir: Path, out: Path) -> dict[str, Any]:
         )
     assert code == 0, buf_err.getvalue()
     report = json.loads((out / "report.json").read_text())
-    label = read_run(run_dir).meta["label"]
+    label = read_run(run_dir).meta.label
     by_qps: dict[float, list[dict[str, Any]]] = {}
     for r in read_run(run_dir).record_dicts():
         if not r["warmup"]:

@@ -89,16 +89,16 @@ def test_ten_distributed_runs_in_a_row_beside_two_cpu_hogs(
         assert all(h.poll() is None for h in cpu_hogs), "a hog stopped: no contention"
         run = read_run(run_dir)
         meta = run.meta
-        assert meta["status"] == "completed", (i, meta["notes"])
-        assert len(meta["counts"]["by_worker"]) == 2, (i, meta["counts"])
+        assert meta.status == "completed", (i, meta.notes)
+        assert len(meta.counts["by_worker"]) == 2, (i, meta.counts)
         records = list(run.record_dicts())
         ids = [r["request_id"] for r in records]
         truth = set(ground_truth(sim.url)) - seen
         seen |= truth
         assert len(ids) == len(set(ids)), f"run {i}: a request has two records"
         assert set(ids) == truth, f"run {i}: records and the server's requests differ"
-        assert meta["counts"]["sent"] == meta["counts"]["recorded"] == len(records) > 0
-        assert meta["prompt_set"]["token_count_source"] == "tokenize"
+        assert meta.counts["sent"] == meta.counts["recorded"] == len(records) > 0
+        assert meta.prompt_set["token_count_source"] == "tokenize"
         sent, recorded = sent + len(truth), recorded + len(records)
     row.exit_code, row.status, row.sent, row.recorded = 0, "completed", sent, recorded
     row.server_saw, row.lost, row.kinds = sent, 0, {"ok": recorded}

@@ -313,14 +313,14 @@ def test_worker_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> 
     survived(before, run_dir)
     run = read_run(run_dir)
     meta = run.meta
-    assert meta["status"] == "degraded" and len(meta["lost_workers"]) == 1, meta["notes"]
+    assert meta.status == "degraded" and len(meta.lost_workers) == 1, meta.notes
     # noticed mid-run, or, on a busy box whose heartbeats lag, only after the last step:
     # either way the run says which worker and is degraded
-    said = meta["degraded"][-1]
-    worker = meta["lost_workers"][0]["worker"]
+    said = meta.degraded[-1]
+    worker = meta.lost_workers[0]["worker"]
     assert f"worker {worker} lost at" in said or f"worker {worker} lost after the last" in said
     assert any("lost" in w for w in run.warnings)
-    lost = meta["lost_workers"][0]
+    lost = meta.lost_workers[0]
     records = list(run.record_dicts())
     ids = {r["request_id"] for r in records}
     assert len(ids) == len(records) and {kind_of(r) for r in records} == {"ok"}
@@ -330,11 +330,11 @@ def test_worker_killed_mid_run(sim_factory, tmp_path: Path, matrix_row: Row) -> 
 
     tag = f"-{worker_tag(lost['worker'])}-"
     assert all(tag in rid for rid in missing), "only the killed worker may lose records"
-    survivor = {w: c for w, c in meta["counts"]["by_worker"].items() if w != lost["worker"]}
+    survivor = {w: c for w, c in meta.counts["by_worker"].items() if w != lost["worker"]}
     for w, c in survivor.items():
         assert c["sent"] == c["recorded"] == sum(1 for r in records if r["worker"] == w)
     assert lost["recorded"] == sum(1 for r in records if r["worker"] == lost["worker"])
-    row.status, row.sent, row.recorded = meta["status"], len(truth), len(records)
+    row.status, row.sent, row.recorded = meta.status, len(truth), len(records)
     row.server_saw, row.lost, row.kinds = len(truth), len(missing), {"ok": len(records)}
     row.note = "run.json lost_workers and readers' warnings name the killed worker" + (
         "; the lost requests were in flight or not yet reported on it: no "
@@ -388,7 +388,7 @@ def test_signal_to_headless_run(
     )
     assert row.kinds.get("cancelled"), row.kinds  # in-flight requests end as one record each
     steps = json.loads((run_dir / "steps.json").read_text())
-    assert steps[0]["end"] <= read_run(run_dir).meta["ended_at"]
+    assert steps[0]["end"] <= read_run(run_dir).meta.ended_at
     check_report(row, run_dir, tmp_path / "report")
 
 
@@ -418,7 +418,7 @@ def test_run_killed_without_cleanup_keeps_what_it_wrote(
     row.exit_code = proc.returncode
     survived(before, run_dir)
     run = read_run(run_dir)
-    assert run.meta["status"] == "running" and any("running" in w for w in run.warnings)
+    assert run.meta.status == "running" and any("running" in w for w in run.warnings)
     records = list(run.record_dicts())
     ids = {r["request_id"] for r in records}
     assert len(ids) == len(records) and {kind_of(r) for r in records} == {"ok"}
@@ -470,11 +470,11 @@ def test_tokenize_resets_every_third_connection(
     truth = ground_truth(sim.url)
     records = check_records(row, run_dir, status="completed", allowed={"ok"}, server_ids=set(truth))
     meta = read_run(run_dir).meta
-    prompt_set = meta["prompt_set"]
+    prompt_set = meta.prompt_set
     assert prompt_set["token_count_source"] == "tokenize" and prompt_set["exact"], prompt_set
     assert prompt_set["count"] == 8 and not prompt_set["warnings"]
     assert {r["prompt_tokens"] for r in records} == {16}  # exact, as the server charged them
-    assert len(meta["counts"]["by_worker"]) == 2
+    assert len(meta.counts["by_worker"]) == 2
     counts = _sim_counts(sim.url)
     assert counts["tokenize_resets"] >= 3, counts  # the preparation met resets
     # prepared once, on the master: the answered calls are one build plus the probe, not

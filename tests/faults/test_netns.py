@@ -86,10 +86,10 @@ def test_master_and_workers_in_separate_network_namespaces(tmp_path: Path, matri
     run_dir = tmp_path / "run"
     run = read_run(run_dir)
     meta = run.meta
-    assert meta["status"] == "degraded" and len(meta["lost_workers"]) == 1, meta["notes"]
-    lost = meta["lost_workers"][0]
-    assert lost["at"] > facts["cut_at"] and any("lost" in why for why in meta["degraded"])
-    (survivor,) = set(meta["workers"]) - {lost["worker"]}
+    assert meta.status == "degraded" and len(meta.lost_workers) == 1, meta.notes
+    lost = meta.lost_workers[0]
+    assert lost["at"] > facts["cut_at"] and any("lost" in why for why in meta.degraded)
+    (survivor,) = set(meta.workers) - {lost["worker"]}
     records = list(run.record_dicts())
     ids = [r["request_id"] for r in records]
     assert len(ids) == len(set(ids)), "a request has two records"
@@ -100,7 +100,7 @@ def test_master_and_workers_in_separate_network_namespaces(tmp_path: Path, matri
     }
     # the survivor: every request it sent has its record, all ok, and it took over the share
     mine = [r for r in records if r["worker"] == survivor]
-    c = meta["counts"]["by_worker"][survivor]
+    c = meta.counts["by_worker"][survivor]
     assert c["sent"] == c["recorded"] == len(mine) and {kind_of(r) for r in mine} == {"ok"}
     # the last step starts after the loss was noticed: the survivor alone carries the target
     last = run.steps[-1]
@@ -123,7 +123,7 @@ def test_master_and_workers_in_separate_network_namespaces(tmp_path: Path, matri
     kinds: dict[str, int] = {}
     for r in records:
         kinds[kind_of(r)] = kinds.get(kind_of(r), 0) + 1
-    row.status, row.sent, row.recorded = meta["status"], meta["counts"]["sent"], len(records)
+    row.status, row.sent, row.recorded = meta.status, meta.counts["sent"], len(records)
     row.server_saw, row.lost, row.kinds = len(truth), len(missing), dict(sorted(kinds.items()))
     row.note = (
         f"the cut worker was marked lost {lost['at'] - facts['cut_at']:.1f} s after the cut, its "

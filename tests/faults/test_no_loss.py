@@ -150,9 +150,9 @@ def test_worker_paused_across_the_end_of_the_run(
     truth = set(ground_truth(sim.url))
     check_records(row, run_dir, status="completed", allowed={"ok"}, server_ids=truth)
     meta = read_run(run_dir).meta
-    assert meta["counts"]["unrecorded"] == 0 and meta["lost_workers"] == []
-    assert meta["counts"]["late"] == 0  # in before the end: the master waited for them
-    assert any("came back with its final counts" in n for n in meta["notes"]), meta["notes"]
+    assert meta.counts["unrecorded"] == 0 and meta.lost_workers == []
+    assert meta.counts["late"] == 0  # in before the end: the master waited for them
+    assert any("came back with its final counts" in n for n in meta.notes), meta.notes
     row.note = (
         "marked missing after the end; the master waited for it (DRAIN_WAIT_S = 10 s) and "
         "took its last batch and final counts: every request the server saw has its record"
@@ -203,7 +203,7 @@ def test_ctrl_c_while_a_worker_is_paused(sim_factory, tmp_path: Path, matrix_row
     records = check_records(
         row, run_dir, status="interrupted", allowed={"ok", "cancelled"}, server_ids=truth
     )
-    counts = read_run(run_dir).meta["counts"]
+    counts = read_run(run_dir).meta.counts
     assert counts["unrecorded"] == 0
     assert counts["late"] == 0  # in before the end: the stop waited, they were not taken late
     # the paused worker's held requests came back cancelled, beside its earlier ones

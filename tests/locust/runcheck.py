@@ -81,8 +81,8 @@ def check_records_match_truth(
     )
     assert all(r["ok"] for r in records), [r["error"] for r in records if not r["ok"]][:3]
     meta = run.meta
-    assert meta["status"] == "completed", meta["notes"]
-    assert meta["counts"]["sent"] == meta["counts"]["recorded"] == len(records)
+    assert meta.status == "completed", meta.notes
+    assert meta.counts["sent"] == meta.counts["recorded"] == len(records)
     assert run.warnings == []
     return records
 

@@ -168,7 +168,7 @@ def _check_html(path: Path, sent: int) -> None:
 def _check_run(prefix: Path, run_dir: Path, tmp_path: Path) -> None:
     run = read_run(run_dir)
     records = list(run.record_dicts())
-    sent = run.meta["counts"]["sent"]
+    sent = run.meta.counts["sent"]
     assert sent == len(records) > 0
     _check_stats_csv(prefix, records)
     _check_history_csv(prefix, sent)
@@ -185,4 +185,4 @@ def test_locust_csv_counts_each_request_once_with_processes_2(sim, tmp_path: Pat
     """Workers send TTFT/TPOT entries and the E2E-only total in their reports to the master."""
     prefix, run_dir = _run_locust(sim.url, tmp_path, "--processes", "2")
     _check_run(prefix, run_dir, tmp_path)
-    assert len(read_run(run_dir).meta["counts"]["by_worker"]) == 2
+    assert len(read_run(run_dir).meta.counts["by_worker"]) == 2

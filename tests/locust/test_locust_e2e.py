@@ -68,9 +68,9 @@ def test_local_run_records_every_request_with_server_exact_timing(
     print(f"local: {len(records)} records, median TTFT error {ttft * 1e3:.3f} ms, TPOT {tpot:.3%}")
     check_steps(run_dir, records, [4.0, 8.0])
     meta = read_run(run_dir).meta
-    assert meta["label"] == "base" and meta["workers"] == ["local"]
-    assert meta["target"]["server_version"] and meta["target"]["models"]
-    assert meta["token_count_source"] == "tokenize"
+    assert meta.label == "base" and meta.workers == ["local"]
+    assert meta.target["server_version"] and meta.target["models"]
+    assert meta.token_count_source == "tokenize"
 
 
 @pytest.mark.slow
@@ -99,8 +99,8 @@ def test_processes_2_splits_each_step_and_master_alone_writes(sim_factory, tmp_p
     check_timing(records, truth)
     check_steps(run_dir, records, [4.0, 8.0])
     meta = read_run(run_dir).meta
-    by_worker = meta["counts"]["by_worker"]
-    assert len(by_worker) == 2 and sorted(meta["workers"]) == sorted(by_worker)
+    by_worker = meta.counts["by_worker"]
+    assert len(by_worker) == 2 and sorted(meta.workers) == sorted(by_worker)
     for w, c in by_worker.items():  # each worker carried about half of every step
         assert c["sent"] == c["recorded"] == sum(1 for r in records if r["worker"] == w)
         assert c["sent"] >= 0.4 * len(records)
@@ -128,7 +128,7 @@ def test_master_with_two_worker_processes_records_every_request(
     records = check_records_match_truth(run_dir, truth)
     check_timing(records, truth)
     check_steps(run_dir, records, [4.0, 8.0])
-    assert len(read_run(run_dir).meta["counts"]["by_worker"]) == 2
+    assert len(read_run(run_dir).meta.counts["by_worker"]) == 2
     # Locust's own rows: TTFT/TPOT/E2E per step, bucketed below a millisecond in the workers
     rows = json.loads((tmp_path / "stats.json").read_text())
     assert {(r["method"], r["name"]) for r in rows} == {
@@ -247,8 +247,8 @@ def test_stopping_the_master_cancels_in_flight_and_keeps_every_record(
             stop_process(p)
     run = read_run(run_dir)
     records = list(run.record_dicts())
-    assert run.meta["status"] == "interrupted"
-    assert run.meta["counts"]["sent"] == run.meta["counts"]["recorded"] == len(records) > 0
+    assert run.meta.status == "interrupted"
+    assert run.meta.counts["sent"] == run.meta.counts["recorded"] == len(records) > 0
     kinds = [r["error"]["kind"] for r in records if r["error"]]
     assert kinds and set(kinds) == {"cancelled"}
     ids = {r["request_id"] for r in records}
@@ -282,10 +282,10 @@ def test_failing_server_still_gives_one_record_per_request(sim_factory, tmp_path
     # a failing server is a result, not a crash: every record kept, the run degraded (exit 1)
     assert res.returncode == 1, res.stderr + res.stdout
     run = read_run(tmp_path / "out")
-    assert run.meta["status"] == "degraded" and run.meta["degraded"]
+    assert run.meta.status == "degraded" and run.meta.degraded
     records = list(run.record_dicts())
     ids = [r["request_id"] for r in records]
-    assert len(ids) == len(set(ids)) == run.meta["counts"]["sent"] == run.meta["counts"]["recorded"]
+    assert len(ids) == len(set(ids)) == run.meta.counts["sent"] == run.meta.counts["recorded"]
     failed = [r for r in records if not r["ok"]]
     assert failed and len(failed) < len(records)
     assert {r["error"]["kind"] for r in failed} == {"http"} and {r["status"] for r in failed} == {
@@ -349,7 +349,7 @@ def test_worker_joining_mid_run_takes_a_share_without_changing_the_rate(
     records = check_records_match_truth(run_dir, truth)
     check_steps(run_dir, records, [6.0] * 4)
     run = read_run(run_dir)
-    assert any(n.startswith("re-split") for n in run.meta["notes"]), run.meta["notes"]
+    assert any(n.startswith("re-split") for n in run.meta.notes), run.meta.notes
     later = [s["index"] for s in run.steps if s["start"] > joined_at + 2]
     assert later, "the newcomer joined too late in the run to check it"
     for step in later:  # both workers share every step that starts after the join

@@ -63,8 +63,8 @@ def test_a_batch_after_the_end_is_appended_and_run_json_updated(tmp_path: Path) 
     session.on_records(_batch(session, range(3), sent=5))
     session.finish("completed")  # two requests still on their way: counted, run degraded
     meta = read_run(session.writer.path).meta
-    assert meta["status"] == "degraded" and meta["counts"]["unrecorded"] == 2
-    assert "worker w1: 2 requests sent without a record" in meta["degraded"]
+    assert meta.status == "degraded" and meta.counts["unrecorded"] == 2
+    assert "worker w1: 2 requests sent without a record" in meta.degraded
     assert session.runner.environment.process_exit_code == 1
     assert any(
         "2 requests sent without a record" in w for w in load_run(session.writer.path).warnings
@@ -75,14 +75,14 @@ def test_a_batch_after_the_end_is_appended_and_run_json_updated(tmp_path: Path) 
     run = read_run(session.writer.path)
     ids = [r["request_id"] for r in run.record_dicts()]
     assert ids == [f"{session.run_id}-w1-{i}" for i in range(5)]
-    counts = run.meta["counts"]
+    counts = run.meta.counts
     assert (counts["sent"], counts["recorded"], counts["unrecorded"], counts["late"]) == (
         5,
         5,
         0,
         2,
     )
-    assert run.meta["status"] == "completed" and run.meta["degraded"] == []
+    assert run.meta.status == "completed" and run.meta.degraded == []
     assert session.runner.environment.process_exit_code is None
     assert not any("without a record" in w for w in run.warnings)
 
@@ -93,8 +93,8 @@ def test_an_interrupted_run_names_what_it_lost(tmp_path: Path) -> None:
     session.on_records(_batch(session, range(2), sent=3))
     session.stop()
     run = read_run(session.writer.path)
-    assert run.meta["status"] == "interrupted" and run.meta["counts"]["unrecorded"] == 1
-    assert run.meta["counts"]["by_worker"]["w1"] == {"sent": 3, "recorded": 2}
+    assert run.meta.status == "interrupted" and run.meta.counts["unrecorded"] == 1
+    assert run.meta.counts["by_worker"]["w1"] == {"sent": 3, "recorded": 2}
     assert any("1 requests sent without a record" in w for w in run.warnings)
 
 
@@ -105,5 +105,5 @@ def test_the_end_waits_for_nothing_when_every_record_is_in(tmp_path: Path, statu
     session.on_final(FinalCounts(session.run_id, "w1", 4, 4))
     session.finish(status)
     meta = read_run(session.writer.path).meta
-    assert meta["status"] == status and meta["counts"]["unrecorded"] == 0
-    assert meta["counts"]["late"] == 0
+    assert meta.status == status and meta.counts["unrecorded"] == 0
+    assert meta.counts["late"] == 0

@@ -166,7 +166,7 @@ def test_tab_json_shows_records_from_both_workers_including_one_that_joined(
     assert live["run"]["recorded"] == sum(c["recorded"] for c in workers.values())
     run = read_run(run_dir)
     records = list(run.record_dicts())
-    assert run.meta["counts"]["by_worker"] == {
+    assert run.meta.counts["by_worker"] == {
         w: {"sent": c["sent"], "recorded": c["recorded"]} for w, c in workers.items()
     }
     assert len(records) == live["run"]["recorded"]
@@ -252,8 +252,8 @@ def test_killed_worker_is_lost_in_the_tab_its_users_move_and_the_report_names_th
     assert any(t.startswith(f"worker {lost[0]['worker']} lost at ") for t in banners), banners
     assert sum(lost[0]["worker"] in t for t in banners) == 1, banners  # said once
     meta = read_run(run_dir).meta
-    assert meta["status"] == "degraded"
-    assert meta["degraded"] == [f"worker {lost[0]['worker']} lost at 4 req/s"]
+    assert meta.status == "degraded"
+    assert meta.degraded == [f"worker {lost[0]['worker']} lost at 4 req/s"]
     assert len(lost) == 1 and lost[0]["worker"] != survivor[0]["id"], (lost, survivor)
     assert live["run"]["workers"][lost[0]["worker"]]["state"] == "lost"
     shown = {r["name"]: r["value"] for r in rows["specload-run"]}

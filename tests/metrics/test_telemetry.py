@@ -365,8 +365,8 @@ def test_specload_run_leaves_telemetry_per_second_and_per_step(
     hosts = [x for x in lines if x["source"] == "host"]
     assert len(hosts) >= 4 and all(x["loadgen_cores"] >= 1 for x in hosts)
     assert any(x["source"] == "gpu" for x in lines)
-    assert run.meta["telemetry"]["host"] == "procfs"
-    assert run.meta["telemetry"]["gpu"] == lines[0]["gpu"]
+    assert run.meta.telemetry["host"] == "procfs"
+    assert run.meta.telemetry["gpu"] == lines[0]["gpu"]
     per_step = step_telemetry(lines, run.steps)
     assert set(per_step) == {s["index"] for s in run.steps}
     assert all(s.seconds >= 1 and s.host_busy_pct is not None for s in per_step.values())
