@@ -121,6 +121,7 @@ def _compare(args: argparse.Namespace) -> int:
     from specload.core.errors import ConfigError
     from specload.options.gates import resolve_gate_options
     from specload.report import write_report_files
+    from specload.report.gate_words import gate_message, passed_lines
     from specload.report.junit import write_junit
     from specload.report.model import build_report
     from specload.report.terminal import render_terminal
@@ -158,14 +159,14 @@ def _compare(args: argparse.Namespace) -> int:
     else:
         render_terminal(report)
     print("reports: " + ", ".join(str(p) for p in paths.values()))
-    for line in comparison.gates.passed_lines() if comparison.gates else []:
+    for line in passed_lines(comparison.gates) if comparison.gates else []:
         print(line, file=sys.stderr)  # a CI log shows what passed, and by how much
     for f in comparison.gates.possible if comparison.gates else []:
-        print(f.message(), file=sys.stderr)  # "possible regression: ...": passes, said
+        print(gate_message(f), file=sys.stderr)  # "possible regression: ...": passes, said
     if report.exit_code:
         failures = comparison.gates.failures if comparison.gates else []
         for f in failures:
-            print(f"gate failed: {f.message()}", file=sys.stderr)
+            print(f"gate failed: {gate_message(f)}", file=sys.stderr)
         for label in comparison.ratios:
             if comparison.crossover(label, comparison.metric) is None:
                 print(f"nothing to compare: {comparison.verdicts[label]}", file=sys.stderr)

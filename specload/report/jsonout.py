@@ -26,6 +26,7 @@ from specload.analysis.diagnostics.quality import ContractSide
 from specload.analysis.statistics.effect import rule_text
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
+from specload.report.gate_words import gate_message
 from specload.report.model import Report
 from specload.report.regime_words import regime_sentence, regime_sentences
 from specload.report.tables import lookup_overall
@@ -123,8 +124,8 @@ def _gates(report: Report) -> dict[str, Any] | None:
         "skipped": g.skipped,
         "operating_qps": g.operating_qps,
         "gates": [asdict(x) for x in g.gates],
-        "failures": [{**asdict(f), "message": f.message()} for f in g.failures],
-        "possible_regressions": [{**asdict(f), "message": f.message()} for f in g.possible],
+        "failures": [{**asdict(f), "message": gate_message(f)} for f in g.failures],
+        "possible_regressions": [{**asdict(f), "message": gate_message(f)} for f in g.possible],
     }
 
 

@@ -17,6 +17,7 @@ from xml.etree import ElementTree as ET
 
 from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.gates import CAPACITY_GATE, FAILED, POSSIBLE, GateFailure
+from specload.report.gate_words import gate_message, passed_message
 
 __all__ = ["error_junit_xml", "junit_xml", "write_error_junit", "write_junit"]
 
@@ -46,10 +47,10 @@ def _gate_cases(suite: ET.Element, c: Comparison) -> None:
         case = _case(suite, f"{SUITE}.gate.{f.condition}", _gate_name(f))
         if outcome == FAILED:
             ET.SubElement(
-                case, "failure", message=f.message(), type="gate failed"
-            ).text = f.message()
+                case, "failure", message=gate_message(f), type="gate failed"
+            ).text = gate_message(f)
         else:
-            text = f.message() if outcome == POSSIBLE else f.passed_message()
+            text = gate_message(f) if outcome == POSSIBLE else passed_message(f)
             ET.SubElement(case, "system-out").text = text
 
 

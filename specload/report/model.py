@@ -19,6 +19,7 @@ from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.crossover import Crossover
 from specload.analysis.decisions.verdict import metric_label
 from specload.report.advice_rules import Advice
+from specload.report.gate_words import gate_message
 from specload.report.regime_words import spread_line
 
 __all__ = ["Report", "RunRow", "build_report"]
@@ -172,7 +173,7 @@ def _findings(c: Comparison) -> list[str]:
     """What deserves a second look, most decision-relevant first: gates that passed on their
     CI only, server starts that disagree on an effect or differ in level, an engine step with
     two regimes in time, steps left out, then flags, contract issues and warnings."""
-    out = [f.message() for f in c.gates.possible] if c.gates is not None else []
+    out = [gate_message(f) for f in c.gates.possible] if c.gates is not None else []
     out += [_split_finding(x) for x in c.crossovers if not x.replicates_agree]
     out += [d.message() for d in c.disagreements]
     # an engine step that flips between two regimes in time decides its steps' ratios by when

@@ -20,6 +20,7 @@ from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.stats import Estimate
 from specload.analysis.statistics.steps import StepStats
 from specload.analysis.wording import signed_change, step_label, too_few_starts_text
+from specload.report.gate_words import gate_message
 from specload.report.model import Report
 
 __all__ = [
@@ -755,7 +756,7 @@ def gate_table(report: Report) -> Table | None:
         ]
         for gate in g.gates
     ]
-    rows += [["", "", "", "", f.message()] for f in [*g.failures, *g.possible]]
+    rows += [["", "", "", "", gate_message(f)] for f in [*g.failures, *g.possible]]
     return Table(
         "CI gates",
         ["metric", "max regression %", "steps", "beyond the limit", "result"],

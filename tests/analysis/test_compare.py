@@ -11,6 +11,7 @@ from analysis.synth_rundir import SPEC, Cond, write_run
 from specload.analysis.compare import compare_runs
 from specload.analysis.decisions.gates import parse_gate
 from specload.core.errors import ConfigError
+from specload.report.gate_words import gate_message
 from specload.report.model import build_report
 
 
@@ -91,7 +92,7 @@ def test_regression_gate_fails_only_up_to_the_operating_point(tmp_path: Path) ->
     assert compare_runs([base, spec], gates=gate, operating_qps=8).gates.passed
     failed = compare_runs([base, spec], gates=gate).gates
     assert not failed.passed and [f.target_qps for f in failed.failures] == [32.0]
-    msg = failed.failures[0].message()
+    msg = gate_message(failed.failures[0])
     assert re.match(r"spec: tpot_p50 \+\d+\.\d % \(CI \+\d+\.\d…\+\d+\.\d %\)", msg)
     assert msg.endswith("at 32 req/s exceeds the allowed +10 % with its whole CI")
 

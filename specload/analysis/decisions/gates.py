@@ -19,11 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from specload.analysis.decisions.crossover import fmt_qps
 from specload.analysis.statistics.effect import HURTS, INCOMPLETE
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats, metric_names
-from specload.analysis.wording import pct_ci_text, step_label
 from specload.core.errors import ConfigError
 
 __all__ = [
@@ -101,50 +99,6 @@ class GateFailure:
     #: the condition's achieved load at the step, named beside the nominal one ("16 (17.1)")
     achieved_qps: float | None = None
 
-    def message(self) -> str:
-        unit = " pp" if self.metric == "error_rate" else " %"
-        ci = pct_ci_text(self.ci_pct, self.ci_open)
-        ci = f" (CI {ci}{unit})" if ci else ""
-        if self.metric == CAPACITY_GATE:
-            what = (
-                f"{self.condition}: capacity within the SLO {self.change_pct:+.1f} %{ci} "
-                f"({fmt_qps(self.target_qps)} req/s against the baseline's) loses more than the "
-                f"allowed {self.max_pct:g} %"
-            )
-        else:
-            what = (
-                f"{self.condition}: {self.metric} {self.change_pct:+.1f}{unit}{ci} at "
-                f"{step_label(self.target_qps, self.achieved_qps)} req/s exceeds the allowed "
-                f"+{self.max_pct:g}{unit}"
-            )
-        return ("possible regression: " if self.possible else "") + what + self._why()
-
-    def passed_message(self) -> str:
-        """A check that passed, for CI logs: "spec: tpot_p95 +2.1 % (CI -0.4…+4.6 %) at 2
-        req/s, within +10 %"."""
-        unit = " pp" if self.metric == "error_rate" else " %"
-        ci = pct_ci_text(self.ci_pct, self.ci_open)
-        ci = f" (CI {ci}{unit})" if ci else ""
-        if self.metric == CAPACITY_GATE:
-            return (
-                f"{self.condition}: capacity within the SLO {self.change_pct:+.1f} %{ci}, "
-                f"within the allowed -{self.max_pct:g} %"
-            )
-        return (
-            f"{self.condition}: {self.metric} {self.change_pct:+.1f}{unit}{ci} at "
-            f"{step_label(self.target_qps, self.achieved_qps)} req/s, within +{self.max_pct:g}{unit}"
-        )
-
-    def _why(self) -> str:
-        """Why it failed or passed, so a CI log shows which rule decided."""
-        if self.possible and self.on == "ci":
-            return " on its estimate, but its CI does not lie entirely beyond it: passes"
-        if self.possible:
-            return " on its estimate, but the change is not significant: passes"
-        if self.metric == "error_rate":
-            return ""
-        return " with its whole CI" if self.on == "ci" else " on its estimate (--gate-on point)"
-
 
 @dataclass(slots=True)
 class GateResult:
@@ -159,21 +113,6 @@ class GateResult:
     skipped: list[str] = field(default_factory=list)
     #: every check in the order made, with its outcome (``judge``): the JUnit testcases
     checks: list[tuple[str, GateFailure]] = field(default_factory=list)
-
-    def passed_lines(self) -> list[str]:
-        """One line per gate and condition that passed every check: its check nearest the
-        limit ("gate passed: spec: tpot_p95 +2.1 % (CI …) at 2 req/s, within +10 %")."""
-        out = []
-        for g in self.gates:
-            mine: dict[str, list[tuple[str, GateFailure]]] = {}
-            for outcome, f in self.checks:
-                if f.metric == g.metric:
-                    mine.setdefault(f.condition, []).append((outcome, f))
-            for checks in mine.values():
-                if all(outcome == PASSED for outcome, _ in checks):
-                    worst = max((f for _, f in checks), key=lambda f: f.change_pct)
-                    out.append(f"gate passed: {worst.passed_message()}")
-        return out
 
     @property
     def passed(self) -> bool:

@@ -26,6 +26,7 @@ from specload.analysis.decisions.capacity import (
 from specload.analysis.decisions.crossover import Boundary
 from specload.analysis.decisions.gates import parse_gate
 from specload.cli.main import main
+from specload.report.gate_words import gate_message
 
 
 @pytest.fixture(scope="module")
@@ -141,15 +142,15 @@ def test_a_capacity_gate_judges_the_open_ci() -> None:
     result = capacity_gate(parse_gate("capacity=10"), {"baseline": base, "spec": cond},
                            {"spec": capacity_change(cond, base)}, "baseline", None)  # fmt: skip
     assert result.passed and len(result.possible) == 1
-    assert result.possible[0].message().startswith("possible regression: spec: capacity")
-    assert ">+220" in result.possible[0].message()
+    assert gate_message(result.possible[0]).startswith("possible regression: spec: capacity")
+    assert ">+220" in gate_message(result.possible[0])
     lost = np.where(np.arange(1000) % 10 == 0, -np.inf, rng.uniform(4.8, 5.2, 1000))
     cond = _capacity("spec", 5.0, lost)
     change = capacity_change(cond, base)
     assert change.ci_beyond == ("below", "") and change.text().startswith("-50 % (<")
     result = capacity_gate(parse_gate("capacity=10"), {"baseline": base, "spec": cond},
                            {"spec": change}, "baseline", None)  # fmt: skip
-    assert not result.passed and "with its whole CI" in result.failures[0].message()
+    assert not result.passed and "with its whole CI" in gate_message(result.failures[0])
 
 
 def test_capacity_change_without_replicates_has_no_ci() -> None:
