@@ -70,6 +70,20 @@ def test_a_step_is_named_by_wording_only() -> None:
     assert not bad, f"name steps with analysis.wording.step_name: {bad}"
 
 
+def test_the_facts_analysis_returns_carry_no_sentences() -> None:
+    # The regime reading, the gates and the findings once wrote their own sentences on the
+    # dataclasses they returned; report/ words them now (regime_words, gate_words,
+    # finding_words). The verdict (decisions/verdict.py) and class_split's headline are the
+    # ones still written in analysis/.
+    bad = [
+        f"{rel}:{n}: {line.strip()}"
+        for rel, n, line in _lines(())
+        if rel.startswith("analysis/")
+        and re.search(r"def (message|passed_message|passed_lines|clause|sentences)\(", line)
+    ]
+    assert not bad, f"word analysis' facts in report/: {bad}"
+
+
 def test_specload_starts_itself_through_one_argv_builder() -> None:
     # ``specload run`` was spelled out in four places, each with its own copy of the flags
     # every child needs; a flag added to one was missing from the others.

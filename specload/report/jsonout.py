@@ -26,6 +26,7 @@ from specload.analysis.diagnostics.quality import ContractSide
 from specload.analysis.statistics.effect import rule_text
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
+from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
 from specload.report.model import Report
 from specload.report.regime_words import regime_sentence, regime_sentences
@@ -252,7 +253,7 @@ def report_dict(report: Report) -> dict[str, Any]:
                 "metric": d.metric,
                 "target_qps": d.target_qps,
                 "per_start": [{"run": run, **e.to_dict()} for run, e in d.figures],
-                "message": d.message(),
+                "message": disagreement_message(d),
             }
             for d in c.disagreements
         ],
@@ -264,7 +265,7 @@ def report_dict(report: Report) -> dict[str, Any]:
                 "target_qps": f.target_qps,
                 "p50_ratio": f.p50.to_dict(),
                 "p95_ratio": f.p95.to_dict(),
-                "message": f.message(),
+                "message": flag_message(f),
             }
             for f in c.flags
         ],

@@ -19,6 +19,7 @@ from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.crossover import Crossover
 from specload.analysis.decisions.verdict import metric_label
 from specload.report.advice_rules import Advice
+from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
 from specload.report.regime_words import spread_line
 
@@ -175,7 +176,7 @@ def _findings(c: Comparison) -> list[str]:
     two regimes in time, steps left out, then flags, contract issues and warnings."""
     out = [gate_message(f) for f in c.gates.possible] if c.gates is not None else []
     out += [_split_finding(x) for x in c.crossovers if not x.replicates_agree]
-    out += [d.message() for d in c.disagreements]
+    out += [disagreement_message(d) for d in c.disagreements]
     # an engine step that flips between two regimes in time decides its steps' ratios by when
     # they were measured: said here, its detail in the Regimes section
     out += [f"{spread_line(s)} (Regimes, below)" for s in c.regimes.spread.values()]
@@ -187,7 +188,7 @@ def _findings(c: Comparison) -> list[str]:
     ]
     if c.gates is not None and c.gates.skipped:
         out.append("gates skipped incomplete steps: " + "; ".join(c.gates.skipped))
-    out += [f.message() for f in c.flags]
+    out += [flag_message(f) for f in c.flags]
     out += [
         f"{chk.condition}: output contract: {issue}" for chk in c.contract for issue in chk.issues
     ]

@@ -11,6 +11,7 @@ from analysis.synth_rundir import SPEC, Cond, write_run
 from specload.analysis.compare import compare_runs
 from specload.analysis.decisions.gates import parse_gate
 from specload.core.errors import ConfigError
+from specload.report.finding_words import disagreement_message
 from specload.report.gate_words import gate_message
 from specload.report.model import build_report
 
@@ -57,8 +58,10 @@ def test_replicates_that_disagree_are_called_out_first(tmp_path: Path) -> None:
         ]
     )
     # a level, not an effect: worded so that it never reads against "all agree" in the table
-    assert d.message().startswith("server starts differ in level: baseline at 2 req/s, p50 TPOT ")
-    assert build_report(cmp).findings[0] == d.message()
+    assert disagreement_message(d).startswith(
+        "server starts differ in level: baseline at 2 req/s, p50 TPOT "
+    )
+    assert build_report(cmp).findings[0] == disagreement_message(d)
 
 
 def test_per_step_figures_error_kinds_and_throughput(tmp_path: Path) -> None:

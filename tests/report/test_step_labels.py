@@ -8,6 +8,7 @@ import pytest
 
 from specload.analysis.comparison import Comparison
 from specload.analysis.wording import step_label
+from specload.report.finding_words import flag_message
 from specload.report.gate_words import gate_message
 from specload.report.markdown import render_markdown
 from specload.report.model import build_report
@@ -70,4 +71,4 @@ def test_gate_and_p95_lines_name_the_step_with_its_achieved_load() -> None:
     gate = GateFailure("spec", "tpot_p95", 16.0, 12.0, 10.0, (8.0, 15.0), achieved_qps=17.05)
     assert "+12.0 % (CI +8.0…+15.0 %) at 16 (17.1) req/s exceeds" in gate_message(gate)
     flag = Flag("spec", "tpot", 20.0, Estimate(0.8, 0.7, 0.9), Estimate(1.3, 1.1, 1.5), 18.6)
-    assert flag.message().startswith("spec at 20 (18.6) req/s: p50 TPOT")
+    assert flag_message(flag).startswith("spec at 20 (18.6) req/s: p50 TPOT")

@@ -27,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specload.analysis.decisions.crossover import Crossover, StartEffects, find_crossover
-from specload.analysis.decisions.verdict import metric_label
 from specload.analysis.inputs.run_columns import RunColumns
 from specload.analysis.statistics.effect import INCOMPLETE, NA
 from specload.analysis.statistics.ratios import RatioRow, step_ratios
@@ -67,22 +66,6 @@ class Disagreement:
     metric: str
     target_qps: float
     figures: list[tuple[str, Estimate]]
-
-    def message(self) -> str:
-        def one(run: str, e: Estimate) -> str:
-            ci = (
-                f" (CI {e.lo * 1000:.3g}–{e.hi * 1000:.3g})"
-                if e.lo is not None and e.hi is not None
-                else ""
-            )
-            return f"{(e.value or 0.0) * 1000:.3g} ms{ci} in {run}"
-
-        return (
-            f"server starts differ in level: {self.condition} at {self.target_qps:g} req/s, "
-            f"{metric_label(self.metric)} "
-            + " vs ".join(one(r, e) for r, e in self.figures)
-            + ", beyond their sampling noise (the pooled CIs include it)"
-        )
 
 
 def order_starts(runs: list[RunColumns]) -> list[RunColumns]:

@@ -16,7 +16,6 @@ import numpy as np
 from specload.analysis.statistics.effect import HELPS, HURTS, INCOMPLETE, classify, to_decide_s
 from specload.analysis.statistics.stats import Estimate, effect_over_starts, ratio_estimate
 from specload.analysis.statistics.steps import LATENCY_FIELDS, StepStats, metric_names
-from specload.analysis.wording import change_words, step_label
 
 __all__ = ["Flag", "RatioRow", "p95_flags", "step_ratios"]
 
@@ -51,14 +50,6 @@ class Flag:
     p95: Estimate
     #: the condition's achieved load at the step ("16 (17.1)")
     achieved_qps: float | None = None
-
-    def message(self) -> str:
-        name = self.family.upper() if self.family != "queue_delay" else "queue delay"
-        return (
-            f"{self.condition} at {step_label(self.target_qps, self.achieved_qps)} req/s: p50 {name} "
-            f"{change_words(self.p50)} but p95 {name} {change_words(self.p95)} "
-            "(some requests wait on the drafting path)"
-        )
 
 
 def step_ratios(

@@ -16,6 +16,7 @@ from specload.analysis.decisions.crossover import find_crossover, pattern_status
 from specload.analysis.decisions.verdict import sentence
 from specload.analysis.statistics.effect import HELPS, HURTS, UNDECIDED, classify
 from specload.analysis.statistics.stats import Estimate
+from specload.report.finding_words import flag_message
 
 
 def _fixed(qps: list[float], ratios: list[tuple[float, float, float]], min_gain: float = 0.05):
@@ -210,7 +211,7 @@ def test_p50_better_but_p95_worse_is_flagged(tmp_path: Path) -> None:
     fams = {(f.family, f.target_qps) for f in cmp.flags}
     assert {("tpot", q) for q in (2, 4, 8, 16, 32)} <= fams
     assert "p95 TPOT is worse at every tested load" in cmp.verdicts["spec"]
-    msg = cmp.flags[0].message()
+    msg = flag_message(cmp.flags[0])
     assert re.search(r"p50 TPOT 2\d % lower \(CI \d+–\d+ %\) but p95 TPOT \d+ % higher", msg)
 
 
