@@ -11,7 +11,7 @@ from pathlib import Path
 
 from specload.protocol.argv import compare_argv
 from specload.protocol.sweep_plan import ConditionResult, SweepPlan
-from specload.recorder.run_json import peek_run_json
+from specload.recorder.rundir import peek_run_meta
 
 __all__ = ["baseline_line", "compare_sweep", "degraded_lines", "label", "sweep_run_dirs"]
 
@@ -22,7 +22,8 @@ def degraded_lines(results: Sequence[ConditionResult]) -> list[str]:
     for r in results:
         if r.status != "degraded":
             continue
-        reasons = (peek_run_json(r.run_dir) or {}).get("degraded") or []
+        meta = peek_run_meta(r.run_dir)
+        reasons = meta.degraded if meta is not None else []
         lines.append(
             f"{r.condition.name} degraded ({r.run_dir}): "
             + ("; ".join(map(str, reasons)) or "see its run.json")
@@ -60,7 +61,7 @@ def compare_sweep(
     """
     earlier = sorted(
         (d for d in sweep_run_dirs(out) if d not in run_dirs),
-        key=lambda d: float((peek_run_json(d) or {}).get("started_at") or 0.0),
+        key=lambda d: (m.started_at or 0.0) if (m := peek_run_meta(d)) is not None else 0.0,
     )
     # one ``--url`` condition joins the runs already there, last (the order they were added)
     dirs = list(run_dirs) + earlier if len(run_dirs) > 1 else earlier + list(run_dirs)
@@ -81,7 +82,8 @@ def compare_sweep(
 
 
 def label(run_dir: Path) -> str:
-    return str((peek_run_json(run_dir) or {}).get("label") or run_dir.name)
+    meta = peek_run_meta(run_dir)
+    return (meta.label if meta is not None else "") or run_dir.name
 
 
 def _headline(report_json: Path) -> str | None:

@@ -26,7 +26,12 @@ from specload import __version__
 from specload.core.errors import ConfigError
 from specload.core.records import RequestRecord
 from specload.recorder.jsonl import JsonlWriter, iter_jsonl
-from specload.recorder.run_json import RUN_SCHEMA_VERSION, load_run_json, unrecorded_warning
+from specload.recorder.run_json import (
+    RUN_SCHEMA_VERSION,
+    load_run_json,
+    peek_run_json,
+    unrecorded_warning,
+)
 from specload.recorder.steps_json import STEPS_JSON, read_steps
 
 #: GPU and host telemetry of a run, one line per sample (``metrics.telemetry`` writes it,
@@ -34,6 +39,7 @@ from specload.recorder.steps_json import STEPS_JSON, read_steps
 TELEMETRY_FILE = "telemetry.jsonl"
 
 __all__ = [
+    "peek_run_meta",
     "RUN_SCHEMA_VERSION",
     "RUN_STATUSES",
     "LOCK_FD_ENV",
@@ -125,6 +131,16 @@ class RunMeta:
         """Inverse of ``to_dict``; unknown keys from newer writers are ignored."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def peek_run_meta(run_dir: str | Path) -> RunMeta | None:
+    """``peek_run_json`` typed: a run that may not be one yet (a sweep's own run just
+    written, an earlier run in its folder), None when run.json is missing or unreadable."""
+    raw = peek_run_json(run_dir)
+    if raw is None:
+        return None
+    # only label is required of a run.json, and a peeked one is not checked: none is ""
+    return RunMeta.from_dict({"run_id": "", "label": "", **raw})
 
 
 def write_json_durably(path: Path, obj: Any) -> None:
