@@ -295,3 +295,13 @@ def test_late_records_are_appended_after_close(tmp_path: Path) -> None:
     w.close("completed", 200.0)
     assert w.append_late([_record(2).to_dict(), _record(3).to_dict()]) == 2
     assert [r.request_id for r in read_run(w.path).records()] == ["r-1", "r-2", "r-3"]
+
+
+def test_a_run_json_from_an_older_writer_reads_as_it_was_written() -> None:
+    """Only ``label`` is required of a run.json: what an older writer left out reads as not
+    recorded, not as what a new run would get (the reading process's own versions)."""
+    from specload.recorder.rundir import RunMeta
+
+    meta = RunMeta.from_dict({"label": "old", "status": "completed", "newer_key": 1})
+    assert (meta.run_id, meta.label, meta.status) == ("", "old", "completed")
+    assert meta.versions == {} and meta.replicate is None

@@ -128,9 +128,12 @@ class RunMeta:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunMeta:
-        """Inverse of ``to_dict``; unknown keys from newer writers are ignored."""
+        """A run.json as read: unknown keys from newer writers are ignored, and a key an
+        older writer left out reads as not recorded (no id, no label, no versions), never
+        as the value a new run would get (this process's own versions)."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        unrecorded: dict[str, Any] = {"run_id": "", "label": "", "versions": {}}
+        return cls(**unrecorded | {k: v for k, v in d.items() if k in known})
 
 
 def peek_run_meta(run_dir: str | Path) -> RunMeta | None:
@@ -139,8 +142,7 @@ def peek_run_meta(run_dir: str | Path) -> RunMeta | None:
     raw = peek_run_json(run_dir)
     if raw is None:
         return None
-    # only label is required of a run.json, and a peeked one is not checked: none is ""
-    return RunMeta.from_dict({"run_id": "", "label": "", **raw})
+    return RunMeta.from_dict(raw)
 
 
 def write_json_durably(path: Path, obj: Any) -> None:
