@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -125,30 +126,36 @@ def summary(pkg: str) -> str:
     return (para if end < 0 else para[: end + 1]).replace("``", "`")
 
 
-def diagram() -> str:
-    """The floors, top first: each package, what it imports, what it is."""
-    edges = package_edges()
+def _floor_lines(
+    floors: tuple[tuple[str, ...], ...], edges: dict[str, set[str]], width: int, none: str
+) -> list[str]:
+    """A fenced diagram of ``floors``, top first: each name and what it imports."""
+    floor = {name: i for i, names in enumerate(floors) for name in names}
     lines = ["```"]
-    for i in reversed(range(len(FLOORS))):
-        for j, pkg in enumerate(FLOORS[i]):
-            deps = " ".join(sorted(edges.get(pkg, set()), key=lambda d: (-FLOOR[d], d)))
+    for i in reversed(range(len(floors))):
+        for j, name in enumerate(floors[i]):
+            deps = " ".join(sorted(edges.get(name, set()), key=lambda d: (-floor[d], d)))
             label = f"{i}" if j == 0 else ""
-            lines.append(f"{label:>2} {pkg:<9} -> {deps or '(nothing of specload)'}")
-    lines.append("```")
-    lines += ["", "`analysis/` has rooms of its own, on floors by the same rule:", "", "```"]
-    rooms = room_edges()
-    for i in reversed(range(len(ROOMS))):
-        for j, room in enumerate(ROOMS[i]):
-            deps = " ".join(sorted(rooms.get(room, set()), key=lambda d: (-ROOM[d], d)))
-            label = f"{i}" if j == 0 else ""
-            lines.append(f"{label:>2} {room:<11} -> {deps or '(nothing of analysis)'}")
-    lines.append("```")
-    lines += ["", "| room | what it is |", "| --- | --- |"]
-    for i in reversed(range(len(ROOMS))):
-        lines += [f"| `{_room_path(r)}` | {summary(_room_path(r))} |" for r in ROOMS[i]]
-    lines += ["", "| package | what it is |", "| --- | --- |"]
-    for i in reversed(range(len(FLOORS))):
-        lines += [f"| `{pkg}/` | {summary(pkg + '/')} |" for pkg in FLOORS[i]]
+            lines.append(f"{label:>2} {name:<{width}} -> {deps or none}")
+    return [*lines, "```"]
+
+
+def _what_table(
+    head: str, floors: tuple[tuple[str, ...], ...], path: Callable[[str], str]
+) -> list[str]:
+    """``| head | what it is |``, top floor first: each path and its docstring's summary."""
+    rows = [f"| `{path(n)}` | {summary(path(n))} |" for names in reversed(floors) for n in names]
+    return ["", f"| {head} | what it is |", "| --- | --- |", *rows]
+
+
+def diagram() -> str:
+    """The floors, top first: each package, what it imports, what it is; then the same for
+    ``analysis/``'s rooms."""
+    lines = _floor_lines(FLOORS, package_edges(), 9, "(nothing of specload)")
+    lines += ["", "`analysis/` has rooms of its own, on floors by the same rule:", ""]
+    lines += _floor_lines(ROOMS, room_edges(), 11, "(nothing of analysis)")
+    lines += _what_table("room", ROOMS, _room_path)
+    lines += _what_table("package", FLOORS, lambda pkg: pkg + "/")
     return "\n".join(lines)
 
 
