@@ -35,6 +35,16 @@ def _lines(skip: tuple[str, ...]) -> list[tuple[str, int, str]]:
     return out
 
 
+def _hits(pattern: str, skip: tuple[str, ...] = (), under: str = "") -> list[str]:
+    """``file:line: text`` of each line of ``specload/`` (files under ``under``, those in
+    ``skip`` left out) that ``pattern`` matches: the places a second definition hides."""
+    return [
+        f"{rel}:{n}: {line.strip()}"
+        for rel, n, line in _lines(skip)
+        if rel.startswith(under) and re.search(pattern, line)
+    ]
+
+
 def test_run_json_is_parsed_by_the_one_reader_only() -> None:
     bad = [
         f"{rel}:{n}: {line.strip()}"
@@ -47,13 +57,10 @@ def test_run_json_is_parsed_by_the_one_reader_only() -> None:
 
 
 def test_steps_json_is_parsed_and_windowed_by_the_one_reader_only() -> None:
-    bad = [
-        f"{rel}:{n}: {line.strip()}"
-        for rel, n, line in _lines(("recorder/steps_json.py",))
-        if re.search(r'"steps\.json"|STEPS_JSON', line)
-        and PARSE.search(line)
-        or re.search(r"warmup_end.*\bor\b.*start|warmup_end.*else.*\"start\"", line)
-    ]
+    skip = ("recorder/steps_json.py",)
+    parsed = [x for x in _hits(r'"steps\.json"|STEPS_JSON', skip) if PARSE.search(x)]
+    windowed = _hits(r"warmup_end.*\bor\b.*start|warmup_end.*else.*\"start\"", skip)
+    bad = parsed + windowed
     assert not bad, "read steps.json with recorder.steps_json (read_steps, measured_window):\n" + (
         "\n".join(bad)
     )
@@ -62,11 +69,7 @@ def test_steps_json_is_parsed_and_windowed_by_the_one_reader_only() -> None:
 def test_a_step_is_named_by_wording_only() -> None:
     # "c=8", "concurrency 8", "8 req/s": five modules had their own; sim/ is a product of its
     # own and names no step.
-    bad = [
-        f"{rel}:{n}: {line.strip()}"
-        for rel, n, line in _lines(("analysis/wording.py", "sim/"))
-        if re.search(r'f"c=\{|f".*concurrency \{', line)
-    ]
+    bad = _hits(r'f"c=\{|f".*concurrency \{', ("analysis/wording.py", "sim/"))
     assert not bad, f"name steps with analysis.wording.step_name: {bad}"
 
 
@@ -75,23 +78,15 @@ def test_the_facts_analysis_returns_carry_no_sentences() -> None:
     # dataclasses they returned; report/ words them now (regime_words, gate_words,
     # finding_words). The verdict (decisions/verdict.py) and class_split's headline are the
     # ones still written in analysis/.
-    bad = [
-        f"{rel}:{n}: {line.strip()}"
-        for rel, n, line in _lines(())
-        if rel.startswith("analysis/")
-        and re.search(r"def (message|passed_message|passed_lines|clause|sentences)\(", line)
-    ]
+    pattern = r"def (message|passed_message|passed_lines|clause|sentences)\("
+    bad = _hits(pattern, under="analysis/")
     assert not bad, f"word analysis' facts in report/: {bad}"
 
 
 def test_specload_starts_itself_through_one_argv_builder() -> None:
     # ``specload run`` was spelled out in four places, each with its own copy of the flags
     # every child needs; a flag added to one was missing from the others.
-    bad = [
-        f"{rel}:{n}: {line.strip()}"
-        for rel, n, line in _lines(("protocol/argv.py",))
-        if re.search(r'"specload",\s*"(run|compare|sweep)"|"-m",\s*"specload"', line)
-    ]
+    bad = _hits(r'"specload",\s*"(run|compare|sweep)"|"-m",\s*"specload"', ("protocol/argv.py",))
     assert not bad, f"build specload's own command lines with protocol.argv: {bad}"
 
 
