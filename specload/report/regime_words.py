@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from specload.analysis.diagnostics.regime_model import (
     HOST_POINTS,
+    MIN_SEPARATION,
+    MIN_SHARE,
     Regime,
     RegimeEffect,
     Regimes,
@@ -18,7 +20,14 @@ from specload.analysis.diagnostics.regime_model import (
 )
 from specload.analysis.wording import ms_text, signed_pct
 
-__all__ = ["cause_clause", "regime_sentence", "regime_sentences", "spread_line"]
+__all__ = ["RULE", "cause_clause", "regime_sentence", "regime_sentences", "spread_line"]
+
+#: The rule in words, as the report states it under the regime sentences.
+RULE = (
+    "A step's per-second median engine steps (chunk gaps) are split in two where they "
+    "separate best on a log scale; it has two regimes when each group holds at least "
+    f"{MIN_SHARE * 100:.0f} % of its seconds and slow/fast >= {MIN_SEPARATION:g}."
+)
 
 
 def cause_clause(t: RegimeTelemetry) -> str:

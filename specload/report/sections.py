@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from specload.analysis.diagnostics.regime_model import RULE as REGIME_RULE
 from specload.report.class_tables import class_capacity_table
 from specload.report.model import Report
+from specload.report.regime_words import RULE as REGIME_RULE
 from specload.report.regime_words import regime_sentences
 from specload.report.schedule_tables import batch_table, best_of_both_tables, proposal_lines
 from specload.report.tables import (

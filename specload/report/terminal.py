@@ -104,7 +104,7 @@ def _regimes(console: Any, report: Report) -> None:
     """The regime section, after the tables: one line per step whose engine step flips."""
     from rich.markup import escape
 
-    from specload.analysis.diagnostics.regime_model import RULE
+    from specload.report.regime_words import RULE
 
     lines = regime_sentences(report.comparison.regimes)
     if not lines:

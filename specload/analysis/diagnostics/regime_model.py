@@ -23,7 +23,6 @@ __all__ = [
     "MIN_SEPARATION",
     "MIN_SHARE",
     "MIN_TELEMETRY_SECONDS",
-    "RULE",
     "Regime",
     "RegimeEffect",
     "RegimeTelemetry",
@@ -65,13 +64,6 @@ HOST_POINTS = 5.0
 EVENT_SHARE = 0.5
 
 EVENT_EXCESS = 0.25
-
-#: The rule in words, as the report states it under the regime sentences.
-RULE = (
-    "A step's per-second median engine steps (chunk gaps) are split in two where they "
-    "separate best on a log scale; it has two regimes when each group holds at least "
-    f"{MIN_SHARE * 100:.0f} % of its seconds and slow/fast >= {MIN_SEPARATION:g}."
-)
 
 #: ("qps", 8.0) for an open-loop step, ("concurrency", 8.0) for a closed-loop one.
 StepKey = tuple[str, float]
