@@ -15,9 +15,12 @@ warm-up, measured window, cool-down and switch, and two checks of what was measu
   second half, per condition (the old design's second halves read 9-15 % lower: the load fell
   while they were served); and whether the blocks of one step drew different arrivals.
 
-Usage: python benchmarks/sweep_efficiency.py [--blocks N] [--step-s S] [--out DIR]
+Usage: python benchmarks/sweep_efficiency.py [--blocks N] [--step-s S] [--block-warmup-s W]
+                                             [--out DIR] [--name NAME]
        python benchmarks/sweep_efficiency.py --reanalyse DIR  (a sweep kept with --out)
-Results: ``benchmarks/results/sweep_efficiency.md`` and ``.json``.
+Results: ``benchmarks/results/sweep_efficiency.md`` and ``.json``; the outside check's shape
+(8-s blocks after a fixed 2-s warm-up: ``--step-s 48 --block-warmup-s 2``) in
+``sweep_efficiency_8s.md``.
 """
 
 from __future__ import annotations
@@ -67,10 +70,14 @@ def _wait_healthy(url: str, timeout_s: float = 60.0) -> None:
     raise SystemExit(f"{url} never became healthy")
 
 
-def _scenario(tmp: Path, blocks: int | None, step_s: float | None) -> Path:
+def _scenario(
+    tmp: Path, blocks: int | None, step_s: float | None, warmup_s: float | None = None
+) -> Path:
     text = SCENARIO.read_text()
-    if blocks is not None:
-        text = text.replace("interleave: {blocks: 6}", f"interleave: {{blocks: {blocks}}}")
+    inner = f"blocks: {blocks if blocks is not None else 6}"
+    if warmup_s is not None:  # an explicit block warm-up instead of the derived one
+        inner += f", block_warmup_s: {warmup_s:g}"
+    text = text.replace("interleave: {blocks: 6}", f"interleave: {{{inner}}}")
     if step_s is not None:
         text = text.replace("step_duration_s: 36", f"step_duration_s: {step_s:g}")
     path = tmp / "scenario.yaml"
@@ -171,7 +178,9 @@ def _draws_differ(out: Path) -> bool:
     return True
 
 
-def run(blocks: int | None, step_s: float | None, keep: Path | None) -> dict[str, Any]:
+def run(
+    blocks: int | None, step_s: float | None, keep: Path | None, warmup_s: float | None = None
+) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="sweep-eff-"))
     from specload.core.ports import free_port
 
@@ -190,7 +199,7 @@ def run(blocks: int | None, step_s: float | None, keep: Path | None) -> dict[str
             [sys.executable, "-m", "specload", "sweep", "--interleave",
              "--url", f"baseline={urls[0]}", "--url", f"spec={urls[1]}",
              "--condition", f"spec=--speculative-config {SPEC}",
-             "--scenario", str(_scenario(tmp, blocks, step_s)), "--out", str(out)],
+             "--scenario", str(_scenario(tmp, blocks, step_s, warmup_s)), "--out", str(out)],
             cwd=ROOT, capture_output=True, text=True, check=False,
         )  # fmt: skip
         wall = time.monotonic() - t0
@@ -213,6 +222,7 @@ def run(blocks: int | None, step_s: float | None, keep: Path | None) -> dict[str
             "blocks": _blocks(out),
             "old_h200": OLD_H200,
             "exit_code": proc.returncode,
+            "block_warmup_s": warmup_s,
         }
     finally:
         for s in sims:
@@ -227,6 +237,17 @@ def _met(r: dict[str, Any]) -> str:
     return (
         f"block phase {'met' if phase >= 0.75 else 'not met'}, whole sweep "
         f"{'met' if whole >= 0.60 else 'not met'}"
+    )
+
+
+def _warmup_words(r: dict[str, Any]) -> str:
+    """How the blocks' warm-up was set: the scenario's fixed one, or derived per block."""
+    fixed = r.get("block_warmup_s")
+    if fixed is None:
+        return "warm-up derived per block"
+    return (
+        f"warm-up fixed at {fixed:g} s (`block_warmup_s`); a block's warm-up is held longer, "
+        "0.5 s at a time, while the other server still serves its last block's requests"
     )
 
 
@@ -270,7 +291,8 @@ def _markdown(r: dict[str, Any]) -> str:
     )
     return f"""# How much of an interleaved sweep is measured (`benchmarks/sweep_efficiency.py`)
 
-`{r["scenario"]}` ({r["blocks_per_cell"]} blocks of {r["block_s"]:g} s per cell and condition)
+`{r["scenario"]}` ({r["blocks_per_cell"]} blocks of {r["block_s"]:g} s per cell and condition,
+{_warmup_words(r)})
 on two `specload sim --profile h200-llama8b` servers (spec: draft model, calibrated regime),
 one `specload sweep --interleave --url ...` on this machine (2 shared cores), real time.
 
@@ -281,6 +303,7 @@ measured {"/".join(pct(x) for x in r["old_h200"]["block_phase"])} of the block p
 sessions (the kit run includes ~6 min of vLLM starts; here the servers were up already).
 The targets set for this design were 75 % and 60 %: {_met(r)}.
 
+{r.get("note", "")}
 The sweep's own line: `{r["wall_time_line"]}`
 
 | where the time went | seconds |
@@ -329,13 +352,16 @@ def main() -> None:
     )
     ap.add_argument("--blocks", type=int, help="blocks per cell (default: the scenario's, 6)")
     ap.add_argument("--step-s", type=float, help="step_duration_s (default: the scenario's, 36)")
+    ap.add_argument(
+        "--block-warmup-s", type=float, help="a fixed block warm-up (default: derived per block)"
+    )
     ap.add_argument("--out", type=Path, help="keep the sweep here")
     ap.add_argument("--name", default="sweep_efficiency", help="results file name")
     args = ap.parse_args()
     if args.reanalyse:
         result = reanalyse(args.reanalyse, args.name)
     else:
-        result = run(args.blocks, args.step_s, args.out)
+        result = run(args.blocks, args.step_s, args.out, args.block_warmup_s)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / f"{args.name}.md").write_text(_markdown(result))
