@@ -44,6 +44,7 @@ from analysis.synth_rundir import SPEC, Cond, linear_gain, write_run
 from specload.analysis import compare as compare_mod
 from specload.analysis.statistics.stats import bootstrap_quantile, hierarchical_bootstrap_quantile
 from specload.report import write_reports
+from specload.report.verdict_words import verdict_text
 
 QPS = (2.0, 4.0, 8.0, 16.0, 32.0)
 
@@ -155,7 +156,7 @@ def main() -> int:
         # Units.of (preparing them, once per metric in compare) included.
         "percentile_bootstrap_ms": percentile_ms,
         "generate_s": round(gen_s, 1),
-        "verdict": comparison.verdict,
+        "verdict": verdict_text(comparison),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "machine": platform.machine(),
@@ -172,7 +173,7 @@ def main() -> int:
         f"one percentile, 1000 replicates, {per_step:,} values: single-level "
         f"{percentile_ms['single_level']} ms, two-level {percentile_ms['two_level']} ms"
     )
-    print(f"verdict: {comparison.verdict}")
+    print(f"verdict: {verdict_text(comparison)}")
     name = "compare_speed"
     name += "" if args.records == 1_000_000 else f"_{args.records}"
     name += "" if args.itl == 0 else f"_itl{args.itl}"

@@ -36,6 +36,7 @@ from specload.analysis.decisions.replicates import (
 from specload.analysis.diagnostics.decode_step import decode_steps
 from specload.analysis.inputs.run_columns import load_runs
 from specload.analysis.statistics.steps import StepStats, condition_steps
+from specload.report.verdict_words import verdicts
 
 METRIC = "tpot_p50"
 MIN_GAIN = 0.05
@@ -108,7 +109,7 @@ def analyse(dirs: list[Path], bootstrap: int) -> dict[str, Any]:
         "pooled": {
             "status": x.status if x else None,
             "replicate_statuses": x.replicate_statuses if x else [],
-            "verdict": pooled.verdicts.get("spec"),
+            "verdict": verdicts(pooled).get("spec"),
             "rates": [
                 {"qps": w.target_qps, "ratio": w.ratio.to_dict(), "effect": w.effect}
                 for w in pooled.ratios["spec"][METRIC]

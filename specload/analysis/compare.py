@@ -26,11 +26,9 @@ from specload.analysis.decisions.capacity import (
     Capacity,
     capacity_change,
     capacity_gate,
-    capacity_sentence,
     find_capacity,
     goodput,
 )
-from specload.analysis.decisions.class_split import class_split
 from specload.analysis.decisions.classes import ClassAnswer, class_masks, restrict
 from specload.analysis.decisions.closed_loop import closed_loop, has_closed_loop, ladder_only
 from specload.analysis.decisions.crossover import Crossover, find_crossover
@@ -41,10 +39,8 @@ from specload.analysis.decisions.replicates import (
     per_start_effects,
     per_start_steps,
 )
-from specload.analysis.decisions.verdict import benefit_words, sentence
 from specload.analysis.diagnostics.decode_step import decode_steps
 from specload.analysis.diagnostics.quality import (
-    ContractCheck,
     check_contract,
     contract_side,
     scenario_temperature,
@@ -392,32 +388,6 @@ def _against(inp: _Inputs, base: str, metric: str, min_gain: float) -> _Against:
     return out
 
 
-def _verdicts(
-    vs: _Against, comparison: Comparison, contract: list[ContractCheck]
-) -> dict[str, str]:
-    c = comparison
-    verdicts = {}
-    for label in vs.ratios:
-        issues = next(chk.issues for chk in contract if chk.condition == label)
-        verdicts[label] = sentence(
-            c.crossover(label, c.metric),
-            vs.ratios[label],
-            c.steps[label],
-            c.steps[c.baseline],
-            issues,
-            metric=c.metric,
-            excluded=vs.incomplete.get(label),
-            caveat=c.ci_caveat(label),
-        )
-        cap, base = c.capacity.get(label), c.capacity.get(c.baseline)
-        if cap is not None and base is not None:
-            benefit = benefit_words(c.crossover(label, c.metric))
-            change = c.capacity_changes[label]
-            head = verdicts[label].rstrip(".")
-            verdicts[label] = f"{head}. " + capacity_sentence(cap, base, change, benefit, c.slos)
-    return verdicts
-
-
 def _capacity(
     c: Comparison, groups: dict[str, list[RunColumns]], slos: list[Slo] | None, gates: list[Gate]
 ) -> dict[str, Any]:
@@ -555,7 +525,6 @@ def compare_runs(
             *_telemetry_warnings(groups),
         ],
         notes=_notes(groups, steps),
-        verdicts={},
         gates=_gates(gates, vs, steps, base, operating_qps, min_gain),
         bootstrap=bootstrap,
         seed=seed,
@@ -567,14 +536,12 @@ def compare_runs(
         ),
     )
     # Built in stages, never changed in place: each stage reads the one before it (the
-    # verdicts quote capacity; the classes and schedules read the whole comparison so far).
+    # classes and schedules read the whole comparison so far; report/verdict_words words it).
     comparison = replace(comparison, **_capacity(comparison, groups, slos, gates or []))
     classes = _class_answers(groups, inputs, comparison)
-    verdicts = _lead_with_classes(comparison, _verdicts(vs, comparison, contract), classes)
     loops = closed_loop(closed_groups, base, min_gain, bootstrap, seed) if closed_groups else []
     comparison = replace(
         comparison,
-        verdicts=verdicts,
         classes=classes,
         closed_loop=loops,
         warnings=[*comparison.warnings, *(w for lv in loops for w in lv.lockstep_warnings())],
@@ -621,21 +588,6 @@ def _class_capacity(c: Comparison, steps: dict[str, list[StepStats]]) -> dict[st
     return out
 
 
-def _lead_with_classes(
-    c: Comparison, verdicts: dict[str, str], classes: list[ClassAnswer]
-) -> dict[str, str]:
-    """Where classes disagree (one gains, another does not), the verdict says so first: the
-    overall sentence averages them into something neither class sees."""
-    drafting = {i.label for i in c.conditions if i.features.spec_on}
-    out = dict(verdicts)
-    for label, verdict in verdicts.items():
-        pool = "a drafting pool" if label in drafting else ""
-        split = class_split(label, c.baseline, classes, c.metric, pool)
-        if split is not None:
-            out[label] = f"{split.headline()}. Overall: {verdict}"
-    return out
-
-
 def _class_answers(
     groups: dict[str, list[RunColumns]], inputs: _Inputs, c: Comparison
 ) -> list[ClassAnswer]:
@@ -660,18 +612,9 @@ def _class_answers(
         )
         answer.ratios, answer.steps = vs.ratios, steps
         answer.capacity = _class_capacity(c, steps)
+        answer.incomplete = vs.incomplete
         for label in vs.ratios:
             answer.crossovers[label] = {x.metric: x for x in vs.crossovers if x.condition == label}
-            answer.verdicts[label] = sentence(
-                answer.crossovers[label].get(c.metric),
-                vs.ratios[label],
-                steps[label],
-                steps[c.baseline],
-                [],
-                metric=c.metric,
-                excluded=vs.incomplete.get(label),
-                caveat=c.ci_caveat(label),
-            )
         out.append(answer)
     return out
 

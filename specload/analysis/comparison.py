@@ -18,7 +18,6 @@ from specload.analysis.decisions.closed_loop import ClosedLoop
 from specload.analysis.decisions.crossover import Crossover
 from specload.analysis.decisions.gates import GateResult
 from specload.analysis.decisions.replicates import Disagreement
-from specload.analysis.decisions.verdict import BLOCKS_CAVEAT, SINGLE_START_CAVEAT, SLICES_CAVEAT
 from specload.analysis.diagnostics.decode_step import DecodeStep
 from specload.analysis.diagnostics.quality import ContractCheck
 from specload.analysis.diagnostics.regime_model import Regimes
@@ -26,9 +25,7 @@ from specload.analysis.diagnostics.samples import OutputSample
 from specload.analysis.inputs.features import Features
 from specload.analysis.schedules.schedule_results import ScheduleAnalysis
 from specload.analysis.statistics.ratios import Flag, RatioRow
-from specload.analysis.statistics.stats import look_stretch
 from specload.analysis.statistics.steps import StepStats, starts_too_few
-from specload.analysis.wording import too_few_starts_text
 from specload.core.slo import Slo
 from specload.recorder.rundir import RunMeta
 
@@ -81,7 +78,6 @@ class Comparison:
     forced: bool
     warnings: list[str]
     notes: list[str]
-    verdicts: dict[str, str]
     gates: GateResult | None
     bootstrap: int
     seed: int
@@ -139,55 +135,34 @@ class Comparison:
         ``label`` vs the baseline has one."""
         return starts_too_few(self.steps.get(label, []), self.steps.get(self.baseline, []))
 
-    def ci_caveat(self, label: str) -> str | None:
-        """What the CIs of ``label`` vs the baseline leave out, in words; None when they
-        are an interval over server starts or there are none (``too_few_starts``)."""
-        if self.too_few_starts(label) or not self.single_start(label):
-            return None
-        blocks = min(self.blocks_per_step(label), self.blocks_per_step(self.baseline))
-        if blocks >= 2:
-            return BLOCKS_CAVEAT.format(blocks=blocks)
-        slices = min(self.slices_per_step(label), self.slices_per_step(self.baseline))
-        return SLICES_CAVEAT.format(slices=slices) if slices else SINGLE_START_CAVEAT
-
-    def looks_note(self) -> str:
-        """``--until-decided``: every interval was widened for the looks its sweep planned
-        (``stats.for_looks``); said beside the CIs (empty otherwise)."""
-        if self.looks <= 1:
-            return ""
-        return (
-            f"; each widened for {self.looks} looks at the data (--until-decided: x"
-            f"{look_stretch(self.looks):.2f}, Bonferroni)"
-        )
-
-    def ci_note(self, label: str) -> str | None:
-        """What every report says about ``label``'s CIs beside them: why there are none
-        (``wording.too_few_starts_text``), what they leave out (``ci_caveat``), or None."""
-        few = self.too_few_starts(label)
-        return too_few_starts_text(few) if few else self.ci_caveat(label)
-
     def ci_scope(self, label: str) -> str:
-        """report.json's ``ci_scope``: ``within_start``, ``blocks_within_start``,
-        ``slices_within_start``, ``between_starts`` or ``none`` (too few starts for an
-        interval over them)."""
+        """What the CIs of ``label`` vs the baseline are over (report.json's ``ci_scope``):
+        ``none`` (too few starts for an interval over them), ``between_starts``, or within
+        one start: ``blocks_within_start`` (interleaved blocks), ``slices_within_start``
+        (time slices of a contiguous run) or ``within_start`` (its requests: steps too short
+        to cut)."""
         if self.too_few_starts(label):
             return "none"
         if not self.single_start(label):
             return "between_starts"
-        caveat = self.ci_caveat(label)
-        if caveat == SINGLE_START_CAVEAT:
+        if self.units_per_step(label)[0] == "requests":
             return "within_start"
         return "blocks_within_start" if self.blocks_per_step(label) else "slices_within_start"
+
+    def units_per_step(self, label: str) -> tuple[str, int]:
+        """Within one start, what the CIs of ``label`` vs the baseline are over and how
+        many per step (both sides' fewest): ``("blocks", n)`` with two or more interleaved
+        blocks, else ``("slices", n)`` with time slices, else ``("requests", 0)``."""
+        blocks = min(self.blocks_per_step(label), self.blocks_per_step(self.baseline))
+        if blocks >= 2:
+            return "blocks", blocks
+        slices = min(self.slices_per_step(label), self.slices_per_step(self.baseline))
+        return ("slices", slices) if slices else ("requests", 0)
 
     def single_start(self, label: str) -> bool:
         """True when the CIs of ``label`` vs the baseline cover one server start only (at
         some step)."""
         return min(self.starts_per_step(label), self.starts_per_step(self.baseline)) < 2
-
-    @property
-    def verdict(self) -> str:
-        """All conditions' sentences, one per line."""
-        return "\n".join(self.verdicts.values()) or "only one condition: nothing to compare"
 
     def crossover(self, condition: str, metric: str) -> Crossover | None:
         return next(

@@ -216,3 +216,10 @@ def load_ci_text(
 def load_range(lo: float, hi: float) -> str:
     """A tested range of loads: "4–16 req/s", or "4 req/s" for one step (not "4–4")."""
     return f"{lo:g} req/s" if lo == hi else f"{lo:g}–{hi:g} req/s"
+
+
+def metric_label(metric: str) -> str:
+    """``tpot_p95`` → ``p95 TPOT``."""
+    fam, _, tag = metric.rpartition("_")
+    name = "queue delay" if fam == "queue_delay" else fam.upper()
+    return f"{tag} {name}"

@@ -11,11 +11,10 @@ from __future__ import annotations
 from specload.analysis.comparison import Comparison, ConditionInfo
 from specload.analysis.decisions.class_split import class_split
 from specload.analysis.decisions.crossover import NEVER, Boundary
-from specload.analysis.decisions.verdict import metric_label
 from specload.analysis.statistics.effect import HELPS
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
-from specload.analysis.wording import too_few_starts_text
+from specload.analysis.wording import metric_label, too_few_starts_text
 from specload.report.advice_rules import (
     Advice,
     AdviceInput,

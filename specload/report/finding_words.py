@@ -8,10 +8,9 @@ fields say them the one way written here.
 from __future__ import annotations
 
 from specload.analysis.decisions.replicates import Disagreement
-from specload.analysis.decisions.verdict import metric_label
 from specload.analysis.statistics.ratios import Flag
 from specload.analysis.statistics.stats import Estimate
-from specload.analysis.wording import change_words, step_label
+from specload.analysis.wording import change_words, metric_label, step_label
 
 __all__ = ["disagreement_message", "flag_message"]
 

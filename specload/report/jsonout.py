@@ -31,6 +31,7 @@ from specload.report.gate_words import gate_message
 from specload.report.model import Report
 from specload.report.regime_words import regime_sentence, regime_sentences
 from specload.report.tables import lookup_overall
+from specload.report.verdict_words import ci_note, class_verdicts, verdicts
 
 __all__ = ["JSON_SCHEMA", "report_dict"]
 
@@ -154,7 +155,7 @@ def _classes(c: Comparison) -> dict[str, Any]:
             "kind": a.kind,
             "bounds": a.bounds,
             "n": a.n,
-            "verdict": a.verdicts,
+            "verdict": class_verdicts(c, a),
             "crossover": {
                 label: {m: x.to_dict() for m, x in xs.items()} for label, xs in a.crossovers.items()
             },
@@ -181,7 +182,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "min_gain": c.min_gain,
         "operating_qps": c.operating_qps,
         "headline": report.headline,
-        "verdict": c.verdicts,
+        "verdict": verdicts(c),
         "exit_code": report.exit_code,
         "conditions": [
             {
@@ -194,7 +195,7 @@ def report_dict(report: Report) -> dict[str, Any]:
                 "runs": i.runs,
                 "server_starts": i.starts,
                 "ci_scope": c.ci_scope(i.label),
-                "ci_note": c.ci_note(i.label),
+                "ci_note": ci_note(c, i.label),
                 "target": i.meta.target,
                 "status": i.meta.status,
                 "scenario": i.meta.scenario,

@@ -18,6 +18,7 @@ from xml.etree import ElementTree as ET
 from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.gates import CAPACITY_GATE, FAILED, POSSIBLE, GateFailure
 from specload.report.gate_words import gate_message, passed_message
+from specload.report.verdict_words import verdicts
 
 __all__ = ["error_junit_xml", "junit_xml", "write_error_junit", "write_junit"]
 
@@ -57,7 +58,7 @@ def _gate_cases(suite: ET.Element, c: Comparison) -> None:
 def _verdict_cases(suite: ET.Element, c: Comparison, conditions: list[str]) -> None:
     for cond in conditions:
         case = _case(suite, f"{SUITE}.verdict", cond)
-        sentence = c.verdicts.get(cond, "")
+        sentence = verdicts(c).get(cond, "")
         ET.SubElement(case, "system-out").text = sentence
         if c.crossover(cond, c.metric) is None:
             ET.SubElement(

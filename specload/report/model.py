@@ -17,11 +17,12 @@ from typing import Any
 from specload import __version__
 from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.crossover import Crossover
-from specload.analysis.decisions.verdict import metric_label
+from specload.analysis.wording import metric_label
 from specload.report.advice_rules import Advice
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
 from specload.report.regime_words import spread_line
+from specload.report.verdict_words import verdicts
 
 __all__ = ["Report", "RunRow", "build_report"]
 
@@ -212,7 +213,7 @@ def build_report(comparison: Comparison, *, title: str | None = None) -> Report:
     from specload.report.advice import advice_for
 
     c = comparison
-    headline = next(iter(c.verdicts.values()), "only one condition: nothing to compare")
+    headline = next(iter(verdicts(c).values()), "only one condition: nothing to compare")
     return Report(
         title=title or _title(c),
         generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

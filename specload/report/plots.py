@@ -13,9 +13,9 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
-from specload.analysis.decisions.verdict import metric_label
 from specload.analysis.diagnostics.regime_model import Regime
 from specload.analysis.statistics.stats import Estimate
+from specload.analysis.wording import metric_label
 from specload.report.model import Report
 from specload.report.palette import HELPS, LINES, NEUTRAL
 

@@ -9,10 +9,11 @@ the "best of both" check per step against min(baseline, static spec) with its pl
 from __future__ import annotations
 
 from specload.analysis.decisions.class_split import class_split
-from specload.analysis.decisions.verdict import metric_label, status_words_plain
 from specload.analysis.schedules.schedule_results import ScheduleAnalysis
+from specload.analysis.wording import metric_label
 from specload.report.model import Report
 from specload.report.tables import DASH, Table, fmt_change, fmt_ms, step_name
+from specload.report.verdict_words import status_words_plain
 
 __all__ = [
     "batch_table",

@@ -32,6 +32,7 @@ from specload.report.tables import (
     server_table,
     step_table,
 )
+from specload.report.verdict_words import class_verdicts
 
 __all__ = ["Part", "Section", "sections"]
 
@@ -74,7 +75,9 @@ def _findings(report: Report) -> Section:
     if classes := class_table(report):
         parts += _tables(classes, class_capacity_table(report))
         parts += [
-            Part("text", text=v, subject=a.name) for a in c.classes for v in a.verdicts.values()
+            Part("text", text=v, subject=a.name)
+            for a in c.classes
+            for v in class_verdicts(c, a).values()
         ]
     return Section(None, parts)
 

@@ -13,15 +13,15 @@ from specload.analysis.decisions.capacity import versus_text
 from specload.analysis.decisions.closed_loop import LOCKSTEP_S, LOCKSTEP_SHARE
 from specload.analysis.decisions.crossover import Boundary, Crossover
 from specload.analysis.decisions.gates import Gate, GateResult
-from specload.analysis.decisions.verdict import metric_label
 from specload.analysis.diagnostics.decode_step import DecodeStep
 from specload.analysis.statistics.effect import effect_text, rule_text
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.stats import Estimate
 from specload.analysis.statistics.steps import StepStats
-from specload.analysis.wording import signed_change, step_label, too_few_starts_text
+from specload.analysis.wording import metric_label, signed_change, step_label, too_few_starts_text
 from specload.report.gate_words import gate_message
 from specload.report.model import Report
+from specload.report.verdict_words import ci_caveat, looks_note
 
 __all__ = [
     "capacity_table",
@@ -84,13 +84,13 @@ def ci_scope(report: Report, label: str) -> str:
             "figures. Each start alone (its own CI, about that start only): the verdict and "
             "the server starts column."
         )
-    caveat = c.ci_caveat(label)
+    caveat = ci_caveat(c, label)
     if caveat:
-        return f"95 % CIs {caveat}{c.looks_note()}."
+        return f"95 % CIs {caveat}{looks_note(c)}."
     return (
         f"95 % CIs are about this config: t intervals over server starts paired by "
         f"replicate ({c.starts_per_step(label)} of {label}, {c.starts_per_step(c.baseline)} "
-        f"of {c.baseline}, at every step){c.looks_note()}."
+        f"of {c.baseline}, at every step){looks_note(c)}."
     )
 
 

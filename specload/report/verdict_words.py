@@ -7,10 +7,25 @@ from 8 req/s up to the highest tested load, 24 req/s (at most 36 % lower, CI 31â
 Every clause uses the one rule of ``analysis.statistics.effect`` on the displayed 95 % CIs, so the
 sentence says what the tables show. When server starts (replicates) analysed alone classify
 a step differently, the sentence names the step, says so and claims no boundary.
+
+The analysis hands over facts (crossovers, ratio rows, capacity, the classes' split); this
+module is where they become the verdict's words, for every output: the terminal, Markdown,
+HTML, report.json's ``verdict`` and ``ci_note``, JUnit and the web UI (which shows
+report.json's text).
 """
 
 from __future__ import annotations
 
+from specload.analysis.comparison import Comparison
+from specload.analysis.decisions.capacity import (
+    VIOLATES,
+    WITHIN,
+    Capacity,
+    CapacityChange,
+    times100,
+)
+from specload.analysis.decisions.class_split import ClassSplit, class_split
+from specload.analysis.decisions.classes import ClassAnswer
 from specload.analysis.decisions.crossover import (
     ALWAYS,
     BETWEEN,
@@ -21,28 +36,39 @@ from specload.analysis.decisions.crossover import (
     Crossover,
     StartEffects,
     fmt_qps,
+    where_effect,
 )
-from specload.analysis.statistics.effect import HELPS, HURTS, INCOMPLETE, NA, SAME, UNDECIDED
+from specload.analysis.statistics.effect import HELPS, HURTS, SAME, UNDECIDED
 from specload.analysis.statistics.ratios import RatioRow
-from specload.analysis.statistics.stats import Estimate
-from specload.analysis.statistics.steps import StepStats
+from specload.analysis.statistics.stats import Estimate, look_stretch
+from specload.analysis.statistics.steps import MIN_DECIDE_N, StepStats
 from specload.analysis.wording import (
     load_range,
+    metric_label,
     pct,
-    step_label,
+    pct_ci_text,
+    signed_pct,
     to_decide_text,
     too_few_starts_text,
 )
+from specload.core.slo import Slo
 
 __all__ = [
     "BLOCKS_CAVEAT",
-    "SLICES_CAVEAT",
     "SINGLE_START_CAVEAT",
+    "SLICES_CAVEAT",
     "benefit_words",
-    "metric_label",
+    "capacity_sentence",
+    "ci_caveat",
+    "ci_note",
+    "class_verdicts",
+    "looks_note",
     "sentence",
+    "split_headline",
     "status_words",
-    "where_effect",
+    "status_words_plain",
+    "verdict_text",
+    "verdicts",
 ]
 
 #: Said wherever a CI covers one server start only: it says nothing about a new start
@@ -67,35 +93,8 @@ BLOCKS_CAVEAT = (
 )
 
 
-def metric_label(metric: str) -> str:
-    """``tpot_p95`` â†’ ``p95 TPOT``."""
-    fam, _, tag = metric.rpartition("_")
-    name = "queue delay" if fam == "queue_delay" else fam.upper()
-    return f"{tag} {name}"
-
-
 def _loads(qs: list[float]) -> str:
     return ", ".join(f"{q:g}" for q in qs) + " req/s"
-
-
-def where_effect(rows: list[RatioRow], effect: str) -> str | None:
-    """ "at every tested load" / "from 20 req/s" / "at 4, 8 req/s" where the step's effect is
-    ``effect``; None if nowhere. Incomplete steps and steps without data are left out."""
-    used = [r for r in rows if r.effect not in (INCOMPLETE, NA)]
-    hits = [r.effect == effect for r in used]
-    if not used or not any(hits):
-        return None
-    if all(hits):
-        return "at every tested load"
-    first = hits.index(True)
-    if all(hits[first:]):
-        return f"from {_rows_text(used[first : first + 1])}"
-    return "at " + _rows_text([r for r, h in zip(used, hits, strict=False) if h])
-
-
-def _rows_text(rows: list[RatioRow]) -> str:
-    """The rows' steps, each with its achieved load beside the nominal one ("16 (17.1)")."""
-    return ", ".join(step_label(r.target_qps, r.achieved_qps) for r in rows) + " req/s"
 
 
 def _gain_text(g: Estimate) -> str:
@@ -345,3 +344,154 @@ def sentence(
         parts.append("its outputs break the baseline's contract (" + contract_issues[0] + ")")
     text = "; ".join(parts)
     return f"{text} (95 % CIs {caveat})" if caveat else text
+
+
+def capacity_sentence(
+    cond: Capacity, base: Capacity, change: CapacityChange, benefit: str, slos: list[Slo]
+) -> str:
+    """The verdict's sentence on capacity: what the condition carries within the SLO against
+    the baseline, and what it buys for it (``benefit``, from the crossover)."""
+    within = ", ".join(s.text() for s in slos)
+    head = f"Within the SLO ({within}), {cond.condition}"
+    if cond.status == WITHIN and base.status == WITHIN:
+        top = f"{cond.tested_range[1]:g}"
+        return f"{head} holds it at every tested load (up to {top} req/s), as does the baseline."
+    carries = (
+        f"carries {cond.qps_text()} req/s against the baseline's {base.qps_text()}"
+        if cond.status != VIOLATES
+        else f"misses it already at {cond.tested_range[0]:g} req/s (the baseline "
+        f"carries {base.qps_text()})"
+    )
+    if change.value is not None:
+        ci = pct_ci_text(times100(change.ci), change.ci_beyond, 0)
+        carries += f" ({change.value * 100:+.0f} %" + (f", CI {ci} %)" if ci else ")")
+    lost = ""
+    if change.value is not None and change.value < 0:
+        lost = f"{-change.value * 100:.0f} % of the capacity"
+    elif cond.status == VIOLATES and base.status != VIOLATES:
+        lost = "all the capacity tested"
+    if benefit.startswith("it buys") and lost:
+        tail = f": {benefit} at the cost of {lost}"
+    elif benefit and lost:
+        tail = f": {benefit}, and gives up {lost}"
+    elif benefit:
+        tail = f": {benefit}"
+    else:
+        tail = f": it gives up {lost}" if lost else ""
+    return f"{head} {carries}{tail}."
+
+
+def ci_caveat(c: Comparison, label: str) -> str | None:
+    """What the CIs of ``label`` vs the baseline leave out, in words; None when they are an
+    interval over server starts or there are none (``Comparison.too_few_starts``)."""
+    if c.too_few_starts(label) or not c.single_start(label):
+        return None
+    unit, n = c.units_per_step(label)
+    if unit == "blocks":
+        return BLOCKS_CAVEAT.format(blocks=n)
+    return SLICES_CAVEAT.format(slices=n) if unit == "slices" else SINGLE_START_CAVEAT
+
+
+def looks_note(c: Comparison) -> str:
+    """``--until-decided``: every interval was widened for the looks its sweep planned
+    (``stats.for_looks``); said beside the CIs (empty otherwise)."""
+    if c.looks <= 1:
+        return ""
+    return (
+        f"; each widened for {c.looks} looks at the data (--until-decided: x"
+        f"{look_stretch(c.looks):.2f}, Bonferroni)"
+    )
+
+
+def ci_note(c: Comparison, label: str) -> str | None:
+    """What every report says about ``label``'s CIs beside them: why there are none
+    (``wording.too_few_starts_text``), what they leave out (``ci_caveat``), or None."""
+    few = c.too_few_starts(label)
+    return too_few_starts_text(few) if few else ci_caveat(c, label)
+
+
+def verdicts(c: Comparison) -> dict[str, str]:
+    """Each condition's verdict against the baseline: its sentence, the capacity sentence
+    where SLOs were given, led by the classes' split where classes disagree."""
+    out = {}
+    drafting = {i.label for i in c.conditions if i.features.spec_on}
+    for label in c.ratios:
+        issues = next((chk.issues for chk in c.contract if chk.condition == label), [])
+        text = sentence(
+            c.crossover(label, c.metric),
+            c.ratios[label],
+            c.steps[label],
+            c.steps[c.baseline],
+            issues,
+            metric=c.metric,
+            excluded=c.incomplete.get(label),
+            caveat=ci_caveat(c, label),
+        )
+        cap, base = c.capacity.get(label), c.capacity.get(c.baseline)
+        if cap is not None and base is not None:
+            benefit = benefit_words(c.crossover(label, c.metric))
+            change = c.capacity_changes[label]
+            text = f"{text.rstrip('.')}. " + capacity_sentence(cap, base, change, benefit, c.slos)
+        pool = "a drafting pool" if label in drafting else ""
+        split = class_split(label, c.baseline, c.classes, c.metric, pool)
+        out[label] = f"{split_headline(split)}. Overall: {text}" if split is not None else text
+    return out
+
+
+def verdict_text(c: Comparison) -> str:
+    """All conditions' sentences, one per line."""
+    return "\n".join(verdicts(c).values()) or "only one condition: nothing to compare"
+
+
+def class_verdicts(c: Comparison, a: ClassAnswer) -> dict[str, str]:
+    """One class's verdict per condition: the same sentence on the class's own steps."""
+    return {
+        label: sentence(
+            a.crossovers[label].get(c.metric),
+            rows,
+            a.steps[label],
+            a.steps[c.baseline],
+            [],
+            metric=c.metric,
+            excluded=a.incomplete.get(label),
+            caveat=ci_caveat(c, label),
+        )
+        for label, rows in a.ratios.items()
+    }
+
+
+def split_headline(split: ClassSplit) -> str:
+    """The verdict's first clause where classes disagree: each class's answer, then where to
+    send which. Classes with one answer at the same loads share a clause ("hurts qa (+40 %)
+    and summary (+41 %) at every tested load")."""
+    clauses: dict[tuple[str, str | None], list[str]] = {}
+    for i, e in enumerate(split.gain):
+        metric = f"{metric_label(split.metric)} " if i == 0 else ""
+        clauses.setdefault(("helps", e.helps), []).append(
+            f"{e.name} ({metric}{signed_pct(e.best)})"
+        )
+    for e in split.rest:
+        if e.hurts is None:
+            clauses.setdefault(("does not help", None), []).append(e.name)
+        else:
+            clauses.setdefault(("hurts", e.hurts), []).append(f"{e.name} ({signed_pct(e.worst)})")
+    wheres = {where for _, where in clauses if where is not None}
+    common = next(iter(wheres)) if len(wheres) == 1 and len(clauses) > 1 else None
+    parts = [
+        f"{verb} {_join(names)}" + (f" {where}" if where and where != common else "")
+        for (verb, where), names in clauses.items()
+    ]
+    said = _join(parts) + (f" {common}" if common else "")
+    names = _join([e.name for e in split.gain])
+    pool = split.pool or f"a pool running {split.condition}"
+    small = "".join(
+        f"; too few {name} requests to decide ({n}, fewer than {MIN_DECIDE_N} at every step)"
+        for name, n in split.small
+    )
+    return (
+        f"{split.condition} {said}{small}: route {names} to {pool} and the rest to {split.baseline}"
+    )
+
+
+def _join(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]

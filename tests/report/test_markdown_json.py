@@ -12,6 +12,7 @@ from specload.analysis.comparison import Comparison
 from specload.report import write_reports
 from specload.report.model import build_report
 from specload.report.terminal import render_terminal
+from specload.report.verdict_words import verdicts
 
 
 def test_markdown_leads_with_the_verdict_and_fits_a_job_summary(
@@ -93,7 +94,8 @@ def test_single_condition_and_disjoint_steps_still_give_all_reports(tmp_path: Pa
     assert "<img" in single["html"].read_text()
     disjoint = compare_runs([a, b])
     assert (
-        disjoint.verdicts["spec"] == "spec: no step in common with the baseline, nothing to compare"
+        verdicts(disjoint)["spec"]
+        == "spec: no step in common with the baseline, nothing to compare"
     )
     paths = write_reports(disjoint, tmp_path / "disjoint")
     assert json.loads(paths["json"].read_text())["crossover"] == {}

@@ -47,7 +47,6 @@ __all__ = [
     "CapacityChange",
     "capacity_change",
     "capacity_gate",
-    "capacity_sentence",
     "find_capacity",
     "goodput",
 ]
@@ -193,7 +192,7 @@ class CapacityChange:
         """ "-21 % (-27…-14)", "-21 % (<-48…-14)"; "—" without a value."""
         if self.value is None:
             return "—"
-        ci = pct_ci_text(_times100(self.ci), self.ci_beyond, digits)
+        ci = pct_ci_text(times100(self.ci), self.ci_beyond, digits)
         return f"{self.value * 100:+.{digits}f} %" + (f" ({ci})" if ci else "")
 
     def loss_near_pct(self) -> float | None:
@@ -265,7 +264,7 @@ def _open_bound(
     return boundary_ci(np.where(open_, bounded, ordered))[0][i]
 
 
-def _times100(ci: tuple[float | None, float | None]) -> tuple[float | None, float | None]:
+def times100(ci: tuple[float | None, float | None]) -> tuple[float | None, float | None]:
     return (None if ci[0] is None else ci[0] * 100, None if ci[1] is None else ci[1] * 100)
 
 
@@ -287,41 +286,6 @@ def goodput(runs: list[RunColumns], slos: list[Slo]) -> dict[float, float | None
         window, _ = windows.get(float(q), (0.0, 0))
         out[float(q)] = float(good[qps == q].sum()) / window if window > 0 else None
     return out
-
-
-def capacity_sentence(
-    cond: Capacity, base: Capacity, change: CapacityChange, benefit: str, slos: list[Slo]
-) -> str:
-    """The verdict's sentence on capacity: what the condition carries within the SLO against
-    the baseline, and what it buys for it (``benefit``, from the crossover)."""
-    within = ", ".join(s.text() for s in slos)
-    head = f"Within the SLO ({within}), {cond.condition}"
-    if cond.status == WITHIN and base.status == WITHIN:
-        top = f"{cond.tested_range[1]:g}"
-        return f"{head} holds it at every tested load (up to {top} req/s), as does the baseline."
-    carries = (
-        f"carries {cond.qps_text()} req/s against the baseline's {base.qps_text()}"
-        if cond.status != VIOLATES
-        else f"misses it already at {cond.tested_range[0]:g} req/s (the baseline "
-        f"carries {base.qps_text()})"
-    )
-    if change.value is not None:
-        ci = pct_ci_text(_times100(change.ci), change.ci_beyond, 0)
-        carries += f" ({change.value * 100:+.0f} %" + (f", CI {ci} %)" if ci else ")")
-    lost = ""
-    if change.value is not None and change.value < 0:
-        lost = f"{-change.value * 100:.0f} % of the capacity"
-    elif cond.status == VIOLATES and base.status != VIOLATES:
-        lost = "all the capacity tested"
-    if benefit.startswith("it buys") and lost:
-        tail = f": {benefit} at the cost of {lost}"
-    elif benefit and lost:
-        tail = f": {benefit}, and gives up {lost}"
-    elif benefit:
-        tail = f": {benefit}"
-    else:
-        tail = f": it gives up {lost}" if lost else ""
-    return f"{head} {carries}{tail}."
 
 
 def capacity_gate(
@@ -350,7 +314,7 @@ def capacity_gate(
         pct, significant = _loss(cap, base, change)
         found = GateFailure(
             label, CAPACITY_GATE, cap.qps if cap.qps is not None else cap.tested_range[0], pct,
-            gate.max_pct, _times100(change.ci), change.ci_beyond, on=gate.on,
+            gate.max_pct, times100(change.ci), change.ci_beyond, on=gate.on,
         )  # fmt: skip
         out.record(judge(gate, -pct, change.loss_near_pct(), significant), found)
     if not out.checked:

@@ -6,7 +6,8 @@ One overall verdict averages a class that gains and a class that loses into "no 
 difference", and advice built on it says to turn off what the per-class answer says to keep.
 So the classes' own answers (``analysis.decisions.classes``, the same rule per step) decide first:
 ``class_split`` finds, per condition, the classes with a helping step and those without one;
-when both exist the classes disagree, the verdict leads with ``ClassSplit.headline()`` and
+when both exist the classes disagree, the verdict leads with their split
+(``report.verdict_words.split_headline``) and
 the advice follows it (``report/advice.py``: route the gaining classes, never "turn it off").
 """
 
@@ -15,11 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from specload.analysis.decisions.classes import ClassAnswer
-from specload.analysis.decisions.verdict import metric_label, where_effect
+from specload.analysis.decisions.crossover import where_effect
 from specload.analysis.statistics.effect import HELPS, HURTS
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import MIN_DECIDE_N
-from specload.analysis.wording import signed_pct
 
 __all__ = ["ClassEffect", "ClassSplit", "class_split"]
 
@@ -51,45 +51,6 @@ class ClassSplit:
     pool: str = ""
     #: classes too small to decide at any step: (name, requests of the smaller side)
     small: tuple[tuple[str, int], ...] = ()
-
-    def headline(self) -> str:
-        """The verdict's first clause: each class's answer, then where to send which. Classes
-        with one answer at the same loads share a clause ("hurts qa (+40 %) and summary
-        (+41 %) at every tested load")."""
-        clauses: dict[tuple[str, str | None], list[str]] = {}
-        for i, c in enumerate(self.gain):
-            metric = f"{metric_label(self.metric)} " if i == 0 else ""
-            clauses.setdefault(("helps", c.helps), []).append(
-                f"{c.name} ({metric}{signed_pct(c.best)})"
-            )
-        for c in self.rest:
-            if c.hurts is None:
-                clauses.setdefault(("does not help", None), []).append(c.name)
-            else:
-                clauses.setdefault(("hurts", c.hurts), []).append(
-                    f"{c.name} ({signed_pct(c.worst)})"
-                )
-        wheres = {where for _, where in clauses if where is not None}
-        common = next(iter(wheres)) if len(wheres) == 1 and len(clauses) > 1 else None
-        parts = [
-            f"{verb} {_join(names)}" + (f" {where}" if where and where != common else "")
-            for (verb, where), names in clauses.items()
-        ]
-        said = _join(parts) + (f" {common}" if common else "")
-        names = _join([c.name for c in self.gain])
-        pool = self.pool or f"a pool running {self.condition}"
-        small = "".join(
-            f"; too few {name} requests to decide ({n}, fewer than {MIN_DECIDE_N} at every step)"
-            for name, n in self.small
-        )
-        return (
-            f"{self.condition} {said}{small}: route {names} to {pool} and the rest to "
-            f"{self.baseline}"
-        )
-
-
-def _join(parts: list[str]) -> str:
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _decidable(answer: ClassAnswer, condition: str, baseline: str, metric: str) -> list[RatioRow]:

@@ -41,7 +41,8 @@ class ClassAnswer:
     n: dict[str, int] = field(default_factory=dict)
     #: how the class was cut: the median prompt length for ``input_length``
     bounds: dict[str, float] = field(default_factory=dict)
-    verdicts: dict[str, str] = field(default_factory=dict)
+    #: condition -> target QPS left out of the class's conclusions -> why
+    incomplete: dict[str, dict[float, str]] = field(default_factory=dict)
     #: condition -> metric -> Crossover
     crossovers: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: condition -> metric -> [RatioRow]

@@ -52,6 +52,7 @@ from specload.analysis.statistics.effect import (
     effect_text,
     reaches_gain,
 )
+from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.stats import Estimate
 from specload.analysis.wording import (
     load_ci_text,
@@ -78,6 +79,7 @@ __all__ = [
     "fmt_qps",
     "pattern_status",
     "split_steps",
+    "where_effect",
 ]
 
 ALWAYS, NEVER, CROSSES = "always_helps", "never_helps", "crosses"
@@ -560,3 +562,23 @@ def find_crossover(
         best = max(helping, key=lambda i: 1.0 - (ratios[i].value or 1.0))
         x.peak_gain, x.peak_qps = _gain(ratios[best]), float(qps[best])
     return x
+
+
+def where_effect(rows: list[RatioRow], effect: str) -> str | None:
+    """ "at every tested load" / "from 20 req/s" / "at 4, 8 req/s" where the step's effect is
+    ``effect``; None if nowhere. Incomplete steps and steps without data are left out."""
+    used = [r for r in rows if r.effect not in (INCOMPLETE, NA)]
+    hits = [r.effect == effect for r in used]
+    if not used or not any(hits):
+        return None
+    if all(hits):
+        return "at every tested load"
+    first = hits.index(True)
+    if all(hits[first:]):
+        return f"from {_rows_text(used[first : first + 1])}"
+    return "at " + _rows_text([r for r, h in zip(used, hits, strict=False) if h])
+
+
+def _rows_text(rows: list[RatioRow]) -> str:
+    """The rows' steps, each with its achieved load beside the nominal one ("16 (17.1)")."""
+    return ", ".join(step_label(r.target_qps, r.achieved_qps) for r in rows) + " req/s"

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specload.analysis.decisions.verdict import metric_label
 from specload.analysis.schedules.batch_schedule import (
     ScheduleOptions,
     batch_crossovers,
@@ -48,6 +47,7 @@ from specload.analysis.schedules.schedule_results import (
 from specload.analysis.schedules.vllm_schedule_rules import SCHEDULE_KEY, is_dynamic
 from specload.analysis.statistics.effect import HELPS, HURTS, classify
 from specload.analysis.statistics.stats import Estimate, percentile_ci, ratio_estimate
+from specload.analysis.wording import metric_label
 
 if TYPE_CHECKING:
     from specload.analysis.statistics.steps import StepStats

@@ -23,6 +23,7 @@ from specload.analysis.decisions.capacity import CROSSES, VIOLATES, WITHIN
 from specload.analysis.inputs.run_columns import load_run
 from specload.cli.main import main
 from specload.core.slo import Slo
+from specload.report.verdict_words import verdicts
 
 QPS = (2, 4, 8, 16, 32)
 SPEC_TPOT = linear_gain(0.25, 2, 0.1)
@@ -62,7 +63,7 @@ def test_capacity_of_each_condition_matches_the_constructed_curves(runs: dict[st
     assert change.value == pytest.approx(spec.qps / base.qps - 1)
     lo = change.ci[0]
     assert 0.05 < change.value < 0.35 and lo is not None and lo > 0 and change.ci_beyond == ("", "")
-    verdict = c.verdicts["spec"]  # type: ignore[attr-defined]
+    verdict = verdicts(c)["spec"]
     assert "Within the SLO (tpot_p50 ≤ 16 ms), spec carries" in verdict
     assert "against the baseline's" in verdict and "it buys" in verdict
 
@@ -72,7 +73,8 @@ def test_each_status_and_the_limiting_slo(runs: dict[str, Path]) -> None:
     assert {k: v.status for k, v in c.capacity.items()} == {"baseline": WITHIN, "spec": WITHIN}  # type: ignore[attr-defined]
     assert c.capacity["baseline"].qps is None and c.capacity["baseline"].qps_text() == ">32"  # type: ignore[attr-defined]
     assert (
-        "holds it at every tested load (up to 32 req/s), as does the baseline" in c.verdicts["spec"]
+        "holds it at every tested load (up to 32 req/s), as does the baseline"
+        in verdicts(c)["spec"]
     )  # type: ignore[attr-defined]
     c = _compare(runs["base"], runs["spec"], slos=[Slo("tpot_p50", 0.001)])
     assert c.capacity["baseline"].status == VIOLATES and c.capacity["baseline"].qps_text() == "<2"  # type: ignore[attr-defined]
@@ -175,5 +177,5 @@ def test_a_violating_condition_bounds_its_loss_by_the_tested_range(
     # baseline: 10 ms × (1 + 2/20) = 11 ms at 2 req/s holds 12.5 ms; slow: 14.3 ms does not
     assert c.capacity["slow"].status == VIOLATES and c.capacity["baseline"].status == CROSSES  # type: ignore[attr-defined]
     assert c.capacity_changes["slow"].value is None  # type: ignore[attr-defined]
-    assert "misses it already at 2 req/s" in c.verdicts["slow"]  # type: ignore[attr-defined]
+    assert "misses it already at 2 req/s" in verdicts(c)["slow"]
     assert np.isneginf(c.capacity["slow"].boundary.qps)  # type: ignore[attr-defined]

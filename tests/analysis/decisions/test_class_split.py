@@ -15,6 +15,7 @@ from specload.analysis.decisions.class_split import ClassEffect, ClassSplit, cla
 from specload.report.advice import advice_for
 from specload.report.model import build_report
 from specload.report.schedule_tables import proposal_lines
+from specload.report.verdict_words import split_headline, verdicts
 
 QPS = (2, 4, 8, 12)
 
@@ -29,7 +30,7 @@ def split(tmp_path_factory: pytest.TempPathFactory) -> Comparison:
 
 
 def test_the_verdict_leads_with_each_class_and_where_to_route_it(split: Comparison) -> None:
-    head, _, overall = split.verdicts["spec"].partition(". Overall: ")
+    head, _, overall = verdicts(split)["spec"].partition(". Overall: ")
     assert head.startswith("spec helps code (p50 TPOT -1") and " and hurts questions (+" in head
     assert head.endswith(
         "at every tested load: route code to a drafting pool and the rest to baseline"
@@ -50,7 +51,7 @@ def test_classes_that_agree_keep_the_overall_verdict(tmp_path: Path) -> None:
     spec = with_classes(write_run(tmp_path / "s", Cond("spec", speculative=SPEC), qps=QPS, n=120))
     c = compare_runs([base, spec], bootstrap=200)
     assert class_split("spec", c.baseline, c.classes, c.metric) is None
-    assert "Overall:" not in c.verdicts["spec"] and "route" not in c.verdicts["spec"]
+    assert "Overall:" not in verdicts(c)["spec"] and "route" not in verdicts(c)["spec"]
 
 
 def test_classes_with_one_answer_at_the_same_loads_share_a_clause() -> None:
@@ -67,7 +68,7 @@ def test_classes_with_one_answer_at_the_same_loads_share_a_clause() -> None:
         ),
         "a drafting pool",
     )
-    assert split.headline() == (
+    assert split_headline(split) == (
         "ngram helps code (p50 TPOT -25 %) at 2, 8 req/s, hurts qa (+40 %) and summary (+41 %) "
         "at every tested load and does not help chat: route code to a "
         "drafting pool and the rest to baseline"
@@ -95,7 +96,7 @@ def test_a_class_too_small_to_decide_is_said_so_with_its_size_and_never_routed(
     assert split is not None and [e.name for e in split.gain] == ["code"]
     ((name, n),) = split.small
     assert name == "summary" and 0 < n < 20 * len(QPS)
-    head = split.headline()
+    head = split_headline(split)
     assert f"too few summary requests to decide ({n}, fewer than 20 at every step)" in head
     assert head.endswith("route code to a pool running spec and the rest to baseline")
     small_only = [a for a in c.classes if a.name in ("code", "summary")]  # nothing to split

@@ -16,6 +16,7 @@ import pytest
 from specload.analysis.compare import compare_runs
 from specload.analysis.decisions.classes import class_masks
 from specload.analysis.inputs.run_columns import load_run
+from specload.report.verdict_words import class_verdicts
 from tests.analysis.synth_rundir import SPEC, Cond, linear_gain, write_run
 
 QPS = (2.0, 4.0, 8.0, 16.0)
@@ -59,9 +60,9 @@ def test_each_class_gets_its_own_verdict_by_the_same_rule(pair: list[Path]) -> N
     code, chat = by_name["code"], by_name["chat"]
     assert code.n == {"baseline": 720, "spec": 720}  # 4 steps of 160 + 20 warm-up
     code_effects = [r.effect for r in code.ratios["spec"]["tpot_p50"]]
-    assert code_effects[0] == "helps" and "helps" in code.verdicts["spec"]
+    assert code_effects[0] == "helps" and "helps" in class_verdicts(c, code)["spec"]
     assert all(r.effect != "helps" for r in chat.ratios["spec"]["tpot_p50"])
-    assert "helps" not in chat.verdicts["spec"].split(";")[0]
+    assert "helps" not in class_verdicts(c, chat)["spec"].split(";")[0]
     # the whole mixes both: its gain at 2 req/s lies between the two classes'
     ratio = {a.name: a.ratios["spec"]["tpot_p50"][0].ratio.value for a in c.classes}
     whole = c.ratios["spec"]["tpot_p50"][0].ratio.value
@@ -92,9 +93,8 @@ def test_the_reports_answer_per_class(pair: list[Path], tmp_path: Path) -> None:
     assert code["kind"] == "category" and code["n"] == {"baseline": 720, "spec": 720}
     # the top level's shapes, per class
     assert set(code) >= {"verdict", "crossover", "steps", "ratios"}
-    assert (
-        code["verdict"]["spec"] == next(a for a in c.classes if a.name == "code").verdicts["spec"]
-    )
+    code_answer = next(a for a in c.classes if a.name == "code")
+    assert code["verdict"]["spec"] == class_verdicts(c, code_answer)["spec"]
     assert (
         code["crossover"]["spec"]["tpot_p50"]["status"]
         == data["classes"]["code"]["crossover"]["spec"]["tpot_p50"]["status"]

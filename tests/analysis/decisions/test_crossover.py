@@ -13,10 +13,10 @@ import pytest
 from analysis.synth_rundir import SPEC, Cond, linear_gain, true_crossover, write_run
 from specload.analysis.compare import compare_runs
 from specload.analysis.decisions.crossover import find_crossover, pattern_status
-from specload.analysis.decisions.verdict import sentence
 from specload.analysis.statistics.effect import HELPS, HURTS, UNDECIDED, classify
 from specload.analysis.statistics.stats import Estimate
 from specload.report.finding_words import flag_message
+from specload.report.verdict_words import sentence, verdicts
 
 
 def _fixed(qps: list[float], ratios: list[tuple[float, float, float]], min_gain: float = 0.05):
@@ -163,7 +163,7 @@ def test_a_feature_that_helps_more_as_load_rises_starts_helping(tmp_path: Path) 
     x = cmp.crossover("prefix", "tpot_p50")
     assert x is not None and x.status == "starts_helping" and x.stop is None
     assert x.start is not None and x.start.ci[0] <= truth <= (x.start.ci[1] or math.inf)
-    verdict = cmp.verdicts["prefix"]
+    verdict = verdicts(cmp)["prefix"]
     assert "starts helping p50 TPOT at ≈" in verdict
     assert "helps from 8 req/s up to the highest tested load, 32 req/s" in verdict
     assert "stops helping" not in verdict
@@ -180,7 +180,9 @@ def test_always_helps_is_stated_plainly(tmp_path: Path) -> None:
     x = cmp.crossover("spec", "tpot_p50")
     assert x.status == "always_helps" and x.qps is None and x.agreement == 1.0
     assert x.start is None and x.stop is None
-    assert cmp.verdicts["spec"].startswith("spec lowers p50 TPOT at every tested load (2–32 req/s)")
+    assert verdicts(cmp)["spec"].startswith(
+        "spec lowers p50 TPOT at every tested load (2–32 req/s)"
+    )
 
 
 def test_never_helps_is_stated_plainly(tmp_path: Path) -> None:
@@ -192,11 +194,11 @@ def test_never_helps_is_stated_plainly(tmp_path: Path) -> None:
     cmp = compare_runs([base, spec])
     x = cmp.crossover("spec", "tpot_p50")
     assert x.status == "never_helps" and x.qps is None
-    assert cmp.verdicts["spec"].startswith(
+    assert verdicts(cmp)["spec"].startswith(
         "spec never helps p50 TPOT at the tested loads (2–32 req/s): it is worse at every "
         "tested load"
     )
-    assert "p95 TPOT is worse at every tested load" in cmp.verdicts["spec"]
+    assert "p95 TPOT is worse at every tested load" in verdicts(cmp)["spec"]
 
 
 def test_p50_better_but_p95_worse_is_flagged(tmp_path: Path) -> None:
@@ -210,7 +212,7 @@ def test_p50_better_but_p95_worse_is_flagged(tmp_path: Path) -> None:
     cmp = compare_runs([base, spec])
     fams = {(f.family, f.target_qps) for f in cmp.flags}
     assert {("tpot", q) for q in (2, 4, 8, 16, 32)} <= fams
-    assert "p95 TPOT is worse at every tested load" in cmp.verdicts["spec"]
+    assert "p95 TPOT is worse at every tested load" in verdicts(cmp)["spec"]
     msg = flag_message(cmp.flags[0])
     assert re.search(r"p50 TPOT 2\d % lower \(CI \d+–\d+ %\) but p95 TPOT \d+ % higher", msg)
 

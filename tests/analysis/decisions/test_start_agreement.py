@@ -18,6 +18,7 @@ from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.crossover import MIXED
 from specload.report.model import build_report
 from specload.report.tables import crossover_table
+from specload.report.verdict_words import verdicts
 
 QPS = (2, 4, 8, 16, 32)
 #: per start: spec's TPOT factor at each load (0.7 helps, 1.25 hurts, far beyond the noise)
@@ -67,7 +68,7 @@ def test_the_verdict_findings_and_advice_say_what_the_table_says(split: Comparis
     assert x is not None
     where = x.split_text()
     assert where.startswith("at 8 req/s (helps in spec-r1, spec-r2; hurts in spec-r3)")
-    verdict = split.verdicts["spec"]
+    verdict = verdicts(split)["spec"]
     assert verdict.startswith(f"spec: server starts disagree on p50 TPOT {where}")
     report = build_report(split)
     assert f"server starts disagree: spec on p50 TPOT {where}: no boundary is claimed" in (

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from analysis.synth_rundir import SPEC, Cond, scenario, write_run
 from specload.analysis.compare import compare_runs
+from specload.report.verdict_words import verdicts
 
 
 def test_identical_outputs_pass_the_contract(tmp_path: Path) -> None:
@@ -35,7 +36,7 @@ def test_changed_outputs_and_stop_points_are_detected(tmp_path: Path) -> None:
     )
     assert "finish-reason mix differs (length 100%→" in text
     assert "output length" in text and "JSON valid share 100.0%→" in text
-    assert "its outputs break the baseline's contract" in cmp.verdicts["spec"]
+    assert "its outputs break the baseline's contract" in verdicts(cmp)["spec"]
 
 
 def test_exact_match_is_not_judged_when_sampling(tmp_path: Path) -> None:

@@ -15,14 +15,14 @@ import pytest
 
 from analysis.synth_rundir import SPEC, Cond, write_run
 from specload.analysis.compare import compare_runs
-from specload.analysis.decisions.crossover import fmt_qps
+from specload.analysis.decisions.crossover import fmt_qps, where_effect
 from specload.analysis.decisions.gates import parse_gate
-from specload.analysis.decisions.verdict import where_effect
 from specload.analysis.statistics.effect import HELPS, HURTS, SAME, UNDECIDED
 from specload.core.errors import ConfigError
 from specload.report import write_reports
 from specload.report.model import build_report
 from specload.report.tables import ratio_table
+from specload.report.verdict_words import verdicts
 
 
 def _loads(qs: list[float]) -> str:
@@ -61,7 +61,7 @@ def test_verdict_table_json_and_crossover_say_the_same(
     hurting = [r.target_qps for r in rows if r.effect == HURTS]
     x = cmp.crossover("spec", "tpot_p50")
     assert x is not None and x.status == "crosses" and x.helping == helping
-    verdict = cmp.verdicts["spec"]
+    verdict = verdicts(cmp)["spec"]
     assert f"helps up to {helping[-1]:g} req/s" in verdict
     assert f"p50 TPOT is worse {where_effect(rows, HURTS)}" in verdict
     assert where_effect(rows, HURTS) == f"from {hurting[0]:g} req/s"
@@ -114,7 +114,7 @@ def test_not_significant_reads_the_same_everywhere(tmp_path: Path) -> None:
     [row] = cmp.ratios["spec"]["tpot_p50"]
     assert row.effect == UNDECIDED and row.ratio.lo < 1 < row.ratio.hi
     assert row.to_decide_s is not None and row.to_decide_s > 0
-    verdict = cmp.verdicts["spec"]
+    verdict = verdicts(cmp)["spec"]
     assert verdict.startswith("spec: no decision yet on p50 TPOT: undecided at 4 req/s; about ")
     report = build_report(cmp)
     assert ratio_table(report, "spec").rows[0][-1] == "undecided"

@@ -28,6 +28,7 @@ from specload.report.markdown import render_markdown
 from specload.report.model import build_report
 from specload.report.tables import crossover_table
 from specload.report.terminal import render_terminal
+from specload.report.verdict_words import verdicts
 
 QPS = (2, 8)
 TOO_FEW = too_few_starts_text(2)
@@ -95,7 +96,7 @@ def test_two_starts_decide_nothing_and_give_each_start_alone(two: Comparison) ->
     assert x is not None and x.too_few_starts == 2 and not x.decided
     # each start alone still helps by its own CI, and says so: the figures that stand
     assert [set(s.effects.values()) for s in x.starts] == [{HELPS}, {HELPS}]
-    assert two.verdicts["spec"] == (
+    assert verdicts(two)["spec"] == (
         f"spec: {TOO_FEW}, no decision; each start alone (about that start only): "
         "spec-r1 helps at 2, 8 req/s, spec-r2 helps at 2, 8 req/s"
     )

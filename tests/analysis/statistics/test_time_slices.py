@@ -16,6 +16,7 @@ from specload.analysis.inputs.run_columns import load_runs
 from specload.analysis.statistics import steps as steps_mod
 from specload.analysis.statistics.steps import condition_steps
 from specload.core.records import RequestRecord
+from specload.report.verdict_words import ci_note
 
 T0 = 1_790_000_000.0
 
@@ -106,7 +107,7 @@ def test_a_step_too_short_to_cut_keeps_the_request_level_interval_and_says_so(
     cmp = compare_runs(short)
     assert all(s.slices == 0 for s in cmp.steps["baseline"])
     assert cmp.ci_scope("b2") == "within_start"
-    assert "too short to cut into time slices" in (cmp.ci_note("b2") or "")
+    assert "too short to cut into time slices" in (ci_note(cmp, "b2") or "")
 
 
 def test_the_report_says_its_intervals_are_over_time_slices(tmp_path: Path) -> None:
@@ -114,5 +115,5 @@ def test_the_report_says_its_intervals_are_over_time_slices(tmp_path: Path) -> N
     cmp = compare_runs(runs)
     assert cmp.ci_scope("spec") == "slices_within_start"
     assert "about this server start only, over 6 time slices per step" in (
-        cmp.ci_note("spec") or ""
+        ci_note(cmp, "spec") or ""
     )
