@@ -300,7 +300,7 @@ def until_session(world: World, session: int, out: Path) -> dict[str, Path]:
         look = _look(dirs, cells, looks)
         if not look.undecided:
             break
-        later = plan_round(look, cells, {"interleave": design}, len(LABELS), block_s,
+        later = plan_round(look, cells, design, len(LABELS), block_s,
                            BLOCK_WARMUP_S + block_s + BLOCK_GAP_S, budget - t)  # fmt: skip
         if later is None:
             break

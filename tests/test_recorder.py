@@ -305,3 +305,21 @@ def test_a_run_json_from_an_older_writer_reads_as_it_was_written() -> None:
     meta = RunMeta.from_dict({"label": "old", "status": "completed", "newer_key": 1})
     assert (meta.run_id, meta.label, meta.status) == ("", "old", "completed")
     assert meta.versions == {} and meta.replicate is None
+
+
+def test_a_sweep_stamps_run_json_typed_and_keeps_what_it_does_not_know(tmp_path: Path) -> None:
+    from specload.recorder.rundir import update_run_meta
+
+    meta = RunMeta(run_id="r1", label="spec").to_dict()
+    (tmp_path / "run.json").write_text(json.dumps({**meta, "from_a_newer_writer": {"x": 1}}))
+
+    def stamp(m: RunMeta) -> None:
+        m.status, m.replicate = "degraded", 2
+
+    assert update_run_meta(tmp_path, stamp) is not None
+    after = json.loads((tmp_path / "run.json").read_text())
+    assert after["status"] == "degraded" and after["replicate"] == 2
+    assert after["from_a_newer_writer"] == {"x": 1} and after["label"] == "spec"
+    # no run.json: nothing to stamp, nothing written
+    assert update_run_meta(tmp_path / "none", stamp) is None
+    assert not (tmp_path / "none").exists()

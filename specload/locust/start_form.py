@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from specload.core.errors import SpecloadError
-from specload.recorder.run_json import peek_run_json
+from specload.recorder.rundir import peek_run_meta
 
 __all__ = ["baseline_choices", "step_plan"]
 
@@ -53,15 +53,15 @@ def step_plan(path: str) -> dict[str, Any]:
 
 
 def _run(d: Path) -> dict[str, Any] | None:
-    meta = peek_run_json(d)
-    if meta is None or meta.get("status") not in ("completed", "degraded"):
+    meta = peek_run_meta(d)
+    if meta is None or meta.status not in ("completed", "degraded"):
         return None
     return {
         "path": str(d),
-        "label": meta.get("label"),
-        "status": meta.get("status"),
-        "scenario": (meta.get("scenario") or {}).get("name"),
-        "started_at": meta.get("started_at") or 0,
+        "label": meta.label,
+        "status": meta.status,
+        "scenario": meta.scenario.get("name"),
+        "started_at": meta.started_at or 0,
     }
 
 

@@ -19,8 +19,7 @@ from specload.core.procgroup import INTERRUPT_LADDER, stop_group
 from specload.protocol.argv import run_argv
 from specload.protocol.sweep_plan import SweepPlan
 from specload.protocol.target import Target
-from specload.recorder.run_json import peek_run_json
-from specload.recorder.rundir import write_json_durably
+from specload.recorder.rundir import RunMeta, update_run_meta
 
 __all__ = [
     "RUN_INTERRUPT_GRACE_S",
@@ -120,24 +119,24 @@ def patch_run_json(
     start, or it was interrupted before its first step) is reported as ``failed`` or
     ``interrupted`` and nothing is written.
     """
-    path = run_dir / "run.json"
-    meta = peek_run_json(run_dir)
+    said = list(notes)
+
+    def stamp(meta: RunMeta) -> None:
+        meta.server_cmd = server_cmd
+        meta.condition = _merged_condition(cond.as_json(), meta.condition)
+        if replicate is not None:
+            meta.replicate = replicate
+        if meta.status in (None, "running"):
+            meta.status = "interrupted" if interrupted else "failed"
+            if meta.ended_at is None:
+                meta.ended_at = time.time()
+            said.append(f"status set by sweep: run exited with code {returncode}")
+        meta.notes = [*meta.notes, *said]
+
+    meta = update_run_meta(run_dir, stamp)
     if meta is None:
         return "interrupted" if interrupted else "failed"
-    meta["server_cmd"] = server_cmd
-    meta["condition"] = _merged_condition(cond.as_json(), meta.get("condition"))
-    if replicate is not None:
-        meta["replicate"] = replicate
-    if meta.get("status") in (None, "running"):
-        meta["status"] = "interrupted" if interrupted else "failed"
-        meta.setdefault("ended_at", time.time())
-        if meta["ended_at"] is None:
-            meta["ended_at"] = time.time()
-        notes = [*notes, f"status set by sweep: run exited with code {returncode}"]
-    if notes:
-        meta["notes"] = [*(meta.get("notes") or []), *notes]
-    write_json_durably(path, meta)
-    return str(meta["status"])
+    return meta.status
 
 
 def _merged_condition(ours: dict[str, Any], theirs: Any) -> dict[str, Any]:

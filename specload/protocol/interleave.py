@@ -20,11 +20,10 @@ the session, ``repeat`` the scenario repeat), and run.json carries the whole pla
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +31,7 @@ import orjson
 
 from specload.analysis.wording import step_name
 from specload.core.errors import ConfigError
-from specload.recorder.run_json import peek_run_json
-from specload.recorder.rundir import write_json_durably
+from specload.recorder.rundir import RunMeta, peek_run_meta, write_json_durably
 from specload.recorder.steps_json import STEPS_JSON, read_steps
 from specload.scenario.schema import FIRST_BLOCK_WARMUP_S, InterleaveSpec, Scenario
 
@@ -118,10 +116,11 @@ class Round:
         )
 
 
-def blocks_per_cell(meta: dict[str, Any]) -> dict[int, int]:
-    """Blocks of one condition per cell (by cell index) in a condition's run.json plan: the
-    next ``k`` of each cell, every round so far counted."""
-    plan = (meta.get("interleave") or {}).get("plan") or []
+def blocks_per_cell(design: dict[str, Any]) -> dict[int, int]:
+    """Blocks of one condition per cell (by cell index) in a condition's interleaved design
+    (run.json ``interleave``, its ``plan``): the next ``k`` of each cell, every round so far
+    counted."""
+    plan = design.get("plan") or []
     first = str(plan[0]["condition"]) if plan else ""
     out: dict[int, int] = {}
     for b in plan:
@@ -130,10 +129,10 @@ def blocks_per_cell(meta: dict[str, Any]) -> dict[int, int]:
     return out
 
 
-def next_round(meta: dict[str, Any], blocks: dict[int, int], index: int) -> Round:
-    """The round after those in a condition's run.json (its ``interleave.plan``)."""
-    plan = (meta.get("interleave") or {}).get("plan") or []
-    k_from = blocks_per_cell(meta)
+def next_round(design: dict[str, Any], blocks: dict[int, int], index: int) -> Round:
+    """The round after those in a condition's interleaved design (run.json ``interleave``)."""
+    plan = design.get("plan") or []
+    k_from = blocks_per_cell(design)
     return Round(
         index=index,
         blocks=blocks,
@@ -234,11 +233,11 @@ def split_session(session: Path, dirs: dict[str, Path]) -> dict[str, str]:
     round wrote: its records, metrics, telemetry and steps are added to theirs and run.json
     merged (``_merge_round``), so a condition keeps one run dir per server start.
     """
-    meta = peek_run_json(session)
+    meta = peek_run_meta(session)
     if meta is None:
         return {label: "failed" for label in dirs}
-    earlier = {label: peek_run_json(d) for label, d in dirs.items()}
-    design = meta.get("interleave") or {}
+    earlier = {label: peek_run_meta(d) for label, d in dirs.items()}
+    design = meta.interleave or {}
     cond_of = {int(b["number"]): str(b["condition"]) for b in design.get("plan") or []}
     recorded, unassigned = _split_lines(
         session / "requests.jsonl", dirs, "requests.jsonl", lambda o: o.get("condition")
@@ -260,9 +259,9 @@ def split_session(session: Path, dirs: dict[str, Path]) -> dict[str, str]:
             steps = _steps(run_dir) + steps
             mine = _merge_round(before, mine)
         _write_json(run_dir / STEPS_JSON, steps)
-        _write_json(run_dir / "run.json", mine)
+        _write_json(run_dir / "run.json", mine.to_dict())
     shutil.rmtree(session, ignore_errors=True)
-    return {label: str(meta.get("status") or "failed") for label in dirs}
+    return {label: meta.status or "failed" for label in dirs}
 
 
 def _split_lines(
@@ -296,17 +295,12 @@ def _split_lines(
     return counts, orphans
 
 
-def _condition_meta(
-    meta: dict[str, Any], label: str, recorded: int, unassigned: int
-) -> dict[str, Any]:
+def _condition_meta(meta: RunMeta, label: str, recorded: int, unassigned: int) -> RunMeta:
     """The session's run.json as one condition's: its label, its server, its counts."""
-    out = dict(meta)
-    out["label"] = label
-    target = ((meta.get("interleave") or {}).get("targets") or {}).get(label) or {}
-    out["target"] = {**(meta.get("target") or {}), **target}
-    session = dict(meta.get("counts") or {})
+    target = ((meta.interleave or {}).get("targets") or {}).get(label) or {}
+    session = dict(meta.counts or {})
     sent = int((session.get("sent_by_condition") or {}).get(label, recorded))
-    out["counts"] = {
+    counts = {
         "sent": sent,
         "recorded": recorded,
         "by_worker": {},
@@ -315,44 +309,37 @@ def _condition_meta(
         "unassigned": unassigned,
         "session": session,
     }
-    return out
+    return replace(meta, label=label, target={**(meta.target or {}), **target}, counts=counts)
 
 
-def _merge_round(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+def _merge_round(old: RunMeta, new: RunMeta) -> RunMeta:
     """One condition's run.json after a later round: the first round's (its stamps: the
     condition, the server, the start) with the blocks, counts, end and notes of both."""
-    out = dict(old)
-    a, b = old.get("interleave") or {}, new.get("interleave") or {}
-    out["interleave"] = {
-        **a,
-        "plan": [*(a.get("plan") or []), *(b.get("plan") or [])],
-        "rounds": int(a.get("rounds") or 1) + 1,
-    }
-    ca, cb = old.get("counts") or {}, new.get("counts") or {}
-    out["counts"] = {
-        **ca,
-        **{
-            k: int(ca.get(k) or 0) + int(cb.get(k) or 0)
-            for k in ("sent", "recorded", "unrecorded", "late", "unassigned")
+    a, b = old.interleave or {}, new.interleave or {}
+    ca, cb = old.counts or {}, new.counts or {}
+    return replace(
+        old,
+        interleave={
+            **a,
+            "plan": [*(a.get("plan") or []), *(b.get("plan") or [])],
+            "rounds": int(a.get("rounds") or 1) + 1,
         },
-        "session": cb.get("session"),
-    }
-    out["ended_at"] = new.get("ended_at", old.get("ended_at"))
-    if new.get("status") != "completed":
-        out["status"] = new.get("status")
-    out["notes"] = [*(old.get("notes") or []), *(new.get("notes") or [])]
-    return out
+        counts={
+            **ca,
+            **{
+                k: int(ca.get(k) or 0) + int(cb.get(k) or 0)
+                for k in ("sent", "recorded", "unrecorded", "late", "unassigned")
+            },
+            "session": cb.get("session"),
+        },
+        ended_at=new.ended_at,
+        status=old.status if new.status == "completed" else new.status,
+        notes=[*old.notes, *new.notes],
+    )
 
 
 def _steps(path: Path) -> list[dict[str, Any]]:
     return read_steps(path)[0]
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
 
 
 def _write_json(path: Path, value: Any) -> None:

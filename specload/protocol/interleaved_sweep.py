@@ -42,8 +42,7 @@ from specload.protocol.sweep import (
 from specload.protocol.sweep_plan import ConditionResult, SweepPlan
 from specload.protocol.target import ManagedServer, Target
 from specload.protocol.until_decided import look_at, plan_round, round_line, stamp_looks
-from specload.recorder.run_json import peek_run_json
-from specload.recorder.rundir import remove_new_dirs, write_json_durably
+from specload.recorder.rundir import RunMeta, peek_run_meta, remove_new_dirs, update_run_meta
 from specload.recorder.steps_json import read_steps
 from specload.scenario import load_scenario
 from specload.scenario.schema import Scenario
@@ -200,14 +199,14 @@ def _next_round(s: _Session) -> Round | None:
         s.say(f"[until-decided] stopped: all {rule.looks} looks taken; the report gives the "
               "time to decide the rest")  # fmt: skip
         return None
-    meta = peek_run_json(dirs[0]) or {}
-    design = meta.get("interleave") or {}
+    meta = peek_run_meta(dirs[0])
+    design = (meta.interleave if meta is not None else None) or {}
     split = design.get("time_split") or {}
     blocks_run = max(1, len(design.get("plan") or []))
     per_block = sum(float(split.get(k) or 0.0) for k in _BLOCK_PARTS) / blocks_run
     left = rule.budget_s - spent - float(split.get("other_s") or 0.0)
     later = plan_round(
-        look, cells, meta, len(s.conditions), float(design.get("block_s") or 1.0),
+        look, cells, design, len(s.conditions), float(design.get("block_s") or 1.0),
         max(per_block, 0.1), left,
     )  # fmt: skip
     if later is None:
@@ -283,7 +282,7 @@ def _split(s: _Session, code: int | None) -> list[ConditionResult]:
         s.stopped.append(dead)
         s.say(f"[interleave] WARNING: {dead}")
     dirs = {name: s.run_dir(name) for name in s.conditions if name in s.targets}
-    session_meta = peek_run_json(s.session_dir)
+    session_meta = peek_run_meta(s.session_dir)
     split = _time_split(s, session_meta)
     statuses = split_session(s.session_dir, dirs) if session_meta is not None else {}
     remove_if_empty(s.plan.out / SESSION_DIR)
@@ -328,7 +327,7 @@ def _blocks_of(run_dir: Path) -> int:
     return len({x.get("block") for x in read_steps(run_dir)[0]})
 
 
-def _time_split(s: _Session, meta: dict[str, Any] | None) -> dict[str, float]:
+def _time_split(s: _Session, meta: RunMeta | None) -> dict[str, float]:
     """Where the session's wall time went (seconds): server starts, the run's start until
     its first block (prompts prepared once per server), each block's warm-up, measured
     window and cool-down, the switches between blocks, and the run's end."""
@@ -384,38 +383,42 @@ def _stamp_time_split(
 ) -> dict[str, float]:
     """run.json ``interleave.time_split``; a later round's block phase adds to the rounds'
     before it (``total_s`` and the server starts count from the session's start)."""
-    meta = peek_run_json(run_dir)
-    if meta is None or not split:
+    if not split:
         return split
-    design = meta.get("interleave") or {}
-    before = design.get("time_split") or {}
-    if later and before:
-        split = {
-            **{k: float(before.get(k) or 0.0) + v for k, v in split.items()},
-            "total_s": split.get("total_s", 0.0),
-            "server_starts_s": split.get("server_starts_s", 0.0),
-        }
-        phase = split.get("block_phase_s", 0.0)
-        split["other_s"] = max(0.0, split["total_s"] - split["server_starts_s"] - phase)
-    meta["interleave"] = {**design, "time_split": split}
-    write_json_durably(run_dir / "run.json", meta)
-    return split
+    stamped = split
+
+    def stamp(meta: RunMeta) -> None:
+        nonlocal stamped
+        design = meta.interleave or {}
+        before = design.get("time_split") or {}
+        if later and before:
+            stamped = {
+                **{k: float(before.get(k) or 0.0) + v for k, v in split.items()},
+                "total_s": split.get("total_s", 0.0),
+                "server_starts_s": split.get("server_starts_s", 0.0),
+            }
+            phase = stamped.get("block_phase_s", 0.0)
+            stamped["other_s"] = max(0.0, stamped["total_s"] - stamped["server_starts_s"] - phase)
+        meta.interleave = {**design, "time_split": stamped}
+
+    return stamped if update_run_meta(run_dir, stamp) is not None else split
 
 
 def _mark_degraded(run_dir: Path, reasons: list[str], interrupted: bool) -> str:
     """A session cut short measured fewer blocks than planned: the run says so, and every
     condition of an interrupted session says ``interrupted``."""
-    path = run_dir / "run.json"
-    meta = peek_run_json(run_dir)
+
+    def mark(meta: RunMeta) -> None:
+        if interrupted:
+            meta.status = "interrupted"
+        elif meta.status == "completed":
+            meta.status = "degraded"
+        meta.degraded = [*meta.degraded, *reasons]
+
+    meta = update_run_meta(run_dir, mark)
     if meta is None:  # the split wrote it a moment ago: gone now is a bug, said plainly
-        raise RuntimeError(f"{path}: the run.json is missing or unreadable")
-    if interrupted:
-        meta["status"] = "interrupted"
-    elif meta.get("status") == "completed":
-        meta["status"] = "degraded"
-    meta["degraded"] = [*(meta.get("degraded") or []), *reasons]
-    write_json_durably(path, meta)
-    return str(meta["status"])
+        raise RuntimeError(f"{run_dir / 'run.json'}: the run.json is missing or unreadable")
+    return meta.status
 
 
 def describe(plan: SweepPlan) -> str:

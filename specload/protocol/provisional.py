@@ -62,6 +62,7 @@ class Baseline:
 def load_baseline(path: str | Path) -> Baseline:
     """The run at ``path``; ConfigError (one line: path and what was expected) otherwise."""
     from specload.recorder.run_json import load_run_json
+    from specload.recorder.rundir import RunMeta
 
     p = Path(path)
     if not (p / "run.json").is_file():
@@ -70,14 +71,14 @@ def load_baseline(path: str | Path) -> Baseline:
             path="--baseline-run",
             file=str(p),
         )
-    meta = load_run_json(p)
+    meta = RunMeta.from_dict(load_run_json(p))
     _check_records(p)
     return Baseline(
         path=p,  # as the user gave it: the UI shows it; children share the master's cwd
-        label=str(meta.get("label")),
-        run_id=str(meta.get("run_id", p.name)),
-        status=str(meta.get("status", "unknown")),
-        scenario=dict(meta.get("scenario") or {}),
+        label=meta.label,
+        run_id=meta.run_id or p.name,
+        status=meta.status,
+        scenario=dict(meta.scenario),
     )
 
 
@@ -154,18 +155,20 @@ def write_view(run_dir: str | Path, dest: str | Path, steps: set[int]) -> Path:
     metrics.jsonl keep the settled steps' entries only.
     """
     from specload.recorder.run_json import load_run_json
+    from specload.recorder.rundir import RunMeta
 
     src, out = Path(run_dir), Path(dest)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    meta = load_run_json(src)
+    raw = load_run_json(src)
+    meta = RunMeta.from_dict(raw)
     plan = read_steps(src)[0]
     (out / STEPS_JSON).write_bytes(orjson.dumps([s for s in plan if s.get("index") in steps]))
     n = _filter_jsonl(src / "requests.jsonl", out / "requests.jsonl", steps)
     _filter_jsonl(src / "metrics.jsonl", out / "metrics.jsonl", steps)
-    meta["counts"] = {**(meta.get("counts") or {}), "sent": n, "recorded": n, "by_worker": {}}
-    (out / "run.json").write_bytes(orjson.dumps(meta))
+    meta.counts = {**meta.counts, "sent": n, "recorded": n, "by_worker": {}}
+    (out / "run.json").write_bytes(orjson.dumps(raw | meta.to_dict()))
     return out
 
 

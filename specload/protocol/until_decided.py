@@ -29,8 +29,7 @@ from specload.analysis.statistics.stats import look_stretch
 from specload.analysis.wording import time_text, to_decide_text
 from specload.core.gain import DEFAULT_MIN_GAIN
 from specload.protocol.interleave import Cell, Round, blocks_per_cell, next_round
-from specload.recorder.run_json import peek_run_json
-from specload.recorder.rundir import write_json_durably
+from specload.recorder.rundir import RunMeta, update_run_meta
 
 __all__ = [
     "DEFAULT_BUDGET_S",
@@ -102,12 +101,12 @@ class Look:
 
 def stamp_looks(run_dirs: Sequence[Path], looks: int) -> None:
     """run.json ``interleave.looks``: every interval of these runs is widened for it."""
+
+    def stamp(meta: RunMeta) -> None:
+        meta.interleave = {**(meta.interleave or {}), "looks": looks}
+
     for run_dir in run_dirs:
-        meta = peek_run_json(run_dir)
-        if meta is None:
-            continue
-        meta["interleave"] = {**(meta.get("interleave") or {}), "looks": looks}
-        write_json_durably(run_dir / "run.json", meta)
+        update_run_meta(run_dir, stamp)
 
 
 def look_at(
@@ -153,7 +152,7 @@ def _rows_at(cmp: Any, cell: Cell, metric: str) -> list[Any]:
 def plan_round(
     look: Look,
     cells: list[Cell],
-    meta: dict[str, Any],
+    design: dict[str, Any],
     conditions: int,
     block_s: float,
     per_block_s: float,
@@ -163,7 +162,7 @@ def plan_round(
     measures ``conditions * block_s`` seconds; no time known: as many as a cell had), the
     cell that needs least first, while ``budget_left_s`` lasts at ``per_block_s`` wall
     seconds a block. None when no cell gets ``MIN_UNITS``."""
-    had = blocks_per_cell(meta)
+    had = blocks_per_cell(design)
     need: list[tuple[float, int, int]] = []
     for cell in look.undecided:
         i = cells.index(cell)
@@ -181,8 +180,8 @@ def plan_round(
         left -= take * per_block_s * conditions
     if not blocks:
         return None
-    index = int((meta.get("interleave") or {}).get("rounds") or 1)
-    return next_round(meta, blocks, index)
+    index = int(design.get("rounds") or 1)
+    return next_round(design, blocks, index)
 
 
 def round_line(r: Round, cells: list[Cell], est_s: float, spent_s: float, budget_s: float) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import fcntl
 import os
 import platform
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
@@ -40,6 +40,7 @@ TELEMETRY_FILE = "telemetry.jsonl"
 
 __all__ = [
     "peek_run_meta",
+    "update_run_meta",
     "RUN_SCHEMA_VERSION",
     "RUN_STATUSES",
     "LOCK_FD_ENV",
@@ -143,6 +144,20 @@ def peek_run_meta(run_dir: str | Path) -> RunMeta | None:
     if raw is None:
         return None
     return RunMeta.from_dict(raw)
+
+
+def update_run_meta(run_dir: str | Path, change: Callable[[RunMeta], None]) -> RunMeta | None:
+    """A finished run's run.json read typed, changed in place by ``change`` and written back
+    durably (a sweep stamps its runs: condition, replicate, time split, status). Keys this
+    version does not know (a newer writer's) are kept as they were. None, and nothing
+    written, when run.json is missing or unreadable."""
+    raw = peek_run_json(run_dir)
+    if raw is None:
+        return None
+    meta = RunMeta.from_dict(raw)
+    change(meta)
+    write_json_durably(Path(run_dir) / "run.json", raw | meta.to_dict())
+    return meta
 
 
 def write_json_durably(path: Path, obj: Any) -> None:

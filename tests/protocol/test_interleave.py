@@ -127,11 +127,11 @@ def test_a_later_round_adds_blocks_at_its_cells_numbered_on_from_the_last() -> N
     its blocks pair with each other and never with a block of an earlier round."""
     sc = _scenario(interleave={"blocks": 2, "block_warmup_s": 1})
     first = plan_blocks(sc, ["baseline", "spec"])
-    meta = {"interleave": {"plan": [
+    design = {"plan": [
         {"number": b.number, "unit": b.unit, "condition": b.condition, "cell": b.cell, "k": b.k}
         for b in first
-    ]}}  # fmt: skip
-    later = next_round(meta, {2: 3}, index=1)
+    ]}  # fmt: skip
+    later = next_round(design, {2: 3}, index=1)
     assert later == Round(1, {2: 3}, {2: 2}, first_block=12, first_unit=6)
     assert Round.from_json(json.loads(json.dumps(later.to_json()))) == later
     more = plan_blocks(sc, ["baseline", "spec"], later=later)

@@ -19,20 +19,20 @@ from specload.protocol.until_decided import MIN_UNITS, Look, plan_round
 CELLS = [Cell(0.0, 1), Cell(4.0), Cell(8.0)]
 
 
-def _meta(blocks_per_cell: int = 2) -> dict:
+def _design(blocks_per_cell: int = 2) -> dict:
     plan, n = [], 0
     for cell in range(len(CELLS)):
         for k in range(blocks_per_cell):
             for cond in ("baseline", "spec"):
                 plan.append({"number": n, "unit": n // 2, "condition": cond, "cell": cell, "k": k})
                 n += 1
-    return {"interleave": {"plan": plan}}
+    return {"plan": plan}
 
 
 def test_a_round_asks_each_undecided_step_for_the_time_that_would_decide_it() -> None:
     look = Look(1, {CELLS[0]: HELPS, CELLS[1]: UNDECIDED, CELLS[2]: UNDECIDED})
     look.to_decide_s = {CELLS[1]: 40.0, CELLS[2]: None}
-    later = plan_round(look, CELLS, _meta(), 2, 2.0, 5.0, budget_left_s=1000.0)
+    later = plan_round(look, CELLS, _design(), 2, 2.0, 5.0, budget_left_s=1000.0)
     assert later is not None
     # 40 s of measurement at 2 x 2 s per pair: 10 pairs; no time known: as many as it had
     assert later.blocks == {1: 10, 2: 2} and later.k_from == {1: 2, 2: 2}
@@ -43,9 +43,11 @@ def test_the_budget_goes_to_the_step_that_needs_least_and_a_round_that_fits_none
     look = Look(1, {CELLS[1]: UNDECIDED, CELLS[2]: UNDECIDED})
     look.to_decide_s = {CELLS[1]: 80.0, CELLS[2]: 16.0}
     # 5 s a block, 2 conditions: 10 s a pair; 60 s buys the 4 pairs at 8 req/s, then 2 more
-    later = plan_round(look, CELLS, _meta(), 2, 2.0, 5.0, budget_left_s=60.0)
+    later = plan_round(look, CELLS, _design(), 2, 2.0, 5.0, budget_left_s=60.0)
     assert later is not None and later.blocks == {2: 4, 1: 2}
-    assert plan_round(look, CELLS, _meta(), 2, 2.0, 5.0, budget_left_s=10.0 * MIN_UNITS - 1) is None
+    assert (
+        plan_round(look, CELLS, _design(), 2, 2.0, 5.0, budget_left_s=10.0 * MIN_UNITS - 1) is None
+    )
 
 
 def test_a_look_says_what_is_decided_and_how_long_the_rest_would_take() -> None:
