@@ -246,8 +246,8 @@ def _warmup_words(r: dict[str, Any]) -> str:
     if fixed is None:
         return "warm-up derived per block"
     return (
-        f"warm-up fixed at {fixed:g} s (`block_warmup_s`); a block's warm-up is held longer, "
-        "0.5 s at a time, while the other server still serves its last block's requests"
+        f"warm-up fixed at {fixed:g} s (`block_warmup_s`), held longer while the other server "
+        "still serves its last block's requests"
     )
 
 

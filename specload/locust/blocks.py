@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from specload.options.run import RunOptions
     from specload.recorder.rundir import RunWriter
 
-__all__ = ["HOLD_S", "BlockSchedule", "block_seed"]
+__all__ = ["POLL_S", "BlockSchedule", "block_seed"]
 
 #: Seconds within which a load process sends its counts after any change (its record
 #: outbox's interval, ``load_process.RecordOutbox``)
@@ -54,9 +54,9 @@ BLOCK_LEAD_S = 0.1
 #: A block's shortest warm-up: the check for the previous block's last requests comes
 #: ``LEAD_S`` before it ends and must come after the block began (``_hold_warmup``)
 MIN_WARMUP_S = 2 * LEAD_S
-#: Seconds a block's warm-up is extended at a time while the previous block's server still
-#: has requests in flight (records reach the master in batches every 0.5 s).
-HOLD_S = 0.5
+#: Seconds between the master's looks at whether the previous block's server is idle, while
+#: a block's warm-up is held (its load processes send that block's last records at once).
+POLL_S = 0.05
 
 
 def block_seed(seed: int, replicate: int, block: Block) -> int:
@@ -204,19 +204,42 @@ class BlockSchedule:
         cool-down's last ones), bounded by the request timeout.
 
         Checked ``LEAD_S`` before the warm-up ends, which is after the block began at every
-        load process (``MIN_WARMUP_S``): a longer warm-up is then a new share of this block
-        from ``LEAD_S`` ahead, and ``prev``'s load has already stopped."""
+        load process (``MIN_WARMUP_S``). Still busy: the window moves out to the deadline
+        (a new share, ``LEAD_S`` ahead, before the planned window could open), and opens
+        ``BLOCK_LEAD_S`` after the master sees ``prev`` idle (checked every ``POLL_S``). A
+        late message then only lengthens the warm-up, so the window can open that soon; a
+        hold costs about ``BLOCK_LEAD_S`` instead of steps of ``LEAD_S``."""
         deadline = prev.end + float(self.scenario.request_timeout_s)
-        while True:
-            self._sleep_until(step.warmup_end - LEAD_S)
-            tally = self.live.steps.get(prev.index)
-            if tally is None or tally.idle or time.time() >= deadline:
-                return step
-            step = self._rewindow(step, time.time() + LEAD_S + HOLD_S)
+        self._sleep_until(step.warmup_end - LEAD_S)
+        if self._idle(prev) or time.time() >= deadline:
+            return step
+        self._hold_share(step, max(deadline, step.warmup_end) + LEAD_S)
+        while time.time() < deadline and not self._idle(prev):
+            gevent.sleep(POLL_S)
+        opens = max(time.time() + BLOCK_LEAD_S, step.warmup_end)  # never before planned
+        return self._rewindow(step, opens, opens - time.time())
 
-    def _rewindow(self, step: TimedStep, warmup_end: float) -> TimedStep:
-        """The same block with a later warm-up end (and measured window after it), sent as a
-        new share from ``LEAD_S`` ahead: arrivals before it are still warm-up."""
+    def _hold_share(self, step: TimedStep, warmup_end: float) -> None:
+        """The load processes keep ``step`` in its warm-up up to ``warmup_end`` (a share sent
+        ``LEAD_S`` ahead, before its window could open); the run's own record of the block
+        (steps.json, the live figures) changes once, when ``_rewindow`` opens it."""
+        held = warmup_end - step.warmup_end
+        self.epoch += 1
+        self._send_share(  # the same arrivals (origin kept): only their window moves out
+            dataclasses.replace(
+                step, warmup_end=warmup_end, end=step.end + held, origin=step.origin or step.start
+            ),
+            time.time() + LEAD_S,
+        )
+
+    def _idle(self, prev: TimedStep) -> bool:
+        """No request of ``prev`` in flight: every arrival queued for it has its record."""
+        tally = self.live.steps.get(prev.index)
+        return tally is None or tally.idle
+
+    def _rewindow(self, step: TimedStep, warmup_end: float, lead: float) -> TimedStep:
+        """The same block with another warm-up end (and measured window after it), sent as a
+        new share from ``lead`` ahead: arrivals before it keep the share they had."""
         held = warmup_end - step.warmup_end
         moved = dataclasses.replace(
             step,
@@ -229,7 +252,7 @@ class BlockSchedule:
         self.timeline[self.timeline.index(step)] = moved
         if self.scrapes.current is step:  # its end scrape closes the moved window
             self.scrapes.current = moved
-        self._send_share(moved, time.time() + LEAD_S)
+        self._send_share(moved, time.time() + lead)
         self.live.rewindow(moved.index, moved.warmup_end, moved.end)
         self.writer.update_step(moved.index, warmup_end=moved.warmup_end, end=moved.end)
         return moved

@@ -470,8 +470,10 @@ class LoadProcess:
                 self._closed_live[a.plan.index] -= 1
                 self._refill(a.plan)
         self._keep(rec)
-        if plan.open_end and not warmup and time.time() >= plan.end:
-            self.outbox.try_flush()  # a block's cool-down ends when its measured records are in
+        if plan.open_end and time.time() >= plan.end:
+            # a block's cool-down ends when its measured records are in, and the next block's
+            # window opens once its cool-down's requests are in too: the master waits on both
+            self.outbox.try_flush()
         return rec
 
     @staticmethod

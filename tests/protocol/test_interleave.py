@@ -211,6 +211,7 @@ def test_an_interleaved_session_gives_each_condition_one_run_of_blocks(
     design = None
     steps: dict[int, dict] = {}
     measured: dict[int, list[dict]] = {}
+    served_until: dict[int, float] = {}  # each block's last request in, cool-down's too
     for name in ("baseline", "spec"):
         run = out / name
         meta = json.loads((run / "run.json").read_text())
@@ -227,6 +228,7 @@ def test_an_interleaved_session_gives_each_condition_one_run_of_blocks(
         for r in recs:
             if not r["warmup"]:
                 measured.setdefault(r["block"], []).append(r)
+            served_until[r["block"]] = max(served_until.get(r["block"], 0.0), r["done_at"])
         closed = [r for r in recs if r.get("concurrency")]
         assert closed and all(r["target_qps"] == 0 for r in closed)
         cols = load_run(run)
@@ -240,6 +242,8 @@ def test_an_interleaved_session_gives_each_condition_one_run_of_blocks(
         assert last_done <= steps[n]["cooldown_end"]
         if n + 1 in steps:
             assert steps[n + 1]["start"] >= last_done
+            # the next window opens once this block's server has nothing in flight
+            assert steps[n + 1]["warmup_end"] >= served_until[n]
     # each block draws its own arrivals; the two conditions' blocks of a unit the same draw
     open_loop = [b for b in design["plan"] if design["cells"][b["cell"]]["concurrency"] == 0]
     draws = {
