@@ -224,11 +224,10 @@ class BlockSchedule:
         ``LEAD_S`` ahead, before its window could open); the run's own record of the block
         (steps.json, the live figures) changes once, when ``_rewindow`` opens it."""
         held = warmup_end - step.warmup_end
+        origin = step.origin or step.start  # the same arrivals: only their window moves out
         self.epoch += 1
-        self._send_share(  # the same arrivals (origin kept): only their window moves out
-            dataclasses.replace(
-                step, warmup_end=warmup_end, end=step.end + held, origin=step.origin or step.start
-            ),
+        self._send_share(
+            dataclasses.replace(step, warmup_end=warmup_end, end=step.end + held, origin=origin),
             time.time() + LEAD_S,
         )
 
