@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from specload.core.gain import DEFAULT_MIN_GAIN
-from specload.report.verdict_words import verdict_text, verdicts
+from specload.report.verdict_words import verdict_lines
 
 __all__ = ["add_parser", "run"]
 
@@ -156,7 +156,7 @@ def _compare(args: argparse.Namespace) -> int:
     if gate_opts.junit:
         paths["junit"] = write_junit(comparison, gate_opts.junit)
     if args.quiet:
-        print(verdict_text(comparison))
+        print("\n".join(verdict_lines(report.verdicts)))
     else:
         render_terminal(report)
     print("reports: " + ", ".join(str(p) for p in paths.values()))
@@ -170,7 +170,7 @@ def _compare(args: argparse.Namespace) -> int:
             print(f"gate failed: {gate_message(f)}", file=sys.stderr)
         for label in comparison.ratios:
             if comparison.crossover(label, comparison.metric) is None:
-                print(f"nothing to compare: {verdicts(comparison)[label]}", file=sys.stderr)
+                print(f"nothing to compare: {report.verdicts[label]}", file=sys.stderr)
     return report.exit_code
 
 

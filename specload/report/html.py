@@ -28,7 +28,6 @@ from specload.report.plots import Plot, regime_plot, render_plots
 from specload.report.schedule_tables import best_of_both_verdicts
 from specload.report.sections import Part, sections
 from specload.report.tables import Table, rule_note
-from specload.report.verdict_words import verdicts
 
 __all__ = ["render_html"]
 
@@ -151,7 +150,7 @@ def render_html(report: Report) -> str:
             bootstrap=c.bootstrap,
             version=report.specload_version,
             generated_at=report.generated_at,
-            verdicts=[(verdict_tone(c, label), v) for label, v in verdicts(c).items()],
+            verdicts=[(verdict_tone(c, label), v) for label, v in report.verdicts.items()],
             best_of_both_verdicts=best_of_both_verdicts(report),
             rule=rule_note(report),
             findings=report.first_findings,

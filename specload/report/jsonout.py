@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from specload.analysis.comparison import Comparison
 from specload.analysis.diagnostics.quality import ContractSide
 from specload.analysis.statistics.effect import rule_text
 from specload.analysis.statistics.ratios import RatioRow
@@ -31,7 +30,7 @@ from specload.report.gate_words import gate_message
 from specload.report.model import Report
 from specload.report.regime_words import regime_sentence, regime_sentences
 from specload.report.tables import lookup_overall
-from specload.report.verdict_words import ci_note, class_verdicts, verdicts
+from specload.report.verdict_words import ci_note
 
 __all__ = ["JSON_SCHEMA", "report_dict"]
 
@@ -148,14 +147,14 @@ def _ratios(ratios: dict[str, dict[str, list[RatioRow]]]) -> dict[str, Any]:
     }
 
 
-def _classes(c: Comparison) -> dict[str, Any]:
+def _classes(report: Report) -> dict[str, Any]:
     """``classes``: per class, the top level's shapes (verdict, crossover, steps, ratios)."""
     return {
         a.name: {
             "kind": a.kind,
             "bounds": a.bounds,
             "n": a.n,
-            "verdict": class_verdicts(c, a),
+            "verdict": report.class_verdicts[a.name],
             "crossover": {
                 label: {m: x.to_dict() for m, x in xs.items()} for label, xs in a.crossovers.items()
             },
@@ -163,7 +162,7 @@ def _classes(c: Comparison) -> dict[str, Any]:
             "ratios": _ratios(a.ratios),
             "capacity": {label: cap.to_dict() for label, cap in a.capacity.items()},
         }
-        for a in c.classes
+        for a in report.comparison.classes
     }
 
 
@@ -182,7 +181,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "min_gain": c.min_gain,
         "operating_qps": c.operating_qps,
         "headline": report.headline,
-        "verdict": verdicts(c),
+        "verdict": report.verdicts,
         "exit_code": report.exit_code,
         "conditions": [
             {
@@ -228,7 +227,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "time_split": {str(k): v for k, v in sorted(c.time_splits.items())},
         "regime_sentences": regime_sentences(c.regimes),
         "ratios": _ratios(c.ratios),
-        "classes": _classes(c),
+        "classes": _classes(report),
         "closed_loop": [
             {
                 "concurrency": level.concurrency,

@@ -11,7 +11,7 @@ from specload.report.model import Report
 from specload.report.schedule_tables import best_of_both_verdicts
 from specload.report.sections import Part, Section, sections
 from specload.report.tables import Table, rule_note
-from specload.report.verdict_words import verdicts
+from specload.report.verdict_words import NOTHING_TO_COMPARE
 
 __all__ = ["render_markdown", "table_markdown"]
 
@@ -59,9 +59,7 @@ def _findings_markdown(report: Report) -> list[str]:
 def render_markdown(report: Report) -> str:
     c = report.comparison
     out = [f"## {report.title}", ""]
-    out += [f"- **{s}**" for s in verdicts(c).values()] or [
-        "_only one condition: nothing to compare_"
-    ]
+    out += [f"- **{s}**" for s in report.verdicts.values()] or [f"_{NOTHING_TO_COMPARE}_"]
     out += [f"- **{s}**" for s in best_of_both_verdicts(report)]
     out += [
         "",

@@ -22,7 +22,7 @@ from specload.report.advice_rules import Advice
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
 from specload.report.regime_words import spread_line
-from specload.report.verdict_words import verdicts
+from specload.report.verdict_words import class_verdicts, verdict_lines, verdicts
 
 __all__ = ["Report", "RunRow", "build_report"]
 
@@ -59,6 +59,10 @@ class Report:
     findings: list[str] = field(default_factory=list)
     advice: list[Advice] = field(default_factory=list)
     exit_code: int = 0
+    #: each condition's verdict (``verdict_words.verdicts``), worded once for every output
+    verdicts: dict[str, str] = field(default_factory=dict)
+    #: the same per class of request: class name -> condition -> verdict
+    class_verdicts: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def first_findings(self) -> list[str]:
@@ -213,17 +217,19 @@ def build_report(comparison: Comparison, *, title: str | None = None) -> Report:
     from specload.report.advice import advice_for
 
     c = comparison
-    headline = next(iter(verdicts(c).values()), "only one condition: nothing to compare")
+    said = verdicts(c)
     return Report(
         title=title or _title(c),
         generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         specload_version=__version__,
         comparison=c,
-        headline=headline,
+        headline=verdict_lines(said)[0],
         runs=[_row(i) for i in c.conditions],
         findings=_findings(c),
         advice=advice_for(c),
         exit_code=_exit_code(c),
+        verdicts=said,
+        class_verdicts={a.name: class_verdicts(c, a) for a in c.classes},
     )
 
 

@@ -32,7 +32,6 @@ from specload.report.tables import (
     server_table,
     step_table,
 )
-from specload.report.verdict_words import class_verdicts
 
 __all__ = ["Part", "Section", "sections"]
 
@@ -77,7 +76,7 @@ def _findings(report: Report) -> Section:
         parts += [
             Part("text", text=v, subject=a.name)
             for a in c.classes
-            for v in class_verdicts(c, a).values()
+            for v in report.class_verdicts[a.name].values()
         ]
     return Section(None, parts)
 

@@ -26,7 +26,7 @@ from specload.report.tables import (
     rule_note,
     step_table,
 )
-from specload.report.verdict_words import verdicts
+from specload.report.verdict_words import verdict_lines
 
 __all__ = ["render_terminal"]
 
@@ -159,7 +159,7 @@ def render_terminal(report: Report, file: IO[str] | None = None, width: int | No
         console = Console(file=file, width=140, highlight=False, soft_wrap=False)
     c = report.comparison
     console.print(f"[bold]{escape(report.title)}[/bold]")
-    for sentence in verdicts(c).values() or ["only one condition: nothing to compare"]:
+    for sentence in verdict_lines(report.verdicts):
         console.print(f"[bold green]▶[/bold green] {escape(sentence)}", markup=True, soft_wrap=True)
     if c.ratios:
         console.print(f"[dim]{escape(rule_note(report))}[/dim]", soft_wrap=True)

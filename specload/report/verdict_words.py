@@ -55,6 +55,7 @@ from specload.core.slo import Slo
 
 __all__ = [
     "BLOCKS_CAVEAT",
+    "NOTHING_TO_COMPARE",
     "SINGLE_START_CAVEAT",
     "SLICES_CAVEAT",
     "benefit_words",
@@ -67,10 +68,13 @@ __all__ = [
     "split_headline",
     "status_words",
     "status_words_plain",
+    "verdict_lines",
     "verdict_text",
     "verdicts",
 ]
 
+#: Said in place of the verdicts when the runs hold the baseline only.
+NOTHING_TO_COMPARE = "only one condition: nothing to compare"
 #: Said wherever a CI covers one server start only: it says nothing about a new start
 #: (``benchmarks/results/coverage.md``: 0-70 % of a new start's values); here the steps were
 #: too short to cut into time slices, so drift within the start is not in it either.
@@ -438,9 +442,14 @@ def verdicts(c: Comparison) -> dict[str, str]:
     return out
 
 
+def verdict_lines(said: dict[str, str]) -> list[str]:
+    """The verdicts as printed, one per condition; one line saying why there are none."""
+    return list(said.values()) or [NOTHING_TO_COMPARE]
+
+
 def verdict_text(c: Comparison) -> str:
     """All conditions' sentences, one per line."""
-    return "\n".join(verdicts(c).values()) or "only one condition: nothing to compare"
+    return "\n".join(verdict_lines(verdicts(c)))
 
 
 def class_verdicts(c: Comparison, a: ClassAnswer) -> dict[str, str]:
