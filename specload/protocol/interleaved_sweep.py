@@ -385,23 +385,29 @@ def _stamp_time_split(
     before it (``total_s`` and the server starts count from the session's start)."""
     if not split:
         return split
-    stamped = split
 
     def stamp(meta: RunMeta) -> None:
-        nonlocal stamped
         design = meta.interleave or {}
         before = design.get("time_split") or {}
-        if later and before:
-            stamped = {
-                **{k: float(before.get(k) or 0.0) + v for k, v in split.items()},
-                "total_s": split.get("total_s", 0.0),
-                "server_starts_s": split.get("server_starts_s", 0.0),
-            }
-            phase = stamped.get("block_phase_s", 0.0)
-            stamped["other_s"] = max(0.0, stamped["total_s"] - stamped["server_starts_s"] - phase)
-        meta.interleave = {**design, "time_split": stamped}
+        meta.interleave = {**design, "time_split": _rounds_added(before, split) if later else split}
 
-    return stamped if update_run_meta(run_dir, stamp) is not None else split
+    meta = update_run_meta(run_dir, stamp)
+    return split if meta is None else dict((meta.interleave or {})["time_split"])
+
+
+def _rounds_added(before: dict[str, float], split: dict[str, float]) -> dict[str, float]:
+    """A later round's split added to the rounds' before it; the total and the server starts
+    count from the session's start, so they are the later round's own."""
+    if not before:
+        return split
+    out = {
+        **{k: float(before.get(k) or 0.0) + v for k, v in split.items()},
+        "total_s": split.get("total_s", 0.0),
+        "server_starts_s": split.get("server_starts_s", 0.0),
+    }
+    phase = out.get("block_phase_s", 0.0)
+    out["other_s"] = max(0.0, out["total_s"] - out["server_starts_s"] - phase)
+    return out
 
 
 def _mark_degraded(run_dir: Path, reasons: list[str], interrupted: bool) -> str:
