@@ -159,6 +159,53 @@ def _blocks(out: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _window_opening(out: Path, fixed_warmup_s: float | None) -> dict[str, Any]:
+    """When each block's measured window opened against the previous block's last request
+    (its cool-down's included, from the records): how many opened while that server still had
+    one in flight, and, with a fixed warm-up, how long after they could have opened (the later
+    of the planned warm-up's end and that last request)."""
+    rows = []
+    for cond in ("baseline", "spec"):
+        last: dict[int, float] = {}
+        for r in _records(out / cond):
+            if r.get("block") is not None and r.get("done_at") is not None:
+                last[r["block"]] = max(last.get(r["block"], 0.0), r["done_at"])
+        for st in json.loads((out / cond / "steps.json").read_text()):
+            rows.append((st["start"], st["warmup_end"], last.get(st["block"], st["end"])))
+    rows.sort()
+    pairs = list(zip(rows, rows[1:], strict=False))
+    out_: dict[str, Any] = {
+        "blocks": len(pairs),
+        "opened_while_other_busy": sum(b[1] < a[2] for a, b in pairs),
+    }
+    if fixed_warmup_s is not None:
+        late = [b[1] - max(b[0] + fixed_warmup_s, a[2]) for a, b in pairs]
+        out_["late_s"] = {
+            "mean": statistics.mean(late),
+            "median": statistics.median(late),
+            "max": max(late),
+        }
+    return out_
+
+
+def _p50_e2e(out: Path) -> dict[str, dict[str, float]]:
+    """p50 E2E (s) of the measured requests per condition and cell: about what one warm-up
+    and one cool-down each take."""
+    out_: dict[str, dict[str, float]] = {}
+    for cond in ("baseline", "spec"):
+        by: dict[str, list[float]] = {}
+        for r in _records(out / cond):
+            if r["ok"] and not r["warmup"] and r.get("e2e_s"):
+                cell = (
+                    f"c={r['concurrency']}"
+                    if r.get("concurrency")
+                    else f"{r['target_qps']:g} req/s"
+                )
+                by.setdefault(cell, []).append(r["e2e_s"])
+        out_[cond] = {cell: statistics.median(v) for cell, v in sorted(by.items())}
+    return out_
+
+
 def _draws_differ(out: Path) -> bool:
     """Whether the blocks of one condition at one QPS step sent at different offsets."""
     for cond in ("baseline", "spec"):
@@ -220,6 +267,8 @@ def run(
             "halves_16": _halves(out, 16.0),
             "draws_differ": _draws_differ(out),
             "blocks": _blocks(out),
+            "window_opening": _window_opening(out, warmup_s),
+            "p50_e2e_s": _p50_e2e(out),
             "old_h200": OLD_H200,
             "exit_code": proc.returncode,
             "block_warmup_s": warmup_s,
@@ -248,6 +297,24 @@ def _warmup_words(r: dict[str, Any]) -> str:
     return (
         f"warm-up fixed at {fixed:g} s (`block_warmup_s`), held longer while the other server "
         "still serves its last block's requests"
+    )
+
+
+def _opening_words(r: dict[str, Any]) -> str:
+    """The windows' opening, from the records (``_window_opening``), in a sentence."""
+    w = r.get("window_opening")
+    if not w:
+        return ""
+    late = w.get("late_s")
+    after = (
+        f"; with the fixed warm-up, a window opened {late['mean']:.3f} s after it could have on "
+        f"average (median {late['median']:.3f}, max {late['max']:.3f})"
+        if late
+        else ""
+    )
+    return (
+        f"Of {w['blocks']} windows after another block, {w['opened_while_other_busy']} opened "
+        f"while the other server still had a request in flight{after}.\n"
     )
 
 
@@ -303,7 +370,7 @@ measured {"/".join(pct(x) for x in r["old_h200"]["block_phase"])} of the block p
 sessions (the kit run includes ~6 min of vLLM starts; here the servers were up already).
 The targets set for this design were 75 % and 60 %: {_met(r)}.
 
-{r.get("note", "")}
+{r.get("note", "")}{_opening_words(r)}
 The sweep's own line: `{r["wall_time_line"]}`
 
 | where the time went | seconds |
@@ -342,6 +409,8 @@ def reanalyse(out: Path, name: str) -> dict[str, Any]:
     result = json.loads((RESULTS / f"{name}.json").read_text())
     result["halves_16"] = _halves(out, 16.0)
     result["draws_differ"] = _draws_differ(out)
+    result["window_opening"] = _window_opening(out, result.get("block_warmup_s"))
+    result["p50_e2e_s"] = _p50_e2e(out)
     return result
 
 
