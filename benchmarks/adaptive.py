@@ -13,7 +13,7 @@ The two strategies, on the same terms:
 
 - **Fixed**: ``scenarios/low-to-medium.yaml`` as shipped (8 steps 1-32 req/s, 10 s warm-up +
   60 s, 2 repeats per start), 3 server starts per condition (the fewest with an interval
-  over starts, ``stats.MIN_STARTS_FOR_CI``), then 3 more per condition at a time (the only
+  about the config over starts, ``stats.MIN_STARTS_FOR_CONFIG``), then 3 more per condition at a time (the only
   way a fixed ladder narrows its CI). Its boundary CI is two of its steps
   (``crossover.bracket``), so never narrower than its spacing there.
 - **Refine**: a coarse ladder (4, 16, 32 req/s, 10 s + 60 s, one repeat, 3 starts per
@@ -102,7 +102,7 @@ import virtual
 from specload.analysis.compare import compare_runs
 from specload.analysis.decisions.crossover import find_crossover
 from specload.analysis.statistics.effect import classify
-from specload.analysis.statistics.stats import MIN_STARTS_FOR_CI, Estimate
+from specload.analysis.statistics.stats import MIN_STARTS_FOR_CONFIG, Estimate
 from specload.cli.demo import SPEC_CONFIGS
 from specload.core.condition import parse_condition
 from specload.core.records import RequestRecord
@@ -124,7 +124,7 @@ COARSE = [4.0, 16.0, 32.0]
 WARMUP_S, STEP_S = 10.0, 60.0  # refine's passes; the fixed ladder's come from its scenario
 #: Server starts per condition added before each check, both strategies: the fewest with an
 #: interval over starts (two have none), as refine's passes run them (``--replicates 3``).
-STARTS_PER_CHECK = MIN_STARTS_FOR_CI
+STARTS_PER_CHECK = MIN_STARTS_FOR_CONFIG
 PRECISION = 2.0  # ±1 req/s
 METRIC, MIN_GAIN, BOOTSTRAP = "tpot_p50", 0.05, 500
 DEFAULT_SEEDS = 20  # the floor for a fair comparison

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specload.analysis.statistics.stats import MIN_STARTS_FOR_CI
+from specload.analysis.statistics.stats import MIN_STARTS_FOR_CONFIG
 from specload.core.errors import ConfigError
 from specload.scenario import Scenario, StepPlan, load_scenario, parse_scenario
 
@@ -203,7 +203,7 @@ def test_low_to_medium_is_the_seed_protocol() -> None:
     s = load_scenario(REPO / "scenarios" / "low-to-medium.yaml")
     assert s.steps[0] <= 1 and s.steps[-1] >= 24
     assert s.repeats >= 2 and s.warmup_s > 0 and s.ignore_eos
-    assert s.replicates >= MIN_STARTS_FOR_CI  # two starts give no interval over starts
+    assert s.replicates >= MIN_STARTS_FOR_CONFIG  # an interval about the config beside
     assert (s.prompts.input_tokens, s.max_tokens, s.min_tokens) == (512, 256, 256)
 
 

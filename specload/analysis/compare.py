@@ -64,7 +64,6 @@ from specload.analysis.statistics.steps import (
     condition_steps,
     looks_of,
     metric_names,
-    starts_too_few,
 )
 from specload.analysis.wording import step_name
 from specload.core.condition import choose_baseline
@@ -369,10 +368,9 @@ def _against(inp: _Inputs, base: str, metric: str, min_gain: float) -> _Against:
         )
         out.ratios[label] = rows
         crossovers = _crossovers(label, base, rows, out.reps[label], metrics, min_gain)
-        few = starts_too_few(cond_steps, inp.steps[base])
         achieved = {s.target_qps: s.achieved_qps for s in cond_steps}
         for x in crossovers:
-            x.too_few_starts, x.achieved = few, achieved
+            x.achieved = achieved
         if inp.starts.get(label) or inp.starts.get(base):
             for x in crossovers:
                 x.starts = per_start_effects(

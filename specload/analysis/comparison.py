@@ -25,7 +25,8 @@ from specload.analysis.diagnostics.samples import OutputSample
 from specload.analysis.inputs.features import Features
 from specload.analysis.schedules.schedule_results import ScheduleAnalysis
 from specload.analysis.statistics.ratios import Flag, RatioRow
-from specload.analysis.statistics.steps import StepStats, starts_too_few
+from specload.analysis.statistics.stats import MIN_STARTS_FOR_CONFIG
+from specload.analysis.statistics.steps import StepStats
 from specload.core.slo import Slo
 from specload.recorder.rundir import RunMeta
 
@@ -130,28 +131,32 @@ class Comparison:
         """The fewest time slices behind any of ``label``'s steps (0: some step not cut)."""
         return min((s.slices for s in self.steps.get(label, [])), default=0)
 
-    def too_few_starts(self, label: str) -> int:
-        """Server starts too few for an interval over them (``steps.starts_too_few``), 0 when
-        ``label`` vs the baseline has one."""
-        return starts_too_few(self.steps.get(label, []), self.steps.get(self.baseline, []))
+    def starts(self, label: str) -> int:
+        """The server starts the CIs of ``label`` vs the baseline are about: both sides'
+        fewest at any step."""
+        return min(self.starts_per_step(label), self.starts_per_step(self.baseline))
+
+    def config_ci(self, label: str) -> bool:
+        """Whether ``label`` vs the baseline has, beside the deciding interval, one about
+        this config over the starts (``stats.MIN_STARTS_FOR_CONFIG`` or more on both sides
+        at every step; ``RatioRow.config_ratio``)."""
+        return self.starts(label) >= MIN_STARTS_FOR_CONFIG
 
     def ci_scope(self, label: str) -> str:
-        """What the CIs of ``label`` vs the baseline are over (report.json's ``ci_scope``):
-        ``none`` (too few starts for an interval over them), ``between_starts``, or within
+        """What the deciding CIs of ``label`` vs the baseline are about (report.json's
+        ``ci_scope``): ``these_starts`` (two or more server starts, their units pooled), or
         one start: ``blocks_within_start`` (interleaved blocks), ``slices_within_start``
         (time slices of a contiguous run) or ``within_start`` (its requests: steps too short
-        to cut)."""
-        if self.too_few_starts(label):
-            return "none"
+        to cut). The interval about this config, from three starts, is ``config_ci``."""
         if not self.single_start(label):
-            return "between_starts"
+            return "these_starts"
         if self.units_per_step(label)[0] == "requests":
             return "within_start"
         return "blocks_within_start" if self.blocks_per_step(label) else "slices_within_start"
 
     def units_per_step(self, label: str) -> tuple[str, int]:
-        """Within one start, what the CIs of ``label`` vs the baseline are over and how
-        many per step (both sides' fewest): ``("blocks", n)`` with two or more interleaved
+        """What the deciding CIs of ``label`` vs the baseline are over and how many per step
+        (both sides' fewest, every start's units counted): ``("blocks", n)`` with two or more interleaved
         blocks, else ``("slices", n)`` with time slices, else ``("requests", 0)``."""
         blocks = min(self.blocks_per_step(label), self.blocks_per_step(self.baseline))
         if blocks >= 2:

@@ -28,7 +28,6 @@ __all__ = [
     "step_name",
     "time_text",
     "to_decide_text",
-    "too_few_starts_text",
 ]
 
 
@@ -76,12 +75,6 @@ def time_text(seconds: float) -> str:
     if seconds < 90 * 60:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
-
-
-def too_few_starts_text(starts: int) -> str:
-    """What every report says instead of a CI where too few server starts are pooled
-    (``stats.over_starts``): one wording for terminal, markdown, HTML and report.json."""
-    return f"{starts} starts: too few for a 95 % interval over starts"
 
 
 def digits_for(fraction: float) -> int:

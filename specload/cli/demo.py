@@ -3,14 +3,16 @@
 What ``make demo`` runs. A sweep over four conditions of ``specload sim`` with a calibrated
 profile (baseline; speculative decoding with the calibration's draft-model settings; prefix
 caching; both), each on three fresh server starts, interleaved (one start is one sample, not
-a property of the config; three is the fewest whose pooled CI is an interval over starts,
-``stats.over_starts``), the demo scenario through Locust headless, then compare: the
+a property of the config; the starts' time slices pool into the interval that decides,
+about these three starts, and three is the fewest with an interval about this config beside
+it, ``stats.over_starts``), the demo scenario through Locust headless, then compare: the
 one-sentence verdict on the terminal and the report in ``OUT/report/report.html``.
 
 Each simulator start draws its own host, as real starts differ: a few percent on the
 speculative step's launch-bound cost, and now and then a 15-second window where that step
 runs slower (seen on an H200: one 20-s step 30 % apart between two starts of one config).
-The report's CIs are a t interval over the starts, and it says where starts disagree.
+The report decides on the three starts' pooled CIs, shows the t interval over the starts
+about the config beside them, and says where starts disagree (one helps, another hurts).
 
 ``--workload interleaved`` is the way to decide on a GPU whose speculative step drifts: the
 baseline and draft-model speculation, both servers up at once, each step cut into blocks run
@@ -81,7 +83,8 @@ NGRAM_CONFIG: dict[str, object] = {
 #: ``specload compare`` options for the demo: "stops helping" = no longer faster at all.
 DEMO_COMPARE_ARGS = ("--min-gain", "0")
 #: Server starts per condition (interleaved: baseline, spec, prefix, both, baseline, ...):
-#: the fewest with an interval over starts (``stats.MIN_STARTS_FOR_CI``; two give none).
+#: the fewest with an interval about this config over starts beside the deciding one
+#: (``stats.MIN_STARTS_FOR_CONFIG``).
 DEMO_REPLICATES = 3
 #: Per-start host draws (``specload sim --start-jitter``): starts on one host differ by a few
 #: percent on speculation's launch-bound cost. No slow window: the profile's 15-s windows

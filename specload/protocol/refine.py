@@ -19,8 +19,8 @@ for want of starts) the undecided steps are measured
 again rather than called beyond the tested range. The middle, not the estimate: at the
 estimate the true gain is near the minimum by construction, the one load no number of starts
 decides. This needs passes of three starts or more (``--replicates 3``): with one start per
-pass a tested step is not measured again (on exactly two starts it would have no interval,
-``stats.MIN_STARTS_FOR_CI``), and a pass adds one new load, at the estimate or midway
+pass a tested step is not measured again (a pass of three or more starts also gives the
+interval about this config, ``stats.MIN_STARTS_FOR_CONFIG``), and a pass adds one new load, at the estimate or midway
 between the tested loads around it. Capacity: each CI bound and the estimate (a bound left open is the tested step on that
 side), each snapped to an already tested rate within 5 %, so starts accumulate there and
 the CI narrows with the variance between them. Capacity's CI is interpolated between
@@ -45,7 +45,7 @@ from typing import Any
 
 from specload.analysis.decisions.crossover import MIXED
 from specload.analysis.statistics.effect import HELPS
-from specload.analysis.statistics.stats import MIN_STARTS_FOR_CI
+from specload.analysis.statistics.stats import MIN_STARTS_FOR_CONFIG
 from specload.core.errors import ConfigError
 
 __all__ = [
@@ -73,7 +73,7 @@ NOTHING_FITS = (
 #: The same with one start per pass: the steps there need more starts than a pass adds.
 NOTHING_FITS_ONE_START = (
     "no new load fits between the tested loads around the boundary, and steps measured on "
-    "one start each are not measured again (two starts have no interval): --replicates 3 "
+    "one start each are not measured again: --replicates 3 "
     "decides the steps there"
 )
 #: Where that load goes: this factor beyond the CI bound, toward the far step.
@@ -222,7 +222,8 @@ def next_rates(
     is not settled yet, the loads where its pattern flips. ``restarts``: a pass adds enough
     starts for a tested step to keep an interval (``--replicates`` 3 or more); with one
     start per pass a crossover's tested steps are not measured again, since a step on
-    exactly two starts has no interval at all (``stats.MIN_STARTS_FOR_CI``)."""
+    three or more starts also has the interval about this config
+    (``stats.MIN_STARTS_FOR_CONFIG``)."""
     rates: set[float] = set()
     for b in bounds:
         if b.unsettled:
@@ -432,7 +433,7 @@ def run_refinement(
             return Refinement(
                 extra, passes, f"beyond the tested range ({beyond}): extend the steps"
             )
-        restarts = plan.replicates >= MIN_STARTS_FOR_CI
+        restarts = plan.replicates >= MIN_STARTS_FOR_CONFIG
         rates = next_rates(bounds, tested, restarts=restarts)
         if not rates:
             return Refinement(extra, passes, _nothing_fits(bounds, restarts))

@@ -14,7 +14,7 @@ from specload.analysis.decisions.crossover import NEVER, Boundary
 from specload.analysis.statistics.effect import HELPS
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
-from specload.analysis.wording import metric_label, too_few_starts_text
+from specload.analysis.wording import metric_label
 from specload.report.advice_rules import (
     Advice,
     AdviceInput,
@@ -86,7 +86,6 @@ def _figures(c: Comparison, info: ConditionInfo) -> ConditionFigures:
         starts=len(x.starts) if x is not None else 0,
         split_qps=tuple(x.split_qps) if x is not None else (),
         split=x.split_text() if x is not None and x.split_qps else "",
-        too_few=too_few_starts_text(x.too_few_starts) if x is not None and x.too_few_starts else "",
         settled=x.settled if x is not None else True,
         ttft_ratio=rows["ttft_p50"][0].ratio.value if rows["ttft_p50"] else None,
         tpot_ratio=rows["tpot_p50"][0].ratio.value if rows["tpot_p50"] else None,

@@ -111,9 +111,6 @@ class ConditionFigures:
     starts: int = 0
     split_qps: tuple[float, ...] = ()
     split: str = ""
-    #: the verdict's words where too few starts are pooled for an interval over them
-    #: (``wording.too_few_starts_text``), else empty
-    too_few: str = ""
     #: the steps the status rests on are decided (``Crossover.settled``)
     settled: bool = True
     ttft_ratio: float | None = None
@@ -171,16 +168,6 @@ def _where_hurts(c: ConditionFigures) -> str:
 
 
 def _undecided(c: ConditionFigures, inp: AdviceInput) -> list[Advice]:
-    if c.too_few:
-        return [
-            Advice(
-                "undecided",
-                c.label,
-                f"{c.label}: no decision yet: {c.too_few}. Run at least one more start per "
-                "condition (specload sweep --replicates 3) before acting.",
-                {"starts": float(c.starts)},
-            )
-        ]
     if c.split_qps:
         where = c.split or f"at {', '.join(f'{q:g}' for q in c.split_qps)} req/s"
         return [

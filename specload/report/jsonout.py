@@ -36,7 +36,7 @@ __all__ = ["JSON_SCHEMA", "report_dict"]
 
 #: 2: four effects (``same`` and ``undecided`` replace ``no_change``), ``to_decide_s`` on
 #: undecided ratio rows, crossover ``undecided_qps`` (steps) / ``unsure_qps``, ``settled``.
-JSON_SCHEMA = "specload.report/2"
+JSON_SCHEMA = "specload.report/3"
 
 
 def _step(s: StepStats, goodput: dict[float, float | None] | None) -> dict[str, Any]:
@@ -131,10 +131,14 @@ def _gates(report: Report) -> dict[str, Any] | None:
 
 
 def _ratio(r: RatioRow) -> dict[str, Any]:
-    """A ratio with its effect; an undecided one with its ``to_decide_s``."""
+    """A ratio with its effect; an undecided one with its ``to_decide_s``; from three
+    server starts, the interval about this config beside it (``config``: value, lo, hi and
+    its effect, never deciding)."""
     out: dict[str, Any] = {**r.ratio.to_dict(), "effect": r.effect}
     if r.to_decide_s is not None:
         out["to_decide_s"] = r.to_decide_s
+    if r.config_ratio is not None:
+        out["config"] = {**r.config_ratio.to_dict(), "effect": r.config_effect}
     return out
 
 
@@ -195,6 +199,7 @@ def report_dict(report: Report) -> dict[str, Any]:
                 "server_starts": i.starts,
                 "ci_scope": c.ci_scope(i.label),
                 "ci_note": ci_note(c, i.label),
+                "config_ci": "between_starts" if c.config_ci(i.label) else None,
                 "target": i.meta.target,
                 "status": i.meta.status,
                 "scenario": i.meta.scenario,

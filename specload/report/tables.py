@@ -18,7 +18,7 @@ from specload.analysis.statistics.effect import effect_text, rule_text
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.stats import Estimate
 from specload.analysis.statistics.steps import StepStats
-from specload.analysis.wording import metric_label, signed_change, step_label, too_few_starts_text
+from specload.analysis.wording import metric_label, signed_change, step_label
 from specload.report.gate_words import gate_message
 from specload.report.model import Report
 from specload.report.verdict_words import ci_caveat, looks_note
@@ -75,23 +75,16 @@ def fmt_change(e: Estimate) -> str:
 
 
 def ci_scope(report: Report, label: str) -> str:
-    """What a condition's CIs cover: one server start, or the variance between starts."""
+    """What a condition's CIs cover: the server starts measured (one or more, their units
+    pooled: these decide), and from three starts the interval about this config beside."""
     c = report.comparison
-    few = c.too_few_starts(label)
-    if few:
-        return (
-            f"No CIs: {too_few_starts_text(few)}; no step is called significant from the pooled "
-            "figures. Each start alone (its own CI, about that start only): the verdict and "
-            "the server starts column."
+    text = f"95 % CIs {ci_caveat(c, label)}{looks_note(c)}."
+    if c.config_ci(label):
+        text += (
+            f" This config: over {c.starts_per_step(label)} starts of {label} and "
+            f"{c.starts_per_step(c.baseline)} of {c.baseline} at every step (the last column)."
         )
-    caveat = ci_caveat(c, label)
-    if caveat:
-        return f"95 % CIs {caveat}{looks_note(c)}."
-    return (
-        f"95 % CIs are about this config: t intervals over server starts paired by "
-        f"replicate ({c.starts_per_step(label)} of {label}, {c.starts_per_step(c.baseline)} "
-        f"of {c.baseline}, at every step){looks_note(c)}."
-    )
+    return text
 
 
 def rule_note(report: Report) -> str:
@@ -202,6 +195,7 @@ def ratio_table(report: Report, label: str) -> Table:
     c = report.comparison
     rows_by_metric = c.ratios[label]
     base = {s.target_qps: s for s in c.steps[c.baseline]}
+    config = c.config_ci(label)
     out, effects = [], []
     for i, r in enumerate(rows_by_metric[c.metric]):
         cells = [step_name(report, label, r.target_qps)]
@@ -209,8 +203,14 @@ def ratio_table(report: Report, label: str) -> Table:
         err = next(s.error_rate for s in c.steps[label] if s.target_qps == r.target_qps)
         cells.append(f"{(err - base[r.target_qps].error_rate) * 100:+.1f} pp")
         cells.append(effect_text(r.effect))
+        more = [""]
+        if config:
+            cells.append(_config_cell(r))
+            more.append(r.config_effect or "")
         out.append(cells)
-        effects.append(["", *(rows_by_metric[m][i].effect for m in RATIO_METRICS), "", r.effect])
+        effects.append(
+            ["", *(rows_by_metric[m][i].effect for m in RATIO_METRICS), "", r.effect, *more[1:]]
+        )
     left_out = c.incomplete.get(label) or {}
     note = "Cells by the rule stated at the top. " + ci_scope(report, label)
     if left_out:
@@ -224,11 +224,20 @@ def ratio_table(report: Report, label: str) -> Table:
             *(metric_label(m) for m in RATIO_METRICS),
             "errors",
             f"effect on {metric_label(c.metric)}",  # not the metric's name again: its verdict
+            *([f"this config: {metric_label(c.metric)}"] if config else []),
         ],
         out,
         note=note,
         effects=effects,
     )
+
+
+def _config_cell(r: RatioRow) -> str:
+    """The interval about this config beside the deciding one, with its answer by the rule
+    ("-12.0 % (-30.1…+9.8), undecided"): shown, never deciding."""
+    if r.config_ratio is None:
+        return DASH
+    return f"{fmt_change(r.config_ratio)}, {effect_text(r.config_effect or '')}"
 
 
 def _boundary_cell(b: Boundary | None, x: Crossover) -> str:
@@ -415,9 +424,7 @@ def crossover_table(report: Report) -> Table:
     rows = []
     for x in report.comparison.crossovers:
         status = x.status.replace("_", " ")
-        if x.too_few_starts:
-            status = too_few_starts_text(x.too_few_starts)
-        elif not x.replicates_agree:
+        if not x.replicates_agree:
             status += " (starts disagree: undecided)"
         elif not x.settled:
             status += (

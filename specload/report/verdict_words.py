@@ -34,7 +34,6 @@ from specload.analysis.decisions.crossover import (
     NEVER,
     STARTS,
     Crossover,
-    StartEffects,
     fmt_qps,
     where_effect,
 )
@@ -49,13 +48,14 @@ from specload.analysis.wording import (
     pct_ci_text,
     signed_pct,
     to_decide_text,
-    too_few_starts_text,
 )
 from specload.core.slo import Slo
 
 __all__ = [
     "BLOCKS_CAVEAT",
+    "CONFIG_CI_BESIDE",
     "NOTHING_TO_COMPARE",
+    "NO_CONFIG_CI",
     "SINGLE_START_CAVEAT",
     "SLICES_CAVEAT",
     "benefit_words",
@@ -75,25 +75,26 @@ __all__ = [
 
 #: Said in place of the verdicts when the runs hold the baseline only.
 NOTHING_TO_COMPARE = "only one condition: nothing to compare"
-#: Said wherever a CI covers one server start only: it says nothing about a new start
+#: Said wherever the deciding CIs cover the server starts measured (one or more: their
+#: units pooled, ``steps._latency``): it says nothing about a new start
 #: (``benchmarks/results/coverage.md``: 0-70 % of a new start's values); here the steps were
-#: too short to cut into time slices, so drift within the start is not in it either.
+#: too short to cut into time slices, so drift within the starts is not in it either.
 SINGLE_START_CAVEAT = (
-    "about this server start only, over its requests (steps too short to cut into time "
-    "slices: drift in time is not in them); run --replicates 3+ for a claim about this config"
+    "about {these} only, over {its} requests (steps too short to cut into time slices: drift "
+    "in time is not in them); {config}"
 )
-#: Said where the CIs are over time slices of one contiguous server start
-#: (``steps._time_slices``): drift within the start is in them, the variance between starts
-#: is not.
-SLICES_CAVEAT = (
-    "about this server start only, over {slices} time slices per step; --replicates 3+ "
-    "gives a claim about this config"
-)
-#: Said where the CIs are over interleaved blocks of one server start (``sweep --interleave``):
-#: time drift within the start is in them, the variance between starts is not.
-BLOCKS_CAVEAT = (
-    "about this server start only, over {blocks} interleaved blocks per step; --replicates "
-    "3+ gives a claim about this config"
+#: Said where the CIs are over time slices of contiguous server starts
+#: (``steps._time_slices``): drift within each start is in them, the variance between
+#: starts is not.
+SLICES_CAVEAT = "about {these} only, over {slices} time slices per step; {config}"
+#: Said where the CIs are over interleaved blocks (``sweep --interleave``): time drift
+#: within each start is in them, the variance between starts is not.
+BLOCKS_CAVEAT = "about {these} only, over {blocks} interleaved blocks per step; {config}"
+#: The caveat's tail below ``stats.MIN_STARTS_FOR_CONFIG`` starts, and from there on.
+NO_CONFIG_CI = "--replicates 3+ gives a claim about this config"
+CONFIG_CI_BESIDE = (
+    "beside them, the interval about this config (a t interval over the starts paired by "
+    "replicate), which does not decide"
 )
 
 
@@ -231,24 +232,6 @@ def _disagreement(x: Crossover) -> str:
     )
 
 
-def _too_few(x: Crossover) -> str:
-    """Too few server starts for an interval over them: no decision, each start's own
-    effects instead (within-start CIs, by the one rule), the figures that stand."""
-
-    def one(s: StartEffects) -> str:
-        by: dict[str, list[float]] = {}
-        for q, e in s.effects.items():
-            if e in (HELPS, HURTS):
-                by.setdefault(e, []).append(q)
-        said = "; ".join(f"{e} at {x.steps_text(qs)}" for e, qs in by.items())
-        return f"{s.run} {said or 'helps or hurts at no step'}"
-
-    head = f"{x.condition}: {too_few_starts_text(x.too_few_starts)}, no decision"
-    if not x.starts:
-        return head
-    return f"{head}; each start alone (about that start only): " + ", ".join(map(one, x.starts))
-
-
 def status_words_plain(status: str) -> str:
     """A status without figures: "stops helping", "starts helping"."""
     return {
@@ -323,13 +306,11 @@ def sentence(
     """One sentence for one condition against the baseline.
 
     ``excluded``: target QPS left out, with why; ``caveat``: what the CIs leave out
-    (``Comparison.ci_caveat``: one server start only), said at the end.
+    (``ci_caveat``: about these server starts only), said at the end.
     """
     if x is None:
         return _nothing_to_compare(cond, rows.get(metric, []), metric, excluded)
-    if x.too_few_starts:
-        parts = [_too_few(x)]
-    elif not x.replicates_agree:
+    if not x.replicates_agree:
         parts = [_disagreement(x), *_family_clauses(x.metric, rows, x.status)]
     elif not x.settled and not x.helping:  # its own clause says where it is worse
         parts = [_unsettled(x, rows.get(x.metric, [])), *_family_clauses(x.metric, rows, NEVER)]
@@ -385,15 +366,20 @@ def capacity_sentence(
     return f"{head} {carries}{tail}."
 
 
-def ci_caveat(c: Comparison, label: str) -> str | None:
-    """What the CIs of ``label`` vs the baseline leave out, in words; None when they are an
-    interval over server starts or there are none (``Comparison.too_few_starts``)."""
-    if c.too_few_starts(label) or not c.single_start(label):
-        return None
+def ci_caveat(c: Comparison, label: str) -> str:
+    """What the deciding CIs of ``label`` vs the baseline are about, in words: the server
+    starts measured ("this server start", "these 3 server starts") and what leaves them
+    short of this config (the interval about it beside them, from three starts)."""
+    k = c.starts(label)
+    these = "this server start" if k < 2 else f"these {k} server starts"
+    config = CONFIG_CI_BESIDE if c.config_ci(label) else NO_CONFIG_CI
     unit, n = c.units_per_step(label)
     if unit == "blocks":
-        return BLOCKS_CAVEAT.format(blocks=n)
-    return SLICES_CAVEAT.format(slices=n) if unit == "slices" else SINGLE_START_CAVEAT
+        return BLOCKS_CAVEAT.format(these=these, blocks=n, config=config)
+    if unit == "slices":
+        return SLICES_CAVEAT.format(these=these, slices=n, config=config)
+    its = "its" if k < 2 else "their"
+    return SINGLE_START_CAVEAT.format(these=these, its=its, config=config)
 
 
 def looks_note(c: Comparison) -> str:
@@ -407,11 +393,9 @@ def looks_note(c: Comparison) -> str:
     )
 
 
-def ci_note(c: Comparison, label: str) -> str | None:
-    """What every report says about ``label``'s CIs beside them: why there are none
-    (``wording.too_few_starts_text``), what they leave out (``ci_caveat``), or None."""
-    few = c.too_few_starts(label)
-    return too_few_starts_text(few) if few else ci_caveat(c, label)
+def ci_note(c: Comparison, label: str) -> str:
+    """What every report says about ``label``'s CIs beside them (``ci_caveat``)."""
+    return ci_caveat(c, label)
 
 
 def verdicts(c: Comparison) -> dict[str, str]:

@@ -58,16 +58,22 @@ def test_short_coverage_run_compares_designs_against_a_truth(monkeypatch, tmp_pa
     assert "until-1: server time" in text and "Steps decided" in text
 
 
-def test_two_starts_pooled_print_no_ci_and_claim_nothing() -> None:
-    """The checker's form: a design whose CIs are all absent (two starts pooled,
-    ``stats.over_starts``) reads ``ci_printed`` false, no claim, no coverage."""
+def test_each_claim_is_what_the_design_prints() -> None:
+    """The checker's form: several starts print a deciding CI about these starts (scored
+    against their own truths), and from three the interval about this config beside it
+    (scored against the population's); a design without CIs claims nothing."""
     cov = _load()
     cells = [{"median_width": None, "coverage": 0.0}] * 2
     assert cov._claim("contiguous-2", cells) == {
-        "starts": 2, "ci_printed": False, "ci_claim": None, "min_coverage": None}  # fmt: skip
+        "starts": 2, "ci_printed": False, "ci_claim": None, "min_coverage": None,
+        "config_claim": None, "config_min_coverage": None}  # fmt: skip
     cells = [{"median_width": 0.3, "coverage": 0.95}, {"median_width": 0.2, "coverage": 0.9}]
-    assert cov._claim("interleaved-3", cells)["ci_claim"] == "new_start"
-    assert cov._claim("interleaved-3", cells)["min_coverage"] == 0.9
+    assert cov._claim("interleaved-2", cells)["ci_claim"] == "these_starts"
+    assert cov._claim("interleaved-1", cells)["ci_claim"] == "same_start"
+    config = {"coverage": 0.85, "covered": 17, "n": 20, "median_width": 0.5, "effects": {}}
+    three = cov._claim("interleaved-3", [c | {"config": config} for c in cells])
+    assert three["ci_claim"] == "these_starts" and three["min_coverage"] == 0.9
+    assert (three["config_claim"], three["config_min_coverage"]) == ("new_start", 0.85)
 
 
 def test_runs_of_one_world_merge_their_seeds() -> None:
@@ -89,7 +95,7 @@ def test_runs_of_one_world_merge_their_seeds() -> None:
     design = merged["designs"]["contiguous-3"]
     assert design["seeds"] == 2 and len(merged["per_seed"]) == 2
     assert [c["coverage"] for c in design["cells"]] == [0.5] * len(cov.CELLS)
-    assert design["min_coverage"] == 0.5 and design["ci_claim"] == "new_start"
+    assert design["min_coverage"] == 0.5 and design["ci_claim"] == "these_starts"
     # a later run that measured another design too: each design counts its own seeds
     both = one_seed(True) | {"interleaved-1": one_seed(False)["contiguous-3"]}
     runs.append(

@@ -70,7 +70,7 @@ def test_json_has_crossover_per_condition_and_metric_and_per_step_server_figures
     assert [c["passed"] for c in data["contract"]] == [True, True, False]
     keep = [a for a in data["advice"] if a["kind"] == "keep" and a["condition"] == "spec-ngram-k4"]
     assert len(keep) == 1 and keep[0]["figures"]
-    assert data["schema"] == "specload.report/2" and data["exit_code"] == 0
+    assert data["schema"] == "specload.report/3" and data["exit_code"] == 0
 
 
 def test_terminal_summary_prints_verdict_and_crossover_table(four_way: Comparison) -> None:

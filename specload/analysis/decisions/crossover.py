@@ -58,7 +58,6 @@ from specload.analysis.wording import (
     load_ci_text,
     load_with_ci,
     step_label,
-    too_few_starts_text,
 )
 
 __all__ = [
@@ -193,9 +192,6 @@ class Crossover:
     unsure: list[float] = field(default_factory=list)
     #: each replicate (server start) analysed alone; empty with one replicate
     starts: list[StartEffects] = field(default_factory=list)
-    #: server starts pooled too few for an interval over them (``steps.starts_too_few``; 0:
-    #: there is one): no step is significant, no boundary decided; the per-start figures stand
-    too_few_starts: int = 0
     #: the condition's achieved load per target QPS, to name a step as "16 (17.1)"
     achieved: dict[float, float | None] = field(default_factory=dict)
     note: str = ""
@@ -276,12 +272,7 @@ class Crossover:
     def decided(self) -> bool:
         """A boundary (or always/never) resting on decided steps that every replicate agrees
         on: safe to act on."""
-        return (
-            self.replicates_agree
-            and self.status != MIXED
-            and not self.too_few_starts
-            and self.settled
-        )
+        return self.replicates_agree and self.status != MIXED and self.settled
 
     # Back-compatible views of the stop boundary (``qps`` / ``ci`` were the crossover).
     @property
@@ -335,9 +326,6 @@ class Crossover:
             "split_qps": self.split_qps,
             "replicates_agree": self.replicates_agree,
             "decided": self.decided,
-            "too_few_starts": (
-                too_few_starts_text(self.too_few_starts) if self.too_few_starts else None
-            ),
             "note": self.note,
         }
 

@@ -1,9 +1,11 @@
 """Condition / baseline ratios per aligned step, and the "p50 better but p95 worse" flags.
 
 A ratio below 1 means the condition is faster on that latency metric. Each ratio carries the
-95 % CI of the replicate-wise ratio of the two bootstrap distributions (independent samples;
-with replicates, each side's distribution includes the variance between server starts) and
-its ``effect`` by the one rule of ``analysis.statistics.effect``. When p50 helps and p95 hurts at the
+95 % CI of the replicate-wise ratio of the two bootstrap distributions (over the units of
+every server start pooled: a claim about these starts) and its ``effect`` by the one rule of
+``analysis.statistics.effect``: that interval decides. From three starts on, the interval
+about this config (over the starts, paired by replicate) stands beside it with its own
+effect, ``config_ratio`` and ``config_effect``: shown, never deciding. When p50 helps and p95 hurts at the
 same step, some requests wait on the drafting path: that is flagged, never averaged away.
 """
 
@@ -37,6 +39,11 @@ class RatioRow:
     #: an undecided step: more measured seconds (both sides) that would likely decide it
     #: (``effect.to_decide_s``); None otherwise
     to_decide_s: float | None = None
+    #: three or more starts on both sides: the interval about this config, over the starts
+    #: paired by replicate (``stats.effect_over_starts``), and its effect by the one rule;
+    #: shown beside ``ratio``, never deciding. None with fewer starts
+    config_ratio: Estimate | None = None
+    config_effect: str | None = None
 
 
 @dataclass(slots=True)
@@ -77,8 +84,26 @@ def step_ratios(
                 if effect == INCOMPLETE
                 else to_decide_s(est, min_gain, s.window_s + b.window_s)
             )
+            config = _config_ratio(s, b, metric)
+            config_effect = (
+                None
+                if config is None
+                else INCOMPLETE
+                if s.target_qps in incomplete
+                else classify(config, min_gain)
+            )
             rows[metric].append(
-                RatioRow(s.condition, metric, s.target_qps, est, effect, s.achieved_qps, more)
+                RatioRow(
+                    s.condition,
+                    metric,
+                    s.target_qps,
+                    est,
+                    effect,
+                    s.achieved_qps,
+                    more,
+                    config,
+                    config_effect,
+                )  # fmt: skip
             )
             cols.append(r)
         reps[metric] = np.stack(cols, axis=1) if cols else np.empty((0, 0))
@@ -86,22 +111,32 @@ def step_ratios(
 
 
 def _ratio(s: StepStats, b: StepStats, metric: str) -> tuple[Estimate, np.ndarray]:
-    """The step's ratio and its replicates: over server starts paired by replicate number
-    where both sides have three or more with a value (``stats.effect_over_starts``), else
-    the replicate-wise ratio of the two sides' own intervals."""
-    if metric in s.start_replicates and metric in b.start_replicates:
-        est, r = ratio_estimate(
-            s.latency[metric], s.start_replicates[metric], b.latency[metric],
-            b.start_replicates[metric],
-        )  # fmt: skip
-        paired = effect_over_starts(
-            est, r, s.start_values.get(metric, {}), b.start_values.get(metric, {})
-        )
-        if paired is not None:
-            return paired
+    """The step's deciding ratio and its replicates: the replicate-wise ratio of the two
+    sides' intervals over their starts' pooled units (about these starts)."""
     return ratio_estimate(
         s.latency[metric], s.replicates[metric], b.latency[metric], b.replicates[metric]
     )
+
+
+def _config_ratio(s: StepStats, b: StepStats, metric: str) -> Estimate | None:
+    """The ratio's interval about this config: over server starts paired by replicate number
+    where both sides have three or more with a value (``stats.effect_over_starts``), else
+    the ratio of the two sides' own intervals over their starts; None below three starts."""
+    if metric not in s.config_latency or metric not in b.config_latency:
+        return None
+    est, r = ratio_estimate(
+        s.latency[metric], s.start_replicates[metric], b.latency[metric],
+        b.start_replicates[metric],
+    )  # fmt: skip
+    paired = effect_over_starts(
+        est, r, s.start_values.get(metric, {}), b.start_values.get(metric, {})
+    )
+    if paired is not None:
+        return paired[0]
+    return ratio_estimate(
+        s.config_latency[metric], s.config_replicates[metric], b.config_latency[metric],
+        b.config_replicates[metric],
+    )[0]  # fmt: skip
 
 
 def p95_flags(rows: dict[str, list[RatioRow]]) -> list[Flag]:

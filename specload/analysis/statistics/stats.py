@@ -59,7 +59,7 @@ __all__ = [
     "Units",
     "bootstrap_quantile",
     "estimate",
-    "MIN_STARTS_FOR_CI",
+    "MIN_STARTS_FOR_CONFIG",
     "effect_over_starts",
     "few_units_widened",
     "for_looks",
@@ -340,7 +340,7 @@ def t975(df: int) -> float:
 
 def t9875(df: int) -> float:
     """Student's t 98.75 % quantile (a two-sided 97.5 % interval) for ``df`` >= 1: the
-    interval over server starts (``over_starts``)."""
+    interval about this config over server starts (``over_starts``) and over time slices."""
     return _T9875[df - 1] if df <= len(_T9875) else 2.2414 + 3.6 / df
 
 
@@ -433,12 +433,13 @@ def effect_over_starts(
     cond_starts: dict[int, float],
     base_starts: dict[int, float],
 ) -> tuple[Estimate, np.ndarray] | None:
-    """The interval of a condition / baseline ratio over three or more server starts of
-    each, paired by replicate number: the bootstrap interval of the ratio (``reps``: over
+    """The interval about this config of a condition / baseline ratio over three or more
+    server starts of each, paired by replicate number (shown beside the deciding interval
+    about these starts, ``steps._latency``; it never decides): the bootstrap interval of the ratio (``reps``: over
     starts and the requests within each, two-level), each side stretched on a log scale
     around the estimate until it reaches the t interval of the starts' own log ratios
     (``cond_starts[k] / base_starts[k]``, each start's percentile; ``t9875`` quantile).
-    None with fewer than ``MIN_STARTS_FOR_CI`` pairs (no interval over starts).
+    None with fewer than ``MIN_STARTS_FOR_CONFIG`` pairs (no interval over starts).
 
     Why both parts: the t interval over the pairs carries the spread between starts with
     the tails a handful of them needs (a bootstrap over three starts divides by 3, not 2,
@@ -449,7 +450,7 @@ def effect_over_starts(
     nothing is shared, independent pairs give the same interval's validity."""
     keys = sorted(set(cond_starts) & set(base_starts))
     v = ratio.value
-    if len(keys) < MIN_STARTS_FOR_CI or v is None or not v > 0:
+    if len(keys) < MIN_STARTS_FOR_CONFIG or v is None or not v > 0:
         return None
     d = np.log([cond_starts[k] / base_starts[k] for k in keys])
     half = t9875(len(keys) - 1) * float(np.std(d, ddof=1)) / math.sqrt(len(keys))
@@ -486,16 +487,18 @@ def for_looks(est: Estimate, reps: np.ndarray, looks: int) -> tuple[Estimate, np
     return _stretched(est.value, reps, c)
 
 
-#: The fewest server starts whose pooled interval is printed. At two starts even the
-#: t-widened interval covers but is too wide to decide anything (70-260 points on the
-#: simulator, ``docs/report.md``), so none is printed and the per-start figures stand instead.
-MIN_STARTS_FOR_CI = 3
+#: The fewest server starts with an interval about this config (over the starts,
+#: ``over_starts``). At two, even the t-widened interval covers but is 70-260 points wide on
+#: the simulator (``docs/report.md``), so none is given; the interval about these starts
+#: (their units pooled, ``steps._latency``) decides from one start on.
+MIN_STARTS_FOR_CONFIG = 3
 
 
 def over_starts(
     est: Estimate, reps: np.ndarray, starts: int, start_values: np.ndarray | None = None
 ) -> tuple[Estimate, np.ndarray]:
-    """A pooled percentile's interval over ``starts`` server starts (two or more run dirs).
+    """A pooled percentile's interval about this config, over ``starts`` server starts
+    (three or more run dirs): shown beside the interval about these starts, never deciding.
 
     Why: the two-level bootstrap over a handful of starts undercovers a new start's value,
     so it is stretched like a t interval over the starts and made at least as wide as the t
@@ -505,10 +508,9 @@ def over_starts(
     the 95 % quantile the interval held the population's ratio in 0.91 of seed-steps
     (``docs/intervals.md``); at 97.5 %, 3 and 5 starts held it in 730 of 760
     (``benchmarks/results/coverage.md``). The interval stays called a 95 % CI, which is what
-    it was chosen to hold. Below ``MIN_STARTS_FOR_CI`` starts no interval is given (value
-    kept, replicates NaN): nothing downstream can then call a step significant or put a CI
-    on a boundary.
+    it was chosen to hold. Below ``MIN_STARTS_FOR_CONFIG`` starts no interval is given (value
+    kept, replicates NaN).
     """
-    if starts < MIN_STARTS_FOR_CI:
+    if starts < MIN_STARTS_FOR_CONFIG:
         return Estimate(est.value), np.full(reps.shape, np.nan)
     return few_units_widened(est, reps, starts, start_values, t9875)

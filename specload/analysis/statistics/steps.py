@@ -9,15 +9,16 @@ request; the live line counts the same), requests/s every request; both and outp
 divide by the measured window from ``steps.json`` (``end - warmup_end`` per step execution),
 or by the span of send times when ``steps.json`` is missing.
 
-Each run directory of a condition is one *replicate* (one server start). Where a step has
-latency values from two or more run directories, the bootstrap replicates of its percentiles
-are two-level (run directories, then requests within each; ``stats.py`` says why and how),
-stretched like a t interval over the starts, and absent at two starts
-(``stats.over_starts``), so every CI, ratio and crossover downstream is an interval over
-server starts (each
-start's own figures, to show whether they agree, come from ``analysis.decisions.replicates``, which
-runs this module on each run directory alone). Repeats inside one run directory (re-walks of the ladder on one
-server) are not replicates: they are pooled.
+Each run directory of a condition is one *replicate* (one server start). Starts add up: a
+step's deciding interval is over the units of every start pooled as one sample (interleaved
+blocks, time slices of contiguous starts, or the requests where a step is too short to cut),
+the construction one start gets, so its claim is about *these* starts. From three starts
+on, an interval about *this config* stands beside it (``StepStats.config_latency``: a
+two-level bootstrap over the starts, then requests within each, stretched like a t interval
+over them, ``stats.over_starts``); it never decides. Each start's own figures, to show
+whether they contradict each other, come from ``analysis.decisions.replicates``, which runs
+this module on each run directory alone. Repeats inside one run directory (re-walks of the
+ladder on one server) are not replicates: they are pooled.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import numpy as np
 from specload.analysis.inputs.run_columns import RunColumns
 from specload.analysis.inputs.server import ServerStep
 from specload.analysis.statistics.stats import (
-    MIN_STARTS_FOR_CI,
+    MIN_STARTS_FOR_CONFIG,
     MIN_TAIL_VALUES,
     Estimate,
     Units,
@@ -55,7 +56,6 @@ __all__ = [
     "load_mask",
     "metric_names",
     "pool_runs",
-    "starts_too_few",
 ]
 
 #: Metric family → record field (seconds).
@@ -102,23 +102,29 @@ class StepStats:
     #: carried one: would n-gram drafting help this traffic?
     lookup_match_rate: float | None = None
     lookup_n: int = 0
-    #: How many run directories (replicates, server starts) have records at this step. Where a
-    #: latency metric has values from two or more, its ``replicates`` (and CI) are two-level and
-    #: an interval over the starts (``stats.over_starts``: none at two).
+    #: How many run directories (replicates, server starts) have records at this step: the
+    #: ``latency`` CIs are over all their units pooled (about these starts); from
+    #: ``stats.MIN_STARTS_FOR_CONFIG`` on, ``config_latency`` is the interval over them.
     runs: int = 1
     #: each server start's own percentile per latency metric, by replicate number (two or
     #: more starts): what the effect over starts pairs (``paired.over_starts``)
     start_values: dict[str, dict[int, float]] = field(default_factory=dict, repr=False)
-    #: the two-level bootstrap replicates over those starts before ``stats.over_starts``
-    #: widened them: what the paired effect starts from (``stats.effect_over_starts``)
+    #: the two-level bootstrap replicates over three or more starts before
+    #: ``stats.over_starts`` widened them: what the paired effect about this config starts
+    #: from (``stats.effect_over_starts``)
     start_replicates: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
-    #: Interleaved blocks (``sweep --interleave``) behind this step, 0 outside such runs: the
-    #: CIs are then over blocks (paired with the other conditions' neighbouring blocks, and
-    #: widened for few units: ``stats.few_units_widened``).
+    #: three or more starts: each latency's interval about this config, over the starts
+    #: (``stats.over_starts``), and its replicates; shown beside ``latency``, never deciding
+    config_latency: dict[str, Estimate] = field(default_factory=dict)
+    config_replicates: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: Interleaved blocks (``sweep --interleave``) behind this step, every start's counted,
+    #: 0 outside such runs: the CIs are then over blocks (paired with the other conditions'
+    #: neighbouring blocks, and widened for few units: ``stats.few_units_widened``).
     blocks: int = 0
-    #: Time slices behind this step of one contiguous server start (0: none, e.g. a step
-    #: too short to cut): the CIs are then over them (``stats.few_units_widened``), so drift
-    #: within the start is in the interval (``_time_slices`` says why).
+    #: Time slices behind this step of its contiguous server starts, every start's counted
+    #: (0: none, e.g. a step too short to cut): the CIs are then over them
+    #: (``stats.few_units_widened``), so drift within each start is in the interval
+    #: (``_time_slices`` says why).
     slices: int = 0
     #: every measured request per second (later conversation turns included): the server's
     #: request rate, which differs from ``achieved_qps`` only in multi-turn scenarios
@@ -182,7 +188,7 @@ def _units(run: RunColumns, i: int, measured: np.ndarray) -> np.ndarray:
     (records carry ``block``), its block, numbered (replicate, k) so that block k of every
     condition at a step gets the same id: they ran next to each other (``protocol/interleave``)
     and the paired resampling in ``_latency`` draws them together; else its time slice
-    (``_time_slices``), used where the run is the step's only start."""
+    (``_time_slices``), numbered (run, slice) so that every start's are its own units."""
     n = int(measured.sum())
     block = run.cols["block"][measured]
     if n == 0:
@@ -286,15 +292,17 @@ def _start_values(cols: dict[str, np.ndarray], ok: np.ndarray) -> dict[str, dict
 
 def _latency(
     cols: dict[str, np.ndarray], ok: np.ndarray, cond: str, qps: float, b: int, seed: int
-) -> tuple[dict[str, Estimate], dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Pooled percentiles and their replicates. The top level of the interval is the server
-    start (run dir) wherever values come from two or more (``stats.over_starts``: a t
-    interval over them, none at two); within one interleaved start it is the block, within
-    one contiguous start the time slice (``stats.few_units_widened`` for both); else (a
-    step too short to cut) the request."""
+) -> tuple[dict[str, Estimate], dict[str, np.ndarray], _Config]:
+    """Pooled percentiles and the replicates of the interval that decides: the units of
+    every server start at this step pooled as one sample (interleaved blocks; time slices
+    of contiguous starts; the requests where a step is too short to cut), widened for few
+    units (``stats.few_units_widened``): the claim is about these starts, one or more, as
+    one start's always was. From ``MIN_STARTS_FOR_CONFIG`` starts on, the interval about
+    this config beside it (``_Config``): over the starts (``stats.over_starts``), never
+    deciding."""
     est: dict[str, Estimate] = {}
     reps: dict[str, np.ndarray] = {}
-    raw: dict[str, np.ndarray] = {}  # over two or more starts: before ``over_starts``
+    config = _Config()
     blocks = _is_blocked(cols)
     for fam, col in LATENCY_FIELDS.items():
         sel = np.ones(ok.shape, dtype=bool) if fam == "queue_delay" else ok
@@ -302,34 +310,51 @@ def _latency(
         finite = ~np.isnan(x)
         x, run, unit = x[finite], run[finite], unit[finite]
         starts = int(np.unique(run).size)
-        if starts < 2:
-            run = unit  # one start: its blocks, its time slices, or else its requests
-            if not blocks and np.unique(unit).size < MIN_SLICES:
-                run = np.zeros_like(unit)
-        groups: Units | None = None
-        if run.size and run.min() != run.max():  # values from two or more units
-            order = np.argsort(x, kind="stable")
-            x, groups = x[order], Units.of(run[order])
-        else:
-            x = np.sort(x)
+        if not blocks and not _cut(run, unit):
+            unit = np.zeros_like(unit)  # steps too short to cut: the requests
+        order = np.argsort(x, kind="stable")
+        x, unit, run = x[order], unit[order], run[order]
+        groups = Units.of(unit) if unit.size and unit.min() != unit.max() else None
+        by_start = Units.of(run) if starts >= MIN_STARTS_FOR_CONFIG else None
         for tag, q in QUANTILES.items():
             name = f"{fam}_{tag}"
             # Blocks: the same generator for every condition, so the unit draw (the first
-            # draw) picks the same pairs of neighbouring blocks (or sessions) in each.
-            rng = rng_for("blocks" if blocks else cond, qps, name, seed=seed)
+            # draw) picks the same pairs of neighbouring blocks in each.
+            key = "blocks" if blocks else cond
+            rng = rng_for(key, qps, name, seed=seed)
             est[name], reps[name] = estimate(x, q, b, rng, groups)
-            if groups is None:
-                continue
-            if starts >= 2:  # a t interval over the starts, none below three
-                raw[name] = reps[name]
-                spread = unit_percentiles(x, groups, q)  # at least their own t interval
-                est[name], reps[name] = over_starts(est[name], reps[name], starts, spread)
-            else:  # one start: over its blocks or time slices, stretched for few of them
+            if groups is not None:  # over blocks or time slices, stretched for few of them
                 spread = unit_percentiles(x, groups, q)
                 est[name], reps[name] = few_units_widened(
                     est[name], reps[name], groups.count, spread, t975 if blocks else SLICE_T
                 )
-    return est, reps, raw
+            if by_start is not None:  # this config: over the starts
+                raw_est, raw = estimate(x, q, b, rng_for(key, qps, name, "starts", seed=seed),
+                                        by_start)  # fmt: skip
+                config.raw[name] = raw
+                config.latency[name], config.replicates[name] = over_starts(
+                    raw_est, raw, starts, unit_percentiles(x, by_start, q)
+                )
+    return est, reps, config
+
+
+@dataclass(slots=True)
+class _Config:
+    """The interval about this config over three or more server starts, per metric: the
+    starts' two-level bootstrap replicates (``raw``: what the paired effect starts from,
+    ``stats.effect_over_starts``), and each condition's own interval over them."""
+
+    latency: dict[str, Estimate] = field(default_factory=dict)
+    replicates: dict[str, np.ndarray] = field(default_factory=dict)
+    raw: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def _cut(run: np.ndarray, unit: np.ndarray) -> bool:
+    """Contiguous starts: every start's step cut into at least ``MIN_SLICES`` time slices
+    (``_time_slices``); else the step's interval is over its requests."""
+    return bool(run.size) and all(
+        np.unique(unit[run == r]).size >= MIN_SLICES for r in np.unique(run).tolist()
+    )
 
 
 def _is_blocked(cols: dict[str, np.ndarray]) -> bool:
@@ -348,7 +373,7 @@ def _one_step(
     ok = cols["ok"]
     n, n_ok = int(ok.size), int(ok.sum())
     kinds = Counter(k if k else "unknown" for k in cols["error_kind"][~ok].tolist())
-    latency, reps, raw = _latency(cols, ok, cond, qps, b, seed)
+    latency, reps, config = _latency(cols, ok, cond, qps, b, seed)
     out_tok = cols["output_tokens"][ok]
     chunks = cols["content_chunks"][ok]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -376,7 +401,9 @@ def _one_step(
         late_share=float(np.mean(cols["queue_delay_s"] > LATE_S)) if n else 0.0,
         replicates=reps,
         start_values=_start_values(cols, ok),
-        start_replicates=raw,
+        start_replicates=config.raw,
+        config_latency=config.latency,
+        config_replicates=config.replicates,
         execution_p50=_per_execution(cols, ok),
         lookup_match_rate=float(lookup.mean()) if lookup.size else None,
         lookup_n=int(lookup.size),
@@ -387,22 +414,11 @@ def _one_step(
 
 
 def _slices(cols: dict[str, np.ndarray]) -> int:
-    """Time slices behind a step of one contiguous start (``_time_slices``), else 0."""
-    if _is_blocked(cols) or np.unique(cols["_run"]).size != 1:
+    """Time slices behind a step of contiguous starts, every start's (``_time_slices``;
+    0 where some start's step is too short to cut)."""
+    if _is_blocked(cols) or not _cut(cols["_run"], cols["_unit"]):
         return 0
-    k = int(np.unique(cols["_unit"]).size)
-    return k if k >= MIN_SLICES else 0
-
-
-def starts_too_few(*sides: list[StepStats]) -> int:
-    """The number of server starts (2 up to ``MIN_STARTS_FOR_CI`` - 1) that leaves a
-    comparison of these sides' steps without an interval over starts (``stats.over_starts``);
-    0 when each side has an interval (one start's own, or one over enough starts)."""
-    for steps in sides:
-        k = min((s.runs for s in steps), default=1)
-        if 2 <= k < MIN_STARTS_FOR_CI:
-            return k
-    return 0
+    return int(np.unique(cols["_unit"]).size)
 
 
 def load_mask(turn: np.ndarray) -> np.ndarray:
@@ -437,8 +453,9 @@ def condition_steps(
 ) -> list[StepStats]:
     """Per-step statistics of one condition (its runs pooled), sorted by target QPS.
 
-    Each of ``runs`` is one replicate (server start): steps with latency values from two or
-    more get two-level bootstrap replicates.
+    Each of ``runs`` is one replicate (server start): their units pool into one sample
+    (about these starts); from three on, each step also carries the interval over them
+    (about this config).
     """
     cols, windows = pool_runs(runs)
     qps = np.round(cols["target_qps"], 6)
@@ -467,5 +484,9 @@ def _for_looks(step: StepStats, looks: int) -> StepStats:
     for name in list(step.latency):
         step.latency[name], step.replicates[name] = for_looks(
             step.latency[name], step.replicates[name], looks
+        )
+    for name in list(step.config_latency):
+        step.config_latency[name], step.config_replicates[name] = for_looks(
+            step.config_latency[name], step.config_replicates[name], looks
         )
     return step

@@ -1,4 +1,5 @@
-"""condition_steps: run directories are replicates (two-level bootstrap), repeats are pooled."""
+"""condition_steps: run directories are replicates (their units pooled to decide, a two-level
+bootstrap over them about the config from three), repeats are pooled."""
 
 from __future__ import annotations
 
@@ -60,18 +61,24 @@ def _step(steps: list[StepStats], qps: float) -> StepStats:
     return next(s for s in steps if s.target_qps == qps)
 
 
-def test_replicates_that_disagree_widen_the_ci_far_beyond_pooled_resampling(
+def test_replicates_that_disagree_widen_the_config_ci_far_beyond_pooled_resampling(
     disagreeing: list[RunColumns],
 ) -> None:
+    """The interval about this config (three starts: over them) reaches out to each start's
+    own median; the deciding one, over the starts' time slices pooled (about these starts),
+    has the same value and is narrower."""
     s = _step(condition_steps("baseline", disagreeing, b=1000, seed=0), 2.0)
-    assert s.runs == 3 and s.n == 1200 and s.executions == 3
+    assert s.runs == 3 and s.n == 1200 and s.executions == 3 and s.slices == 18
     pooled = np.sort(
         np.concatenate(
             [r.cols["tpot_s"][~r.cols["warmup"] & (r.cols["step"] == 0)] for r in disagreeing]
         )
     )
-    hier = s.latency["tpot_p50"]
-    assert hier.value == pytest.approx(quantile_sorted(pooled, 0.5), rel=1e-12)
+    hier, these = s.config_latency["tpot_p50"], s.latency["tpot_p50"]
+    assert hier.value == these.value == pytest.approx(quantile_sorted(pooled, 0.5), rel=1e-12)
+    assert these.lo is not None and these.hi is not None
+    assert hier.lo is not None and hier.hi is not None
+    assert these.hi - these.lo < hier.hi - hier.lo
     naive, _ = estimate(pooled, 0.5, 1000, np.random.default_rng(0))
     assert hier.lo is not None and hier.hi is not None
     assert naive.lo is not None and naive.hi is not None
@@ -90,16 +97,18 @@ def test_replicates_that_disagree_widen_the_ci_far_beyond_pooled_resampling(
     assert hier.lo < one.value * 1.03 and hier.hi > two.value * 0.97
 
 
-def test_two_run_dirs_give_the_pooled_value_without_an_interval(
+def test_two_run_dirs_give_an_interval_over_their_pooled_slices_and_none_about_the_config(
     disagreeing: list[RunColumns],
 ) -> None:
-    """Two starts: too few for an interval over starts (``stats.over_starts``): the pooled
-    percentile stands, no CI, replicates NaN (nothing downstream can call it significant)."""
+    """Two starts add up: their time slices pool into one sample (about these two starts),
+    an interval at every metric; none about the config (``stats.over_starts`` needs three)."""
     s = _step(condition_steps("baseline", disagreeing[:2], b=300, seed=0), 2.0)
-    assert s.runs == 2
+    assert s.runs == 2 and s.slices == 12
     for name, est in s.latency.items():
-        assert est.value is not None and (est.lo, est.hi) == (None, None), name
-        assert np.isnan(s.replicates[name]).all(), name
+        assert est.value is not None and est.lo is not None and est.hi is not None, name
+        assert est.lo <= est.value <= est.hi, name
+        assert np.isfinite(s.replicates[name]).all(), name
+    assert s.config_latency == {} and s.start_replicates == {}
 
 
 @pytest.fixture()
