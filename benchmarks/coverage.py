@@ -21,11 +21,14 @@ into real run directories and read by compare's own analysis (``analysis.statist
 - **truth** per step: the p50 TPOT ratio spec / baseline pooled over ``TRUTH_STARTS`` starts
   x ``TRUTH_S`` seconds each, after the designs' warm-up (the population of starts and
   seconds a decision about a new start is about), and the crossover the product's own
-  interpolation puts between those true ratios. A one-start design's CI says it is about
-  that start only, so it is scored against that start's **own truth**: each condition's p50
+  interpolation puts between those true ratios. The deciding CI says it is about the
+  server starts measured (one or more, their units pooled: ``steps._latency``), so it is
+  scored against those starts' **own truth**: each start's ratio of the conditions' p50
   over ``OWN_S`` seconds per cell on that start's own host draw, far from the seconds the
-  design measured (its steady state); how often it held the population's truth is
-  reported beside it.
+  design measured (its steady state), and for k starts the mean of their log ratios; how
+  often it held the population's truth is reported beside it. From three starts, the
+  interval about this config (over the starts, ``RatioRow.config_ratio``) is scored
+  against the population's truth.
 
 Reported per (regime, design, starts) and step: coverage of the 95 % CI of the ratio, its
 median width, how often the step's answer by the one rule (helps / hurts / no change) differs
@@ -64,7 +67,7 @@ from specload.analysis.decisions.crossover import find_crossover
 from specload.analysis.inputs.run_columns import load_runs
 from specload.analysis.statistics.effect import HELPS, HURTS, SAME, UNDECIDED, classify
 from specload.analysis.statistics.ratios import step_ratios
-from specload.analysis.statistics.stats import MIN_STARTS_FOR_CI, Estimate
+from specload.analysis.statistics.stats import MIN_STARTS_FOR_CONFIG, Estimate
 from specload.analysis.statistics.steps import condition_steps
 from specload.cli.demo import SPEC_CONFIGS
 from specload.core.condition import parse_condition
@@ -350,7 +353,26 @@ def _truth_start(args: tuple[World, int]) -> dict[str, list[list[float]]]:
 def own_truth(world: World, start: int) -> list[float]:
     """One server start's own long-run p50 TPOT ratio per cell (what a single-start CI,
     "about that start only", claims to cover): each condition's p50 over ``OWN_S`` on that
-    start's host draw, in its steady state."""
+    start's host draw, in its steady state. Cached per (world, start): the designs that pool
+    k starts take the first k of the same ones."""
+    key = (world.name, start)
+    if key not in _OWN:
+        _OWN[key] = _own_truth(world, start)
+    return _OWN[key]
+
+
+#: ``own_truth`` per (world, start) in this process
+_OWN: dict[tuple[str, int], list[float]] = {}
+
+
+def these_starts_truth(world: World, starts: Sequence[int]) -> list[float]:
+    """What the deciding CI over k starts' pooled units claims ("about these k server
+    starts"): the mean of their own truths' log ratios per cell, exponentiated."""
+    own = np.log([own_truth(world, s) for s in starts])
+    return [float(v) for v in np.exp(own.mean(axis=0))]
+
+
+def _own_truth(world: World, start: int) -> list[float]:
     p50: dict[str, list[float]] = {label: [] for label in LABELS}
     for label in LABELS:
         for i, cell in enumerate(CELLS):
@@ -415,11 +437,24 @@ def evaluate(dirs: Sequence[dict[str, Path]], *truths: dict[str, Any]) -> list[d
                 "width": None if lo is None or hi is None else hi - lo,
                 "effect": row.effect, "true_effect": _effect(t), "ratio": row.ratio.value,
                 "truth": t, "ci": [lo, hi],
-            })  # fmt: skip
+            } | _config_cell(row.config_ratio, row.config_effect, t))  # fmt: skip
         out.append({"cells": cells, "stop": _stop_covered(x, true["stop"]),
                     "stop_ci": _stop_ci(x)})  # fmt: skip
     out[0]["start_p50"] = {label: [_cell_p50s(r) for r in runs[label]] for label in LABELS}
     return out
+
+
+def _config_cell(ratio: Estimate | None, effect: str | None, t: float) -> dict[str, Any]:
+    """The interval about this config (three or more starts) against a truth: ``config``
+    with its coverage, width, effect and bounds; nothing below three starts."""
+    if ratio is None:
+        return {}
+    lo, hi = ratio.lo, ratio.hi
+    return {"config": {
+        "covered": lo is not None and hi is not None and lo <= t <= hi,
+        "width": None if lo is None or hi is None else hi - lo, "effect": effect,
+        "ci": [lo, hi],
+    }}  # fmt: skip
 
 
 def _cell_p50s(run: Any) -> list[float | None]:
@@ -463,9 +498,11 @@ def _stop_covered(x: Any, true_stop: float | None) -> bool | None:
 def one_seed(args: tuple[int, str, dict[str, Any], tuple[str, ...]]) -> dict[str, Any]:
     """Every design (of ``kinds``) of one seed in one world; the designs that pool k starts
     (sessions) take the first k of the same ones."""
-    seed, world_name, true, kinds = args
+    seed, world_name, true, kinds = args[:4]
+    only = args[4] if len(args) > 4 else ()  # type: ignore[misc]
     world, all_designs = WORLDS[world_name]
     designs = [(kind, k) for kind, k in all_designs if kind in kinds]
+    designs = [(kind, k) for kind, k in designs if not only or f"{kind}-{k}" in only]
     out: dict[str, Any] = {}
     with TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -477,15 +514,16 @@ def one_seed(args: tuple[int, str, dict[str, Any], tuple[str, ...]]) -> dict[str
         for kind, k in designs:
             while len(made[kind]) < k:
                 made[kind].append(make[kind](world, 100 * seed + len(made[kind]) + 1, base))
-            if k == 1:  # its CI claims that start's own truth: measure it against that
-                ratios = own_truth(world, _start_of(kind, 100 * seed + 1))
-                own, pop = evaluate(made[kind][:1], {"ratios": ratios, "stop": _true_stop(ratios)},
-                                    true)  # fmt: skip
-                out[f"{kind}-{k}"] = own | {"population": pop}
-                if kind == "until":
-                    out[f"{kind}-{k}"] |= UNTIL_USE.get(100 * seed + 1, {})
-            else:
-                out[f"{kind}-{k}"] = evaluate(made[kind][:k], true)[0]
+            # its CI claims these starts' own truth: measure it against that, and the
+            # population's (the interval about this config's claim, from three starts)
+            ratios = these_starts_truth(
+                world, [_start_of(kind, 100 * seed + n) for n in range(1, k + 1)]
+            )
+            own, pop = evaluate(made[kind][:k], {"ratios": ratios, "stop": _true_stop(ratios)},
+                                true)  # fmt: skip
+            out[f"{kind}-{k}"] = own | {"population": pop}
+            if kind == "until":
+                out[f"{kind}-{k}"] |= UNTIL_USE.get(100 * seed + 1, {})
     return out
 
 
@@ -509,6 +547,7 @@ def summarise(per_seed: list[dict[str, Any]], true: dict[str, Any]) -> dict[str,
             effects = [g["effect"] for g in got]
             points = [g["ratio"] for g in got if g["ratio"] is not None]
             pop = [r["population"]["cells"][i] for r in rows if "population" in r]
+            config = [g["config"] for g in pop if "config" in g]
             cells.append({
                 "cell": cell.label, "true_ratio": true["ratios"][i],
                 "truth_p10_p90": [float(np.percentile([g.get("truth", true["ratios"][i])
@@ -524,7 +563,7 @@ def summarise(per_seed: list[dict[str, Any]], true: dict[str, Any]) -> dict[str,
                 "ratio_p10_p90": [float(np.percentile(points, 10)),
                                   float(np.percentile(points, 90))],
             } | ({"population_coverage": float(np.mean([g["covered"] for g in pop]))}
-                 if pop else {}))  # fmt: skip
+                 if pop else {}) | _config_summary(config))  # fmt: skip
         stops = [r["stop"] for r in rows if r["stop"] is not None]
         use = [r for r in rows if "server_s" in r]
         designs[name] = {
@@ -546,30 +585,52 @@ def summarise(per_seed: list[dict[str, Any]], true: dict[str, Any]) -> dict[str,
     return designs
 
 
+def _config_summary(config: list[dict[str, Any]]) -> dict[str, Any]:
+    """A cell's interval about this config over the seeds (three or more starts): coverage
+    of the population's truth, median width, effects."""
+    if not config:
+        return {}
+    widths = [g["width"] for g in config if g["width"] is not None]
+    effects = [g["effect"] for g in config]
+    return {"config": {
+        "coverage": float(np.mean([g["covered"] for g in config])),
+        "covered": int(sum(g["covered"] for g in config)), "n": len(config),
+        "median_width": float(np.median(widths)) if widths else None,
+        "effects": {e: effects.count(e) for e in sorted(set(effects))},
+    }}  # fmt: skip
+
+
 def _claim(name: str, cells: list[dict[str, Any]]) -> dict[str, Any]:
     """What a checker reads per design: how many starts (sessions), whether compare prints a
-    CI, what the CI claims to cover (``new_start``: the population of server starts, with two
-    or more; ``same_start``: one start's own truth, said in its caveat) and the lowest
-    coverage over the cells where one is printed."""
+    CI, what the deciding CI claims to cover (``same_start``: one start's own truth;
+    ``these_starts``: the mean of the k starts' own truths, both said in its caveat), the
+    lowest coverage over the cells where one is printed, and from three starts the claim of
+    the interval about this config beside it (``new_start``: the population's truth)."""
     k = int(name.rsplit("-", 1)[1])
     printed = any(c["median_width"] is not None for c in cells)
+    config = [c["config"] for c in cells if "config" in c]
     return {
         "starts": k,
         "ci_printed": printed,
-        "ci_claim": None if not printed else "new_start" if k >= 2 else "same_start",
+        "ci_claim": None if not printed else "these_starts" if k >= 2 else "same_start",
         "min_coverage": min(c["coverage"] for c in cells) if printed else None,
+        "config_claim": "new_start" if config else None,
+        "config_min_coverage": min(c["coverage"] for c in config) if config else None,
     }
 
 
 def run(
-    seeds: int, workers: int, worlds: Sequence[str], kinds: tuple[str, ...], first_seed: int = 1
-) -> dict[str, Any]:
+    seeds: int, workers: int, worlds: Sequence[str], kinds: tuple[str, ...], first_seed: int = 1,
+    designs: tuple[str, ...] = (), truths: dict[str, Any] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """``designs``: only these (``contiguous-3``, ...; default: every one of ``kinds``);
+    ``truths``: a world's truth already computed (``--truth-from``: it is deterministic)."""
     result: dict[str, Any] = {"seeds": seeds, "cells": [c.label for c in CELLS], "worlds": {}}
     for name in worlds:
         t = time.time()
-        true = truth(WORLDS[name][0], workers)
+        true = (truths or {}).get(name) or truth(WORLDS[name][0], workers)
         print(f"{name}: truth {true} ({time.time() - t:.0f} s)", flush=True)
-        jobs = [(s, name, true, kinds) for s in range(first_seed, first_seed + seeds)]
+        jobs = [(s, name, true, kinds, designs) for s in range(first_seed, first_seed + seeds)]
         with ProcessPoolExecutor(workers) as pool:
             per_seed = list(pool.map(one_seed, jobs))
         result["worlds"][name] = {
@@ -621,14 +682,15 @@ def markdown(result: dict[str, Any]) -> str:
         "server time per step and condition (72 s). `coverage`: share of seeds whose CI holds "
         "the true ratio; `width`: median CI width (ratio units); `wrong`: share of seeds whose "
         "decided answer by the rule (helps, hurts, the same) is not the truth's. Crossover: share of seeds whose stop CI holds the true stop. "
-        "Two or more starts (sessions): compare's interval over starts (three or more: "
-        "`stats.effect_over_starts`, the starts paired by replicate; none at two), against "
-        "the population's truth. One start "
-        "(session): its within-start interval (over its blocks when interleaved, over its "
-        "time slices when contiguous: `steps._time_slices`), whose caveat says it is about "
-        "that start only, so it is measured against that start's own truth (its steady "
-        f"state: {OWN_S:g} s per cell and condition on its own host draw); after the cell, "
-        "`new start`: how often it held the population's truth, which it does not claim.",
+        "The deciding interval (`steps._latency`): over the units of every start "
+        "(session) pooled, its blocks when interleaved, its time slices when contiguous "
+        "(`steps._time_slices`), whose caveat says it is about these starts only, so it is "
+        "measured against their own truth (each start's steady state: "
+        f"{OWN_S:g} s per cell and condition on its own host draw; over k starts the mean of "
+        "their log ratios); after the cell, `new start`: how often it held the population's "
+        "truth, which it does not claim. `config`: from three starts, the interval about this "
+        "config beside it (`stats.effect_over_starts`, the starts paired by replicate), "
+        "against the population's truth, its coverage (width; decided share).",
     ]
     for world, w in result["worlds"].items():
         truth_txt = ", ".join(
@@ -658,7 +720,8 @@ def markdown(result: dict[str, Any]) -> str:
         lines += [
             "",
             "Cells: coverage (width; wrong). `no CI`: compare prints none "
-            f"(fewer than {MIN_STARTS_FOR_CI} starts pooled: `stats.over_starts`).",
+            f"(none is now: the pooled units decide from one start; `config` from "
+            f"{MIN_STARTS_FOR_CONFIG} starts).",
             "",
             "Lowest coverage per design, seeds covered of seeds (95 % Wilson interval): "
             + "; ".join(_lowest(name, d) for name, d in w["designs"].items() if d["ci_printed"])
@@ -668,8 +731,43 @@ def markdown(result: dict[str, Any]) -> str:
             "",
             _decided_line(w["designs"]),
             *_until_lines(w["designs"]),
+            *_claims_table(w["designs"]),
         ]
     return "\n".join(lines) + "\n"
+
+
+def _share(k: int, n: int) -> str:
+    """k/n as a share with its 95 % Wilson interval: "12/80 0.15 (0.09–0.25)"."""
+    lo, hi = wilson(k, n)
+    return f"{k}/{n} {k / n:.2f} ({lo:.2f}–{hi:.2f})" if n else "—"
+
+
+def _claims_table(designs: dict[str, Any]) -> list[str]:
+    """Per design, over its seed-steps: the share decided (helps, hurts or the same) by the
+    deciding interval, its coverage of these starts' own truth and of the population's, and
+    from three starts the interval about this config's coverage of the population's truth and
+    its decided share; Wilson intervals, seeds being few."""
+    out = ["", "| design | seeds | decided (these starts) | covers these starts' truth | "
+           "covers the population's | config covers the population's | config decided |",
+           "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, d in designs.items():
+        cells = d["cells"]
+        n = sum(c["n"] for c in cells)
+        decided = sum(
+            k for c in cells for e, k in c["effects"].items() if e in (HELPS, HURTS, SAME)
+        )
+        covered = sum(c["covered"] for c in cells)
+        pop = [c["population_coverage"] * c["n"] for c in cells if "population_coverage" in c]
+        cfg = [c["config"] for c in cells if "config" in c]
+        cfg_n = sum(c["n"] for c in cfg)
+        cfg_cov = sum(c["covered"] for c in cfg)
+        cfg_dec = sum(k for c in cfg for e, k in c["effects"].items() if e in (HELPS, HURTS, SAME))
+        out.append(
+            f"| {name} | {d['seeds']} | {_share(decided, n)} | {_share(covered, n)} | "
+            + (_share(round(sum(pop)), n) if pop else "—") + " | "
+            + (f"{_share(cfg_cov, cfg_n)} | {_share(cfg_dec, cfg_n)} |" if cfg else "— | — |")
+        )  # fmt: skip
+    return out
 
 
 def _until_lines(designs: dict[str, Any]) -> list[str]:
@@ -756,6 +854,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stem", default="coverage", help="result file names (STEM.md, STEM.json)")
     p.add_argument("--kind", action="append", choices=KINDS, default=[],
                    help="only these designs (default: both kinds)")  # fmt: skip
+    p.add_argument("--design", action="append", default=[],
+                   help="only this design (contiguous-3, interleaved-1, ...; repeatable)")  # fmt: skip
+    p.add_argument("--truth-from", type=Path,
+                   help="the worlds' truths from this result file (deterministic: saves the "
+                   "40 truth starts)")  # fmt: skip
     p.add_argument("--merge", type=Path, nargs="+", default=[],
                    help="write STEM from these result files' worlds (runs nothing)")  # fmt: skip
     a = p.parse_args(argv)
@@ -763,7 +866,11 @@ def main(argv: list[str] | None = None) -> int:
         result = merge([json.loads(f.read_text()) for f in a.merge])
     else:
         worlds, kinds = a.world or sorted(WORLDS), tuple(a.kind or KINDS)
-        result = run(a.seeds, a.workers, worlds, kinds, a.first_seed)
+        truths = None
+        if a.truth_from:
+            saved = json.loads(a.truth_from.read_text())["worlds"]
+            truths = {w: saved[w]["truth"] for w in worlds if w in saved}
+        result = run(a.seeds, a.workers, worlds, kinds, a.first_seed, tuple(a.design), truths)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / f"{a.stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     (a.out / f"{a.stem}.md").write_text(markdown(result))

@@ -154,8 +154,8 @@ def split_steps(starts: list[StartEffects]) -> list[float]:
     load one start lacks is not one).
 
     Starts add up, they do not veto: a start whose own interval shows no change (same, undecided)
-    beside one that helps (or hurts) says less, not the opposite, and the pooled interval
-    over starts decides. Only effects of opposite signs, each beyond its start's own CI,
+    beside one that helps (or hurts) says less, not the opposite, and the interval over the
+    starts' pooled units decides. Only effects of opposite signs, each beyond its start's own CI,
     cannot both be right, and then no answer is claimed there.
     """
     loads = sorted({q for s in starts for q in s.effects})

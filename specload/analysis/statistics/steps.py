@@ -107,7 +107,7 @@ class StepStats:
     #: ``stats.MIN_STARTS_FOR_CONFIG`` on, ``config_latency`` is the interval over them.
     runs: int = 1
     #: each server start's own percentile per latency metric, by replicate number (two or
-    #: more starts): what the effect over starts pairs (``paired.over_starts``)
+    #: more starts): what the effect about this config pairs (``stats.effect_over_starts``)
     start_values: dict[str, dict[int, float]] = field(default_factory=dict, repr=False)
     #: the two-level bootstrap replicates over three or more starts before
     #: ``stats.over_starts`` widened them: what the paired effect about this config starts
@@ -176,7 +176,7 @@ ID_STRIDE = 100_000
 #: least ``MIN_SLICE_S`` seconds; fewer than ``MIN_SLICES`` and the step is not cut.
 SLICES, MIN_SLICE_S, MIN_SLICES = 6, 4.0, 4
 #: The t quantile of one contiguous start's interval over its time slices: the 97.5 %
-#: interval's, as over starts (``stats.over_starts``). Why: neighbouring slices share regime
+#: interval's, as about the config over starts (``stats.over_starts``). Why: neighbouring slices share regime
 #: windows, so six of them vary less than six independent draws would, and with the 95 % one
 #: the interval held that start's own long-run ratio in 161 of 180 simulated seed-steps
 #: (``docs/report.md``).
