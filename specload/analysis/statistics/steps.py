@@ -175,11 +175,11 @@ ID_STRIDE = 100_000
 #: One contiguous start's step execution is cut into at most ``SLICES`` time slices of at
 #: least ``MIN_SLICE_S`` seconds; fewer than ``MIN_SLICES`` and the step is not cut.
 SLICES, MIN_SLICE_S, MIN_SLICES = 6, 4.0, 4
-#: The t quantile of one contiguous start's interval over its time slices: the 97.5 %
-#: interval's, as about the config over starts (``stats.over_starts``). Why: neighbouring slices share regime
-#: windows, so six of them vary less than six independent draws would, and with the 95 % one
-#: the interval held that start's own long-run ratio in 161 of 180 simulated seed-steps
-#: (``docs/report.md``).
+#: The t quantile of the interval over contiguous starts' time slices: the 97.5 %
+#: interval's, as about the config over starts (``stats.over_starts``). Why: neighbouring
+#: slices share regime windows, so six of them vary less than six independent draws
+#: would, and with the 95 % one the interval held one start's own long-run ratio in 161 of
+#: 180 simulated seed-steps (``docs/report.md``).
 SLICE_T = t9875
 
 
