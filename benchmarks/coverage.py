@@ -650,6 +650,8 @@ def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
     each design keeps the seed count it was measured with."""
     out: dict[str, Any] = {"seeds": max(r["seeds"] for r in results), "cells": results[0]["cells"],
                            "worlds": {}}  # fmt: skip
+    if any(r.get("title") for r in results):
+        out["title"] = next(r["title"] for r in results if r.get("title"))
     for r in results:
         for name, w in r["worlds"].items():
             seeds = w.get("seeds", r["seeds"])
@@ -675,8 +677,9 @@ def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def markdown(result: dict[str, Any]) -> str:
+    title = result.get("title") or "Coverage of compare's 95 % intervals on the simulator"
     lines = [
-        "# Coverage of compare's 95 % intervals on the simulator (benchmarks/coverage.py)",
+        f"# {title} (benchmarks/coverage.py)",
         "",
         "Seeds per design: under each world's heading; p50 TPOT ratio spec / baseline per step; equal "
         "server time per step and condition (72 s). `coverage`: share of seeds whose CI holds "
