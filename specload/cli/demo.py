@@ -3,9 +3,9 @@
 What ``make demo`` runs. A sweep over four conditions of ``specload sim`` with a calibrated
 profile (baseline; speculative decoding with the calibration's draft-model settings; prefix
 caching; both), each on three fresh server starts, interleaved (one start is one sample, not
-a property of the config; the starts' time slices pool into the interval that decides,
-about these three starts, and three is the fewest with an interval about this config beside
-it, ``stats.over_starts``), the demo scenario through Locust headless, then compare: the
+a property of the config; the starts' requests pool into the interval that decides, about
+these three starts, its 3-s steps being too short to cut into time slices, and three is the
+fewest with an interval about this config beside it, ``stats.over_starts``), the demo scenario through Locust headless, then compare: the
 one-sentence verdict on the terminal and the report in ``OUT/report/report.html``.
 
 Each simulator start draws its own host, as real starts differ: a few percent on the
