@@ -25,6 +25,7 @@ from specload.analysis.diagnostics.quality import ContractSide
 from specload.analysis.statistics.effect import rule_text
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
+from specload.report.crossover_words import crossover_dict
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
 from specload.report.model import Report
@@ -156,7 +157,8 @@ def _classes(report: Report) -> dict[str, Any]:
             "n": a.n,
             "verdict": report.class_verdicts[a.name],
             "crossover": {
-                label: {m: x.to_dict() for m, x in xs.items()} for label, xs in a.crossovers.items()
+                label: {m: crossover_dict(x) for m, x in xs.items()}
+                for label, xs in a.crossovers.items()
             },
             "steps": {label: [_step(s, None) for s in steps] for label, steps in a.steps.items()},
             "ratios": _ratios(a.ratios),
@@ -171,7 +173,7 @@ def report_dict(report: Report) -> dict[str, Any]:
     c = report.comparison
     crossover: dict[str, dict[str, Any]] = {}
     for x in c.crossovers:
-        crossover.setdefault(x.condition, {})[x.metric] = x.to_dict()
+        crossover.setdefault(x.condition, {})[x.metric] = crossover_dict(x)
     return {
         "schema": JSON_SCHEMA,
         "generated_at": report.generated_at,

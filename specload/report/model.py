@@ -19,6 +19,7 @@ from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.crossover import Crossover
 from specload.analysis.wording import metric_label
 from specload.report.advice_rules import Advice
+from specload.report.crossover_words import split_text
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
 from specload.report.regime_words import spread_line
@@ -170,7 +171,7 @@ def _split_finding(x: Crossover) -> str:
     """Server starts that classify a step differently: the words of the verdict and the
     status table's "disagree at" (all three read ``Crossover.split_qps``)."""
     return (
-        f"server starts disagree: {x.condition} on {metric_label(x.metric)} {x.split_text()}: "
+        f"server starts disagree: {x.condition} on {metric_label(x.metric)} {split_text(x)}: "
         "no boundary is claimed"
     )
 
