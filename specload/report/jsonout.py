@@ -22,7 +22,6 @@ from dataclasses import asdict
 from typing import Any
 
 from specload.analysis.diagnostics.quality import ContractSide
-from specload.analysis.statistics.effect import rule_text
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
 from specload.report.crossover_words import crossover_dict
@@ -30,6 +29,7 @@ from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
 from specload.report.model import Report
 from specload.report.regime_words import regime_sentence, regime_sentences
+from specload.report.rule_words import rule_text
 from specload.report.tables import lookup_overall
 from specload.report.verdict_words import ci_note
 

@@ -13,7 +13,6 @@ from specload.analysis.decisions.closed_loop import LOCKSTEP_S, LOCKSTEP_SHARE
 from specload.analysis.decisions.crossover import Boundary, Crossover
 from specload.analysis.decisions.gates import Gate, GateResult
 from specload.analysis.diagnostics.decode_step import DecodeStep
-from specload.analysis.statistics.effect import effect_text, rule_text
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.stats import Estimate
 from specload.analysis.statistics.steps import StepStats
@@ -27,6 +26,7 @@ from specload.report.crossover_words import (
 )
 from specload.report.gate_words import gate_message
 from specload.report.model import Report
+from specload.report.rule_words import effect_text, rule_text
 from specload.report.verdict_words import ci_caveat, looks_note
 
 __all__ = [
