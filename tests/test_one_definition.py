@@ -98,13 +98,45 @@ def test_the_rules_undecided_words_are_written_once() -> None:
     assert not bad, f"use analysis.statistics.effect / analysis.wording for the rule's words: {bad}"
 
 
+#: Sentences about the analysis's facts, written in report/ only: the analysis returns
+#: dataclasses and numbers, report/ writes every sentence.
+REPORT_WORDS = (
+    "qps_text", "ci_text", "steps_text", "split_text", "versus_text", "lockstep_warnings",
+    "effect_text", "rule_text",
+)  # fmt: skip
+
+
+def test_the_analysis_defines_none_of_the_reports_words() -> None:
+    # Boundary.qps_text, Crossover.split_text, versus_text, ClosedLoop.lockstep_warnings,
+    # effect_text ... were sentences written under analysis/: they are report/'s
+    # (crossover_words, capacity_words, closed_loop_words, rule_words), one definition each
+    import ast
+
+    bad = [
+        f"{p.relative_to(PKG)}:{node.lineno}: {node.name}"
+        for p in sorted((PKG / "analysis").rglob("*.py"))
+        for node in ast.walk(ast.parse(p.read_text(), filename=str(p)))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in REPORT_WORDS
+    ]
+    assert not bad, f"word these in specload/report/, from the analysis's facts: {bad}"
+    found = {
+        node.name
+        for p in (PKG / "report").rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.FunctionDef)
+    }
+    # guards the guard: a renamed report function would leave the names above unchecked
+    assert not set(REPORT_WORDS) - found, f"report/ no longer defines {set(REPORT_WORDS) - found}"
+
+
 def test_the_rules_threshold_is_applied_in_effect_only() -> None:
     # dynamic.py, attribution.py and the crossover's replicates each compared ratios with
     # ``min_gain`` their own way: they call ``effect.classify`` / ``effect.reaches_gain``
     compare = re.compile(r"min_gain\b[^\n]*[<>]|[<>][^\n]*\bmin_gain\b")
     bad = [
         f"{rel}:{n}: {line.strip()}"
-        for rel, n, line in _lines(("analysis/statistics/effect.py",))
+        # report/rule_words.py words the rule, with a margin or without one: it applies none
+        for rel, n, line in _lines(("analysis/statistics/effect.py", "report/rule_words.py"))
         if compare.search(line)
         and not line.lstrip().startswith("def ")
         and "0 <= min_gain < 1" not in line  # the option's own range check
@@ -116,7 +148,7 @@ def test_the_rules_threshold_is_applied_in_effect_only() -> None:
 
 def test_the_web_ui_shows_the_rules_words_sent_by_the_server() -> None:
     # The UI once mapped effects to its own words ("faster", "slower") beside a report that
-    # said "helps", "hurts": it reads ``compare.effects`` (``analysis.statistics.effect.effect_text``).
+    # said "helps", "hurts": it reads ``compare.effects`` (``report.rule_words.effect_text``).
     scripts = sorted(PKG.rglob("*.js"))
     assert scripts, "the web UI's script moved: point this check at it"
     bad = [

@@ -31,9 +31,10 @@ import gevent
 import orjson
 from gevent import subprocess
 
-from specload.analysis.statistics.effect import EFFECTS, effect_text
+from specload.analysis.statistics.effect import EFFECTS
 from specload.protocol.argv import compare_argv
 from specload.protocol.provisional import Baseline, baseline_problem, summary
+from specload.report.rule_words import effect_text
 
 __all__ = ["LiveComparison", "ReportJob"]
 
