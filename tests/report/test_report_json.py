@@ -5,6 +5,7 @@ the key and what was expected."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -72,7 +73,7 @@ def test_what_the_writer_writes_reads_back_typed(four_way: Comparison, written: 
     assert got.crossovers["spec-ngram-k4"]["tpot_p50"].stops_at is not None
 
 
-def _broken(written: Path, tmp_path: Path, change) -> Path:  # type: ignore[no-untyped-def]
+def _broken(written: Path, tmp_path: Path, change: Callable[[dict], object]) -> Path:
     data = orjson.loads(written.read_bytes())
     change(data)
     path = tmp_path / "report.json"
