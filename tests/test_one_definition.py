@@ -3,6 +3,7 @@
 Checked on the source, so a new copy fails here before it reaches a user:
 - run.json is parsed in ``specload/recorder/run_json.py`` only (``load_run_json`` for a run
   to use, ``peek_run_json`` for one that may not be a run yet);
+- report.json is parsed as data in ``specload/report/report_json.py`` only (``read_report``);
 - the help/hurt rule's words and the CI wording come from ``analysis/wording.py`` and
   ``analysis/statistics/effect.py``: no other module spells out how long would decide a step, and the web
   UI shows the words the server sends;
@@ -17,6 +18,7 @@ Checked on the source, so a new copy fails here before it reaches a user:
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -53,6 +55,70 @@ def test_run_json_is_parsed_by_the_one_reader_only() -> None:
     ]
     assert not bad, "parse run.json with recorder.run_json (load_run_json/peek_run_json):\n" + (
         "\n".join(bad)
+    )
+
+
+def _names_report_json(node: ast.AST) -> bool:
+    """``node`` names a report.json: the file's name as a string, or a name, argument or
+    attribute called ``report_json`` / ``REPORT_JSON``."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Constant) and n.value == "report.json":
+            return True
+        name = (
+            n.id
+            if isinstance(n, ast.Name)
+            else n.arg
+            if isinstance(n, ast.arg)
+            else n.attr
+            if isinstance(n, ast.Attribute)
+            else ""
+        )
+        if name.lower() == "report_json":
+            return True
+    return False
+
+
+def _json_parses(node: ast.AST) -> list[int]:
+    """Lines of ``node`` that call a JSON parser (``json.load``, ``json.loads``,
+    ``orjson.loads``, a bare ``loads``)."""
+    out = []
+    for n in ast.walk(node):
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if (
+            isinstance(f, ast.Attribute)
+            and f.attr in ("load", "loads")
+            and isinstance(f.value, ast.Name)
+            and "json" in f.value.id
+        ) or (isinstance(f, ast.Name) and f.id == "loads"):
+            out.append(n.lineno)
+    return out
+
+
+def test_report_json_is_parsed_by_the_one_reader_only() -> None:
+    # The live comparison and a sweep's last lines each read report.json as a raw dict with
+    # their own ``.get`` chains; they read it typed with ``report.report_json.read_report``.
+    # A function (or module body) that names a report.json and calls a JSON parser is a
+    # second reader.
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = str(path.relative_to(PKG))
+        if rel == "report/report_json.py":
+            continue
+        tree = ast.parse(path.read_text())
+        scopes: list[ast.AST] = [
+            n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+        ]
+        top = ast.Module(
+            body=[n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.ClassDef)],
+            type_ignores=[],
+        )
+        for scope in [top, *scopes]:
+            if _names_report_json(scope):
+                bad += [f"{rel}:{line}" for line in _json_parses(scope)]
+    assert not bad, "read report.json with report.report_json.read_report: " + ", ".join(
+        sorted(set(bad))
     )
 
 
@@ -232,6 +298,7 @@ def test_the_clients_take_their_settings_from_one_definition() -> None:
 def test_the_checks_see_the_package() -> None:
     # guards the guards: a moved package would make the checks above pass vacuously
     assert (PKG / "recorder" / "run_json.py").is_file() and len(_lines(())) > 10_000
+    assert (PKG / "report" / "report_json.py").is_file()
 
 
 def test_the_logger_name_is_not_repeated_in_its_messages() -> None:

@@ -14,6 +14,9 @@ each step carries ``goodput`` (req/s meeting every per-request SLO; null without
 ``regimes`` is keyed by condition, then step label ("8 req/s", "concurrency 1"): whether the
 engine step flips between a fast and a slow regime (``analysis/diagnostics/regimes.py``; its ``effect`` and
 ``telemetry``, and the per-second ``series``); ``regime_sentences`` says it in words.
+
+``schema`` is ``JSON_SCHEMA``, defined beside the one reader of the file as data
+(``report/report_json.py``, ``read_report``), so the two change together.
 """
 
 from __future__ import annotations
@@ -30,15 +33,12 @@ from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
 from specload.report.model import Report
 from specload.report.regime_words import regime_sentence, regime_sentences
+from specload.report.report_json import JSON_SCHEMA
 from specload.report.rule_words import rule_text
 from specload.report.tables import lookup_overall
 from specload.report.verdict_words import ci_note
 
 __all__ = ["JSON_SCHEMA", "report_dict"]
-
-#: 2: four effects (``same`` and ``undecided`` replace ``no_change``), ``to_decide_s`` on
-#: undecided ratio rows, crossover ``undecided_qps`` (steps) / ``unsure_qps``, ``settled``.
-JSON_SCHEMA = "specload.report/2"
 
 
 def _step(s: StepStats, goodput: dict[float, float | None] | None) -> dict[str, Any]:
