@@ -225,6 +225,31 @@ def _draws_differ(out: Path) -> bool:
     return True
 
 
+def analyse(out: Path, log: str, warmup_s: float | None) -> dict[str, Any]:
+    """Every check of one kept interleaved sweep (``out`` holds ``baseline/`` and ``spec/``),
+    from its run dirs and the sweep's terminal output ``log``: the same figures for a sweep
+    run here and one the GPU kit ran on a GPU host."""
+    meta = json.loads((out / "baseline" / "run.json").read_text())
+    split = meta["interleave"]["time_split"]
+    last = [x for x in log.splitlines() if x.startswith("[interleave] wall time")]
+    return {
+        "scenario": str(SCENARIO.relative_to(ROOT)),
+        "blocks_per_cell": meta["interleave"]["blocks_per_cell"],
+        "block_s": meta["interleave"]["block_s"],
+        "time_split": split,
+        "measured_share_of_block_phase": split["measured_s"] / split["block_phase_s"],
+        "measured_share_of_whole": split["measured_s"] / split["total_s"],
+        "wall_time_line": last[-1] if last else None,
+        "halves_16": _halves(out, 16.0),
+        "draws_differ": _draws_differ(out),
+        "blocks": _blocks(out),
+        "window_opening": _window_opening(out, warmup_s),
+        "p50_e2e_s": _p50_e2e(out),
+        "old_h200": OLD_H200,
+        "block_warmup_s": warmup_s,
+    }
+
+
 def run(
     blocks: int | None, step_s: float | None, keep: Path | None, warmup_s: float | None = None
 ) -> dict[str, Any]:
@@ -252,33 +277,45 @@ def run(
         wall = time.monotonic() - t0
         if proc.returncode not in (0, 1):
             raise SystemExit(proc.stdout[-3000:] + proc.stderr[-3000:])
-        meta = json.loads((out / "baseline" / "run.json").read_text())
-        split = meta["interleave"]["time_split"]
-        last = [x for x in proc.stdout.splitlines() if x.startswith("[interleave] wall time")]
-        return {
-            "scenario": str(SCENARIO.relative_to(ROOT)),
-            "blocks_per_cell": meta["interleave"]["blocks_per_cell"],
-            "block_s": meta["interleave"]["block_s"],
-            "sweep_wall_s": wall,
-            "time_split": split,
-            "measured_share_of_block_phase": split["measured_s"] / split["block_phase_s"],
-            "measured_share_of_whole": split["measured_s"] / split["total_s"],
-            "wall_time_line": last[-1] if last else None,
-            "halves_16": _halves(out, 16.0),
-            "draws_differ": _draws_differ(out),
-            "blocks": _blocks(out),
-            "window_opening": _window_opening(out, warmup_s),
-            "p50_e2e_s": _p50_e2e(out),
-            "old_h200": OLD_H200,
-            "exit_code": proc.returncode,
-            "block_warmup_s": warmup_s,
-        }
+        result = analyse(out, proc.stdout, warmup_s)
+        result.update(sweep_wall_s=wall, exit_code=proc.returncode)
+        return result
     finally:
         for s in sims:
             s.terminate()
         for s in sims:
             s.wait(timeout=30)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def from_kit(archive: Path, kit_log: Path) -> dict[str, Any]:
+    """The checks of a GPU kit's interleaved run (``benchmarks/gpu/run.sh``): its packed
+    output folder and its terminal output. Beside the sweep's own split, the whole kit run
+    (server starts included) from the kit's last ``[gpu-kit +Ns]`` line, and the GPU."""
+    import re
+    import tarfile
+
+    log = kit_log.read_text()
+    with tempfile.TemporaryDirectory(prefix="sweep-eff-kit-") as tmp:
+        with tarfile.open(archive) as tar:
+            tar.extractall(tmp, filter="data")
+        out = Path(tmp) / "out"
+        result = analyse(out / "sweep", log, None)
+        csv = out / "nvidia-smi.csv"  # absent on a --dry-run
+        smi = csv.read_text().splitlines() if csv.exists() else []
+    kit_s = [int(x) for x in re.findall(r"\[gpu-kit \+\s*(\d+)s\]", log)]
+    starts = [float(x) for x in re.findall(r"healthy at \S+ after (\d+) s", log)]
+    measured = result["time_split"]["measured_s"]
+    result.update(
+        kit={
+            "archive": archive.name,
+            "gpu": smi[1].split(",")[1].strip() if len(smi) > 1 else "simulated GPU (--dry-run)",
+            "wall_s": max(kit_s) if kit_s else None,
+            "server_health_s": starts,
+            "measured_share_of_kit_run": measured / max(kit_s) if kit_s else None,
+        },
+    )
+    return result
 
 
 def _met(r: dict[str, Any]) -> str:
@@ -318,13 +355,43 @@ def _opening_words(r: dict[str, Any]) -> str:
     )
 
 
+def _where(r: dict[str, Any]) -> str:
+    """Where the sweep ran: the simulators here, or a GPU kit run (with its whole-run share)."""
+    k = r.get("kit")
+    if not k:
+        return (
+            "on two `specload sim --profile h200-llama8b` servers (spec: draft model, calibrated "
+            "regime),\none `specload sweep --interleave --url ...` on this machine (2 shared "
+            "cores), real time."
+        )
+    health = " and ".join(f"{x:.0f} s" for x in k["server_health_s"])
+    return (
+        f"on two vLLM servers on one {k['gpu']}, the GPU kit's interleaved run "
+        f"(`benchmarks/gpu/run.sh`, `{k['archive']}`). The whole kit run took {k['wall_s']} s, "
+        f"of which the servers took {health} to answer /health (one after the other); "
+        f"**{k['measured_share_of_kit_run'] * 100:.0f} % of the whole kit run was measured**."
+    )
+
+
+def _old_whole_note(r: dict[str, Any]) -> str:
+    """How the old whole-kit shares compare with this sweep's whole: they include the vLLM
+    starts, which a sweep here (servers up already) does not."""
+    if r.get("kit"):
+        return f" (whole kit run, vLLM starts included: this run's is {_pct(r['kit']['measured_share_of_kit_run'])})"
+    return " (the kit run includes ~6 min of vLLM starts; here the servers were up already)"
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.0f} %"
+
+
 def _markdown(r: dict[str, Any]) -> str:
     s = r["time_split"]
     pct = lambda x: f"{x * 100:.0f} %"  # noqa: E731
     rows = "\n".join(
         f"| {name} | {s[key]:.0f} s |"
         for name, key in (
-            ("server starts (servers were up: `--url`)", "server_starts_s"),
+            ("server starts (the sweep got `--url`s of servers already up)", "server_starts_s"),
             ("warm-up", "warmup_s"),
             ("measured", "measured_s"),
             ("cool-down", "cooldown_s"),
@@ -360,14 +427,13 @@ def _markdown(r: dict[str, Any]) -> str:
 
 `{r["scenario"]}` ({r["blocks_per_cell"]} blocks of {r["block_s"]:g} s per cell and condition,
 {_warmup_words(r)})
-on two `specload sim --profile h200-llama8b` servers (spec: draft model, calibrated regime),
-one `specload sweep --interleave --url ...` on this machine (2 shared cores), real time.
+{_where(r)}
 
 Measured: **{pct(r["measured_share_of_block_phase"])} of the block phase** and
 **{pct(r["measured_share_of_whole"])} of the whole sweep**. The one-run-per-block design
 measured {"/".join(pct(x) for x in r["old_h200"]["block_phase"])} of the block phase and
 {"/".join(pct(x) for x in r["old_h200"]["whole"])} of the whole kit run in the three H200
-sessions (the kit run includes ~6 min of vLLM starts; here the servers were up already).
+sessions{_old_whole_note(r)}.
 The targets set for this design were 75 % and 60 %: {_met(r)}.
 
 {r.get("note", "")}{_opening_words(r)}
@@ -426,8 +492,14 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, help="keep the sweep here")
     ap.add_argument("--name", default="sweep_efficiency", help="results file name")
+    ap.add_argument(
+        "--kit", type=Path, nargs=2, metavar=("ARCHIVE", "LOG"),
+        help="analyse a GPU kit's interleaved run: its OUT.tar.gz and its terminal output",
+    )  # fmt: skip
     args = ap.parse_args()
-    if args.reanalyse:
+    if args.kit:
+        result = from_kit(*args.kit)
+    elif args.reanalyse:
         result = reanalyse(args.reanalyse, args.name)
     else:
         result = run(args.blocks, args.step_s, args.out, args.block_warmup_s)

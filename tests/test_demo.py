@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specload.analysis.decisions.crossover import fmt_qps
 from specload.analysis.statistics.stats import MIN_STARTS_FOR_CONFIG
 from specload.cli.demo import DEMO_REPLICATES, SPEC_CONFIGS, demo_conditions
+from specload.report.crossover_words import fmt_qps
 from specload.scenario import load_scenario
 from tests.conftest import REPO
 

@@ -3,6 +3,7 @@
 Checked on the source, so a new copy fails here before it reaches a user:
 - run.json is parsed in ``specload/recorder/run_json.py`` only (``load_run_json`` for a run
   to use, ``peek_run_json`` for one that may not be a run yet);
+- report.json is parsed as data in ``specload/report/report_json.py`` only (``read_report``);
 - the help/hurt rule's words and the CI wording come from ``analysis/wording.py`` and
   ``analysis/statistics/effect.py``: no other module spells out how long would decide a step, and the web
   UI shows the words the server sends;
@@ -17,6 +18,7 @@ Checked on the source, so a new copy fails here before it reaches a user:
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -53,6 +55,70 @@ def test_run_json_is_parsed_by_the_one_reader_only() -> None:
     ]
     assert not bad, "parse run.json with recorder.run_json (load_run_json/peek_run_json):\n" + (
         "\n".join(bad)
+    )
+
+
+def _names_report_json(node: ast.AST) -> bool:
+    """``node`` names a report.json: the file's name as a string, or a name, argument or
+    attribute called ``report_json`` / ``REPORT_JSON``."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Constant) and n.value == "report.json":
+            return True
+        name = (
+            n.id
+            if isinstance(n, ast.Name)
+            else n.arg
+            if isinstance(n, ast.arg)
+            else n.attr
+            if isinstance(n, ast.Attribute)
+            else ""
+        )
+        if name.lower() == "report_json":
+            return True
+    return False
+
+
+def _json_parses(node: ast.AST) -> list[int]:
+    """Lines of ``node`` that call a JSON parser (``json.load``, ``json.loads``,
+    ``orjson.loads``, a bare ``loads``)."""
+    out = []
+    for n in ast.walk(node):
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if (
+            isinstance(f, ast.Attribute)
+            and f.attr in ("load", "loads")
+            and isinstance(f.value, ast.Name)
+            and "json" in f.value.id
+        ) or (isinstance(f, ast.Name) and f.id == "loads"):
+            out.append(n.lineno)
+    return out
+
+
+def test_report_json_is_parsed_by_the_one_reader_only() -> None:
+    # The live comparison and a sweep's last lines each read report.json as a raw dict with
+    # their own ``.get`` chains; they read it typed with ``report.report_json.read_report``.
+    # A function (or module body) that names a report.json and calls a JSON parser is a
+    # second reader.
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = str(path.relative_to(PKG))
+        if rel == "report/report_json.py":
+            continue
+        tree = ast.parse(path.read_text())
+        scopes: list[ast.AST] = [
+            n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+        ]
+        top = ast.Module(
+            body=[n for n in tree.body if not isinstance(n, ast.FunctionDef | ast.ClassDef)],
+            type_ignores=[],
+        )
+        for scope in [top, *scopes]:
+            if _names_report_json(scope):
+                bad += [f"{rel}:{line}" for line in _json_parses(scope)]
+    assert not bad, "read report.json with report.report_json.read_report: " + ", ".join(
+        sorted(set(bad))
     )
 
 
@@ -98,13 +164,45 @@ def test_the_rules_undecided_words_are_written_once() -> None:
     assert not bad, f"use analysis.statistics.effect / analysis.wording for the rule's words: {bad}"
 
 
+#: Sentences about the analysis's facts, written in report/ only: the analysis returns
+#: dataclasses and numbers, report/ writes every sentence.
+REPORT_WORDS = (
+    "qps_text", "ci_text", "steps_text", "split_text", "versus_text", "lockstep_warnings",
+    "effect_text", "rule_text",
+)  # fmt: skip
+
+
+def test_the_analysis_defines_none_of_the_reports_words() -> None:
+    # Boundary.qps_text, Crossover.split_text, versus_text, ClosedLoop.lockstep_warnings,
+    # effect_text ... were sentences written under analysis/: they are report/'s
+    # (crossover_words, capacity_words, closed_loop_words, rule_words), one definition each
+    import ast
+
+    bad = [
+        f"{p.relative_to(PKG)}:{node.lineno}: {node.name}"
+        for p in sorted((PKG / "analysis").rglob("*.py"))
+        for node in ast.walk(ast.parse(p.read_text(), filename=str(p)))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in REPORT_WORDS
+    ]
+    assert not bad, f"word these in specload/report/, from the analysis's facts: {bad}"
+    found = {
+        node.name
+        for p in (PKG / "report").rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.FunctionDef)
+    }
+    # guards the guard: a renamed report function would leave the names above unchecked
+    assert not set(REPORT_WORDS) - found, f"report/ no longer defines {set(REPORT_WORDS) - found}"
+
+
 def test_the_rules_threshold_is_applied_in_effect_only() -> None:
     # dynamic.py, attribution.py and the crossover's replicates each compared ratios with
     # ``min_gain`` their own way: they call ``effect.classify`` / ``effect.reaches_gain``
     compare = re.compile(r"min_gain\b[^\n]*[<>]|[<>][^\n]*\bmin_gain\b")
     bad = [
         f"{rel}:{n}: {line.strip()}"
-        for rel, n, line in _lines(("analysis/statistics/effect.py",))
+        # report/rule_words.py words the rule, with a margin or without one: it applies none
+        for rel, n, line in _lines(("analysis/statistics/effect.py", "report/rule_words.py"))
         if compare.search(line)
         and not line.lstrip().startswith("def ")
         and "0 <= min_gain < 1" not in line  # the option's own range check
@@ -116,7 +214,7 @@ def test_the_rules_threshold_is_applied_in_effect_only() -> None:
 
 def test_the_web_ui_shows_the_rules_words_sent_by_the_server() -> None:
     # The UI once mapped effects to its own words ("faster", "slower") beside a report that
-    # said "helps", "hurts": it reads ``compare.effects`` (``analysis.statistics.effect.effect_text``).
+    # said "helps", "hurts": it reads ``compare.effects`` (``report.rule_words.effect_text``).
     scripts = sorted(PKG.rglob("*.js"))
     assert scripts, "the web UI's script moved: point this check at it"
     bad = [
@@ -200,6 +298,7 @@ def test_the_clients_take_their_settings_from_one_definition() -> None:
 def test_the_checks_see_the_package() -> None:
     # guards the guards: a moved package would make the checks above pass vacuously
     assert (PKG / "recorder" / "run_json.py").is_file() and len(_lines(())) > 10_000
+    assert (PKG / "report" / "report_json.py").is_file()
 
 
 def test_the_logger_name_is_not_repeated_in_its_messages() -> None:

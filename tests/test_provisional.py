@@ -27,6 +27,7 @@ from specload.protocol.provisional import (
 from specload.report.jsonout import report_dict
 from specload.report.markdown import render_markdown
 from specload.report.model import build_report
+from specload.report.report_json import parse_report, read_report
 from tests.analysis.synth_rundir import SPEC, Cond, linear_gain, scenario, write_run
 
 QPS = (2.0, 4.0, 8.0, 16.0)
@@ -74,10 +75,10 @@ def test_the_child_gives_compares_own_figures(runs: tuple[Path, Path], tmp_path:
     out = str(tmp_path / "out")
     code = main([str(spec), str(base), out, "--steps", "0,1", "--baseline", "baseline"])
     assert code == 0
-    got = summary(orjson.loads((tmp_path / "out" / "report.json").read_bytes()), "baseline", "spec")
+    got = summary(read_report(tmp_path / "out"), "baseline", "spec")
     view = write_view(spec, tmp_path / "expected-view", {0, 1})
     report = build_report(compare_runs([base, view], baseline="baseline"))
-    want = summary(report_dict(report), "baseline", "spec")
+    want = summary(parse_report(report_dict(report)), "baseline", "spec")
     assert [r["target_qps"] for r in got["ratios"]] == [2.0, 4.0]
     assert got["ratios"] == want["ratios"] and got["verdict"] == want["verdict"]
     # the synthetic condition is 30 % faster on TPOT at 2 req/s: the rule says it helps
@@ -97,7 +98,7 @@ def test_without_settled_steps_only_the_baseline_curve(
 ) -> None:
     base, spec = runs
     assert main([str(spec), str(base), str(tmp_path / "out"), "--baseline", "baseline"]) == 0
-    got = summary(orjson.loads((tmp_path / "out" / "report.json").read_bytes()), "baseline", None)
+    got = summary(read_report(tmp_path / "out"), "baseline", None)
     assert got["ratios"] == [] and got["verdict"] is None
     assert len(got["baseline_steps"]) == len(QPS)
     assert all(s["tpot_p50"] and s["tpot_p50"] > 0 for s in got["baseline_steps"])

@@ -538,12 +538,7 @@ def compare_runs(
     comparison = replace(comparison, **_capacity(comparison, groups, slos, gates or []))
     classes = _class_answers(groups, inputs, comparison)
     loops = closed_loop(closed_groups, base, min_gain, bootstrap, seed) if closed_groups else []
-    comparison = replace(
-        comparison,
-        classes=classes,
-        closed_loop=loops,
-        warnings=[*comparison.warnings, *(w for lv in loops for w in lv.lockstep_warnings())],
-    )
+    comparison = replace(comparison, classes=classes, closed_loop=loops)
     base_dirs = [r.path for r in groups[base]]
     samples = {
         label: found

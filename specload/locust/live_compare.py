@@ -28,12 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import gevent
-import orjson
 from gevent import subprocess
 
-from specload.analysis.statistics.effect import EFFECTS, effect_text
+from specload.analysis.statistics.effect import EFFECTS
+from specload.core.errors import ConfigError
 from specload.protocol.argv import compare_argv
 from specload.protocol.provisional import Baseline, baseline_problem, summary
+from specload.report.report_json import read_report
+from specload.report.rule_words import effect_text
 
 __all__ = ["LiveComparison", "ReportJob"]
 
@@ -195,7 +197,13 @@ class LiveComparison:
             "--bootstrap", str(BOOTSTRAP),
         )  # fmt: skip
         self._running = None
-        if code != 0:
+        report = None
+        if code == 0:
+            try:
+                report = read_report(out)
+            except ConfigError as exc:  # the child's report.json is not one: a failed update
+                said = str(exc)
+        if report is None:
             why = f"live comparison failed: {said}"
             if why != self.problem and not final:
                 self.say(f"vs {self.baseline.label}: {why} (the next step tries again)")
@@ -203,7 +211,6 @@ class LiveComparison:
             if final:
                 self._end(None, why)
             return
-        report = orjson.loads((out / "report.json").read_bytes())
         self.result = summary(report, self.baseline.label, self.label if steps else None)
         self.compared, self.updated_at, self.problem = steps, time.time(), None
         if final:

@@ -10,9 +10,10 @@ never enters: its tail would be missing, and p95 would read low.
 
 It runs as a child process (``python -m specload.protocol.provisional``) of the Locust master, so the
 bootstrap and the reading of ``requests.jsonl`` never hold up the master's event loop, which
-paces arrivals in a local run. ``summary()`` turns the report into the few figures the web
-UI shows. Exit codes as ``specload compare``: 2 with one line on stderr on bad input (for
-example runs that are not comparable).
+paces arrivals in a local run. ``summary()`` turns the report, read typed
+(``report.report_json.read_report``), into the few figures the web UI shows. Exit codes as
+``specload compare``: 2 with one line on stderr on bad input (for example runs that are not
+comparable).
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from typing import Any
 
 import orjson
 
-from specload.analysis.statistics.stats import Estimate
 from specload.analysis.wording import load_ci_text, signed_change
 from specload.core.errors import ConfigError, SpecloadError
 from specload.recorder.steps_json import STEPS_JSON, read_steps
+from specload.report.report_json import ReportData, StepRow
 
 __all__ = [
     "UI_METRICS",
@@ -172,55 +173,55 @@ def write_view(run_dir: str | Path, dest: str | Path, steps: set[int]) -> Path:
     return out
 
 
-def _latency(step: dict[str, Any], metric: str) -> float | None:
-    v = (step.get("latency_s") or {}).get(metric) or {}
-    return v.get("value")
-
-
-def _curve(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _curve(steps: list[StepRow]) -> list[dict[str, Any]]:
     return [
-        {"target_qps": s["target_qps"], **{m: _latency(s, m) for m in CHART_METRICS}} for s in steps
+        {
+            "target_qps": s.target_qps,
+            **{
+                m: (f.value if (f := s.latency.get(m)) is not None else None) for m in CHART_METRICS
+            },
+        }
+        for s in steps
     ]
 
 
-def summary(report: dict[str, Any], baseline: str, label: str | None) -> dict[str, Any]:
-    """What the web UI shows from a ``report.json``: the baseline's per-step latencies, and,
-    when ``label`` was compared, its ratios per step with CIs and effects, the verdict and
-    the crossover of the report's metric."""
-    steps = report.get("steps") or {}
+def summary(report: ReportData, baseline: str, label: str | None) -> dict[str, Any]:
+    """What the web UI shows from a ``report.json`` (``report.report_json.read_report``): the
+    baseline's per-step latencies, and, when ``label`` was compared, its ratios per step with
+    CIs and effects, the verdict and the crossover of the report's metric."""
     out: dict[str, Any] = {
-        "metric": report.get("metric"),
-        "rule": report.get("rule"),
-        "baseline_steps": _curve(steps.get(baseline) or []),
-        "steps": _curve(steps.get(label) or []) if label else [],
+        "metric": report.metric,
+        "rule": report.rule,
+        "baseline_steps": _curve(report.steps.get(baseline, [])),
+        "steps": _curve(report.steps.get(label, [])) if label else [],
         "ratios": [],
         "verdict": None,
         "crossover": None,
     }
-    if not label or label not in (report.get("ratios") or {}):
+    if not label or label not in report.ratios:
         return out
-    ratios = report["ratios"][label]
     by_qps: dict[float, dict[str, Any]] = {}
     for metric in UI_METRICS:
-        for row in ratios.get(metric) or []:
-            cell = {k: row.get(k) for k in ("value", "lo", "hi", "effect")}
+        for row in report.ratios[label].get(metric, []):
+            r = row.ratio
+            cell = {"value": r.value, "lo": r.lo, "hi": r.hi, "effect": row.effect}
             # the change as the report's per-step tables write it (wording.signed_change)
-            cell["text"] = signed_change(Estimate(row.get("value"), row.get("lo"), row.get("hi")))
-            by_qps.setdefault(row["target_qps"], {"target_qps": row["target_qps"]})[metric] = cell
+            cell["text"] = signed_change(r)
+            by_qps.setdefault(row.target_qps, {"target_qps": row.target_qps})[metric] = cell
     out["ratios"] = [by_qps[q] for q in sorted(by_qps)]
-    out["verdict"] = (report.get("verdict") or {}).get(label)
-    x = ((report.get("crossover") or {}).get(label) or {}).get(report.get("metric"))
-    if x:
-        keys = ("status", "qps", "ci", "last_helping_qps", "stops_at", "tested_range")
-        out["crossover"] = {k: x.get(k) for k in keys}
-        ci, tested = x.get("ci") or [None, None], x.get("tested_range")
-        has_ci = tested and (ci[0] is not None or ci[1] is not None)
-        beyond = tuple(x.get("ci_beyond") or ("", ""))
-        out["crossover"]["ci_text"] = (
-            load_ci_text((ci[0], ci[1]), (beyond[0], beyond[1]), (tested[0], tested[1]))
-            if has_ci
-            else ""
-        )
+    out["verdict"] = report.verdicts.get(label)
+    x = report.crossovers.get(label, {}).get(report.metric)
+    if x is not None:
+        has_ci = x.ci[0] is not None or x.ci[1] is not None
+        out["crossover"] = {
+            "status": x.status,
+            "qps": x.qps,
+            "ci": list(x.ci),
+            "last_helping_qps": x.last_helping_qps,
+            "stops_at": x.stops_at.to_dict() if x.stops_at is not None else None,
+            "tested_range": list(x.tested_range),
+            "ci_text": load_ci_text(x.ci, x.ci_beyond, x.tested_range) if has_ci else "",
+        }
     return out
 
 

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 from specload.protocol.argv import compare_argv
 from specload.protocol.sweep_plan import ConditionResult, SweepPlan
 from specload.recorder.rundir import peek_run_meta
+from specload.report.report_json import REPORT_JSON, read_report
 
 __all__ = ["baseline_line", "compare_sweep", "degraded_lines", "label", "sweep_run_dirs"]
 
@@ -73,8 +73,10 @@ def compare_sweep(
     against = f" against the baseline {baseline}" if baseline else ""
     say(f"[sweep] comparing {len(dirs)} runs{against} -> {report_dir}")
     code = subprocess.call(cmd)
-    headline = _headline(report_dir / "report.json")
-    if headline:
+    # compare writes its files, then exits 0 or 1 (a gate failed, nothing comparable); with
+    # another code a report.json there is an earlier comparison's, not these runs'
+    written = code in (0, 1) and (report_dir / REPORT_JSON).is_file()
+    if written and (headline := read_report(report_dir).headline):
         say(f"\nVerdict: {headline}")
     if (report_dir / "report.html").is_file():
         say(f"Report:  {report_dir / 'report.html'}")
@@ -84,11 +86,3 @@ def compare_sweep(
 def label(run_dir: Path) -> str:
     meta = peek_run_meta(run_dir)
     return (meta.label if meta is not None else "") or run_dir.name
-
-
-def _headline(report_json: Path) -> str | None:
-    try:
-        headline = json.loads(report_json.read_text()).get("headline")
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return None
-    return str(headline) if headline else None

@@ -23,6 +23,7 @@ from specload.report.advice_rules import (
     StepFigures,
     advise,
 )
+from specload.report.crossover_words import split_text
 
 __all__ = ["advice_for", "advice_input"]
 
@@ -85,7 +86,7 @@ def _figures(c: Comparison, info: ConditionInfo) -> ConditionFigures:
         stop=_bound(x.stop) if x is not None else None,
         starts=len(x.starts) if x is not None else 0,
         split_qps=tuple(x.split_qps) if x is not None else (),
-        split=x.split_text() if x is not None and x.split_qps else "",
+        split=split_text(x) if x is not None and x.split_qps else "",
         settled=x.settled if x is not None else True,
         ttft_ratio=rows["ttft_p50"][0].ratio.value if rows["ttft_p50"] else None,
         tpot_ratio=rows["tpot_p50"][0].ratio.value if rows["tpot_p50"] else None,

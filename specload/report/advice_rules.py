@@ -32,13 +32,13 @@ from specload.analysis.decisions.crossover import (
     MIXED,
     NEVER,
     STARTS,
-    fmt_qps,
 )
 from specload.analysis.schedules.batch_schedule import POSITION_MIN
 from specload.analysis.statistics.effect import HELPS, HURTS, UNDECIDED
 from specload.analysis.statistics.stats import Estimate
 from specload.analysis.wording import change_words, load_ci_text, pct, to_decide_text
 from specload.core.gain import DEFAULT_MIN_GAIN
+from specload.report.crossover_words import fmt_qps
 
 __all__ = [
     "LOW_ACCEPTANCE",
@@ -93,7 +93,7 @@ class ConditionFigures:
     ``per_position``: acceptance per draft position, 0-based. ``status``: the crossover status
     on the metric; ``start``/``stop``: its boundaries; ``starts``: server starts analysed
     alone (0 with one start); ``split_qps``: loads where their effects differ (they
-    disagree), ``split`` the same in words (``Crossover.split_text``). ``ttft_ratio``/``tpot_ratio``:
+    disagree), ``split`` the same in words (``crossover_words.split_text``). ``ttft_ratio``/``tpot_ratio``:
     p50 condition / baseline at the lowest common load, for attribution.
     """
 

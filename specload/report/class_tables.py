@@ -4,7 +4,9 @@ whole traffic's capacity does not tell)."""
 
 from __future__ import annotations
 
-from specload.analysis.decisions.capacity import capacity_change, versus_text
+from specload.analysis.decisions.capacity import capacity_change
+from specload.report.capacity_words import qps_text, versus_text
+from specload.report.crossover_words import boundary_ci_text
 from specload.report.model import Report
 from specload.report.tables import DASH, Table
 
@@ -19,9 +21,9 @@ def class_capacity_table(report: Report) -> Table | None:
     for a in c.classes:
         base = a.capacity.get(c.baseline)
         for label, cap in a.capacity.items():
-            ci = cap.boundary.ci_text(cap.tested_range) if cap.qps is not None else DASH
+            ci = boundary_ci_text(cap.boundary, cap.tested_range) if cap.qps is not None else DASH
             versus = DASH if base is None else versus_text(cap, base, capacity_change(cap, base))
-            rows.append([a.name, label, cap.qps_text(), ci, cap.limiting_slo or DASH, versus])
+            rows.append([a.name, label, qps_text(cap), ci, cap.limiting_slo or DASH, versus])
     if not rows:
         return None
     return Table(

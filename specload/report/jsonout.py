@@ -14,6 +14,9 @@ each step carries ``goodput`` (req/s meeting every per-request SLO; null without
 ``regimes`` is keyed by condition, then step label ("8 req/s", "concurrency 1"): whether the
 engine step flips between a fast and a slow regime (``analysis/diagnostics/regimes.py``; its ``effect`` and
 ``telemetry``, and the per-second ``series``); ``regime_sentences`` says it in words.
+
+``schema`` is ``JSON_SCHEMA``, defined beside the one reader of the file as data
+(``report/report_json.py``, ``read_report``), so the two change together.
 """
 
 from __future__ import annotations
@@ -22,21 +25,20 @@ from dataclasses import asdict
 from typing import Any
 
 from specload.analysis.diagnostics.quality import ContractSide
-from specload.analysis.statistics.effect import rule_text
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
+from specload.report.closed_loop_words import comparison_warnings
+from specload.report.crossover_words import crossover_dict
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
 from specload.report.model import Report
 from specload.report.regime_words import regime_sentence, regime_sentences
+from specload.report.report_json import JSON_SCHEMA
+from specload.report.rule_words import rule_text
 from specload.report.tables import lookup_overall
 from specload.report.verdict_words import ci_note
 
 __all__ = ["JSON_SCHEMA", "report_dict"]
-
-#: 2: four effects (``same`` and ``undecided`` replace ``no_change``), ``to_decide_s`` on
-#: undecided ratio rows, crossover ``undecided_qps`` (steps) / ``unsure_qps``, ``settled``.
-JSON_SCHEMA = "specload.report/3"
 
 
 def _step(s: StepStats, goodput: dict[float, float | None] | None) -> dict[str, Any]:
@@ -160,7 +162,8 @@ def _classes(report: Report) -> dict[str, Any]:
             "n": a.n,
             "verdict": report.class_verdicts[a.name],
             "crossover": {
-                label: {m: x.to_dict() for m, x in xs.items()} for label, xs in a.crossovers.items()
+                label: {m: crossover_dict(x) for m, x in xs.items()}
+                for label, xs in a.crossovers.items()
             },
             "steps": {label: [_step(s, None) for s in steps] for label, steps in a.steps.items()},
             "ratios": _ratios(a.ratios),
@@ -175,7 +178,7 @@ def report_dict(report: Report) -> dict[str, Any]:
     c = report.comparison
     crossover: dict[str, dict[str, Any]] = {}
     for x in c.crossovers:
-        crossover.setdefault(x.condition, {})[x.metric] = x.to_dict()
+        crossover.setdefault(x.condition, {})[x.metric] = crossover_dict(x)
     return {
         "schema": JSON_SCHEMA,
         "generated_at": report.generated_at,
@@ -287,7 +290,7 @@ def report_dict(report: Report) -> dict[str, Any]:
             {"kind": a.kind, "condition": a.condition, "text": a.text, "figures": a.figures}
             for a in report.advice
         ],
-        "warnings": c.warnings,
+        "warnings": comparison_warnings(c),
         "notes": c.notes,
         "bootstrap": {"replicates": c.bootstrap, "seed": c.seed, "ci_level": 0.95},
         "schedules": c.schedules.to_dict() if c.schedules is not None else None,

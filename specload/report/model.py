@@ -19,6 +19,8 @@ from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.crossover import Crossover
 from specload.analysis.wording import metric_label
 from specload.report.advice_rules import Advice
+from specload.report.closed_loop_words import comparison_warnings
+from specload.report.crossover_words import split_text
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
 from specload.report.regime_words import spread_line
@@ -170,7 +172,7 @@ def _split_finding(x: Crossover) -> str:
     """Server starts that classify a step differently: the words of the verdict and the
     status table's "disagree at" (all three read ``Crossover.split_qps``)."""
     return (
-        f"server starts disagree: {x.condition} on {metric_label(x.metric)} {x.split_text()}: "
+        f"server starts disagree: {x.condition} on {metric_label(x.metric)} {split_text(x)}: "
         "no boundary is claimed"
     )
 
@@ -200,7 +202,7 @@ def _findings(c: Comparison) -> list[str]:
     if c.forced:
         out += [f"compared with --force despite: {d}" for d in c.differences]
     out += [_lost_finding(info.label, w) for info in c.conditions for w in info.lost_workers]
-    out += c.warnings
+    out += comparison_warnings(c)
     return out
 
 

@@ -9,18 +9,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specload.analysis.decisions.capacity import versus_text
 from specload.analysis.decisions.closed_loop import LOCKSTEP_S, LOCKSTEP_SHARE
 from specload.analysis.decisions.crossover import Boundary, Crossover
 from specload.analysis.decisions.gates import Gate, GateResult
 from specload.analysis.diagnostics.decode_step import DecodeStep
-from specload.analysis.statistics.effect import effect_text, rule_text
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.stats import Estimate
 from specload.analysis.statistics.steps import StepStats
 from specload.analysis.wording import metric_label, signed_change, step_label
+from specload.report.capacity_words import qps_text, versus_text
+from specload.report.crossover_words import (
+    boundary_ci_text,
+    boundary_qps_text,
+    mixed_note,
+    step_text,
+)
 from specload.report.gate_words import gate_message
 from specload.report.model import Report
+from specload.report.rule_words import effect_text, rule_text
 from specload.report.verdict_words import ci_caveat, looks_note
 
 __all__ = [
@@ -246,7 +252,7 @@ def _boundary_cell(b: Boundary | None, x: Crossover) -> str:
         return DASH
     if not x.replicates_agree or not x.settled:
         return "undecided"
-    return f"{b.qps_text(x.tested_range)} ({b.ci_text(x.tested_range)})"
+    return f"{boundary_qps_text(b, x.tested_range)} ({boundary_ci_text(b, x.tested_range)})"
 
 
 def _starts_cell(x: Crossover) -> str:
@@ -256,7 +262,7 @@ def _starts_cell(x: Crossover) -> str:
         return "1 (single)"
     if x.replicates_agree:
         return f"{n}: all agree"
-    return f"{n}: disagree at {', '.join(x.step_text(q) for q in x.split_qps)}"
+    return f"{n}: disagree at {', '.join(step_text(x, q) for q in x.split_qps)}"
 
 
 def _tested_top(report: Report) -> str:
@@ -282,11 +288,11 @@ def capacity_table(report: Report) -> Table | None:
         base = c.capacity.get(c.baseline)
         change = c.capacity_changes.get(label)
         cell = versus_text(cap, base, change) if base is not None else DASH
-        ci = cap.boundary.ci_text(cap.tested_range) if cap.qps is not None else DASH
+        ci = boundary_ci_text(cap.boundary, cap.tested_range) if cap.qps is not None else DASH
         rows.append(
             [
                 label,
-                cap.qps_text(),
+                qps_text(cap),
                 ci,
                 cap.status.replace("_", " "),
                 cap.limiting_slo or DASH,
@@ -438,11 +444,11 @@ def crossover_table(report: Report) -> Table:
                 _boundary_cell(x.start, x),
                 _boundary_cell(x.stop, x),
                 f"{x.tested_range[0]:g}–{x.tested_range[1]:g}",
-                ", ".join(x.step_text(q) for q in x.helping) or DASH,
+                ", ".join(step_text(x, q) for q in x.helping) or DASH,
                 ", ".join(f"{q:g}" for q in x.excluded) or DASH,
                 _starts_cell(x),
                 f"{x.agreement:.0%}",
-                x.note or "",
+                mixed_note(x),
             ]
         )
     return Table(

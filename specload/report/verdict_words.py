@@ -34,8 +34,6 @@ from specload.analysis.decisions.crossover import (
     NEVER,
     STARTS,
     Crossover,
-    fmt_qps,
-    where_effect,
 )
 from specload.analysis.statistics.effect import HELPS, HURTS, SAME, UNDECIDED
 from specload.analysis.statistics.ratios import RatioRow
@@ -50,6 +48,15 @@ from specload.analysis.wording import (
     to_decide_text,
 )
 from specload.core.slo import Slo
+from specload.report.capacity_words import qps_text
+from specload.report.crossover_words import (
+    boundary_ci_text,
+    boundary_qps_text,
+    fmt_qps,
+    split_text,
+    steps_text,
+    where_effect,
+)
 
 __all__ = [
     "BLOCKS_CAVEAT",
@@ -114,11 +121,12 @@ def status_words(x: Crossover) -> str:
     """The status as a phrase: "stops helping at ≈ 17.6 req/s", "never helps"."""
     r = x.tested_range
     if x.status == CROSSES and x.stop is not None:
-        return f"stops helping at ≈ {x.stop.qps_text(r)} req/s"
+        return f"stops helping at ≈ {boundary_qps_text(x.stop, r)} req/s"
     if x.status == STARTS and x.start is not None:
-        return f"starts helping at ≈ {x.start.qps_text(r)} req/s"
+        return f"starts helping at ≈ {boundary_qps_text(x.start, r)} req/s"
     if x.status == BETWEEN and x.start is not None and x.stop is not None:
-        return f"helps between ≈ {x.start.qps_text(r)} and ≈ {x.stop.qps_text(r)} req/s"
+        start, stop = boundary_qps_text(x.start, r), boundary_qps_text(x.stop, r)
+        return f"helps between ≈ {start} and ≈ {stop} req/s"
     return {
         ALWAYS: "helps at every tested load",
         NEVER: "never helps",
@@ -133,7 +141,8 @@ def benefit_words(x: Crossover | None) -> str:
         return ""
     label, gain = metric_label(x.metric), pct(x.first_gain.value)
     if x.status == CROSSES and x.stop is not None:
-        return f"it buys {gain} % lower {label} below {x.stop.qps_text(x.tested_range)} req/s"
+        below = boundary_qps_text(x.stop, x.tested_range)
+        return f"it buys {gain} % lower {label} below {below} req/s"
     if x.status == ALWAYS:
         return f"it buys {gain} % lower {label} at every tested load"
     if x.status in (STARTS, BETWEEN) and x.peak_gain.value is not None:
@@ -175,12 +184,12 @@ def _headline(x: Crossover, rows: list[RatioRow]) -> str:
             )
         return (
             f"{head} and stops helping at ≈ {fmt_qps(x.stop.qps)} req/s "
-            f"(CI {x.stop.ci_text(x.tested_range)})"
+            f"(CI {boundary_ci_text(x.stop, x.tested_range)})"
         )
     if x.status == STARTS and x.start is not None:
         start = (
             f"starts helping {label} at ≈ {fmt_qps(x.start.qps)} req/s "
-            f"(CI {x.start.ci_text(x.tested_range)}) and helps"
+            f"(CI {boundary_ci_text(x.start, x.tested_range)}) and helps"
             if x.start.inside
             else f"helps {label}"
         )
@@ -190,15 +199,16 @@ def _headline(x: Crossover, rows: list[RatioRow]) -> str:
             f"{_gain_text(x.peak_gain)} lower, at {x.peak_qps:g} req/s)"
         )
     if x.status == BETWEEN and x.start is not None and x.stop is not None:
+        r = x.tested_range
         return (
             f"{c} helps {label} only from {x.first_helping_qps:g} to {x.last_helping_qps:g} "
-            f"req/s: starts at ≈ {x.start.qps_text(x.tested_range)} req/s (CI "
-            f"{x.start.ci_text(x.tested_range)}) and stops at ≈ {x.stop.qps_text(x.tested_range)} "
-            f"req/s (CI {x.stop.ci_text(x.tested_range)}); at most {_gain_text(x.peak_gain)} "
+            f"req/s: starts at ≈ {boundary_qps_text(x.start, r)} req/s (CI "
+            f"{boundary_ci_text(x.start, r)}) and stops at ≈ {boundary_qps_text(x.stop, r)} "
+            f"req/s (CI {boundary_ci_text(x.stop, r)}); at most {_gain_text(x.peak_gain)} "
             f"lower, at {x.peak_qps:g} req/s"
         )
     return (
-        f"{c} helps {label} at {x.steps_text(x.helping)} but not in between: no single boundary "
+        f"{c} helps {label} at {steps_text(x, x.helping)} but not in between: no single boundary "
         "(lengthen the steps or add replicates)"
     )
 
@@ -227,7 +237,7 @@ def _disagreement(x: Crossover) -> str:
     """Server starts analysed alone classify some step differently: no boundary is claimed.
     Names the steps and each start's effect there, the same words as the findings."""
     return (
-        f"{x.condition}: server starts disagree on {metric_label(x.metric)} {x.split_text()}, "
+        f"{x.condition}: server starts disagree on {metric_label(x.metric)} {split_text(x)}, "
         f"each of the {len(x.starts)} starts analysed alone: no decision, run more replicates"
     )
 
@@ -342,10 +352,10 @@ def capacity_sentence(
         top = f"{cond.tested_range[1]:g}"
         return f"{head} holds it at every tested load (up to {top} req/s), as does the baseline."
     carries = (
-        f"carries {cond.qps_text()} req/s against the baseline's {base.qps_text()}"
+        f"carries {qps_text(cond)} req/s against the baseline's {qps_text(base)}"
         if cond.status != VIOLATES
         else f"misses it already at {cond.tested_range[0]:g} req/s (the baseline "
-        f"carries {base.qps_text()})"
+        f"carries {qps_text(base)})"
     )
     if change.value is not None:
         ci = pct_ci_text(times100(change.ci), change.ci_beyond, 0)
@@ -460,14 +470,15 @@ def split_headline(split: ClassSplit) -> str:
     clauses: dict[tuple[str, str | None], list[str]] = {}
     for i, e in enumerate(split.gain):
         metric = f"{metric_label(split.metric)} " if i == 0 else ""
-        clauses.setdefault(("helps", e.helps), []).append(
+        clauses.setdefault(("helps", where_effect(list(e.rows), HELPS)), []).append(
             f"{e.name} ({metric}{signed_pct(e.best)})"
         )
     for e in split.rest:
-        if e.hurts is None:
+        hurts = where_effect(list(e.rows), HURTS)
+        if hurts is None:
             clauses.setdefault(("does not help", None), []).append(e.name)
         else:
-            clauses.setdefault(("hurts", e.hurts), []).append(f"{e.name} ({signed_pct(e.worst)})")
+            clauses.setdefault(("hurts", hurts), []).append(f"{e.name} ({signed_pct(e.worst)})")
     wheres = {where for _, where in clauses if where is not None}
     common = next(iter(wheres)) if len(wheres) == 1 and len(clauses) > 1 else None
     parts = [

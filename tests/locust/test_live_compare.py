@@ -77,6 +77,39 @@ def test_the_end_is_final_even_when_the_comparison_fails(
         live.close()
 
 
+def test_a_report_of_another_schema_is_a_failed_update_with_its_line(
+    runs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child exits 0 but its report.json is not this specload's (``read_report``
+    refuses it): the update failed, said in one line naming the file and the key, and the
+    run goes on; nothing is read from the bad file."""
+    import specload.locust.live_compare as live_compare
+
+    def child(*args: str) -> tuple[int, str]:
+        out = Path(args[3])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.json").write_bytes(orjson.dumps({"schema": "specload.report/1"}))
+        return 0, ""
+
+    monkeypatch.setattr(live_compare, "_child", child)
+    base, spec = runs
+    said: list[str] = []
+    live = LiveComparison(load_baseline(base), spec, "spec", scenario(), said.append)
+    try:
+        _wait(live)
+        live.update({0})
+        _wait(live)
+        assert live.problem is not None and live.result is None
+        assert live.problem.startswith("live comparison failed: ")
+        assert live.problem.endswith(
+            "report.json: schema: 'specload.report/1' is not this specload's report layout "
+            "(expected 'specload.report/2')"
+        )
+        assert said[-1].endswith("(the next step tries again)") and not live.final
+    finally:
+        live.close()
+
+
 def test_a_baseline_of_this_label_is_final_at_the_end_with_the_reason(
     runs: tuple[Path, Path],
 ) -> None:

@@ -72,14 +72,15 @@ def test_keep_on_up_to_where_it_stops_helping_below_the_operating_point() -> Non
 
 
 def test_a_ci_bound_beyond_the_tested_range_reads_as_in_the_verdict() -> None:
-    """The advice and the verdict write a boundary's CI one way (``Boundary.ci_text``)."""
+    """The advice and the verdict write a boundary's CI one way (``boundary_ci_text``)."""
     from specload.analysis.decisions.crossover import Boundary
+    from specload.report.crossover_words import boundary_ci_text
 
     stop = Boundary(9.5, (7.0, None), ("", "above"))
     c = spec(steps=steps((1, 0.7), (4, 0.8), (16, 1.1)), status="crosses",
              stop=Bound(stop.qps, *stop.ci, stop.ci_beyond))  # fmt: skip
     keep = only(advise(AdviceInput("baseline", (c,), operating_qps=4.0)), "keep")
-    assert stop.ci_text((1, 16)) == "7–>16"
+    assert boundary_ci_text(stop, (1, 16)) == "7–>16"
     assert "(95 % CI 7–>16)" in keep.text, keep.text
 
 

@@ -9,6 +9,7 @@ from analysis.synth_rundir import SPEC, Cond, with_classes, write_run
 
 from specload.analysis.compare import compare_runs
 from specload.core.slo import Slo
+from specload.report.capacity_words import qps_text
 from specload.report.class_tables import class_capacity_table
 from specload.report.jsonout import report_dict
 from specload.report.model import build_report
@@ -24,7 +25,7 @@ def test_capacity_is_given_per_class_against_the_same_class_in_the_baseline(
     # baseline p50 TPOT is 10 ms x (1 + q/20): 18 ms at 16 req/s, 26 ms at 32
     c = compare_runs([base, spec], bootstrap=200, slos=[Slo("tpot_p50", 0.020)])
     caps = {a.name: a.capacity for a in c.classes}
-    assert 16 < caps["code"]["baseline"].qps < 32 and caps["code"]["spec"].qps_text() == ">32"
+    assert 16 < caps["code"]["baseline"].qps < 32 and qps_text(caps["code"]["spec"]) == ">32"
     assert 8 < caps["questions"]["spec"].qps < 16
     table = class_capacity_table(build_report(c))
     assert table is not None

@@ -43,10 +43,10 @@ def test_every_step_table_shows_the_achieved_load(four_way: Comparison) -> None:
 def test_the_status_table_and_the_verdict_name_steps_with_their_achieved_load(
     four_way: Comparison,
 ) -> None:
-    from specload.analysis.decisions.crossover import where_effect
     from specload.analysis.statistics.effect import HELPS, UNDECIDED
     from specload.analysis.statistics.ratios import RatioRow
     from specload.analysis.statistics.stats import Estimate
+    from specload.report.crossover_words import where_effect
     from specload.report.tables import crossover_table
 
     c = copy.deepcopy(four_way)

@@ -34,7 +34,6 @@ from specload.analysis.decisions.gates import CAPACITY_GATE, Gate, GateFailure, 
 from specload.analysis.inputs.run_columns import RunColumns
 from specload.analysis.statistics.stats import Estimate
 from specload.analysis.statistics.steps import LATENCY_FIELDS, StepStats, pool_runs
-from specload.analysis.wording import pct_ci_text
 from specload.core.errors import ConfigError
 from specload.core.slo import Slo
 
@@ -76,10 +75,6 @@ class Capacity:
     def qps(self) -> float | None:
         """The capacity in req/s when it lies inside the tested range."""
         return self.boundary.qps if self.boundary.inside else None
-
-    def qps_text(self) -> str:
-        """``17.4``, or ``>24`` / ``<4`` beyond the tested range."""
-        return self.boundary.qps_text(self.tested_range)
 
     def to_dict(self) -> dict[str, Any]:
         b = self.boundary.to_dict()
@@ -188,13 +183,6 @@ class CapacityChange:
     def estimate(self) -> Estimate:
         return Estimate(self.value, *self.ci)
 
-    def text(self, digits: int = 0) -> str:
-        """ "-21 % (-27…-14)", "-21 % (<-48…-14)"; "—" without a value."""
-        if self.value is None:
-            return "—"
-        ci = pct_ci_text(times100(self.ci), self.ci_beyond, digits)
-        return f"{self.value * 100:+.{digits}f} %" + (f" ({ci})" if ci else "")
-
     def loss_near_pct(self) -> float | None:
         """The CI's end nearest to no loss, as percent lost (None when that end is open
         upwards or missing): what a capacity gate judged on the CI compares with its limit."""
@@ -218,26 +206,6 @@ def _change_replicates(cond: Capacity, base: Capacity) -> tuple[np.ndarray, np.n
     ordered[up & ~down] = np.inf
     ordered[down & ~up] = -np.inf
     return ordered, bounded
-
-
-def versus_text(cond: Capacity, base: Capacity, change: CapacityChange | None) -> str:
-    """A condition's capacity against the baseline's, as the capacity table says it: the
-    change with its CI, or, where one capacity lies beyond the tested range so there is no
-    ratio, what the steps do show ("baseline >12 req/s: not reached"), never a bare dash."""
-    if cond.condition == base.condition:
-        return "—"
-    if change is not None and change.value is not None:
-        return change.text()
-    for who, cap in (("baseline", base), (cond.condition, cond)):
-        if cap.qps is None:
-            return f"{who} {cap.qps_text()} req/s: {_beyond_words(cap)}"
-    return "—"
-
-
-def _beyond_words(cap: Capacity) -> str:
-    """Why a capacity has no figure: the SLOs held at every tested step, or at none."""
-    above = cap.boundary.qps is not None and cap.boundary.qps > 0
-    return "not reached" if above else "missed at the lowest step"
 
 
 def capacity_change(cond: Capacity, base: Capacity) -> CapacityChange:

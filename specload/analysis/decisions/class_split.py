@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from specload.analysis.decisions.classes import ClassAnswer
-from specload.analysis.decisions.crossover import where_effect
 from specload.analysis.statistics.effect import HELPS, HURTS
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import MIN_DECIDE_N
@@ -26,12 +25,12 @@ __all__ = ["ClassEffect", "ClassSplit", "class_split"]
 
 @dataclass(frozen=True, slots=True)
 class ClassEffect:
-    """One class's answer for one condition: where it helps / hurts (``where_effect``'s
-    words, None: nowhere) and its largest significant change each way (ratio - 1)."""
+    """One class's answer for one condition: its decidable steps (``rows``: the report words
+    where it helps and hurts from them, ``report.crossover_words.where_effect``) and its
+    largest significant change each way (ratio - 1)."""
 
     name: str
-    helps: str | None
-    hurts: str | None
+    rows: tuple[RatioRow, ...]
     best: float | None
     worst: float | None
     #: the loads (req/s) where it helps
@@ -78,8 +77,7 @@ def _effect(name: str, rows: list[RatioRow]) -> ClassEffect:
     helped, hurt = changes(HELPS), changes(HURTS)
     return ClassEffect(
         name,
-        where_effect(rows, HELPS),
-        where_effect(rows, HURTS),
+        tuple(rows),
         min(helped) if helped else None,
         max(hurt) if hurt else None,
         tuple(r.target_qps for r in rows if r.effect == HELPS),
@@ -102,8 +100,8 @@ def class_split(
             effects.append(_effect(a.name, use))
         else:  # said, with its size, never routed on
             small.append((a.name, min(a.n.get(condition, 0), a.n.get(baseline, 0))))
-    gain = tuple(e for e in effects if e.helps is not None)
-    rest = tuple(e for e in effects if e.helps is None)
+    gain = tuple(e for e in effects if e.helping_qps)
+    rest = tuple(e for e in effects if not e.helping_qps)
     if not (gain and rest):
         return None
     return ClassSplit(condition, baseline, metric, gain, rest, pool, tuple(small))

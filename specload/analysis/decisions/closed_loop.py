@@ -18,7 +18,6 @@ from specload.analysis.decisions.classes import restrict
 from specload.analysis.inputs.run_columns import RunColumns
 from specload.analysis.statistics.ratios import RatioRow, step_ratios
 from specload.analysis.statistics.steps import StepStats, condition_steps
-from specload.analysis.wording import step_name
 
 __all__ = [
     "LOCKSTEP_S",
@@ -49,15 +48,16 @@ class ClosedLoop:
     #: the same step execution (``lockstep_share``)
     lockstep: dict[str, float] = field(default_factory=dict)
 
-    def lockstep_warnings(self) -> list[str]:
-        """One sentence per condition whose users ran in lockstep at this level."""
-        return [
-            f"{label} at {step_name(0.0, self.concurrency)}: {share:.0%} of sends came within "
-            f"{LOCKSTEP_S * 1000:.0f} ms of another (users in lockstep): its TTFT there "
-            f"measures bursts of {self.concurrency} simultaneous prefills"
+    @property
+    def in_lockstep(self) -> dict[str, float]:
+        """The conditions whose users ran in lockstep at this level (more than
+        ``LOCKSTEP_SHARE`` of sends together; one user cannot), with their share
+        (``report.closed_loop_words`` warns of them)."""
+        return {
+            label: share
             for label, share in self.lockstep.items()
             if self.concurrency > 1 and share > LOCKSTEP_SHARE
-        ]
+        }
 
 
 def _closed(run: RunColumns) -> np.ndarray:

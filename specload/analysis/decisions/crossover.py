@@ -49,16 +49,9 @@ from specload.analysis.statistics.effect import (
     NA,
     SAME,
     UNDECIDED,
-    effect_text,
     reaches_gain,
 )
-from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.stats import Estimate
-from specload.analysis.wording import (
-    load_ci_text,
-    load_with_ci,
-    step_label,
-)
 
 __all__ = [
     "ALWAYS",
@@ -75,20 +68,13 @@ __all__ = [
     "bracket",
     "crossing_qps",
     "find_crossover",
-    "fmt_qps",
     "pattern_status",
     "split_steps",
-    "where_effect",
 ]
 
 ALWAYS, NEVER, CROSSES = "always_helps", "never_helps", "crosses"
 STARTS, BETWEEN, MIXED = "starts_helping", "helps_between", "mixed"
 STATUSES = (ALWAYS, NEVER, CROSSES, STARTS, BETWEEN, MIXED)
-
-
-def fmt_qps(v: float) -> str:
-    """A load as people read it: 17.6, 16.0, 0.85 (``wording.load_decimals``)."""
-    return load_with_ci(v, None, None)[0]
 
 
 @dataclass(slots=True)
@@ -104,16 +90,6 @@ class Boundary:
     def inside(self) -> bool:
         """False when the gain never crosses inside the tested range (``qps`` is ±inf)."""
         return math.isfinite(self.qps)
-
-    def qps_text(self, tested_range: tuple[float, float]) -> str:
-        """ "17.4", or ">24" / "<4" for a boundary beyond the tested range."""
-        if self.inside:
-            return fmt_qps(self.qps)
-        return f">{tested_range[1]:g}" if self.qps > 0 else f"<{tested_range[0]:g}"
-
-    def ci_text(self, tested_range: tuple[float, float]) -> str:
-        """ "8–16", "<2–4", ">32–>32" (``wording.load_ci_text``)."""
-        return load_ci_text(self.ci, self.ci_beyond, tested_range)
 
     def to_dict(self) -> dict[str, object]:
         """JSON: a boundary beyond the tested range is null with ``beyond`` saying the side."""
@@ -194,7 +170,6 @@ class Crossover:
     starts: list[StartEffects] = field(default_factory=list)
     #: the condition's achieved load per target QPS, to name a step as "16 (17.1)"
     achieved: dict[float, float | None] = field(default_factory=dict)
-    note: str = ""
 
     @property
     def helping(self) -> list[float]:
@@ -222,26 +197,6 @@ class Crossover:
     def replicates_agree(self) -> bool:
         """True when every step has the same effect (the one rule) in every server start."""
         return not self.split_qps
-
-    def step_text(self, qps: float) -> str:
-        """A step named with its achieved load beside the nominal one (``step_label``)."""
-        return step_label(qps, self.achieved.get(qps))
-
-    def steps_text(self, qps: list[float]) -> str:
-        """Steps named with their achieved loads: "4, 16 (17.1) req/s"."""
-        return ", ".join(self.step_text(q) for q in qps) + " req/s"
-
-    def split_text(self) -> str:
-        """Where and how the starts disagree: "at 1 req/s (helps in r2; hurts in r1) and 24 req/s (helps in r1; hurts in r2)"."""
-        parts = []
-        for q in self.split_qps:
-            runs: dict[str, list[str]] = {}
-            for s in self.starts:
-                if q in s.effects:
-                    runs.setdefault(effect_text(s.effects[q]), []).append(s.run)
-            how = "; ".join(f"{e} in {', '.join(rs)}" for e, rs in runs.items())
-            parts.append(f"{self.step_text(q)} req/s ({how})")
-        return "at " + (" and ".join(parts) if len(parts) < 3 else ", ".join(parts))
 
     @property
     def undecided_steps(self) -> list[float]:
@@ -291,10 +246,6 @@ class Crossover:
         b = self.stop if self.status in (CROSSES, BETWEEN) else self.start
         return b.ci_beyond if b is not None else ("", "")
 
-    def ci_text(self) -> str:
-        b = self.stop if self.status in (CROSSES, BETWEEN) else self.start
-        return b.ci_text(self.tested_range) if b is not None else ""
-
     def to_dict(self) -> dict[str, object]:
         return {
             "metric": self.metric,
@@ -326,7 +277,6 @@ class Crossover:
             "split_qps": self.split_qps,
             "replicates_agree": self.replicates_agree,
             "decided": self.decided,
-            "note": self.note,
         }
 
 
@@ -486,14 +436,6 @@ def _gain(ratio: Estimate) -> Estimate:
     )
 
 
-def _note(status: str, q: np.ndarray, helps: list[bool]) -> str:
-    if status != MIXED:
-        return ""
-    on = ", ".join(f"{v:g}" for v, h in zip(q, helps, strict=False) if h)
-    off = ", ".join(f"{v:g}" for v, h in zip(q, helps, strict=False) if not h)
-    return f"helps at {on} req/s but not at {off} req/s: no single boundary"
-
-
 def find_crossover(
     metric: str,
     condition: str,
@@ -530,7 +472,6 @@ def find_crossover(
         tested_range=(float(q[0]), float(q[-1])), steps=q.tolist(), effects=used,
         first_gain=_gain(ratios[keep[0]]), excluded=excluded,
         agreement=float(np.mean(same)) if same.size else 0.0,
-        note=_note(status, q, helps),
     )  # fmt: skip
     used_q, used_r = q.tolist(), [ratios[i] for i in keep]
     yes, no = _sure(used_r, min_gain)
@@ -550,23 +491,3 @@ def find_crossover(
         best = max(helping, key=lambda i: 1.0 - (ratios[i].value or 1.0))
         x.peak_gain, x.peak_qps = _gain(ratios[best]), float(qps[best])
     return x
-
-
-def where_effect(rows: list[RatioRow], effect: str) -> str | None:
-    """ "at every tested load" / "from 20 req/s" / "at 4, 8 req/s" where the step's effect is
-    ``effect``; None if nowhere. Incomplete steps and steps without data are left out."""
-    used = [r for r in rows if r.effect not in (INCOMPLETE, NA)]
-    hits = [r.effect == effect for r in used]
-    if not used or not any(hits):
-        return None
-    if all(hits):
-        return "at every tested load"
-    first = hits.index(True)
-    if all(hits[first:]):
-        return f"from {_rows_text(used[first : first + 1])}"
-    return "at " + _rows_text([r for r, h in zip(used, hits, strict=False) if h])
-
-
-def _rows_text(rows: list[RatioRow]) -> str:
-    """The rows' steps, each with its achieved load beside the nominal one ("16 (17.1)")."""
-    return ", ".join(step_label(r.target_qps, r.achieved_qps) for r in rows) + " req/s"

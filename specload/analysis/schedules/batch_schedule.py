@@ -269,7 +269,7 @@ def derive_schedule(
     acceptance = _acceptance(points, up_to)
     k_low = _kept(acceptance, k_max, opts.min_acceptance)
     k_thin = min(k_low, _kept(acceptance, k_max, opts.thin_acceptance))
-    notes = [n for n in (x.note, _below_note(x)) if n]
+    notes = [n for n in (_below_note(x),) if n]
     if stop is not None:
         run = running_at(points, stop)
         if run is None:

@@ -45,9 +45,7 @@ __all__ = [
     "SAME",
     "UNDECIDED",
     "classify",
-    "effect_text",
     "reaches_gain",
-    "rule_text",
     "to_decide_s",
 ]
 
@@ -116,25 +114,3 @@ def to_decide_s(ratio: Estimate, min_gain: float, measured_s: float) -> float | 
         return None
     factor = ((_Z975 + _Z80) * se / dist) ** 2
     return max(factor - 1.0, _MIN_MORE) * measured_s
-
-
-def effect_text(effect: str) -> str:
-    """How a reader sees an effect: ``helps``, ``hurts``, ``same``, ``undecided``."""
-    return {INCOMPLETE: "left out (incomplete)"}.get(effect, effect)
-
-
-def rule_text(metric_label: str, min_gain: float) -> str:
-    """The rule in one sentence, shown in every report next to the figures it classifies."""
-    if min_gain > 0:
-        by = f"at least {min_gain * 100:g} % "
-        return (
-            f"A step helps when {metric_label} is {by}lower than the baseline's and the 95 % CI "
-            f"of the change lies entirely below 0; it hurts when it is {by}higher and the CI "
-            f"lies entirely above 0; it is the same when the whole CI lies within ±{min_gain * 100:g} %; "
-            "otherwise it is undecided (more measurement would decide it)."
-        )
-    return (
-        f"A step helps when {metric_label} is lower than the baseline's with the 95 % CI of "
-        "the change entirely below 0; it hurts when the CI lies entirely above 0; otherwise "
-        "it is undecided (with --min-gain 0 no step can be shown the same)."
-    )

@@ -12,6 +12,9 @@ from analysis.synth_rundir import SPEC, Cond, rewrite_records, with_classes, wri
 from specload.analysis.compare import compare_runs
 from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.class_split import ClassEffect, ClassSplit, class_split
+from specload.analysis.statistics.effect import HELPS, HURTS, SAME
+from specload.analysis.statistics.ratios import RatioRow
+from specload.analysis.statistics.stats import Estimate
 from specload.report.advice import advice_for
 from specload.report.model import build_report
 from specload.report.schedule_tables import proposal_lines
@@ -54,17 +57,25 @@ def test_classes_that_agree_keep_the_overall_verdict(tmp_path: Path) -> None:
     assert "Overall:" not in verdicts(c)["spec"] and "route" not in verdicts(c)["spec"]
 
 
+def _rows(*effects: str) -> tuple[RatioRow, ...]:
+    """A class's rows at 2, 4, 8, 12 req/s with these effects (the ratios do not matter)."""
+    return tuple(
+        RatioRow("ngram", "tpot_p50", q, Estimate(1.0, 0.9, 1.1), e)
+        for q, e in zip(QPS, effects, strict=True)
+    )
+
+
 def test_classes_with_one_answer_at_the_same_loads_share_a_clause() -> None:
-    every = "at every tested load"
+    hurt = _rows(HURTS, HURTS, HURTS, HURTS)
     split = ClassSplit(
         "ngram",
         "baseline",
         "tpot_p50",
-        (ClassEffect("code", "at 2, 8 req/s", None, -0.254, None, (2.0, 8.0)),),
+        (ClassEffect("code", _rows(HELPS, SAME, HELPS, SAME), -0.254, None, (2.0, 8.0)),),
         (
-            ClassEffect("qa", None, every, None, 0.399),
-            ClassEffect("summary", None, every, None, 0.41),
-            ClassEffect("chat", None, None, None, None),
+            ClassEffect("qa", hurt, None, 0.399),
+            ClassEffect("summary", hurt, None, 0.41),
+            ClassEffect("chat", _rows(SAME, SAME, SAME, SAME), None, None),
         ),
         "a drafting pool",
     )

@@ -26,6 +26,7 @@ from specload.analysis.decisions.capacity import (
 from specload.analysis.decisions.crossover import Boundary
 from specload.analysis.decisions.gates import parse_gate
 from specload.cli.main import main
+from specload.report.capacity_words import change_text
 from specload.report.gate_words import gate_message
 
 
@@ -127,7 +128,7 @@ def test_capacity_replicates_beyond_the_range_leave_the_ci_open_not_narrow() -> 
                              np.full(1000, 10.0)))  # fmt: skip
     assert change.value == pytest.approx(0.3)
     assert change.ci_beyond == ("", "above") and change.ci[1] == pytest.approx(2.2)
-    assert change.text() == f"+30 % ({change.ci[0] * 100:+.0f}…>+220)"
+    assert change_text(change) == f"+30 % ({change.ci[0] * 100:+.0f}…>+220)"
 
 
 def test_a_capacity_gate_judges_the_open_ci() -> None:
@@ -147,7 +148,7 @@ def test_a_capacity_gate_judges_the_open_ci() -> None:
     lost = np.where(np.arange(1000) % 10 == 0, -np.inf, rng.uniform(4.8, 5.2, 1000))
     cond = _capacity("spec", 5.0, lost)
     change = capacity_change(cond, base)
-    assert change.ci_beyond == ("below", "") and change.text().startswith("-50 % (<")
+    assert change.ci_beyond == ("below", "") and change_text(change).startswith("-50 % (<")
     result = capacity_gate(parse_gate("capacity=10"), {"baseline": base, "spec": cond},
                            {"spec": change}, "baseline", None)  # fmt: skip
     assert not result.passed and "with its whole CI" in gate_message(result.failures[0])
@@ -156,4 +157,4 @@ def test_a_capacity_gate_judges_the_open_ci() -> None:
 def test_capacity_change_without_replicates_has_no_ci() -> None:
     empty = np.empty(0)
     change = capacity_change(_capacity("spec", 8.0, empty), _capacity("baseline", 10.0, empty))
-    assert change == CapacityChange(pytest.approx(-0.2)) and change.text() == "-20 %"
+    assert change == CapacityChange(pytest.approx(-0.2)) and change_text(change) == "-20 %"

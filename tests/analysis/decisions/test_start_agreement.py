@@ -16,6 +16,7 @@ from analysis.synth_rundir import SPEC, Cond, write_run
 from specload.analysis.compare import compare_runs
 from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.crossover import MIXED
+from specload.report.crossover_words import split_text
 from specload.report.model import build_report
 from specload.report.tables import crossover_table
 from specload.report.verdict_words import verdicts
@@ -66,7 +67,7 @@ def test_starts_with_one_status_label_but_other_effects_do_not_all_agree(
 def test_the_verdict_findings_and_advice_say_what_the_table_says(split: Comparison) -> None:
     x = split.crossover("spec", "tpot_p50")
     assert x is not None
-    where = x.split_text()
+    where = split_text(x)
     assert where.startswith("at 8 req/s (helps in spec-r1, spec-r2; hurts in spec-r3)")
     verdict = verdicts(split)["spec"]
     assert verdict.startswith(f"spec: server starts disagree on p50 TPOT {where}")
@@ -104,7 +105,7 @@ def test_starts_in_folders_of_one_name_are_told_apart_by_number(tmp_path: Path) 
     x = compare_runs(dirs, bootstrap=200).crossover("spec", "tpot_p50")
     assert x is not None
     assert [s.run for s in x.starts] == ["spec #1", "spec #2", "spec #3"]
-    assert x.split_text().startswith("at 8 req/s (helps in spec #1, spec #2; hurts in spec #3)")
+    assert split_text(x).startswith("at 8 req/s (helps in spec #1, spec #2; hurts in spec #3)")
 
 
 def test_starts_add_up_a_start_without_significant_change_vetoes_nothing() -> None:

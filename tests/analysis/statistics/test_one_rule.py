@@ -15,11 +15,11 @@ import pytest
 
 from analysis.synth_rundir import SPEC, Cond, write_run
 from specload.analysis.compare import compare_runs
-from specload.analysis.decisions.crossover import fmt_qps, where_effect
 from specload.analysis.decisions.gates import parse_gate
 from specload.analysis.statistics.effect import HELPS, HURTS, SAME, UNDECIDED
 from specload.core.errors import ConfigError
 from specload.report import write_reports
+from specload.report.crossover_words import fmt_qps, where_effect
 from specload.report.model import build_report
 from specload.report.tables import ratio_table
 from specload.report.verdict_words import verdicts
