@@ -103,7 +103,7 @@ def test_a_report_of_another_schema_is_a_failed_update_with_its_line(
         assert live.problem.startswith("live comparison failed: ")
         assert live.problem.endswith(
             "report.json: schema: 'specload.report/1' is not this specload's report layout "
-            "(expected 'specload.report/2')"
+            "(expected 'specload.report/3')"
         )
         assert said[-1].endswith("(the next step tries again)") and not live.final
     finally:

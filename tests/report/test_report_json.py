@@ -92,7 +92,7 @@ def test_another_schema_is_refused_with_both_names(written: Path, tmp_path: Path
     path = _broken(written, tmp_path, lambda d: d.update(schema="specload.report/1"))
     msg = _error(path)
     assert msg.startswith(f"{path}: schema: 'specload.report/1' is not this specload's")
-    assert msg.endswith("(expected 'specload.report/2')")
+    assert msg.endswith("(expected 'specload.report/3')")
     assert _error(_broken(written, tmp_path, lambda d: d.pop("schema"))).endswith(
         "schema: missing (expected a string)"
     )
