@@ -239,11 +239,10 @@ def ratio_table(report: Report, label: str) -> Table:
 
 
 def _config_cell(r: RatioRow) -> str:
-    """The interval about this config beside the deciding one, with its answer by the rule
-    ("-12.0 % (-30.1…+9.8), undecided"): shown, never deciding."""
-    if r.config_ratio is None:
-        return DASH
-    return f"{fmt_change(r.config_ratio)}, {effect_text(r.config_effect or '')}"
+    """The interval about this config beside the deciding one ("-12.0 % (-30.1…+9.8)"),
+    coloured by its answer like every change cell: shown, never deciding. Its answer is not
+    written out: the column would push the table past a laptop's width."""
+    return DASH if r.config_ratio is None else fmt_change(r.config_ratio)
 
 
 def _boundary_cell(b: Boundary | None, x: Crossover) -> str:

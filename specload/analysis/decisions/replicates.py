@@ -31,7 +31,7 @@ from specload.analysis.inputs.run_columns import RunColumns
 from specload.analysis.statistics.effect import INCOMPLETE, NA
 from specload.analysis.statistics.ratios import RatioRow, step_ratios
 from specload.analysis.statistics.stats import Estimate
-from specload.analysis.statistics.steps import StepStats, condition_steps
+from specload.analysis.statistics.steps import StepStats, condition_steps, start_order_key
 
 __all__ = [
     "DISAGREE_METRICS",
@@ -69,18 +69,9 @@ class Disagreement:
 
 
 def order_starts(runs: list[RunColumns]) -> list[RunColumns]:
-    """Runs in replicate order (``run.json`` ``replicate``, else start time, else name)."""
-
-    def key(r: RunColumns) -> tuple[float, float, str]:
-        rep = r.meta.replicate
-        started = r.meta.started_at
-        return (
-            float(rep) if isinstance(rep, (int, float)) else float("inf"),
-            float(started) if isinstance(started, (int, float)) else float("inf"),
-            r.path.name,
-        )
-
-    return sorted(runs, key=key)
+    """Runs in replicate order (``run.json`` ``replicate``, else start time, else name:
+    ``steps.start_order_key``)."""
+    return sorted(runs, key=start_order_key)
 
 
 def ladder(run: RunColumns) -> tuple[float, ...]:

@@ -56,6 +56,8 @@ __all__ = [
     "load_mask",
     "metric_names",
     "pool_runs",
+    "start_numbers",
+    "start_order_key",
 ]
 
 #: Metric family → record field (seconds).
@@ -183,7 +185,33 @@ SLICES, MIN_SLICE_S, MIN_SLICES = 6, 4.0, 4
 SLICE_T = t9875
 
 
-def _units(run: RunColumns, i: int, measured: np.ndarray) -> np.ndarray:
+def start_order_key(run: RunColumns) -> tuple[float, float, str]:
+    """Where a run dir (one server start) stands among its condition's: by ``run.json``
+    ``replicate``, then start time, then name."""
+    rep, started = run.meta.replicate, run.meta.started_at
+    return (
+        float(rep) if isinstance(rep, (int, float)) else float("inf"),
+        float(started) if isinstance(started, (int, float)) else float("inf"),
+        run.path.name,
+    )
+
+
+def start_numbers(runs: list[RunColumns]) -> list[int]:
+    """Each run dir's server-start number: its ``replicate`` where the runs' numbers are
+    distinct, else its place in ``start_order_key`` order. Why: sweeps run apart each stamp
+    replicate 1, yet each is a start of its own; its blocks must stay its own units, and it
+    pairs with the baseline's start of the same place."""
+    reps = [r.meta.replicate for r in runs]
+    if all(isinstance(x, int) for x in reps) and len(set(reps)) == len(reps):
+        return [int(x) for x in reps if isinstance(x, int)]
+    order = sorted(range(len(runs)), key=lambda i: start_order_key(runs[i]))
+    numbers = [0] * len(runs)
+    for n, i in enumerate(order, 1):
+        numbers[i] = n
+    return numbers
+
+
+def _units(run: RunColumns, i: int, rep: int, measured: np.ndarray) -> np.ndarray:
     """The bootstrap unit of each measured record: its run dir, or, in an interleaved run
     (records carry ``block``), its block, numbered (replicate, k) so that block k of every
     condition at a step gets the same id: they ran next to each other (``protocol/interleave``)
@@ -195,7 +223,6 @@ def _units(run: RunColumns, i: int, measured: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     if np.isnan(block).all():
         return i * ID_STRIDE + _time_slices(run, measured)
-    rep = run.meta.replicate or i + 1
     return np.asarray(rep * ID_STRIDE + _block_k(run, block, measured), dtype=np.int64)
 
 
@@ -245,6 +272,7 @@ def pool_runs(
     """Concatenated measured (non-warm-up) columns of all runs, and their summed windows."""
     parts: list[dict[str, np.ndarray]] = []
     windows: dict[float, tuple[float, int]] = {}
+    numbers = start_numbers(runs)
     for i, run in enumerate(runs):
         measured = ~run.cols["warmup"] & ~np.isnan(run.cols["target_qps"])
         parts.append({k: v[measured] for k, v in run.cols.items()})
@@ -253,11 +281,8 @@ def pool_runs(
         # One replicate = one run dir (one server start); its number pairs it with the
         # baseline's start of the same number (``paired.over_starts``)
         parts[-1]["_run"] = np.full(int(measured.sum()), i, dtype=np.int64)
-        rep = run.meta.replicate
-        parts[-1]["_rep"] = np.full(
-            int(measured.sum()), int(rep) if isinstance(rep, int) else i + 1, dtype=np.int64
-        )
-        parts[-1]["_unit"] = _units(run, i, measured)
+        parts[-1]["_rep"] = np.full(int(measured.sum()), numbers[i], dtype=np.int64)
+        parts[-1]["_unit"] = _units(run, i, numbers[i], measured)
         for q, (w, k) in _windows(run, measured).items():
             w0, k0 = windows.get(q, (0.0, 0))
             windows[q] = (w0 + w, k0 + k)
