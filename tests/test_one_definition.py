@@ -175,7 +175,7 @@ REPORT_WORDS = (
 def test_the_analysis_defines_none_of_the_reports_words() -> None:
     # Boundary.qps_text, Crossover.split_text, versus_text, ClosedLoop.lockstep_warnings,
     # effect_text ... were sentences written under analysis/: they are report/'s
-    # (crossover_words, capacity_words, closed_loop_words, rule_words), one definition each
+    # (crossover_words, capacity_words, compare_words, rule_words), one definition each
     import ast
 
     bad = [
@@ -193,6 +193,41 @@ def test_the_analysis_defines_none_of_the_reports_words() -> None:
     }
     # guards the guard: a renamed report function would leave the names above unchecked
     assert not set(REPORT_WORDS) - found, f"report/ no longer defines {set(REPORT_WORDS) - found}"
+
+
+#: Where analysis/ still writes warning or note sentences, not yet facts: the run readers
+#: (``analysis/inputs/``; compare passes their lines on as ``ReaderWarning``) and the batch-size
+#: schedule checks' notes (``analysis/schedules/``).
+SENTENCES_LEFT = ("analysis/inputs/", "analysis/schedules/")
+#: ``warnings.append(f"...`` / ``notes += [f"...`` and the like: a sentence built in place.
+SENTENCE = r"\b(warnings|notes)(\.append\(|\s*\+?=\s*\[)\s*f[\"']"
+
+
+def test_the_comparison_s_warnings_and_notes_are_facts_worded_in_report() -> None:
+    # compare.py built Comparison.warnings and .notes from ~20 English f-strings: they are
+    # facts (analysis/comparison.py's CompareWarning, CompareNote) that report/compare_words.py
+    # words, once for every output
+    import ast
+
+    bad = _hits(SENTENCE, skip=SENTENCES_LEFT, under="analysis/")
+    assert not bad, f"return a fact; word it in report/compare_words.py: {bad}"
+    tree = ast.parse((PKG / "analysis" / "compare.py").read_text())
+    builders = {
+        node.name: node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and ("warning" in node.name or "note" in node.name)
+    }
+    # guards the guard: the builders renamed would leave nothing checked
+    assert {"_notes", "_client_warnings", "_warmup_warnings", "_telemetry_warnings"} <= set(
+        builders
+    )
+    worded = [
+        f"analysis/compare.py:{n.lineno}: {name}"
+        for name, fn in builders.items()
+        for n in ast.walk(fn)
+        if isinstance(n, ast.JoinedStr)
+    ]
+    assert not worded, f"the comparison's warnings and notes are facts: {worded}"
 
 
 def test_the_rules_threshold_is_applied_in_effect_only() -> None:

@@ -20,7 +20,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from specload.analysis.comparison import Comparison, ConditionInfo
+from specload.analysis.comparison import (
+    CompareNote,
+    CompareWarning,
+    Comparison,
+    ConditionInfo,
+    ExecutionsDiffer,
+    FellBehind,
+    FewSuccesses,
+    LoadBelowTarget,
+    ReaderWarning,
+    RepeatsPooled,
+    ReplicatesPooled,
+    ServerGapNote,
+    ShortWarmup,
+    SuspectTelemetry,
+)
 from specload.analysis.decisions.attribution import Attribution, attribute
 from specload.analysis.decisions.capacity import (
     Capacity,
@@ -51,7 +66,7 @@ from specload.analysis.inputs.comparable import differences, not_comparable_mess
 from specload.analysis.inputs.features import Features, features_of, role_of
 from specload.analysis.inputs.run_columns import RunColumns, load_runs
 from specload.analysis.inputs.server import server_gaps, server_steps
-from specload.analysis.inputs.telemetry import read_telemetry, step_telemetry
+from specload.analysis.inputs.telemetry import TelemetrySuspect, read_telemetry, step_telemetry
 from specload.analysis.schedules.batch_schedule import ScheduleOptions
 from specload.analysis.schedules.dynamic import analyse_schedules
 from specload.analysis.schedules.vllm_schedule_rules import is_dynamic
@@ -65,11 +80,10 @@ from specload.analysis.statistics.steps import (
     looks_of,
     metric_names,
 )
-from specload.analysis.wording import step_name
 from specload.core.condition import choose_baseline
 from specload.core.errors import ConfigError
 from specload.core.gain import DEFAULT_MIN_GAIN, check_min_gain
-from specload.core.records import behind_words, fell_behind
+from specload.core.records import fell_behind
 from specload.core.slo import Slo, slos_from_scenario
 from specload.metrics.host import host_differences
 
@@ -190,29 +204,25 @@ def _crossovers(
     return out
 
 
-def _notes(groups: dict[str, list[RunColumns]], steps: dict[str, list[StepStats]]) -> list[str]:
-    notes = []
+def _notes(
+    groups: dict[str, list[RunColumns]], steps: dict[str, list[StepStats]]
+) -> list[CompareNote]:
+    notes: list[CompareNote] = []
     for label, runs in groups.items():
         if len(runs) > 1:
-            notes.append(
-                f"{label}: {len(runs)} run directories are replicates (server starts) of one "
-                "condition; pooled, with CIs that include the variance between starts"
-            )
+            notes.append(ReplicatesPooled(label, len(runs)))
         reps = [s.executions for s in steps[label] if s.executions > len(runs)]
         if reps:
-            notes.append(
-                f"{label}: up to {max(reps)} executions per step (repeats within a server "
-                "start) pooled"
-            )
+            notes.append(RepeatsPooled(label, max(reps)))
         for r in runs:
-            notes += [f"{label} ({r.path.name}): {gap}" for gap in server_gaps(r.metrics, r.steps)]
+            notes += [ServerGapNote(label, r.path.name, g) for g in server_gaps(r.metrics, r.steps)]
     return notes
 
 
 def _client_warnings(
     steps: dict[str, list[StepStats]], starts: dict[str, list[PerStart]]
-) -> list[str]:
-    out = []
+) -> list[CompareWarning]:
+    out: list[CompareWarning] = []
     for label, rows in steps.items():
         for s in rows:
             # across server starts, ``disagreements`` judges (with CIs); here repeats in one;
@@ -220,26 +230,14 @@ def _client_warnings(
             pooled = not starts.get(label) and not s.blocks
             spread = s.execution_p50.get("tpot") if pooled else None
             if spread and min(spread) > 0 and max(spread) / min(spread) - 1 > REPEAT_SPREAD:
-                out.append(
-                    f"{label} at {s.target_qps:g} req/s: executions differ, p50 TPOT "
-                    f"{min(spread) * 1000:.2f}–{max(spread) * 1000:.2f} ms across {len(spread)} "
-                    "step executions (pooled; check for drift)"
-                )
+                out.append(ExecutionsDiffer(label, s.target_qps, tuple(spread)))
             if s.n_ok < MIN_TAIL_N:
-                out.append(
-                    f"{label} at {s.target_qps:g} req/s: only {s.n_ok} successful requests; "
-                    "p95/p99 rest on the top few values (lengthen the step)"
-                )
+                out.append(FewSuccesses(label, s.target_qps, s.n_ok))
             if s.achieved_qps is not None and s.achieved_qps < 0.9 * s.target_qps:
-                out.append(
-                    f"{label} at {s.target_qps:g} req/s: achieved only {s.achieved_qps:.3g} req/s"
-                )
+                out.append(LoadBelowTarget(label, s.target_qps, s.achieved_qps))
             if fell_behind(s.late_share):
                 qd = s.latency["queue_delay_p95"].value
-                out.append(
-                    f"{label} at {s.target_qps:g} req/s: the client fell behind "
-                    f"({behind_words(s.late_share, qd)}; raise max_concurrency or workers)"
-                )
+                out.append(FellBehind(label, s.target_qps, s.late_share, qd))
     return out
 
 
@@ -258,11 +256,11 @@ def _warmup(run: RunColumns) -> tuple[float, str] | None:
 
 def _warmup_warnings(
     groups: dict[str, list[RunColumns]], steps: dict[str, list[StepStats]]
-) -> list[str]:
+) -> list[ShortWarmup]:
     """A step whose warm-up is shorter than its requests: an open-loop batch fills for about
     one request's time (E2E) after the load starts, so a window measured sooner reads the
     step below its steady load (seen on the simulator at 20 req/s with 1-s block warm-ups and
-    9-s requests: the per-second engine steps climbed through every block). One line per
+    9-s requests: the per-second engine steps climbed through every block). One per
     condition, naming its steps."""
     out = []
     for label, rows in steps.items():
@@ -275,21 +273,17 @@ def _warmup_warnings(
             if s.target_qps > 0 and e2e is not None and e2e > warm:
                 short.append((s.target_qps, e2e))
         if short:
-            where = ", ".join(f"{q:g} req/s ({e:.1f} s)" for q, e in short)
-            out.append(
-                f"{label}: the warm-up ({warm:g} s) is shorter than a request (p50 E2E) at "
-                f"{where}: measuring began while the batch was still filling, below the step's "
-                f"steady load (lengthen {key} to at least {math.ceil(max(e for _, e in short))} s)"
-            )
+            out.append(ShortWarmup(label, warm, key, tuple(short)))
     return out
 
 
-def _telemetry_warnings(groups: dict[str, list[RunColumns]]) -> list[str]:
-    """A step whose GPU throttled, whose load generator saturated its cores, or whose host's
-    CPU was stolen (``analysis/inputs/telemetry.py``): its timings are suspect. One line per kind
-    and step, the first execution's figures, with how many executions (blocks) showed it."""
-    seen: dict[tuple[str, str], list[str]] = {}
-    executions: dict[str, int] = {}
+def _telemetry_warnings(groups: dict[str, list[RunColumns]]) -> list[SuspectTelemetry]:
+    """Each step execution whose GPU throttled, whose load generator saturated its cores, or
+    whose host's CPU was stolen (``analysis/inputs/telemetry.py``): its timings are suspect.
+    One per execution and kind, with how many executions of that step had telemetry
+    (``report/compare_words.py`` says each kind once per step, with that count)."""
+    found: list[tuple[str, float, int, TelemetrySuspect]] = []
+    executions: dict[tuple[str, float, int], int] = {}
     for label, rs in groups.items():
         for r in rs:
             lines = read_telemetry(r.path)
@@ -297,19 +291,12 @@ def _telemetry_warnings(groups: dict[str, list[RunColumns]]) -> list[str]:
                 continue
             by_index = {int(s["index"]): s for s in r.steps if s.get("index") is not None}
             for index, st in sorted(step_telemetry(lines, r.steps).items()):
-                where = f"{label} at {_step_name(by_index.get(index, {}))}"
+                step = by_index.get(index, {})
+                n = int(step.get("concurrency") or 0)  # a closed-loop step: by its users
+                where = (label, 0.0 if n else float(step.get("target_qps") or 0), n)
                 executions[where] = executions.get(where, 0) + 1
-                for w in st.warnings(where):
-                    seen.setdefault((where, w.split(" (")[0][:60]), []).append(w)
-    out = []
-    for (where, _), ws in seen.items():
-        n = executions[where]
-        out.append(ws[0] + (f" [in {len(ws)} of {n} executions]" if n > 1 else ""))
-    return out
-
-
-def _step_name(step: dict[str, Any]) -> str:
-    return step_name(float(step.get("target_qps") or 0), int(step.get("concurrency") or 0))
+                found += [(*where, x) for x in st.suspects()]
+    return [SuspectTelemetry(lab, q, n, x, executions[(lab, q, n)]) for lab, q, n, x in found]
 
 
 def _check_options(metric: str, min_gain: float, bootstrap: int) -> None:
@@ -517,7 +504,7 @@ def compare_runs(
         differences=diffs,
         forced=bool(diffs),
         warnings=[
-            *(w for rs in groups.values() for r in rs for w in r.warnings),
+            *(ReaderWarning(w) for rs in groups.values() for r in rs for w in r.warnings),
             *_client_warnings(steps, inputs.starts),
             *_warmup_warnings(groups, steps),
             *_telemetry_warnings(groups),

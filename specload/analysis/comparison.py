@@ -1,5 +1,8 @@
 """The comparison model: ``ConditionInfo`` and ``Comparison``, what ``compare_runs`` returns.
 
+The comparison's warnings and notes are facts (``CompareWarning``, ``CompareNote``: which
+condition, which step, the figures); ``report/compare_words.py`` writes their sentences.
+
 Plain dataclasses, apart from the code that fills them (``analysis/compare.py``) so that the
 parts of the analysis that read a finished comparison (the dynamic-schedule checks,
 ``analysis/schedules/dynamic.py`` and ``analysis/schedules/batch_schedule.py``) and the report depend on the
@@ -23,6 +26,8 @@ from specload.analysis.diagnostics.quality import ContractCheck
 from specload.analysis.diagnostics.regime_model import Regimes
 from specload.analysis.diagnostics.samples import OutputSample
 from specload.analysis.inputs.features import Features
+from specload.analysis.inputs.server import ServerGap
+from specload.analysis.inputs.telemetry import TelemetrySuspect
 from specload.analysis.schedules.schedule_results import ScheduleAnalysis
 from specload.analysis.statistics.ratios import Flag, RatioRow
 from specload.analysis.statistics.stats import MIN_STARTS_FOR_CONFIG
@@ -30,7 +35,138 @@ from specload.analysis.statistics.steps import StepStats
 from specload.core.slo import Slo
 from specload.recorder.rundir import RunMeta
 
-__all__ = ["Comparison", "ConditionInfo"]
+__all__ = [
+    "CompareNote",
+    "CompareWarning",
+    "Comparison",
+    "ConditionInfo",
+    "ExecutionsDiffer",
+    "FellBehind",
+    "FewSuccesses",
+    "LoadBelowTarget",
+    "ReaderWarning",
+    "RepeatsPooled",
+    "ReplicatesPooled",
+    "ServerGapNote",
+    "ShortWarmup",
+    "SuspectTelemetry",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderWarning:
+    """A warning of the run readers (``analysis/inputs/``: a line that is not JSON, a run
+    whose status is not completed, ...), a sentence already: passed through as read."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionsDiffer:
+    """Repeats of a step within one server start whose p50 TPOT differs by more than
+    ``compare.REPEAT_SPREAD``: pooled all the same (check for drift)."""
+
+    condition: str
+    target_qps: float
+    #: each execution's p50 TPOT (s)
+    tpot_p50_s: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FewSuccesses:
+    """A step with fewer than ``steps.MIN_TAIL_N`` successful requests: its p95/p99 rest on
+    the top few values."""
+
+    condition: str
+    target_qps: float
+    n_ok: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoadBelowTarget:
+    """A step whose achieved load fell below 90 % of its target."""
+
+    condition: str
+    target_qps: float
+    achieved_qps: float
+
+
+@dataclass(frozen=True, slots=True)
+class FellBehind:
+    """A step where the client fell behind its schedule (``core.records.fell_behind``)."""
+
+    condition: str
+    target_qps: float
+    late_share: float
+    queue_delay_p95_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ShortWarmup:
+    """A condition whose warm-up is shorter than a request (p50 E2E) at some steps: those
+    windows were measured while the batch was still filling, below the step's steady load."""
+
+    condition: str
+    warmup_s: float
+    #: the run.json setting that sets it (``warmup_s`` or ``interleave: block_warmup_s``)
+    setting: str
+    #: (target QPS, p50 E2E in s) of each step whose request outlasts the warm-up
+    steps: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SuspectTelemetry:
+    """One step execution whose telemetry makes its timings suspect (a throttled GPU, a
+    saturated load generator, stolen CPU), with how many executions that step had in all."""
+
+    condition: str
+    target_qps: float
+    concurrency: int
+    suspect: TelemetrySuspect
+    #: executions of this condition's step that had telemetry
+    executions: int
+
+
+#: What the comparison warns of, in the order found (``report/compare_words.py`` words it).
+CompareWarning = (
+    ReaderWarning
+    | ExecutionsDiffer
+    | FewSuccesses
+    | LoadBelowTarget
+    | FellBehind
+    | ShortWarmup
+    | SuspectTelemetry
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicatesPooled:
+    """Several run directories (server starts) of one condition, pooled."""
+
+    condition: str
+    runs: int
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatsPooled:
+    """Step executions repeated within a server start, pooled (the most at any step)."""
+
+    condition: str
+    executions: int
+
+
+@dataclass(frozen=True, slots=True)
+class ServerGapNote:
+    """A step of one run (its directory's name) whose server figures are missing or
+    incomplete."""
+
+    condition: str
+    run: str
+    gap: ServerGap
+
+
+#: What the comparison notes about how it pooled and what it lacks (``report/compare_words.py``).
+CompareNote = ReplicatesPooled | RepeatsPooled | ServerGapNote
 
 
 @dataclass(slots=True)
@@ -77,8 +213,9 @@ class Comparison:
     contract: list[ContractCheck]
     differences: list[str]
     forced: bool
-    warnings: list[str]
-    notes: list[str]
+    #: facts, worded by ``report/compare_words.py`` (with the closed-loop lockstep warnings)
+    warnings: list[CompareWarning]
+    notes: list[CompareNote]
     gates: GateResult | None
     bootstrap: int
     seed: int

@@ -27,7 +27,7 @@ from typing import Any
 from specload.analysis.diagnostics.quality import ContractSide
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
-from specload.report.closed_loop_words import comparison_warnings
+from specload.report.compare_words import comparison_notes, comparison_warnings
 from specload.report.crossover_words import crossover_dict
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
@@ -291,7 +291,7 @@ def report_dict(report: Report) -> dict[str, Any]:
             for a in report.advice
         ],
         "warnings": comparison_warnings(c),
-        "notes": c.notes,
+        "notes": comparison_notes(c),
         "bootstrap": {"replicates": c.bootstrap, "seed": c.seed, "ci_level": 0.95},
         "schedules": c.schedules.to_dict() if c.schedules is not None else None,
     }

@@ -19,7 +19,7 @@ from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.crossover import Crossover
 from specload.analysis.wording import metric_label
 from specload.report.advice_rules import Advice
-from specload.report.closed_loop_words import comparison_warnings
+from specload.report.compare_words import comparison_warnings
 from specload.report.crossover_words import split_text
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from specload.report.class_tables import class_capacity_table
+from specload.report.compare_words import comparison_notes
 from specload.report.model import Report
 from specload.report.regime_words import RULE as REGIME_RULE
 from specload.report.regime_words import regime_sentences
@@ -118,7 +119,9 @@ def sections(report: Report) -> list[Section]:
     ratios = _tables(*(ratio_table(report, label) for label in c.ratios))
     steps = _tables(*(step_table(report, label) for label in c.steps))
     steps += _tables(server_table(report), decode_step_table(report), lookup_table(report))
-    runs = _tables(run_table(report), own=True) + [Part("note", text=n) for n in c.notes]
+    runs = _tables(run_table(report), own=True) + [
+        Part("note", text=n) for n in comparison_notes(c)
+    ]
     out = [
         _findings(report),
         Section(None, [Part("plots")]),

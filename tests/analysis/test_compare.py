@@ -9,6 +9,7 @@ import pytest
 
 from analysis.synth_rundir import SPEC, Cond, write_run
 from specload.analysis.compare import compare_runs
+from specload.analysis.comparison import ReplicatesPooled
 from specload.analysis.decisions.gates import parse_gate
 from specload.core.errors import ConfigError
 from specload.report.finding_words import disagreement_message
@@ -36,7 +37,7 @@ def test_same_label_run_dirs_are_pooled_as_replicates(tmp_path: Path) -> None:
     step = cmp.steps["baseline"][0]
     assert step.n == 200 and step.executions == 2
     assert step.achieved_qps == pytest.approx(2.0, rel=0.05)
-    assert any("2 run directories are replicates (server starts)" in n for n in cmp.notes)
+    assert ReplicatesPooled("baseline", 2) in cmp.notes
     assert len(step.execution_p50["tpot"]) == 2
     assert cmp.disagreements == []
 

@@ -52,7 +52,7 @@ class ClosedLoop:
     def in_lockstep(self) -> dict[str, float]:
         """The conditions whose users ran in lockstep at this level (more than
         ``LOCKSTEP_SHARE`` of sends together; one user cannot), with their share
-        (``report.closed_loop_words`` warns of them)."""
+        (``report.compare_words`` warns of them)."""
         return {
             label: share
             for label, share in self.lockstep.items()

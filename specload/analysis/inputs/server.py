@@ -31,7 +31,14 @@ from specload.metrics.histogram import bucket_deltas, histogram_mean, histogram_
 from specload.metrics.scrape import split_key
 from specload.metrics.vllm import kv_usage
 
-__all__ = ["SERVER_HISTOGRAMS", "ServerStep", "scrapes_by_step", "server_gaps", "server_steps"]
+__all__ = [
+    "SERVER_HISTOGRAMS",
+    "ServerGap",
+    "ServerStep",
+    "scrapes_by_step",
+    "server_gaps",
+    "server_steps",
+]
 
 #: Short name → vLLM histogram (seconds). ``tpot`` is vLLM's per-request time per output token.
 SERVER_HISTOGRAMS = {
@@ -237,24 +244,31 @@ def scrapes_by_step(metrics: Iterable[dict[str, Any]]) -> dict[int, list[dict[st
     return by_step
 
 
-def server_gaps(metrics: list[dict[str, Any]], steps: list[dict[str, Any]]) -> list[str]:
-    """One sentence per step of a run whose server figures are missing or incomplete: the
-    server restarted during it, or its scrapes failed (the reasons ``steps.json`` keeps).
-    Nothing for a server that never answered ``/metrics``: run.json's notes say that once."""
-    out: list[str] = []
+@dataclass(frozen=True, slots=True)
+class ServerGap:
+    """A step of a run whose server figures are missing or incomplete: the server restarted
+    during it (its counters went back; that step's counters are left out), or its scrapes
+    failed, ``why`` as ``steps.json``'s ``server_notes`` recorded it."""
+
+    target_qps: float
+    restarted: bool
+    why: str = ""
+
+
+def server_gaps(metrics: list[dict[str, Any]], steps: list[dict[str, Any]]) -> list[ServerGap]:
+    """Each step of a run whose server figures are missing or incomplete (the reasons
+    ``steps.json`` keeps; ``report/compare_words.py`` words them). Nothing for a server that
+    never answered ``/metrics``: run.json's notes say that once."""
+    out: list[ServerGap] = []
     if not metrics:
         return out
     by_step = scrapes_by_step(metrics)
     for s in steps:
         if s.get("target_qps") is None:
             continue
-        where = f"the step at {float(s['target_qps']):g} req/s"
+        q = float(s["target_qps"])
         window = _window(by_step.get(int(s.get("index", -1)), []), s.get("warmup_end"))
         if restarted([w.get("values") or {} for w in window]):
-            out.append(
-                f"the server restarted during {where} (its counters went back); "
-                "that step's server counters are left out"
-            )
-        for why in s.get("server_notes") or []:
-            out.append(f"server figures for {where} are incomplete: {why}")
+            out.append(ServerGap(q, restarted=True))
+        out += [ServerGap(q, restarted=False, why=str(why)) for why in s.get("server_notes") or []]
     return out

@@ -26,8 +26,12 @@ __all__ = [
     "CLOCK_DROP",
     "LOADGEN_SATURATED",
     "STEAL_HIGH_PCT",
+    "CpuStolen",
+    "GpuThrottled",
+    "LoadgenSaturated",
     "StepTelemetry",
     "TelemetrySecond",
+    "TelemetrySuspect",
     "loadgen_share",
     "per_second",
     "read_telemetry",
@@ -206,26 +210,49 @@ class StepTelemetry:
         d["clock_events"] = list(self.clock_events)
         return d
 
-    def warnings(self, where: str) -> list[str]:
-        """What in this step's telemetry makes its timings suspect, one line each: the GPU
-        throttled (its SM clock dipped with a clock-event reason active), the load generator
-        saturated its cores, or the host's CPU was stolen."""
-        out = []
+    def suspects(self) -> list[TelemetrySuspect]:
+        """What in this step's telemetry makes its timings suspect (``report/compare_words.py``
+        words each): the GPU throttled (its SM clock dipped with a clock-event reason
+        active), the load generator saturated its cores, or the host's CPU was stolen."""
+        out: list[TelemetrySuspect] = []
         lo, mid = self.sm_clock_mhz_min, self.sm_clock_mhz_median
         if self.clock_events and lo is not None and mid and lo < (1 - CLOCK_DROP) * mid:
-            out.append(
-                f"{where}: GPU throttled ({', '.join(self.clock_events)}; SM clock down to "
-                f"{lo:.0f} MHz from {mid:.0f})"
-            )
+            out.append(GpuThrottled(self.clock_events, lo, mid))
         share = _share(self.loadgen_cpu_pct, self.loadgen_cores)
-        if share is not None and share >= LOADGEN_SATURATED:
-            out.append(
-                f"{where}: the load generator used {share:.0%} of its {self.loadgen_cores} "
-                "cores (its own lag is in the timings: add --processes or a bigger host)"
-            )
+        if share is not None and self.loadgen_cores and share >= LOADGEN_SATURATED:
+            out.append(LoadgenSaturated(share, self.loadgen_cores))
         if self.steal_pct is not None and self.steal_pct > STEAL_HIGH_PCT:
-            out.append(f"{where}: {self.steal_pct:.0f} % of the host's CPU was stolen (steal)")
+            out.append(CpuStolen(self.steal_pct))
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class GpuThrottled:
+    """The GPU throttled in a step: its SM clock dipped below its median by more than
+    ``CLOCK_DROP`` with these clock-event reasons active."""
+
+    clock_events: tuple[str, ...]
+    sm_clock_mhz_min: float
+    sm_clock_mhz_median: float
+
+
+@dataclass(frozen=True, slots=True)
+class LoadgenSaturated:
+    """The load generator used ``share`` (``LOADGEN_SATURATED`` or more) of its ``cores``."""
+
+    share: float
+    cores: int
+
+
+@dataclass(frozen=True, slots=True)
+class CpuStolen:
+    """The host's mean CPU steal over a step, above ``STEAL_HIGH_PCT`` percent."""
+
+    steal_pct: float
+
+
+#: What in a step's telemetry makes its timings suspect (``StepTelemetry.suspects``).
+TelemetrySuspect = GpuThrottled | LoadgenSaturated | CpuStolen
 
 
 def _share(cpu_pct: float | None, cores: int | None) -> float | None:

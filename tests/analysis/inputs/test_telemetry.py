@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 
 from specload.analysis.inputs.telemetry import (
+    CpuStolen,
+    GpuThrottled,
+    LoadgenSaturated,
     StepTelemetry,
     TelemetrySecond,
     per_second,
@@ -163,20 +166,19 @@ def _step(**kw: Any) -> StepTelemetry:
 
 
 def test_a_steps_telemetry_names_what_makes_its_timings_suspect() -> None:
-    assert _step().warnings("spec at 8 req/s") == []
+    assert _step().suspects() == []
     throttled = _step(sm_clock_mhz_min=1500.0, clock_events=("sw_power_cap",))
-    (line,) = throttled.warnings("spec at 8 req/s")
-    assert line.startswith("spec at 8 req/s: GPU throttled (sw_power_cap; SM clock down to 1500")
+    assert throttled.suspects() == [GpuThrottled(("sw_power_cap",), 1500.0, 1980.0)]
     # a reason without a dip (the H200's power cap flag at full clocks) is not a throttle
-    assert _step(clock_events=("sw_power_cap",)).warnings("x") == []
-    (busy,) = _step(loadgen_cpu_pct=380.0).warnings("x")
-    assert "load generator used 95% of its 4 cores" in busy
-    (stolen,) = _step(steal_pct=12.0).warnings("x")
-    assert "12 % of the host's CPU was stolen" in stolen
+    assert _step(clock_events=("sw_power_cap",)).suspects() == []
+    assert _step(loadgen_cpu_pct=380.0).suspects() == [LoadgenSaturated(0.95, 4)]
+    assert _step(steal_pct=12.0).suspects() == [CpuStolen(12.0)]
 
 
 def test_compare_warns_once_per_step_for_a_throttled_gpu(tmp_path: Path) -> None:
     from specload.analysis.compare import compare_runs
+    from specload.analysis.comparison import SuspectTelemetry
+    from specload.report.compare_words import comparison_warnings
     from tests.analysis.synth_regimes import regime_pair, write_telemetry
 
     base, spec = regime_pair(tmp_path)
@@ -192,6 +194,9 @@ def test_compare_warns_once_per_step_for_a_throttled_gpu(tmp_path: Path) -> None
 
     write_telemetry(spec, second)
     c = compare_runs([base, spec], bootstrap=200)
-    throttled = [w for w in c.warnings if "GPU throttled" in w]
+    facts = [w for w in c.warnings if isinstance(w, SuspectTelemetry)]
+    assert facts and {w.condition for w in facts} == {"spec"}
+    assert all(isinstance(w.suspect, GpuThrottled) for w in facts)
+    throttled = [w for w in comparison_warnings(c) if "GPU throttled" in w]
     assert throttled and all(w.startswith("spec at ") for w in throttled)
     assert len(throttled) == len({w.split(":")[0] for w in throttled})  # one per step

@@ -1,0 +1,103 @@
+"""The comparison's warnings and notes in words (``report/compare_words.py``), golden: the
+analysis finds facts (``analysis.comparison.CompareWarning`` / ``CompareNote``), every output
+prints these sentences."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from specload.analysis.comparison import (
+    Comparison,
+    ExecutionsDiffer,
+    FellBehind,
+    FewSuccesses,
+    LoadBelowTarget,
+    ReaderWarning,
+    RepeatsPooled,
+    ReplicatesPooled,
+    ServerGapNote,
+    ShortWarmup,
+    SuspectTelemetry,
+)
+from specload.analysis.inputs.server import ServerGap
+from specload.analysis.inputs.telemetry import CpuStolen, GpuThrottled, LoadgenSaturated
+from specload.report.compare_words import (
+    comparison_notes,
+    comparison_warnings,
+    note_text,
+    warning_text,
+)
+
+
+def test_each_warning_in_its_words() -> None:
+    assert warning_text(ReaderWarning("r1: run status is 'running', not 'completed'")) == (
+        "r1: run status is 'running', not 'completed'"
+    )
+    assert warning_text(ExecutionsDiffer("spec", 8.0, (0.0101, 0.0123, 0.011))) == (
+        "spec at 8 req/s: executions differ, p50 TPOT 10.10–12.30 ms across 3 step "
+        "executions (pooled; check for drift)"
+    )
+    assert warning_text(FewSuccesses("baseline", 1.0, 32)) == (
+        "baseline at 1 req/s: only 32 successful requests; p95/p99 rest on the top few "
+        "values (lengthen the step)"
+    )
+    assert warning_text(LoadBelowTarget("baseline", 1.0, 0.8)) == (
+        "baseline at 1 req/s: achieved only 0.8 req/s"
+    )
+    assert warning_text(FellBehind("spec", 16.0, 0.12, 0.234)) == (
+        "spec at 16 req/s: the client fell behind (12 % sent over 50 ms late, p95 234 ms; "
+        "raise max_concurrency or workers)"
+    )
+    assert warning_text(ShortWarmup("baseline", 1.0, "warmup_s", ((8.0, 1.2), (32.0, 1.76)))) == (
+        "baseline: the warm-up (1 s) is shorter than a request (p50 E2E) at 8 req/s (1.2 s), "
+        "32 req/s (1.8 s): measuring began while the batch was still filling, below the step's "
+        "steady load (lengthen warmup_s to at least 2 s)"
+    )
+
+
+def test_each_note_in_its_words() -> None:
+    assert note_text(ReplicatesPooled("spec", 2)) == (
+        "spec: 2 run directories are replicates (server starts) of one condition; pooled, "
+        "with CIs that include the variance between starts"
+    )
+    assert note_text(RepeatsPooled("spec", 3)) == (
+        "spec: up to 3 executions per step (repeats within a server start) pooled"
+    )
+    assert note_text(ServerGapNote("spec", "spec-r1", ServerGap(4.0, restarted=True))) == (
+        "spec (spec-r1): the server restarted during the step at 4 req/s (its counters went "
+        "back); that step's server counters are left out"
+    )
+    gap = ServerGap(4.0, restarted=False, why="2 scrapes failed")
+    assert note_text(ServerGapNote("spec", "spec-r1", gap)) == (
+        "spec (spec-r1): server figures for the step at 4 req/s are incomplete: 2 scrapes failed"
+    )
+
+
+def test_telemetry_says_each_kind_once_per_step_with_its_executions(
+    four_way: Comparison,
+) -> None:
+    """The telemetry's lines go where its first fact was found; a step's executions that
+    showed the same thing are one line, with how many of them did."""
+    hot = GpuThrottled(("hw_slowdown",), 1400.0, 1980.0)
+    c = replace(
+        four_way,
+        warnings=[
+            FewSuccesses("baseline", 1.0, 32),
+            SuspectTelemetry("spec", 8.0, 0, hot, 4),
+            SuspectTelemetry("spec", 8.0, 0, LoadgenSaturated(0.95, 4), 4),
+            SuspectTelemetry("spec", 8.0, 0, replace(hot, sm_clock_mhz_min=1500.0), 4),
+            SuspectTelemetry("spec", 0.0, 8, CpuStolen(12.0), 1),
+        ],
+        notes=[ReplicatesPooled("spec", 2)],
+        closed_loop=[],
+    )
+    assert comparison_warnings(c) == [
+        "baseline at 1 req/s: only 32 successful requests; p95/p99 rest on the top few values "
+        "(lengthen the step)",
+        "spec at 8 req/s: GPU throttled (hw_slowdown; SM clock down to 1400 MHz from 1980) "
+        "[in 2 of 4 executions]",
+        "spec at 8 req/s: the load generator used 95% of its 4 cores (its own lag is in the "
+        "timings: add --processes or a bigger host) [in 1 of 4 executions]",
+        "spec at concurrency 8: 12 % of the host's CPU was stolen (steal)",
+    ]
+    assert comparison_notes(c) == [note_text(ReplicatesPooled("spec", 2))]
