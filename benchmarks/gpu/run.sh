@@ -37,8 +37,8 @@
 #                servers share the GPU; 0.85 starts)
 #   BLOCKS, BLOCK_WARMUP_S  override the scenario's interleave blocks (--dry-run defaults:
 #                2 blocks, 1 s warm-up)
-#   REPLICATES   MODE=starts: server starts per condition (default 3: two give no interval
-#                over starts, compare then says so and shows each start alone)
+#   REPLICATES   MODE=starts: server starts per condition (default 3: the fewest with an
+#                interval about this config beside the one that decides, about these starts)
 #   TARGET       target model folder or hub name (default: the kit's Llama-3.1-8B-shaped
 #                config, benchmarks/gpu/models/target-8b, with LOAD_FORMAT=dummy)
 #   DRAFT        draft model (default: the kit's Llama-3.2-1B-shaped config)
