@@ -137,16 +137,16 @@ def suspect_text(where: str, x: TelemetrySuspect) -> str:
 
 
 def telemetry_lines(facts: list[SuspectTelemetry]) -> list[str]:
-    """One line per step and what its telemetry showed (lines that read the same up to
-    their bracketed figures are one), the first execution's figures, with how many of the
-    step's executions showed it where it had more than one."""
+    """One line per step and kind of suspect its telemetry showed, the first execution's
+    figures, with how many of the step's executions showed it where it had more than one."""
     seen: dict[tuple[str, str], list[str]] = {}
     executions: dict[str, int] = {}
     for w in facts:
         where = _where(w)
-        line = suspect_text(where, w.suspect)
         executions[where] = w.executions
-        seen.setdefault((where, line.split(" (")[0][:60]), []).append(line)
+        seen.setdefault((where, type(w.suspect).__name__), []).append(
+            suspect_text(where, w.suspect)
+        )
     out = []
     for (where, _), lines in seen.items():
         n = executions[where]
