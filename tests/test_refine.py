@@ -63,10 +63,6 @@ def test_a_crossovers_pass_bisects_its_ci_and_gives_an_undecided_step_more_start
     assert next_rates([open_lo], tested=[4, 8, 16, 24]) == [8.0]
     open_hi = Bound("s", 14.1, 8.0, None, (12, 16), stepwise=True, undecided=(16.0, 24.0))
     assert next_rates([open_hi], tested=[8, 16, 24]) == [16.0]
-    # one start per pass: new loads only (the estimate, else midway between its neighbours)
-    assert next_rates([b], tested=[8, 12, 16, 24], restarts=False) == [14.1]
-    assert next_rates([b], tested=[8, 12, 14, 16, 24], restarts=False) == [15.0]
-    assert next_rates([b], tested=[8, 12, 14, 15, 16, 24], restarts=False) == []
 
 
 def test_never_helping_for_want_of_starts_is_measured_again_not_called_beyond() -> None:
@@ -96,7 +92,6 @@ def test_never_helping_for_want_of_starts_is_measured_again_not_called_beyond() 
     (b,) = current_bounds(_Comparison(), "crossover")
     assert not b.beyond and b.undecided == (4.0, 16.0) and "no step decided yet" in b.text()
     assert next_rates([b], tested=qps) == [4.0, 16.0]
-    assert next_rates([b], tested=qps, restarts=False) == []
     # decided everywhere and never helping: beyond the tested range, nothing to measure
     x.effects = [SAME, SAME, HURTS]
     (b,) = current_bounds(_Comparison(), "crossover")
@@ -176,6 +171,31 @@ def test_the_search_stops_on_precision_budget_and_range_without_running_a_pass(
     assert "[refine] pass 1: 4, 8, 12, 14, 16, 18, 24 req/s, 1200 server-s" in said[-1]
 
 
+def test_one_start_per_pass_measures_an_undecided_step_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Starts pool: with ``--replicates 1`` a step no CI decides yet (8 req/s, the open side
+    of the crossover's CI) is measured again on fresh starts, as with three per pass."""
+    from specload.protocol import refine
+
+    bound = Bound("spec crossover", 14.1, None, 24.0, (12, 16), stepwise=True, undecided=(8.0,))
+    monkeypatch.setattr(refine, "_compare", lambda *_a: None)
+    monkeypatch.setattr(refine, "current_bounds", lambda *_a: [bound])
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("steps: [4, 8, 16, 24]\n")
+    plan = _plan(tmp_path / "out", scenario)
+    assert plan.replicates == 1
+    ran: list[list[float]] = []
+
+    def run_pass(rates: list[float], index: int) -> list[ConditionResult]:
+        ran.append(rates)
+        return _first(plan, 100)
+
+    done = run_refinement(plan, _first(plan, 600), "crossover", 0.01, None, None,
+                          lambda _s: None, max_passes=2, run_pass=run_pass)  # fmt: skip
+    assert ran == [[8.0]] and done.stopped == "the pass limit (2)"
+
+
 def test_the_search_stops_when_no_new_load_fits_inside_the_bracket(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -191,11 +211,10 @@ def test_the_search_stops_when_no_new_load_fits_inside_the_bracket(
     plan = dataclasses.replace(_plan(tmp_path / "out", scenario), replicates=3)
     done = run_refinement(plan, _first(plan, 600), "crossover", 0.01, None, None, lambda _s: None)
     assert done.stopped == refine.NOTHING_FITS and done.results == []
-    # with one start per pass, the tested steps are not measured again: the same stop, and
-    # the words say that three starts per pass decide the steps there
+    # one start per pass stops the same way: its starts pool with the earlier ones
     one = run_refinement(_plan(tmp_path / "out1", scenario), _first(plan, 600), "crossover",
                          0.01, None, None, lambda _s: None)  # fmt: skip
-    assert one.stopped == refine.NOTHING_FITS_ONE_START and "--replicates 3" in one.stopped
+    assert one.stopped == refine.NOTHING_FITS and one.results == []
 
 
 def test_a_boundary_beyond_the_tested_range_is_not_refined(tmp_path: Path) -> None:

@@ -18,10 +18,9 @@ undecided step nearest the estimate, and where no step is decided at all ("never
 for want of starts) the undecided steps are measured
 again rather than called beyond the tested range. The middle, not the estimate: at the
 estimate the true gain is near the minimum by construction, the one load no number of starts
-decides. This needs passes of three starts or more (``--replicates 3``): with one start per
-pass a tested step is not measured again (a pass of three or more starts also gives the
-interval about this config, ``stats.MIN_STARTS_FOR_CONFIG``), and a pass adds one new load, at the estimate or midway
-between the tested loads around it. Capacity: each CI bound and the estimate (a bound left open is the tested step on that
+decides. A pass of any number of starts per condition (``--replicates``) measures a tested
+step again: a step's units pool over every start that measured it (the interval about these
+starts), so each pass narrows it. Capacity: each CI bound and the estimate (a bound left open is the tested step on that
 side), each snapped to an already tested rate within 5 %, so starts accumulate there and
 the CI narrows with the variance between them. Capacity's CI is interpolated between
 steps (``analysis.decisions.capacity``): where the next tested load beyond a CI bound is more than 25 %
@@ -45,7 +44,6 @@ from typing import Any
 
 from specload.analysis.decisions.crossover import MIXED
 from specload.analysis.statistics.effect import HELPS
-from specload.analysis.statistics.stats import MIN_STARTS_FOR_CONFIG
 from specload.core.errors import ConfigError
 
 __all__ = [
@@ -69,12 +67,6 @@ MAX_SPACING = 1.25
 NOTHING_FITS = (
     "the CI is two tested loads about 10 % apart or less: no new load fits between them, "
     "so a narrower --precision cannot be reached"
-)
-#: The same with one start per pass: the steps there need more starts than a pass adds.
-NOTHING_FITS_ONE_START = (
-    "no new load fits between the tested loads around the boundary, and steps measured on "
-    "one start each are not measured again: --replicates 3 "
-    "decides the steps there"
 )
 #: Where that load goes: this factor beyond the CI bound, toward the far step.
 GAP_STEP = 1.12
@@ -213,27 +205,22 @@ def _snap(q: float, tested: Sequence[float]) -> float:
     return min(near, key=lambda t: abs(t - q)) if near else _round_rate(q)
 
 
-def next_rates(
-    bounds: Sequence[Bound], tested: Sequence[float], *, restarts: bool = True
-) -> list[float]:
+def next_rates(bounds: Sequence[Bound], tested: Sequence[float]) -> list[float]:
     """The next pass's rates (see module doc): one inside a crossover's CI; a capacity's CI
     bounds and estimate, each snapped to a tested rate when one is within 5 %, so passes
     measure its neighbourhood again on fresh starts and its CI narrows; for a boundary that
-    is not settled yet, the loads where its pattern flips. ``restarts``: a pass adds enough
-    starts for a tested step to keep an interval (``--replicates`` 3 or more); with one
-    start per pass a crossover's tested steps are not measured again, since a step on
-    three or more starts also has the interval about this config
-    (``stats.MIN_STARTS_FOR_CONFIG``)."""
+    is not settled yet, the loads where its pattern flips; where no step is decided, the
+    undecided steps."""
     rates: set[float] = set()
     for b in bounds:
         if b.unsettled:
             rates.update(b.unsettled)
             continue
         if b.qps is None:
-            rates.update(b.undecided if restarts else ())
+            rates.update(b.undecided)
             continue
         if b.stepwise:
-            rates.update(_inside(b, tested) if restarts else _between(b, tested))
+            rates.update(_inside(b, tested))
             continue
         lo, hi = b.lo, b.hi
         if b.bracket is not None:  # an open CI bound: the tested step on that side
@@ -264,18 +251,6 @@ def _inside(b: Bound, tested: Sequence[float]) -> list[float]:
         return out
     mid = _snap(math.sqrt(b.lo * b.hi), tested)
     return [] if mid in (b.lo, b.hi) else [mid]
-
-
-def _between(b: Bound, tested: Sequence[float]) -> list[float]:
-    """With one start per pass, only new loads: the estimate, or where that is a tested load,
-    the middle (log load) of the tested loads around it; None where nothing new fits."""
-    assert b.qps is not None
-    if not any(abs(t - b.qps) <= SAME_RATE * t for t in tested):
-        return [_round_rate(b.qps)]
-    if b.bracket is None:
-        return []
-    mid = _round_rate(math.sqrt(b.bracket[0] * b.bracket[1]))
-    return [] if any(abs(t - mid) <= SAME_RATE * t for t in tested) else [mid]
 
 
 def _gap_rates(lo: float | None, hi: float | None, tested: Sequence[float]) -> list[float]:
@@ -346,15 +321,6 @@ class Refinement:
     results: list[Any]
     passes: list[RefinePass]
     stopped: str
-
-
-def _nothing_fits(bounds: Sequence[Bound], restarts: bool) -> str:
-    """Why no pass can add anything (see ``NOTHING_FITS``)."""
-    if restarts:
-        return NOTHING_FITS
-    if any(b.qps is None and b.undecided for b in bounds):
-        return "no step is decided yet, and one start per pass cannot decide one: --replicates 3"
-    return NOTHING_FITS_ONE_START
 
 
 def _compare(out: Path, baseline: str, slos: Sequence[Any] | None) -> Any:
@@ -433,10 +399,9 @@ def run_refinement(
             return Refinement(
                 extra, passes, f"beyond the tested range ({beyond}): extend the steps"
             )
-        restarts = plan.replicates >= MIN_STARTS_FOR_CONFIG
-        rates = next_rates(bounds, tested, restarts=restarts)
+        rates = next_rates(bounds, tested)
         if not rates:
-            return Refinement(extra, passes, _nothing_fits(bounds, restarts))
+            return Refinement(extra, passes, NOTHING_FITS)
         n_runs = len(plan.conditions) * plan.replicates
         cost = pass_cost_s(rates, step_s, n_runs, start_s)
         if budget_s is not None and used + cost > budget_s:
