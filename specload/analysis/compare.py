@@ -170,7 +170,6 @@ def _info(label: str, runs: list[RunColumns]) -> ConditionInfo:
         prefix_caching=f.prefix_caching,
         runs=[str(r.path) for r in runs],
         meta=runs[0].meta,
-        warnings=[w for r in runs for w in r.warnings] + [f"{label}: {c}" for c in f.conflicts],
         lost_workers=[_lost(r, x) for r in runs for x in r.meta.lost_workers],
         features=f,
         statuses=[r.meta.status for r in runs],

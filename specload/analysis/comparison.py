@@ -180,7 +180,6 @@ class ConditionInfo:
     prefix_caching: bool | None
     runs: list[str]
     meta: RunMeta
-    warnings: list[str] = field(default_factory=list)
     #: run.json ``lost_workers`` of every run, each with ``run`` (dir name) and the ``step``
     #: index / ``target_qps`` of the step it was noticed in (None outside the steps).
     lost_workers: list[dict[str, Any]] = field(default_factory=list)
