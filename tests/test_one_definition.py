@@ -195,10 +195,9 @@ def test_the_analysis_defines_none_of_the_reports_words() -> None:
     assert not set(REPORT_WORDS) - found, f"report/ no longer defines {set(REPORT_WORDS) - found}"
 
 
-#: Where analysis/ still writes warning or note sentences, not yet facts: the run readers
-#: (``analysis/inputs/``; compare passes their lines on as ``ReaderWarning``) and the batch-size
+#: Where analysis/ still writes warning or note sentences, not yet facts: the batch-size
 #: schedule checks' notes (``analysis/schedules/``).
-SENTENCES_LEFT = ("analysis/inputs/", "analysis/schedules/")
+SENTENCES_LEFT = ("analysis/schedules/",)
 #: ``warnings.append(f"...`` / ``notes += [f"...`` and the like: a sentence built in place.
 SENTENCE = r"\b(warnings|notes)(\.append\(|\s*\+?=\s*\[)\s*f[\"']"
 

@@ -29,7 +29,6 @@ from specload.analysis.comparison import (
     FellBehind,
     FewSuccesses,
     LoadBelowTarget,
-    ReaderWarning,
     RepeatsPooled,
     ReplicatesPooled,
     ServerGapNote,
@@ -503,7 +502,7 @@ def compare_runs(
         differences=diffs,
         forced=bool(diffs),
         warnings=[
-            *(ReaderWarning(w) for rs in groups.values() for r in rs for w in r.warnings),
+            *(w for rs in groups.values() for r in rs for w in r.warnings),
             *_client_warnings(steps, inputs.starts),
             *_warmup_warnings(groups, steps),
             *_telemetry_warnings(groups),

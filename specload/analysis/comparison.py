@@ -26,6 +26,7 @@ from specload.analysis.diagnostics.quality import ContractCheck
 from specload.analysis.diagnostics.regime_model import Regimes
 from specload.analysis.diagnostics.samples import OutputSample
 from specload.analysis.inputs.features import Features
+from specload.analysis.inputs.run_columns import ReadWarning
 from specload.analysis.inputs.server import ServerGap
 from specload.analysis.inputs.telemetry import TelemetrySuspect
 from specload.analysis.schedules.schedule_results import ScheduleAnalysis
@@ -44,21 +45,12 @@ __all__ = [
     "FellBehind",
     "FewSuccesses",
     "LoadBelowTarget",
-    "ReaderWarning",
     "RepeatsPooled",
     "ReplicatesPooled",
     "ServerGapNote",
     "ShortWarmup",
     "SuspectTelemetry",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class ReaderWarning:
-    """A warning of the run readers (``analysis/inputs/``: a line that is not JSON, a run
-    whose status is not completed, ...), a sentence already: passed through as read."""
-
-    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,9 +119,10 @@ class SuspectTelemetry:
     executions: int
 
 
-#: What the comparison warns of, in the order found (``report/compare_words.py`` words it).
+#: What the comparison warns of, in the order found (``report/compare_words.py`` words it):
+#: the run readers' warnings (``analysis.inputs.run_columns.ReadWarning``), then its own.
 CompareWarning = (
-    ReaderWarning
+    ReadWarning
     | ExecutionsDiffer
     | FewSuccesses
     | LoadBelowTarget
