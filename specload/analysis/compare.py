@@ -62,7 +62,7 @@ from specload.analysis.diagnostics.quality import (
 from specload.analysis.diagnostics.regimes import find_regimes
 from specload.analysis.diagnostics.samples import output_samples
 from specload.analysis.inputs.comparable import differences, not_comparable_message
-from specload.analysis.inputs.features import Features, features_of, role_of
+from specload.analysis.inputs.features import Features, OtherFeatures, features_of, role_of
 from specload.analysis.inputs.run_columns import RunColumns, load_runs
 from specload.analysis.inputs.server import server_gaps, server_steps
 from specload.analysis.inputs.telemetry import TelemetrySuspect, read_telemetry, step_telemetry
@@ -156,7 +156,7 @@ def _features(runs: list[RunColumns]) -> Features:
     f = feats[0]
     for r, g in zip(runs[1:], feats[1:], strict=False):
         if (g.spec_on, g.prefix_caching) != (f.spec_on, f.prefix_caching):
-            f.conflicts.append(f"{r.path.name} ran with other features than {runs[0].path.name}")
+            f.conflicts.append(OtherFeatures(r.path.name, runs[0].path.name))
     return f
 
 
