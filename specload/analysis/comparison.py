@@ -25,6 +25,7 @@ from specload.analysis.diagnostics.decode_step import DecodeStep
 from specload.analysis.diagnostics.quality import ContractCheck
 from specload.analysis.diagnostics.regime_model import Regimes
 from specload.analysis.diagnostics.samples import OutputSample
+from specload.analysis.inputs.comparable import RunDifference
 from specload.analysis.inputs.features import Features
 from specload.analysis.inputs.run_columns import ReadWarning
 from specload.analysis.inputs.server import ServerGap
@@ -203,7 +204,8 @@ class Comparison:
     flags: list[Flag]
     attribution: Attribution | None
     contract: list[ContractCheck]
-    differences: list[str]
+    #: what makes the runs not comparable (kept when compared with ``force``)
+    differences: list[RunDifference]
     forced: bool
     #: facts, worded by ``report/compare_words.py`` (with the closed-loop lockstep warnings)
     warnings: list[CompareWarning]

@@ -29,6 +29,12 @@ from specload.analysis.comparison import (
     SuspectTelemetry,
 )
 from specload.analysis.decisions.closed_loop import LOCKSTEP_S, ClosedLoop
+from specload.analysis.inputs.comparable import (
+    ConditionsDiffer,
+    RunDifference,
+    ValueDiffers,
+    shown_value,
+)
 from specload.analysis.inputs.run_columns import (
     BadLine,
     NewerSchema,
@@ -51,6 +57,7 @@ from specload.recorder.run_json import not_completed_text, unrecorded_text
 __all__ = [
     "comparison_notes",
     "comparison_warnings",
+    "difference_text",
     "lockstep_warnings",
     "note_text",
     "reader_text",
@@ -187,6 +194,22 @@ def telemetry_lines(facts: list[SuspectTelemetry]) -> list[str]:
         n = executions[where]
         out.append(lines[0] + (f" [in {len(lines)} of {n} executions]" if n > 1 else ""))
     return out
+
+
+def difference_text(d: RunDifference) -> str:
+    """What makes two runs not comparable, with their full paths: a forced report's record
+    (its findings, report.json's ``comparability.differences``)."""
+    match d:
+        case ValueDiffers(run=run, label=label, first=first, first_label=first_label, key=key):
+            return (
+                f"{run} ({label}) vs {first} ({first_label}): {key} "
+                f"{shown_value(key, d.value)} != {shown_value(key, d.first_value)}"
+            )
+        case ConditionsDiffer(run=run, first=first, label=label):
+            return (
+                f"{run} and {first} share label {label!r} but declare different "
+                f"conditions ({d.condition!r} vs {d.first_condition!r})"
+            )
 
 
 def server_gap_text(gap: ServerGap) -> str:

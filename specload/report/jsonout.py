@@ -27,7 +27,11 @@ from typing import Any
 from specload.analysis.diagnostics.quality import ContractSide
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
-from specload.report.compare_words import comparison_notes, comparison_warnings
+from specload.report.compare_words import (
+    comparison_notes,
+    comparison_warnings,
+    difference_text,
+)
 from specload.report.crossover_words import crossover_dict
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
@@ -280,7 +284,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "attribution": _attribution(report),
         "contract": _contract(report),
         "comparability": {
-            "differences": c.differences,
+            "differences": [difference_text(d) for d in c.differences],
             "forced": c.forced,
             "host_differences": c.host_differences,
         },

@@ -19,7 +19,7 @@ from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.crossover import Crossover
 from specload.analysis.wording import metric_label
 from specload.report.advice_rules import Advice
-from specload.report.compare_words import comparison_warnings
+from specload.report.compare_words import comparison_warnings, difference_text
 from specload.report.crossover_words import split_text
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
@@ -200,7 +200,7 @@ def _findings(c: Comparison) -> list[str]:
         f"{chk.condition}: output contract: {issue}" for chk in c.contract for issue in chk.issues
     ]
     if c.forced:
-        out += [f"compared with --force despite: {d}" for d in c.differences]
+        out += [f"compared with --force despite: {difference_text(d)}" for d in c.differences]
     out += [_lost_finding(info.label, w) for info in c.conditions for w in info.lost_workers]
     out += comparison_warnings(c)
     return out

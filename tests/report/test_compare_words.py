@@ -23,6 +23,7 @@ from specload.analysis.comparison import (
     ShortWarmup,
     SuspectTelemetry,
 )
+from specload.analysis.inputs.comparable import ConditionsDiffer, ValueDiffers
 from specload.analysis.inputs.run_columns import (
     BadLine,
     NewerSchema,
@@ -36,6 +37,7 @@ from specload.report import write_reports
 from specload.report.compare_words import (
     comparison_notes,
     comparison_warnings,
+    difference_text,
     note_text,
     warning_text,
 )
@@ -150,4 +152,25 @@ def test_a_reader_s_warning_reaches_the_comparison_and_report_json_in_its_words(
     assert (
         f"{base}/requests.jsonl: line 31: partial trailing line ignored (writer was "
         "interrupted?)" in warnings
+    )
+
+
+def test_each_difference_between_runs_in_its_words() -> None:
+    """What a forced report keeps of each difference: full paths, both values."""
+    a, b = Path("runs/base"), Path("runs/spec")
+    key = "scenario.max_tokens"
+    assert difference_text(ValueDiffers(b, "spec", a, "baseline", key, 128, 256)) == (
+        "runs/spec (spec) vs runs/base (baseline): scenario.max_tokens 128 != 256"
+    )
+    assert difference_text(ValueDiffers(b, "spec", a, "baseline", "target.model", "x", "m")) == (
+        "runs/spec (spec) vs runs/base (baseline): target.model 'x' != 'm'"
+    )
+    prompt = "median prompt_tokens (code)"
+    assert difference_text(ValueDiffers(b, "spec", a, "baseline", prompt, 150.0, 13.5)) == (
+        "runs/spec (spec) vs runs/base (baseline): median prompt_tokens (code) 150 != 13.5"
+    )
+    off, on = {"prefix_caching": False}, {"prefix_caching": True}
+    assert difference_text(ConditionsDiffer(b, a, "x", on, off)) == (
+        "runs/spec and runs/base share label 'x' but declare different conditions "
+        "({'prefix_caching': True} vs {'prefix_caching': False})"
     )
