@@ -35,6 +35,7 @@ from specload.analysis.statistics.ratios import Flag, RatioRow
 from specload.analysis.statistics.stats import MIN_STARTS_FOR_CONFIG
 from specload.analysis.statistics.steps import StepStats
 from specload.core.slo import Slo
+from specload.metrics.host import HostDifference
 from specload.recorder.rundir import RunMeta
 
 __all__ = [
@@ -226,7 +227,7 @@ class Comparison:
     #: the error budget the incomplete steps were judged by
     max_error_rate: float = 0.05
     #: fields in which the runs' hosts differ (run.json ``host``; ``specload.metrics.host``)
-    host_differences: list[str] = field(default_factory=list)
+    host_differences: list[HostDifference] = field(default_factory=list)
     #: the latency SLOs capacity and goodput were judged by (``--slo`` or the scenario's)
     slos: list[Slo] = field(default_factory=list)
     #: condition -> its capacity within ``slos`` (``analysis.decisions.capacity``)

@@ -52,12 +52,14 @@ from specload.analysis.inputs.telemetry import (
 )
 from specload.analysis.wording import step_name
 from specload.core.records import behind_words
+from specload.metrics.host import HostDifference
 from specload.recorder.run_json import not_completed_text, unrecorded_text
 
 __all__ = [
     "comparison_notes",
     "comparison_warnings",
     "difference_text",
+    "host_difference_text",
     "lockstep_warnings",
     "note_text",
     "reader_text",
@@ -210,6 +212,13 @@ def difference_text(d: RunDifference) -> str:
                 f"{run} and {first} share label {label!r} but declare different "
                 f"conditions ({d.condition!r} vs {d.first_condition!r})"
             )
+
+
+def host_difference_text(d: HostDifference) -> str:
+    """A field in which the runs' hosts (or server versions) differ, each value with its
+    runs: a finding, and report.json's ``comparability.host_differences``."""
+    values = " vs ".join(f"{v} ({', '.join(runs)})" for v, runs in d.values)
+    return f"runs come from different {d.kind}: {d.field} {values}"
 
 
 def server_gap_text(gap: ServerGap) -> str:

@@ -31,6 +31,7 @@ from specload.report.compare_words import (
     comparison_notes,
     comparison_warnings,
     difference_text,
+    host_difference_text,
 )
 from specload.report.crossover_words import crossover_dict
 from specload.report.finding_words import disagreement_message, flag_message
@@ -286,7 +287,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "comparability": {
             "differences": [difference_text(d) for d in c.differences],
             "forced": c.forced,
-            "host_differences": c.host_differences,
+            "host_differences": [host_difference_text(d) for d in c.host_differences],
         },
         "gates": _gates(report),
         "findings": report.findings,

@@ -19,7 +19,11 @@ from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.crossover import Crossover
 from specload.analysis.wording import metric_label
 from specload.report.advice_rules import Advice
-from specload.report.compare_words import comparison_warnings, difference_text
+from specload.report.compare_words import (
+    comparison_warnings,
+    difference_text,
+    host_difference_text,
+)
 from specload.report.crossover_words import split_text
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
@@ -187,7 +191,7 @@ def _findings(c: Comparison) -> list[str]:
     # an engine step that flips between two regimes in time decides its steps' ratios by when
     # they were measured: said here, its detail in the Regimes section
     out += [f"{spread_line(s)} (Regimes, below)" for s in c.regimes.spread.values()]
-    out += c.host_differences
+    out += [host_difference_text(d) for d in c.host_differences]
     out += [
         f"{label}: {q:g} req/s left out of every conclusion ({why})"
         for label, steps in c.incomplete.items()

@@ -33,11 +33,13 @@ from specload.analysis.inputs.run_columns import (
 )
 from specload.analysis.inputs.server import ServerGap
 from specload.analysis.inputs.telemetry import CpuStolen, GpuThrottled, LoadgenSaturated
+from specload.metrics.host import HostDifference
 from specload.report import write_reports
 from specload.report.compare_words import (
     comparison_notes,
     comparison_warnings,
     difference_text,
+    host_difference_text,
     note_text,
     warning_text,
 )
@@ -173,4 +175,17 @@ def test_each_difference_between_runs_in_its_words() -> None:
     assert difference_text(ConditionsDiffer(b, a, "x", on, off)) == (
         "runs/spec and runs/base share label 'x' but declare different conditions "
         "({'prefix_caching': True} vs {'prefix_caching': False})"
+    )
+
+
+def test_each_host_difference_in_its_words() -> None:
+    gpu = HostDifference("gpu", "hosts", (("H200", ("a", "b")), ("H100", ("c",))))
+    assert (
+        host_difference_text(gpu) == "runs come from different hosts: gpu H200 (a, b) vs H100 (c)"
+    )
+    version = HostDifference(
+        "server_version", "server versions", (("0.26.0", ("a",)), ("0.27.0", ("b",)))
+    )
+    assert host_difference_text(version) == (
+        "runs come from different server versions: server_version 0.26.0 (a) vs 0.27.0 (b)"
     )
