@@ -33,6 +33,7 @@ from specload.report.compare_words import (
     difference_text,
     host_difference_text,
 )
+from specload.report.contract_words import contract_issues
 from specload.report.crossover_words import crossover_dict
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
@@ -89,7 +90,7 @@ def _contract(report: Report) -> list[dict[str, Any]]:
                 "condition": chk.condition,
                 "baseline": chk.baseline,
                 "passed": chk.passed,
-                "issues": chk.issues,
+                "issues": contract_issues(chk),
                 "temperature": chk.temperature,
                 "exact_match": chk.exact_match,
                 "compared": chk.compared,

@@ -24,6 +24,7 @@ from specload.report.compare_words import (
     difference_text,
     host_difference_text,
 )
+from specload.report.contract_words import contract_issues
 from specload.report.crossover_words import split_text
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
@@ -201,7 +202,9 @@ def _findings(c: Comparison) -> list[str]:
         out.append("gates skipped incomplete steps: " + "; ".join(c.gates.skipped))
     out += [flag_message(f) for f in c.flags]
     out += [
-        f"{chk.condition}: output contract: {issue}" for chk in c.contract for issue in chk.issues
+        f"{chk.condition}: output contract: {issue}"
+        for chk in c.contract
+        for issue in contract_issues(chk)
     ]
     if c.forced:
         out += [f"compared with --force despite: {difference_text(d)}" for d in c.differences]
