@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specload.metrics.host import fingerprint, host_differences
+from specload.metrics.host import HostDifference, fingerprint, host_differences
 from specload.recorder import read_run
 from tests.conftest import FakeExporter, free_port
 
@@ -81,13 +81,13 @@ def test_host_differences_name_each_differing_field_and_its_runs() -> None:
         _meta("baseline-2", "gpu-b", "0.27.0", cpus=None),
     ]
     assert host_differences(metas) == [
-        (
-            "runs come from different hosts: hostname gpu-a (baseline-1, spec-1) vs gpu-b "
-            "(baseline-2)"
+        HostDifference(
+            "hostname", "hosts", (("gpu-a", ("baseline-1", "spec-1")), ("gpu-b", ("baseline-2",)))
         ),
-        (
-            "runs come from different server versions: server_version 0.26.0 (baseline-1, "
-            "spec-1) vs 0.27.0 (baseline-2)"
+        HostDifference(
+            "server_version",
+            "server versions",
+            (("0.26.0", ("baseline-1", "spec-1")), ("0.27.0", ("baseline-2",))),
         ),
     ]  # cpu_count missing in baseline-2: not a difference
 
@@ -102,7 +102,9 @@ def test_missing_fields_are_not_differences_and_same_hosts_give_none() -> None:
     ]
     assert host_differences(older) == []
     gpus = [_meta("a", "h", "1", gpu="H200"), _meta("b", "h", "1", gpu="H100")]
-    assert host_differences(gpus) == ["runs come from different hosts: gpu H200 (a) vs H100 (b)"]
+    assert host_differences(gpus) == [
+        HostDifference("gpu", "hosts", (("H200", ("a",)), ("H100", ("b",))))
+    ]
 
 
 def test_repeated_labels_are_told_apart_by_run_id() -> None:
@@ -111,7 +113,7 @@ def test_repeated_labels_are_told_apart_by_run_id() -> None:
         {**_meta("baseline", "gpu-b", "1"), "run_id": "r2"},
     ]
     assert host_differences(metas) == [
-        "runs come from different hosts: hostname gpu-a (r1) vs gpu-b (r2)"
+        HostDifference("hostname", "hosts", (("gpu-a", ("r1",)), ("gpu-b", ("r2",))))
     ]
 
 

@@ -13,7 +13,9 @@ Checked on the source, so a new copy fails here before it reaches a user:
   step's measured window starts and ends;
 - a step is named by ``analysis/wording.py`` (``step_name``, ``step_label``) only;
 - what a client takes besides its URL is ``client.ClientSettings``: no client's constructor
-  names a setting itself.
+  names a setting itself;
+- the run readers, the output contract, the features' conflicts and the host differences
+  return facts; ``report/`` words them.
 """
 
 from __future__ import annotations
@@ -195,10 +197,9 @@ def test_the_analysis_defines_none_of_the_reports_words() -> None:
     assert not set(REPORT_WORDS) - found, f"report/ no longer defines {set(REPORT_WORDS) - found}"
 
 
-#: Where analysis/ still writes warning or note sentences, not yet facts: the run readers
-#: (``analysis/inputs/``; compare passes their lines on as ``ReaderWarning``) and the batch-size
+#: Where analysis/ still writes warning or note sentences, not yet facts: the batch-size
 #: schedule checks' notes (``analysis/schedules/``).
-SENTENCES_LEFT = ("analysis/inputs/", "analysis/schedules/")
+SENTENCES_LEFT = ("analysis/schedules/",)
 #: ``warnings.append(f"...`` / ``notes += [f"...`` and the like: a sentence built in place.
 SENTENCE = r"\b(warnings|notes)(\.append\(|\s*\+?=\s*\[)\s*f[\"']"
 
@@ -228,6 +229,57 @@ def test_the_comparison_s_warnings_and_notes_are_facts_worded_in_report() -> Non
         if isinstance(n, ast.JoinedStr)
     ]
     assert not worded, f"the comparison's warnings and notes are facts: {worded}"
+
+
+#: Where a sentence built from the figures was returned as data: the run readers
+#: (``analysis/inputs/``), the output contract (``quality.py``), the features' conflicts
+#: (``compare.py``'s ``_features``) and the host differences (``metrics/host.py``).
+FACT_FUNCTIONS = {
+    "analysis/diagnostics/quality.py": None,
+    "analysis/compare.py": {"_features", "_info"},
+    "metrics/host.py": {"host_differences"},
+} | {f"analysis/inputs/{p.name}": None for p in (PKG / "analysis" / "inputs").glob("*.py")}
+#: The error for runs that are not comparable: raised (``ConfigError``), never returned.
+ERROR_TEXT = {"key_differences", "_format_line", "not_comparable_message"}
+#: Two words in a string's text (an f-string's too): a sentence, not a key such as
+#: ``f"target.{k}"``.
+WORDS = re.compile(r"[A-Za-z]{2,} [A-Za-z]{2,}")
+
+
+def _sentences(rel: str, only: set[str] | None) -> list[str]:
+    """``rel:line: function`` of each string of words in ``rel``'s functions (those in
+    ``only`` when given): docstrings, ``raise`` statements and the not-comparable error
+    left out."""
+    tree = ast.parse((PKG / rel).read_text())
+    raised = {id(n) for r in ast.walk(tree) if isinstance(r, ast.Raise) for n in ast.walk(r)}
+    out = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef) or fn.name in ERROR_TEXT:
+            continue
+        if only is not None and fn.name not in only:
+            continue
+        doc = fn.body[0].value if isinstance(fn.body[0], ast.Expr) else None
+        out += [
+            f"{rel}:{n.lineno}: {fn.name}"
+            for n in ast.walk(fn)
+            if isinstance(n, ast.Constant)
+            and isinstance(n.value, str)
+            and n is not doc
+            and id(n) not in raised
+            and WORDS.search(n.value)
+        ]
+    return sorted(set(out))
+
+
+def test_the_readers_the_contract_and_the_hosts_return_facts_not_sentences() -> None:
+    # The run readers' warnings ("line 100: not valid JSON, skipped"), what makes runs not
+    # comparable, the features' conflicts, the host differences and the contract's issues
+    # were sentences built under analysis/ (and metrics/): they are facts, worded in report/
+    # (compare_words.py, contract_words.py)
+    bad = [hit for rel, only in FACT_FUNCTIONS.items() for hit in _sentences(rel, only)]
+    assert not bad, f"return a fact; word it in report/: {bad}"
+    # guards the guard: a sentence is found where there is one
+    assert _sentences("report/contract_words.py", None), "the check finds no f-string sentence"
 
 
 def test_the_rules_threshold_is_applied_in_effect_only() -> None:

@@ -29,7 +29,6 @@ from specload.analysis.comparison import (
     FellBehind,
     FewSuccesses,
     LoadBelowTarget,
-    ReaderWarning,
     RepeatsPooled,
     ReplicatesPooled,
     ServerGapNote,
@@ -63,7 +62,7 @@ from specload.analysis.diagnostics.quality import (
 from specload.analysis.diagnostics.regimes import find_regimes
 from specload.analysis.diagnostics.samples import output_samples
 from specload.analysis.inputs.comparable import differences, not_comparable_message
-from specload.analysis.inputs.features import Features, features_of, role_of
+from specload.analysis.inputs.features import Features, OtherFeatures, features_of, role_of
 from specload.analysis.inputs.run_columns import RunColumns, load_runs
 from specload.analysis.inputs.server import server_gaps, server_steps
 from specload.analysis.inputs.telemetry import TelemetrySuspect, read_telemetry, step_telemetry
@@ -157,7 +156,7 @@ def _features(runs: list[RunColumns]) -> Features:
     f = feats[0]
     for r, g in zip(runs[1:], feats[1:], strict=False):
         if (g.spec_on, g.prefix_caching) != (f.spec_on, f.prefix_caching):
-            f.conflicts.append(f"{r.path.name} ran with other features than {runs[0].path.name}")
+            f.conflicts.append(OtherFeatures(r.path.name, runs[0].path.name))
     return f
 
 
@@ -170,7 +169,6 @@ def _info(label: str, runs: list[RunColumns]) -> ConditionInfo:
         prefix_caching=f.prefix_caching,
         runs=[str(r.path) for r in runs],
         meta=runs[0].meta,
-        warnings=[w for r in runs for w in r.warnings] + [f"{label}: {c}" for c in f.conflicts],
         lost_workers=[_lost(r, x) for r in runs for x in r.meta.lost_workers],
         features=f,
         statuses=[r.meta.status for r in runs],
@@ -504,7 +502,7 @@ def compare_runs(
         differences=diffs,
         forced=bool(diffs),
         warnings=[
-            *(ReaderWarning(w) for rs in groups.values() for r in rs for w in r.warnings),
+            *(w for rs in groups.values() for r in rs for w in r.warnings),
             *_client_warnings(steps, inputs.starts),
             *_warmup_warnings(groups, steps),
             *_telemetry_warnings(groups),

@@ -25,7 +25,9 @@ from specload.analysis.diagnostics.decode_step import DecodeStep
 from specload.analysis.diagnostics.quality import ContractCheck
 from specload.analysis.diagnostics.regime_model import Regimes
 from specload.analysis.diagnostics.samples import OutputSample
+from specload.analysis.inputs.comparable import RunDifference
 from specload.analysis.inputs.features import Features
+from specload.analysis.inputs.run_columns import ReadWarning
 from specload.analysis.inputs.server import ServerGap
 from specload.analysis.inputs.telemetry import TelemetrySuspect
 from specload.analysis.schedules.schedule_results import ScheduleAnalysis
@@ -33,6 +35,7 @@ from specload.analysis.statistics.ratios import Flag, RatioRow
 from specload.analysis.statistics.stats import MIN_STARTS_FOR_CONFIG
 from specload.analysis.statistics.steps import StepStats
 from specload.core.slo import Slo
+from specload.metrics.host import HostDifference
 from specload.recorder.rundir import RunMeta
 
 __all__ = [
@@ -44,21 +47,12 @@ __all__ = [
     "FellBehind",
     "FewSuccesses",
     "LoadBelowTarget",
-    "ReaderWarning",
     "RepeatsPooled",
     "ReplicatesPooled",
     "ServerGapNote",
     "ShortWarmup",
     "SuspectTelemetry",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class ReaderWarning:
-    """A warning of the run readers (``analysis/inputs/``: a line that is not JSON, a run
-    whose status is not completed, ...), a sentence already: passed through as read."""
-
-    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,9 +121,10 @@ class SuspectTelemetry:
     executions: int
 
 
-#: What the comparison warns of, in the order found (``report/compare_words.py`` words it).
+#: What the comparison warns of, in the order found (``report/compare_words.py`` words it):
+#: the run readers' warnings (``analysis.inputs.run_columns.ReadWarning``), then its own.
 CompareWarning = (
-    ReaderWarning
+    ReadWarning
     | ExecutionsDiffer
     | FewSuccesses
     | LoadBelowTarget
@@ -180,7 +175,6 @@ class ConditionInfo:
     prefix_caching: bool | None
     runs: list[str]
     meta: RunMeta
-    warnings: list[str] = field(default_factory=list)
     #: run.json ``lost_workers`` of every run, each with ``run`` (dir name) and the ``step``
     #: index / ``target_qps`` of the step it was noticed in (None outside the steps).
     lost_workers: list[dict[str, Any]] = field(default_factory=list)
@@ -211,7 +205,8 @@ class Comparison:
     flags: list[Flag]
     attribution: Attribution | None
     contract: list[ContractCheck]
-    differences: list[str]
+    #: what makes the runs not comparable (kept when compared with ``force``)
+    differences: list[RunDifference]
     forced: bool
     #: facts, worded by ``report/compare_words.py`` (with the closed-loop lockstep warnings)
     warnings: list[CompareWarning]
@@ -232,7 +227,7 @@ class Comparison:
     #: the error budget the incomplete steps were judged by
     max_error_rate: float = 0.05
     #: fields in which the runs' hosts differ (run.json ``host``; ``specload.metrics.host``)
-    host_differences: list[str] = field(default_factory=list)
+    host_differences: list[HostDifference] = field(default_factory=list)
     #: the latency SLOs capacity and goodput were judged by (``--slo`` or the scenario's)
     slos: list[Slo] = field(default_factory=list)
     #: condition -> its capacity within ``slos`` (``analysis.decisions.capacity``)

@@ -3,7 +3,8 @@
 Two starts of the same server on two hosts of the same kind gave speculative decoding a 20 %
 win on one and nothing on the other (docs/gpu-validation.md): the speculative decode step is sensitive to
 the host's CPU launch overhead in a way the baseline is not. So every run records what it ran
-on, and ``host_differences`` names what differs between runs before anyone compares them.
+on, and ``host_differences`` names what differs between runs before anyone compares them
+(facts, ``HostDifference``: ``report/compare_words.py`` words them).
 
 ``fingerprint(target_url, gpu_metrics_url)`` describes the machine specload (the Locust master)
 runs on: CPU model and logical count, load average at the start (``load_avg_end`` is filled
@@ -21,6 +22,7 @@ import os
 import platform
 import socket
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from specload.metrics.gpu import (
@@ -30,7 +32,7 @@ from specload.metrics.gpu import (
     gpu_source_kind,
 )
 
-__all__ = ["DIFF_FIELDS", "fingerprint", "host_differences", "load_avg"]
+__all__ = ["DIFF_FIELDS", "HostDifference", "fingerprint", "host_differences", "load_avg"]
 
 #: Seconds a DCGM exporter may take to answer.
 DCGM_TIMEOUT_S = 2.0
@@ -203,7 +205,8 @@ def finish(host: dict[str, Any] | None) -> None:
 
 
 # --- differences between runs ----------------------------------------------------------
-#: (label in messages, where in run.json, what kind of difference it is).
+#: (the field's name, where in run.json, what differs when it does: ``hosts`` or
+#: ``server versions``).
 DIFF_FIELDS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("hostname", ("host", "hostname"), "hosts"),
     ("cpu_model", ("host", "cpu_model"), "hosts"),
@@ -234,17 +237,29 @@ def _names(metas: Sequence[dict[str, Any]], names: Sequence[str] | None) -> list
     return [str(m.get("run_id") or labels[i]) for i, m in enumerate(metas)]
 
 
+@dataclass(frozen=True, slots=True)
+class HostDifference:
+    """One field (``DIFF_FIELDS``) in which runs differ: each value with the runs that had
+    it, values in the order first seen."""
+
+    #: the field's name ("hostname", "gpu driver", "server_version", ...)
+    field: str
+    #: what differs: "hosts" or "server versions"
+    kind: str
+    values: tuple[tuple[Any, tuple[str, ...]], ...]
+
+
 def host_differences(
     metas: Sequence[dict[str, Any]], names: Sequence[str] | None = None
-) -> list[str]:
-    """One sentence per field that differs between runs' run.json dicts (``metas``).
+) -> list[HostDifference]:
+    """Each field that differs between runs' run.json dicts (``metas``).
 
     ``names`` name the runs (default: labels, or run ids where labels repeat). A run without
     a value for a field (older run.json, no GPU readable) is left out of that field: missing
     is not a difference.
     """
     who = _names(metas, names)
-    out: list[str] = []
+    out: list[HostDifference] = []
     for label, path, kind in DIFF_FIELDS:
         groups: dict[Any, list[str]] = {}
         for name, meta in zip(who, metas, strict=True):
@@ -252,6 +267,5 @@ def host_differences(
             if value is not None and value != "":
                 groups.setdefault(value, []).append(name)
         if len(groups) > 1:
-            parts = " vs ".join(f"{v} ({', '.join(n)})" for v, n in groups.items())
-            out.append(f"runs come from different {kind}: {label} {parts}")
+            out.append(HostDifference(label, kind, tuple((v, tuple(n)) for v, n in groups.items())))
     return out

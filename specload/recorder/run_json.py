@@ -26,8 +26,10 @@ __all__ = [
     "RUN_SCHEMA_PATH",
     "RUN_SCHEMA_VERSION",
     "load_run_json",
+    "not_completed_text",
     "peek_run_json",
-    "unrecorded_warning",
+    "unrecorded_count",
+    "unrecorded_text",
     "validate_run_json",
 ]
 
@@ -70,14 +72,22 @@ def validate_run_json(meta: Any, file: str | Path) -> dict[str, Any]:
     )
 
 
-def unrecorded_warning(run_dir: str | Path, meta: dict[str, Any]) -> list[str]:
-    """The readers' warning for requests the run sent but has no record of (``counts.
-    unrecorded``: a worker's last batch never reached the master), so every report names
-    them; ``[]`` when there are none or the run predates the count."""
-    n = (meta.get("counts") or {}).get("unrecorded") or 0
-    if not n:
-        return []
-    return [f"{run_dir}: {n} requests sent without a record (their last batch never arrived)"]
+def unrecorded_count(meta: dict[str, Any]) -> int:
+    """Requests the run sent but has no record of (``counts.unrecorded``: a worker's last batch
+    never reached the master); 0 when there are none or the run predates the count."""
+    return int((meta.get("counts") or {}).get("unrecorded") or 0)
+
+
+def unrecorded_text(run_dir: str | Path, n: int) -> str:
+    """The readers' warning for ``n`` unrecorded requests (``unrecorded_count``), so every
+    report, and both readers, name them in the same words."""
+    return f"{run_dir}: {n} requests sent without a record (their last batch never arrived)"
+
+
+def not_completed_text(run_dir: str | Path, status: str) -> str:
+    """The readers' warning for a run whose ``status`` is not ``completed`` (a run still
+    marked ``running`` after a crash, ``interrupted``, ...)."""
+    return f"{run_dir}: run status is {status!r}, not 'completed'"
 
 
 def load_run_json(run_dir: str | Path) -> dict[str, Any]:

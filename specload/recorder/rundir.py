@@ -29,8 +29,10 @@ from specload.recorder.jsonl import JsonlWriter, iter_jsonl
 from specload.recorder.run_json import (
     RUN_SCHEMA_VERSION,
     load_run_json,
+    not_completed_text,
     peek_run_json,
-    unrecorded_warning,
+    unrecorded_count,
+    unrecorded_text,
 )
 from specload.recorder.steps_json import STEPS_JSON, read_steps
 
@@ -407,8 +409,9 @@ def read_run(path: str | Path) -> RunData:
     if meta.status == "degraded":
         warnings.extend(f"{p}: run degraded: {why}" for why in meta.degraded)
     if meta.status != "completed" and not (meta.status == "degraded" and meta.degraded):
-        warnings.append(f"{p}: run status is {meta.status!r}, not 'completed'")
-    warnings += unrecorded_warning(p, raw)
+        warnings.append(not_completed_text(p, meta.status))
+    if unrecorded := unrecorded_count(raw):
+        warnings.append(unrecorded_text(p, unrecorded))
     for lost in meta.lost_workers:
         warnings.append(
             f"{p}: worker {lost.get('worker')} lost at {lost.get('at')} "

@@ -4,7 +4,9 @@
 ``CompareNote``: which condition, which step, the figures); the findings (``report/model.py``),
 the runs section's notes (``report/sections.py``) and report.json's ``warnings`` and ``notes``
 (``report/jsonout.py``) all read ``comparison_warnings`` and ``comparison_notes``, so the
-terminal, report.md, report.html and report.json say the same. The closed-loop levels whose
+terminal, report.md, report.html and report.json say the same. The run readers' warnings
+(``analysis.inputs.run_columns.ReadWarning``: a line skipped, a run not completed, ...) are
+among the comparison's and worded here too (``reader_text``). The closed-loop levels whose
 users ran in lockstep (``ClosedLoop.in_lockstep``) are warned of here too, after the rest.
 """
 
@@ -20,7 +22,6 @@ from specload.analysis.comparison import (
     FellBehind,
     FewSuccesses,
     LoadBelowTarget,
-    ReaderWarning,
     RepeatsPooled,
     ReplicatesPooled,
     ServerGapNote,
@@ -28,6 +29,20 @@ from specload.analysis.comparison import (
     SuspectTelemetry,
 )
 from specload.analysis.decisions.closed_loop import LOCKSTEP_S, ClosedLoop
+from specload.analysis.inputs.comparable import (
+    ConditionsDiffer,
+    RunDifference,
+    ValueDiffers,
+    shown_value,
+)
+from specload.analysis.inputs.run_columns import (
+    BadLine,
+    NewerSchema,
+    ReadWarning,
+    RunNotCompleted,
+    StepsUnreadable,
+    Unrecorded,
+)
 from specload.analysis.inputs.server import ServerGap
 from specload.analysis.inputs.telemetry import (
     CpuStolen,
@@ -37,12 +52,17 @@ from specload.analysis.inputs.telemetry import (
 )
 from specload.analysis.wording import step_name
 from specload.core.records import behind_words
+from specload.metrics.host import HostDifference
+from specload.recorder.run_json import not_completed_text, unrecorded_text
 
 __all__ = [
     "comparison_notes",
     "comparison_warnings",
+    "difference_text",
+    "host_difference_text",
     "lockstep_warnings",
     "note_text",
+    "reader_text",
     "server_gap_text",
     "suspect_text",
     "warning_text",
@@ -79,8 +99,8 @@ def warning_text(w: CompareWarning) -> str:
     """One warning as a sentence (a telemetry fact alone: ``telemetry_lines`` joins the
     executions of a step that showed it)."""
     match w:
-        case ReaderWarning(text=text):
-            return text
+        case BadLine() | NewerSchema() | RunNotCompleted() | Unrecorded() | StepsUnreadable():
+            return reader_text(w)
         case ExecutionsDiffer(condition=c, target_qps=q, tpot_p50_s=p50):
             return (
                 f"{_at(c, q)}: executions differ, p50 TPOT {min(p50) * 1000:.2f}–"
@@ -103,6 +123,30 @@ def warning_text(w: CompareWarning) -> str:
             return _short_warmup_text(w)
         case SuspectTelemetry():
             return suspect_text(_where(w), w.suspect)
+
+
+#: Why a line was skipped, after its file and number.
+_LINE_FAULTS = {
+    "not_json": "not valid JSON, skipped",
+    "partial": "partial trailing line ignored (writer was interrupted?)",
+}
+
+
+def reader_text(w: ReadWarning) -> str:
+    """What a run reader found wrong with a run directory, naming the file or the run. The
+    run's status and its unrecorded requests read as ``recorder.read_run`` says them (the
+    words are ``recorder.run_json``'s, for both readers)."""
+    match w:
+        case BadLine(path=path, line=n, fault=fault):
+            return f"{path}: line {n}: {_LINE_FAULTS[fault]}"
+        case NewerSchema(path=path, version=v, known=known):
+            return f"{path}: schema_version {v} is newer than {known}; extra fields ignored"
+        case RunNotCompleted(run=run, status=status):
+            return not_completed_text(run, status)
+        case Unrecorded(run=run, requests=n):
+            return unrecorded_text(run, n)
+        case StepsUnreadable(path=path, problem=problem):
+            return f"{path}: {problem}; achieved QPS estimated from record times"
 
 
 def _short_warmup_text(w: ShortWarmup) -> str:
@@ -152,6 +196,29 @@ def telemetry_lines(facts: list[SuspectTelemetry]) -> list[str]:
         n = executions[where]
         out.append(lines[0] + (f" [in {len(lines)} of {n} executions]" if n > 1 else ""))
     return out
+
+
+def difference_text(d: RunDifference) -> str:
+    """What makes two runs not comparable, with their full paths: a forced report's record
+    (its findings, report.json's ``comparability.differences``)."""
+    match d:
+        case ValueDiffers(run=run, label=label, first=first, first_label=first_label, key=key):
+            return (
+                f"{run} ({label}) vs {first} ({first_label}): {key} "
+                f"{shown_value(key, d.value)} != {shown_value(key, d.first_value)}"
+            )
+        case ConditionsDiffer(run=run, first=first, label=label):
+            return (
+                f"{run} and {first} share label {label!r} but declare different "
+                f"conditions ({d.condition!r} vs {d.first_condition!r})"
+            )
+
+
+def host_difference_text(d: HostDifference) -> str:
+    """A field in which the runs' hosts (or server versions) differ, each value with its
+    runs: a finding, and report.json's ``comparability.host_differences``."""
+    values = " vs ".join(f"{v} ({', '.join(runs)})" for v, runs in d.values)
+    return f"runs come from different {d.kind}: {d.field} {values}"
 
 
 def server_gap_text(gap: ServerGap) -> str:

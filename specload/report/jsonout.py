@@ -27,7 +27,13 @@ from typing import Any
 from specload.analysis.diagnostics.quality import ContractSide
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
-from specload.report.compare_words import comparison_notes, comparison_warnings
+from specload.report.compare_words import (
+    comparison_notes,
+    comparison_warnings,
+    difference_text,
+    host_difference_text,
+)
+from specload.report.contract_words import contract_issues
 from specload.report.crossover_words import crossover_dict
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
@@ -84,7 +90,7 @@ def _contract(report: Report) -> list[dict[str, Any]]:
                 "condition": chk.condition,
                 "baseline": chk.baseline,
                 "passed": chk.passed,
-                "issues": chk.issues,
+                "issues": contract_issues(chk),
                 "temperature": chk.temperature,
                 "exact_match": chk.exact_match,
                 "compared": chk.compared,
@@ -280,9 +286,9 @@ def report_dict(report: Report) -> dict[str, Any]:
         "attribution": _attribution(report),
         "contract": _contract(report),
         "comparability": {
-            "differences": c.differences,
+            "differences": [difference_text(d) for d in c.differences],
             "forced": c.forced,
-            "host_differences": c.host_differences,
+            "host_differences": [host_difference_text(d) for d in c.host_differences],
         },
         "gates": _gates(report),
         "findings": report.findings,

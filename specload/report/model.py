@@ -19,7 +19,12 @@ from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.crossover import Crossover
 from specload.analysis.wording import metric_label
 from specload.report.advice_rules import Advice
-from specload.report.compare_words import comparison_warnings
+from specload.report.compare_words import (
+    comparison_warnings,
+    difference_text,
+    host_difference_text,
+)
+from specload.report.contract_words import contract_issues
 from specload.report.crossover_words import split_text
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
@@ -187,7 +192,7 @@ def _findings(c: Comparison) -> list[str]:
     # an engine step that flips between two regimes in time decides its steps' ratios by when
     # they were measured: said here, its detail in the Regimes section
     out += [f"{spread_line(s)} (Regimes, below)" for s in c.regimes.spread.values()]
-    out += c.host_differences
+    out += [host_difference_text(d) for d in c.host_differences]
     out += [
         f"{label}: {q:g} req/s left out of every conclusion ({why})"
         for label, steps in c.incomplete.items()
@@ -197,10 +202,12 @@ def _findings(c: Comparison) -> list[str]:
         out.append("gates skipped incomplete steps: " + "; ".join(c.gates.skipped))
     out += [flag_message(f) for f in c.flags]
     out += [
-        f"{chk.condition}: output contract: {issue}" for chk in c.contract for issue in chk.issues
+        f"{chk.condition}: output contract: {issue}"
+        for chk in c.contract
+        for issue in contract_issues(chk)
     ]
     if c.forced:
-        out += [f"compared with --force despite: {d}" for d in c.differences]
+        out += [f"compared with --force despite: {difference_text(d)}" for d in c.differences]
     out += [_lost_finding(info.label, w) for info in c.conditions for w in info.lost_workers]
     out += comparison_warnings(c)
     return out

@@ -18,6 +18,7 @@ from specload.analysis.statistics.stats import Estimate
 from specload.analysis.statistics.steps import StepStats
 from specload.analysis.wording import metric_label, signed_change, step_label
 from specload.report.capacity_words import qps_text, versus_text
+from specload.report.contract_words import contract_issues
 from specload.report.crossover_words import (
     boundary_ci_text,
     boundary_qps_text,
@@ -718,7 +719,7 @@ def contract_table(report: Report) -> Table:
                 fmt_pct(chk.exact_match) + (f" of {chk.compared}" if chk.compared else ""),
                 fmt_pct(s.json_valid),
                 fmt_pct(s.tool_call_share),
-                "pass" if chk.passed else "FAIL: " + "; ".join(chk.issues),
+                "pass" if chk.passed else "FAIL: " + "; ".join(contract_issues(chk)),
             ]
         )
     return Table(

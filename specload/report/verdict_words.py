@@ -49,6 +49,7 @@ from specload.analysis.wording import (
 )
 from specload.core.slo import Slo
 from specload.report.capacity_words import qps_text
+from specload.report.contract_words import contract_issues
 from specload.report.crossover_words import (
     boundary_ci_text,
     boundary_qps_text,
@@ -414,7 +415,7 @@ def verdicts(c: Comparison) -> dict[str, str]:
     out = {}
     drafting = {i.label for i in c.conditions if i.features.spec_on}
     for label in c.ratios:
-        issues = next((chk.issues for chk in c.contract if chk.condition == label), [])
+        issues = next((contract_issues(chk) for chk in c.contract if chk.condition == label), [])
         text = sentence(
             c.crossover(label, c.metric),
             c.ratios[label],

@@ -12,6 +12,7 @@ from specload.analysis.compare import compare_runs
 from specload.analysis.comparison import ReplicatesPooled
 from specload.analysis.decisions.gates import parse_gate
 from specload.core.errors import ConfigError
+from specload.metrics.host import HostDifference
 from specload.report.finding_words import disagreement_message
 from specload.report.gate_words import gate_message
 from specload.report.model import build_report
@@ -147,9 +148,13 @@ def test_runs_from_different_hosts_are_compared_with_a_warning_naming_the_fields
         metrics=False,
     )
     cmp = compare_runs([base, spec])
-    assert len(cmp.host_differences) == 1
-    assert "hostname" in cmp.host_differences[0] and "gpu-a (baseline/b)" in cmp.host_differences[0]
-    assert cmp.host_differences[0] in build_report(cmp).findings
+    assert cmp.host_differences == [
+        HostDifference("hostname", "hosts", (("gpu-a", ("baseline/b",)), ("gpu-b", ("spec/s",))))
+    ]
+    assert (
+        "runs come from different hosts: hostname gpu-a (baseline/b) vs gpu-b (spec/s)"
+        in build_report(cmp).findings
+    )
     same = compare_runs(
         [
             base,

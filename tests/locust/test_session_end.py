@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from specload.analysis.inputs.run_columns import load_run
+from specload.analysis.inputs.run_columns import Unrecorded, load_run
 from specload.core.ports import free_port
 from specload.core.records import RequestRecord
 from specload.locust.messages import FinalCounts, RecordBatch, WorkerReady
@@ -66,9 +66,7 @@ def test_a_batch_after_the_end_is_appended_and_run_json_updated(tmp_path: Path) 
     assert meta.status == "degraded" and meta.counts["unrecorded"] == 2
     assert "worker w1: 2 requests sent without a record" in meta.degraded
     assert session.runner.environment.process_exit_code == 1
-    assert any(
-        "2 requests sent without a record" in w for w in load_run(session.writer.path).warnings
-    )
+    assert Unrecorded(session.writer.path, 2) in load_run(session.writer.path).warnings
 
     session.on_records(_batch(session, range(3, 5), sent=5))  # the slow worker's last batch
     session.on_final(FinalCounts(session.run_id, "w1", 5, 5))

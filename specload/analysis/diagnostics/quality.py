@@ -6,14 +6,15 @@ mix, the output length distribution, the exact-match rate of output hashes for t
 prompt (meaningful only at temperature 0), JSON validity (the client's ``json_valid``, which
 includes the scenario's required fields), and tool-call presence. Only successful requests,
 warm-up included (the contract does not depend on load). Each check that moves by more than
-its tolerance becomes an issue line; a condition with no issues passes.
+its tolerance becomes an issue (``ContractIssue``, a fact with its figures:
+``report/contract_words.py`` words it); a condition with no issues passes.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -22,7 +23,12 @@ from specload.analysis.statistics.stats import quantile_sorted
 
 __all__ = [
     "ContractCheck",
+    "ContractIssue",
     "ContractSide",
+    "FinishMixDiffers",
+    "LengthDiffers",
+    "OutputsDiffer",
+    "ShareDiffers",
     "check_contract",
     "contract_side",
     "scenario_temperature",
@@ -48,6 +54,49 @@ class ContractSide:
     outputs: np.ndarray = field(repr=False, default_factory=lambda: np.array([], dtype=np.uint64))
 
 
+@dataclass(frozen=True, slots=True)
+class FinishMixDiffers:
+    """The finish-reason mix moved by more than ``FINISH_TVD_MAX`` (total variation)."""
+
+    #: (reason, baseline share, condition share) of every reason either side had, by name
+    shares: tuple[tuple[str, float, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LengthDiffers:
+    """The output length moved by more than ``LENGTH_REL_MAX``: at its p50, else its mean."""
+
+    stat: Literal["p50", "mean"]
+    baseline: float
+    condition: float
+
+
+@dataclass(frozen=True, slots=True)
+class OutputsDiffer:
+    """At temperature 0, fewer than ``EXACT_MIN`` of the outputs equal the baseline's most
+    common output for the same prompt."""
+
+    exact_match: float
+    #: outputs whose prompt the baseline also answered
+    compared: int
+    #: how often the baseline's outputs equal their own most common one (None: unknown)
+    baseline_self_match: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ShareDiffers:
+    """The share of JSON-valid answers or of answers with tool calls moved by more than
+    ``SHARE_PP_MAX``."""
+
+    share: Literal["json_valid", "tool_call"]
+    baseline: float
+    condition: float
+
+
+#: How a condition's outputs break the baseline's contract.
+ContractIssue = FinishMixDiffers | LengthDiffers | OutputsDiffer | ShareDiffers
+
+
 @dataclass(slots=True)
 class ContractCheck:
     """One condition's contract against the baseline; ``issues`` empty means it passes."""
@@ -60,7 +109,7 @@ class ContractCheck:
     exact_match: float | None
     compared: int
     baseline_self_match: float | None
-    issues: list[str]
+    issues: list[ContractIssue]
 
     @property
     def passed(self) -> bool:
@@ -140,38 +189,42 @@ def _exact(side: ContractSide, base: ContractSide) -> tuple[float | None, int, f
     return (match / total if total else None, total, self_match / base.prompts.size)
 
 
-def _issues(chk: ContractCheck) -> list[str]:
-    s, b = chk.side, chk.base
-    out = []
-    keys = set(s.finish_reasons) | set(b.finish_reasons)
-    tvd = 0.5 * sum(abs(s.finish_reasons.get(k, 0) - b.finish_reasons.get(k, 0)) for k in keys)
-    if tvd > FINISH_TVD_MAX:
-        mix = ", ".join(
-            f"{k} {b.finish_reasons.get(k, 0):.0%}→{s.finish_reasons.get(k, 0):.0%}"
-            for k in sorted(keys)
-        )
-        out.append(f"finish-reason mix differs ({mix})")
-    for tag in ("p50", "mean"):
-        sv, bv = s.output_tokens.get(tag), b.output_tokens.get(tag)
+def _finish_mix(s: ContractSide, b: ContractSide) -> list[ContractIssue]:
+    keys = sorted(set(s.finish_reasons) | set(b.finish_reasons))
+    shares = tuple((k, b.finish_reasons.get(k, 0.0), s.finish_reasons.get(k, 0.0)) for k in keys)
+    tvd = 0.5 * sum(abs(cond - base) for _, base, cond in shares)
+    return [FinishMixDiffers(shares)] if tvd > FINISH_TVD_MAX else []
+
+
+def _length(s: ContractSide, b: ContractSide) -> list[ContractIssue]:
+    stats: tuple[Literal["p50", "mean"], ...] = ("p50", "mean")
+    for stat in stats:
+        sv, bv = s.output_tokens.get(stat), b.output_tokens.get(stat)
         if sv is not None and bv and abs(sv / bv - 1) > LENGTH_REL_MAX:
-            out.append(f"output length {tag} {bv:.1f}→{sv:.1f} tokens")
-            break
-    if chk.exact_match is not None and chk.exact_match < EXACT_MIN and (chk.temperature or 0) == 0:
-        own = (
-            f"; the baseline agrees with itself {chk.baseline_self_match:.1%}"
-            if chk.baseline_self_match is not None
-            else ""
-        )
-        out.append(
-            f"exact match with the baseline {chk.exact_match:.1%} over {chk.compared} outputs at temperature 0{own}"
-        )
-    for name, sv, bv in (
-        ("JSON valid", s.json_valid, b.json_valid),
-        ("tool-call", s.tool_call_share, b.tool_call_share),
-    ):
-        if sv is not None and bv is not None and abs(sv - bv) > SHARE_PP_MAX:
-            out.append(f"{name} share {bv:.1%}→{sv:.1%}")
-    return out
+            return [LengthDiffers(stat, bv, sv)]
+    return []
+
+
+def _shares(s: ContractSide, b: ContractSide) -> list[ContractIssue]:
+    pairs: tuple[tuple[Literal["json_valid", "tool_call"], float | None, float | None], ...] = (
+        ("json_valid", s.json_valid, b.json_valid),
+        ("tool_call", s.tool_call_share, b.tool_call_share),
+    )
+    return [
+        ShareDiffers(name, bv, sv)
+        for name, sv, bv in pairs
+        if sv is not None and bv is not None and abs(sv - bv) > SHARE_PP_MAX
+    ]
+
+
+def _issues(chk: ContractCheck) -> list[ContractIssue]:
+    """Each check beyond its tolerance: the finish mix, the length, the exact match (at
+    temperature 0), the JSON-valid and tool-call shares, in that order."""
+    out = _finish_mix(chk.side, chk.base) + _length(chk.side, chk.base)
+    exact = chk.exact_match
+    if exact is not None and exact < EXACT_MIN and (chk.temperature or 0) == 0:
+        out.append(OutputsDiffer(exact, chk.compared, chk.baseline_self_match))
+    return out + _shares(chk.side, chk.base)
 
 
 def check_contract(

@@ -10,8 +10,8 @@ one process.
 Columns: float64 for numbers (null → NaN), bool for ``warmup``/``ok``, int8 for
 ``json_valid`` (-1 unknown), uint64 for the prompt/output hashes (their first 64 bits: equal
 hashes stay equal, 0 = missing; a value that is not hex is hashed with blake2b), object for short strings.
-Malformed lines are skipped and reported with their line number; only the last line of a
-file may be partial (a writer killed mid-line) and is reported as such.
+Malformed lines are skipped and reported with their line number (``LineFault``); only the
+last line of a file may be partial (a writer killed mid-line) and is reported as such.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from itertools import pairwise
 from multiprocessing import get_context
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import orjson
@@ -38,6 +38,7 @@ __all__ = [
     "FLOAT_FIELDS",
     "HASH_FIELDS",
     "OBJECT_FIELDS",
+    "LineFault",
     "Part",
     "parse_lines",
     "parse_range",
@@ -73,13 +74,19 @@ CHUNK_BYTES = 32 << 20
 PARALLEL_MIN_BYTES = 96 << 20
 
 
+#: Why a line was skipped: not JSON (``not_json``), or the range's last line cut short, the
+#: mark of a writer killed mid-line (``partial``).
+LineFault = Literal["not_json", "partial"]
+
+
 @dataclass(slots=True)
 class Part:
-    """Columns of one byte range, its line count, and warnings as (line within range, text)."""
+    """Columns of one byte range, its line count, and the lines skipped in it as (line within
+    the range, why)."""
 
     cols: dict[str, np.ndarray] | None
     lines: int
-    warnings: list[tuple[int, str]] = field(default_factory=list)
+    bad_lines: list[tuple[int, LineFault]] = field(default_factory=list)
     newest_schema: int = 1
 
 
@@ -172,15 +179,18 @@ def _columns(recs: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return cols
 
 
-def parse_lines(lines: list[bytes], first: int, warnings: list[tuple[int, str]]) -> list[Any]:
-    """Parse JSON lines one by one; bad lines become (line number, reason) warnings."""
+def parse_lines(
+    lines: list[bytes], first: int, bad_lines: list[tuple[int, LineFault]]
+) -> list[Any]:
+    """Parse JSON lines one by one (``first``: the first one's number); a line that is not
+    JSON is skipped and added to ``bad_lines``."""
     out: list[Any] = []
     for i, line in enumerate(lines):
         if line.strip():
             try:
                 out.append(orjson.loads(line))
             except orjson.JSONDecodeError:
-                warnings.append((first + i, "not valid JSON, skipped"))
+                bad_lines.append((first + i, "not_json"))
     return out
 
 
@@ -208,7 +218,7 @@ def parse_range(path: str, start: int, end: int) -> Part:
 
 
 def _parse_buffer(
-    buf: bytearray, cut: int, first: int, reread: Any, warnings: list[tuple[int, str]]
+    buf: bytearray, cut: int, first: int, reread: Any, bad_lines: list[tuple[int, LineFault]]
 ) -> tuple[list[Any], int]:
     """Parse the lines in ``buf[1:cut]`` (``buf[cut]`` is a newline), in place.
 
@@ -230,11 +240,11 @@ def _parse_buffer(
     except orjson.JSONDecodeError:
         pass
     lines = reread().split(b"\n")
-    return parse_lines(lines, first, warnings), len(lines)
+    return parse_lines(lines, first, bad_lines), len(lines)
 
 
 def _parse_range(path: str, start: int, end: int) -> Part:
-    warnings: list[tuple[int, str]] = []
+    bad_lines: list[tuple[int, LineFault]] = []
     parts: list[dict[str, np.ndarray]] = []
     line_no, newest, carry, pos = 1, 1, 0, start
     buf = bytearray(CHUNK_BYTES + 2)  # byte 0 spare for "[", data from byte 1
@@ -258,7 +268,7 @@ def _parse_range(path: str, start: int, end: int) -> Part:
                     again.seek(at)
                     return again.read(size)
 
-            objs, n_lines = _parse_buffer(buf, cut, line_no, reread, warnings)
+            objs, n_lines = _parse_buffer(buf, cut, line_no, reread, bad_lines)
             newest = max(newest, _add(parts, objs))
             line_no += n_lines
             carry = filled - cut
@@ -268,7 +278,7 @@ def _parse_range(path: str, start: int, end: int) -> Part:
         try:
             newest = max(newest, _add(parts, [orjson.loads(rest)]))
         except orjson.JSONDecodeError:
-            warnings.append((line_no, "partial trailing line ignored (writer was interrupted?)"))
+            bad_lines.append((line_no, "partial"))
         line_no += 1
     cols = None
     if parts:
@@ -277,7 +287,7 @@ def _parse_range(path: str, start: int, end: int) -> Part:
             if len(parts) == 1
             else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         )
-    return Part(cols, line_no - 1, warnings, newest)
+    return Part(cols, line_no - 1, bad_lines, newest)
 
 
 def _ranges(path: Path, pieces: int) -> list[tuple[int, int]]:

@@ -14,15 +14,17 @@ jumps from one to the other with the mix, and a run in progress (the web UI's li
 its settled steps only) sent the prompts of its first steps, not the whole run's. Like is
 compared with like: the same class, the same steps.
 Runs sharing a label must also share a declared condition. ``differences`` returns them as
-lines (each run against the first, full paths: what a forced report keeps);
-``key_differences`` groups them by key with every run's value, and
-``not_comparable_message`` is the error a person reads: one short line per key.
+facts (``ValueDiffers``, ``ConditionsDiffer``: each run against the first, full paths: what a
+forced report keeps, worded by ``report/compare_words.py``); ``key_differences`` groups them
+by key with every run's value, and ``not_comparable_message`` is the error a person reads:
+one short line per key.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,12 +33,16 @@ from specload.analysis.inputs.run_columns import RunColumns
 
 __all__ = [
     "IGNORED_SCENARIO_KEYS",
+    "ConditionsDiffer",
     "KeyDifference",
+    "RunDifference",
+    "ValueDiffers",
     "common_steps",
     "differences",
     "flatten",
     "key_differences",
     "not_comparable_message",
+    "shown_value",
 ]
 
 #: Relative difference of median prompt length (tokens) beyond which runs are not comparable.
@@ -153,22 +159,54 @@ def _keys(values: list[dict[str, Any]]) -> list[str]:
     return [*(f"target.{k}" for k in TARGET_KEYS), *scen, *prompts]
 
 
-def _show(key: str, value: Any) -> str:
+def shown_value(key: str, value: Any) -> str:
+    """A value of ``key`` as the differences show it: a median prompt length as a number,
+    anything else as its Python repr (a string quoted, a dict as written)."""
     return f"{value:g}" if _is_prompt_key(key) and value is not None else repr(value)
 
 
-def _pairs(runs: list[RunColumns]) -> list[str]:
-    """Each run against the first: ``PATH (label) vs PATH (label): key b != a``."""
+@dataclass(frozen=True, slots=True)
+class ValueDiffers:
+    """A run whose ``key`` (a target field, a scenario key, a median prompt length) differs
+    from the first run's."""
+
+    run: Path
+    label: str
+    first: Path
+    first_label: str
+    key: str
+    value: Any
+    first_value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionsDiffer:
+    """A run that shares its label with an earlier run (the first of that label) but declares
+    another condition (run.json ``condition``)."""
+
+    run: Path
+    first: Path
+    label: str
+    condition: Any
+    first_condition: Any
+
+
+#: What makes runs not comparable, run against run.
+RunDifference = ValueDiffers | ConditionsDiffer
+
+
+def _pairs(runs: list[RunColumns]) -> list[RunDifference]:
+    """Each run against the first, key by key."""
     steps = common_steps(runs)
     values = [_values(r, steps) for r in runs]
     keys = _keys(values)
-    diffs = []
+    diffs: list[RunDifference] = []
+    first = runs[0]
     for run, vals in zip(runs[1:], values[1:], strict=True):
-        name = f"{run.path} ({run.label}) vs {runs[0].path} ({runs[0].label})"
         for key in keys:
             a, b = values[0].get(key), vals.get(key)
             if _differs(key, a, b):
-                diffs.append(f"{name}: {key} {_show(key, b)} != {_show(key, a)}")
+                diffs.append(ValueDiffers(run.path, run.label, first.path, first.label, key, b, a))
     return diffs
 
 
@@ -183,19 +221,16 @@ def _condition_conflicts(runs: list[RunColumns]) -> list[tuple[RunColumns, RunCo
     return out
 
 
-def differences(runs: list[RunColumns]) -> list[str]:
+def differences(runs: list[RunColumns]) -> list[RunDifference]:
     """Every difference that makes ``runs`` not comparable; empty when they are.
 
-    One line per run and key, with full paths: the record kept in a forced report.
+    One per run and key, with full paths: the record kept in a forced report.
     ``not_comparable_message`` is the short form, per key, for a person to read.
     """
-    diffs = _pairs(runs)
-    for run, first in _condition_conflicts(runs):
-        diffs.append(
-            f"{run.path} and {first.path} share label {run.label!r} but declare different "
-            f"conditions ({run.meta.condition!r} vs {first.meta.condition!r})"
-        )
-    return diffs
+    return _pairs(runs) + [
+        ConditionsDiffer(run.path, first.path, run.label, run.meta.condition, first.meta.condition)
+        for run, first in _condition_conflicts(runs)
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +273,7 @@ def _format_line(diff: KeyDifference) -> str:
     """``key: value in run, run | value in run``: runs grouped by value, everything clipped."""
     groups: dict[str, list[str]] = {}
     for name, value in diff.values:
-        groups.setdefault(_clip(_show(diff.key, value), VALUE_CHARS), []).append(name)
+        groups.setdefault(_clip(shown_value(diff.key, value), VALUE_CHARS), []).append(name)
     parts = []
     for value, names in list(groups.items())[:MAX_VALUES]:
         more = f" +{len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else ""

@@ -13,20 +13,55 @@ a list of features. In order of trust:
    ``vllm:spec_decode_*`` counters only when speculation is on.
 3. **Unknown** otherwise; the advice then says nothing that depends on it.
 
-A declaration that the server contradicts is kept and reported (the declaration may be a
-typo; the server's view is a fact).
+A declaration that the server contradicts is kept, and the contradiction with it
+(``Features.conflicts``: ``ServerSaysOtherwise``; the declaration may be a typo, the
+server's view is a fact).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["DECLARED", "SERVER", "UNKNOWN", "Features", "features_of", "role_of"]
+__all__ = [
+    "DECLARED",
+    "SERVER",
+    "UNKNOWN",
+    "FeatureConflict",
+    "Features",
+    "OtherFeatures",
+    "ServerSaysOtherwise",
+    "features_of",
+    "role_of",
+]
 
 DECLARED, SERVER, UNKNOWN = "declared", "server", "unknown"
 _SPEC_PREFIX = "vllm:spec_decode_num_drafts"
 _CACHE_INFO = "vllm:cache_config_info"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSaysOtherwise:
+    """A feature declared on (or off) that the server's /metrics show the other way: the
+    spec_decode counters present or absent, ``enable_prefix_caching`` reported."""
+
+    feature: Literal["speculative", "prefix_caching"]
+    #: what run.json declared; the server's view is the opposite
+    declared: bool
+
+
+@dataclass(frozen=True, slots=True)
+class OtherFeatures:
+    """A run of a condition that ran with other features (speculation, prefix caching) than
+    the condition's first run, whose features the condition takes."""
+
+    #: the run directories' names
+    run: str
+    first: str
+
+
+#: What contradicts a condition's features.
+FeatureConflict = ServerSaysOtherwise | OtherFeatures
 
 
 @dataclass(slots=True)
@@ -37,8 +72,8 @@ class Features:
     speculative: dict[str, Any] | bool | None
     prefix_caching: bool | None
     source: dict[str, str] = field(default_factory=dict)
-    #: a declaration the server contradicts
-    conflicts: list[str] = field(default_factory=list)
+    #: a declaration the server contradicts, a run of the condition that ran otherwise
+    conflicts: list[FeatureConflict] = field(default_factory=list)
 
     @property
     def spec_on(self) -> bool | None:
@@ -104,17 +139,11 @@ def features_of(condition: dict[str, Any] | None, metrics: list[dict[str, Any]])
     if spec is None and server_spec is not None:
         out.speculative, out.source["speculative"] = server_spec, SERVER
     elif spec is not None and server_spec is not None and bool(spec) != server_spec:
-        out.conflicts.append(
-            f"declared speculation {'on' if spec else 'off'}, but the server's /metrics "
-            f"{'has' if server_spec else 'has no'} spec_decode counters"
-        )
+        out.conflicts.append(ServerSaysOtherwise("speculative", bool(spec)))
     if prefix is None and server_prefix is not None:
         out.prefix_caching, out.source["prefix_caching"] = server_prefix, SERVER
     elif prefix is not None and server_prefix is not None and prefix != server_prefix:
-        out.conflicts.append(
-            f"declared prefix caching {'on' if prefix else 'off'}, but the server reports "
-            f"enable_prefix_caching={server_prefix}"
-        )
+        out.conflicts.append(ServerSaysOtherwise("prefix_caching", prefix))
     return out
 
 

@@ -4,7 +4,8 @@ Analysis must handle millions of records in seconds, so records are kept as one 
 per field (``analysis.inputs.columns`` parses them) rather than as ``RequestRecord`` objects. The reader follows the run-directory
 contract in ``docs/run-dir.md``; it is tolerant where a run that was killed can leave a
 mark (a partial trailing line, a missing ``steps.json`` or ``metrics.jsonl``) and reports
-each such thing as a warning. A directory that is missing, is not a specload run, or holds
+each such thing as a warning: a fact (``ReadWarning``: which file, which line, what), worded
+by ``report/compare_words.py``. A directory that is missing, is not a specload run, or holds
 no records is bad input: ``ConfigError`` (exit 2) with one line.
 """
 
@@ -16,14 +17,77 @@ from typing import Any
 
 import numpy as np
 
-from specload.analysis.inputs.columns import Part, parse_lines, read_columns
+from specload.analysis.inputs.columns import LineFault, Part, parse_lines, read_columns
 from specload.core.errors import ConfigError
 from specload.core.records import SCHEMA_VERSION
-from specload.recorder.run_json import load_run_json, unrecorded_warning
+from specload.recorder.run_json import load_run_json, unrecorded_count
 from specload.recorder.rundir import RunMeta
 from specload.recorder.steps_json import STEPS_JSON, read_steps
 
-__all__ = ["RunColumns", "load_run", "load_runs", "read_jsonl"]
+__all__ = [
+    "BadLine",
+    "NewerSchema",
+    "ReadWarning",
+    "RunColumns",
+    "RunNotCompleted",
+    "StepsUnreadable",
+    "Unrecorded",
+    "load_run",
+    "load_runs",
+    "read_jsonl",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """A line of a JSONL file (``requests.jsonl``, ``metrics.jsonl``) the reader skipped."""
+
+    path: Path
+    #: the line's number in the whole file, from 1
+    line: int
+    fault: LineFault
+
+
+@dataclass(frozen=True, slots=True)
+class NewerSchema:
+    """Records written by a newer specload (``schema_version`` above the one this specload
+    writes): the fields it does not know are ignored."""
+
+    path: Path
+    version: int
+    known: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunNotCompleted:
+    """A run whose run.json ``status`` is not ``completed`` (``running`` after a crash,
+    ``interrupted``, ``degraded``, ...): its figures may stop short."""
+
+    run: Path
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unrecorded:
+    """Requests the run sent but has no record of (``counts.unrecorded``)."""
+
+    run: Path
+    requests: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepsUnreadable:
+    """A ``steps.json`` the reader could not use: achieved QPS is estimated from the records'
+    times instead."""
+
+    #: the steps.json file
+    path: Path
+    #: why, as ``recorder.steps_json.read_steps`` says it: "missing", "not valid JSON", ...
+    problem: str
+
+
+#: What a reader found wrong with a run directory, in the order found.
+ReadWarning = BadLine | NewerSchema | RunNotCompleted | Unrecorded | StepsUnreadable
 
 
 @dataclass(slots=True)
@@ -39,7 +103,7 @@ class RunColumns:
     steps: list[dict[str, Any]]
     metrics: list[dict[str, Any]]
     cols: dict[str, np.ndarray]
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[ReadWarning] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -50,11 +114,11 @@ class RunColumns:
         return int(self.cols["ok"].shape[0])
 
 
-def read_jsonl(path: Path, warnings: list[str]) -> list[Any]:
+def read_jsonl(path: Path, warnings: list[ReadWarning]) -> list[Any]:
     """All objects of a small JSONL file (metrics.jsonl); bad lines become warnings."""
-    part_warnings: list[tuple[int, str]] = []
-    objs = parse_lines(path.read_bytes().split(b"\n"), 1, part_warnings)
-    warnings += [f"{path}: line {n}: {msg}" for n, msg in part_warnings]
+    bad: list[tuple[int, LineFault]] = []
+    objs = parse_lines(path.read_bytes().split(b"\n"), 1, bad)
+    warnings += [BadLine(path, n, fault) for n, fault in bad]
     return objs
 
 
@@ -66,19 +130,19 @@ def _load_meta(path: Path) -> dict[str, Any]:
     return load_run_json(path)
 
 
-def _load_steps(path: Path, warnings: list[str]) -> list[dict[str, Any]]:
+def _load_steps(path: Path, warnings: list[ReadWarning]) -> list[dict[str, Any]]:
     steps, problem = read_steps(path)
     if problem:
-        warnings.append(f"{path / STEPS_JSON}: {problem}; achieved QPS estimated from record times")
+        warnings.append(StepsUnreadable(path / STEPS_JSON, problem))
     return steps
 
 
-def _merge(path: Path, parts: list[Part], warnings: list[str]) -> dict[str, np.ndarray]:
-    """Concatenate a file's parts; renumber their warnings to whole-file line numbers."""
+def _merge(path: Path, parts: list[Part], warnings: list[ReadWarning]) -> dict[str, np.ndarray]:
+    """Concatenate a file's parts; renumber their bad lines to whole-file line numbers."""
     offset, newest = 0, SCHEMA_VERSION
     cols = []
     for part in parts:
-        warnings += [f"{path}: line {offset + n}: {msg}" for n, msg in part.warnings]
+        warnings += [BadLine(path, offset + n, fault) for n, fault in part.bad_lines]
         offset += part.lines
         newest = max(newest, part.newest_schema)
         if part.cols is not None:
@@ -86,10 +150,20 @@ def _merge(path: Path, parts: list[Part], warnings: list[str]) -> dict[str, np.n
     if not cols:
         raise ConfigError("requests.jsonl holds no records", file=str(path.parent))
     if newest > SCHEMA_VERSION:
-        warnings.append(
-            f"{path}: schema_version {newest} is newer than {SCHEMA_VERSION}; extra fields ignored"
-        )
+        warnings.append(NewerSchema(path, newest, SCHEMA_VERSION))
     return cols[0] if len(cols) == 1 else {k: np.concatenate([c[k] for c in cols]) for k in cols[0]}
+
+
+def _run_warnings(path: Path, meta: dict[str, Any]) -> list[ReadWarning]:
+    """What run.json says against the run: a status other than completed, unrecorded
+    requests."""
+    out: list[ReadWarning] = []
+    status = meta.get("status")
+    if status not in (None, "completed"):
+        out.append(RunNotCompleted(path, status))
+    if unrecorded := unrecorded_count(meta):
+        out.append(Unrecorded(path, unrecorded))
+    return out
 
 
 def load_runs(paths: list[str | Path]) -> list[RunColumns]:
@@ -103,7 +177,7 @@ def load_runs(paths: list[str | Path]) -> list[RunColumns]:
     for d, meta, parts in zip(
         dirs, metas, read_columns([d / "requests.jsonl" for d in dirs]), strict=False
     ):
-        warnings: list[str] = []
+        warnings: list[ReadWarning] = []
         cols = _merge(d / "requests.jsonl", parts, warnings)
         metrics_path = d / "metrics.jsonl"
         metrics = (
@@ -111,10 +185,7 @@ def load_runs(paths: list[str | Path]) -> list[RunColumns]:
             if metrics_path.is_file()
             else []
         )
-        status = meta.get("status")
-        if status not in (None, "completed"):
-            warnings.append(f"{d}: run status is {status!r}, not 'completed'")
-        warnings += unrecorded_warning(d, meta)
+        warnings += _run_warnings(d, meta)
         runs.append(
             RunColumns(
                 path=d,

@@ -6,6 +6,12 @@ from pathlib import Path
 
 from analysis.synth_rundir import SPEC, Cond, scenario, write_run
 from specload.analysis.compare import compare_runs
+from specload.analysis.diagnostics.quality import (
+    FinishMixDiffers,
+    LengthDiffers,
+    OutputsDiffer,
+    ShareDiffers,
+)
 from specload.report.verdict_words import verdicts
 
 
@@ -30,13 +36,17 @@ def test_changed_outputs_and_stop_points_are_detected(tmp_path: Path) -> None:
     chk = cmp.contract[0]
     assert not chk.passed
     assert 0.6 < chk.exact_match < 0.8  # 10 % changed text and 20 % stopped early
-    text = " | ".join(chk.issues)
+    mix, length, outputs, json_valid = chk.issues
+    assert isinstance(mix, FinishMixDiffers) and mix.shares[0][:2] == ("length", 1.0)
+    assert dict((k, cond) for k, _, cond in mix.shares)["stop"] > 0.1
+    assert isinstance(length, LengthDiffers) and length.condition < length.baseline
+    assert outputs == OutputsDiffer(chk.exact_match, chk.compared, 1.0)
+    assert isinstance(json_valid, ShareDiffers) and json_valid.share == "json_valid"
+    assert json_valid.baseline == 1.0 and 0.85 < json_valid.condition < 0.95
     assert (
-        "exact match with the baseline" in text and "the baseline agrees with itself 100.0%" in text
+        "its outputs break the baseline's contract (finish-reason mix differs (length 100%→"
+        in (verdicts(cmp)["spec"])
     )
-    assert "finish-reason mix differs (length 100%→" in text
-    assert "output length" in text and "JSON valid share 100.0%→" in text
-    assert "its outputs break the baseline's contract" in verdicts(cmp)["spec"]
 
 
 def test_exact_match_is_not_judged_when_sampling(tmp_path: Path) -> None:

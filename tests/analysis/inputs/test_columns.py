@@ -12,7 +12,7 @@ import pytest
 
 from analysis.synth_rundir import Cond, write_run
 from specload.analysis.inputs import columns
-from specload.analysis.inputs.run_columns import load_runs
+from specload.analysis.inputs.run_columns import BadLine, load_runs
 from tests.conftest import REPO
 
 
@@ -43,10 +43,8 @@ def parallel_equals_serial(root: str) -> None:
             else:
                 assert s.cols[k].tolist() == p.cols[k].tolist(), k
     assert parallel[1].n == 819
-    assert [w for w in parallel[1].warnings if "line 700" in w] == [
-        w for w in serial[1].warnings if "line 700" in w
-    ]
-    assert any("line 700: not valid JSON" in w for w in parallel[1].warnings)
+    path = runs[1] / "requests.jsonl"
+    assert parallel[1].warnings == serial[1].warnings == [BadLine(path, 700, "not_json")]
 
 
 def test_parallel_parse_equals_serial_and_keeps_line_numbers(tmp_path: Path) -> None:
@@ -119,14 +117,7 @@ def test_tiny_chunks_and_lines_longer_than_the_buffer_parse_the_same(
     monkeypatch.setattr(columns, "CHUNK_BYTES", chunk)
     small = columns.parse_range(str(path), 0, path.stat().st_size)
     assert small.lines == whole.lines == 61
-    assert (
-        small.warnings
-        == whole.warnings
-        == [
-            (17, "not valid JSON, skipped"),
-            (61, "partial trailing line ignored (writer was interrupted?)"),
-        ]
-    )
+    assert small.bad_lines == whole.bad_lines == [(17, "not_json"), (61, "partial")]
     np.testing.assert_array_equal(small.cols["e2e_s"], whole.cols["e2e_s"])
     assert small.cols["prompt_sha256"].tolist() == whole.cols["prompt_sha256"].tolist()
 

@@ -11,7 +11,12 @@ import pytest
 
 from analysis.synth_rundir import SPEC, Cond, scenario, write_run
 from specload.analysis.compare import compare_runs
-from specload.analysis.inputs.comparable import differences, key_differences
+from specload.analysis.inputs.comparable import (
+    ConditionsDiffer,
+    ValueDiffers,
+    differences,
+    key_differences,
+)
 from specload.analysis.inputs.run_columns import load_runs
 from specload.core.errors import ConfigError
 from specload.protocol.provisional import write_view
@@ -52,7 +57,10 @@ def test_force_compares_anyway_and_keeps_the_differences(tmp_path: Path) -> None
         sc=scenario(sampling={"temperature": 0.0, "max_tokens": 32}),
     )
     cmp = compare_runs([base, other], force=True)
-    assert cmp.forced and any("scenario.sampling.max_tokens 32 != 64" in d for d in cmp.differences)
+    key = "scenario.sampling.max_tokens"
+    assert cmp.forced and ValueDiffers(other, "spec", base, "baseline", key, 32, 64) in (
+        cmp.differences
+    )
 
 
 def test_names_paths_and_step_lists_may_differ(tmp_path: Path) -> None:
@@ -134,8 +142,11 @@ def test_key_differences_group_the_pairwise_differences_by_key(tmp_path: Path) -
         "odd": 128,
     }
     pairwise = differences(runs)  # what a forced report keeps: each run against the first
-    assert {line.split(": ")[1].split(" ")[0] for line in pairwise} == set(by_key)
-    assert all(line.startswith(f"{runs[-1].path} (odd) vs ") for line in pairwise)
+    assert all(isinstance(d, ValueDiffers) for d in pairwise)
+    assert {d.key for d in pairwise if isinstance(d, ValueDiffers)} == set(by_key)
+    assert {(d.run, d.label, d.first) for d in pairwise if isinstance(d, ValueDiffers)} == {
+        (runs[-1].path, "odd", runs[0].path)
+    }
 
 
 def test_same_label_with_different_conditions_is_refused_in_one_line_naming_both_runs(
@@ -148,6 +159,10 @@ def test_same_label_with_different_conditions_is_refused_in_one_line_naming_both
     lines = str(exc.value).splitlines()
     assert len(lines) == 2 and lines[1].startswith("  condition of label 'x': {")
     assert lines[1].endswith(" in x/b") and " in x/a | " in lines[1]
+    (run_a, run_b) = load_runs([a, b])
+    assert differences([run_a, run_b]) == [
+        ConditionsDiffer(b, a, "x", run_b.meta.condition, run_a.meta.condition)
+    ]
 
 
 def _two_classes(run: Path, code_tokens: float = 150.0) -> Path:

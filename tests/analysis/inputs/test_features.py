@@ -4,11 +4,20 @@
 from __future__ import annotations
 
 import urllib.request
+from pathlib import Path
 
-from specload.analysis.inputs.features import features_of, role_of
+from analysis.synth_rundir import Cond, write_run
+from specload.analysis.compare import compare_runs
+from specload.analysis.inputs.features import (
+    OtherFeatures,
+    ServerSaysOtherwise,
+    features_of,
+    role_of,
+)
 from specload.metrics.scrape import parse_metrics
 
 SPEC = '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4}'
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4}
 
 
 def _lines(url: str) -> list[dict[str, object]]:
@@ -52,4 +61,25 @@ def test_a_declaration_the_server_contradicts_is_kept_and_reported(sim_factory) 
     }
     f = features_of(declared, _lines(plain.url))
     assert f.spec_on is True and f.prefix_caching is True
-    assert len(f.conflicts) == 2 and "enable_prefix_caching=False" in f.conflicts[1]
+    assert f.conflicts == [
+        ServerSaysOtherwise("speculative", declared=True),
+        ServerSaysOtherwise("prefix_caching", declared=True),
+    ]
+
+
+def test_a_run_of_a_condition_with_other_features_is_a_conflict(tmp_path: Path) -> None:
+    """Runs pooled under one label that ran with different features: the condition takes the
+    first run's, and keeps the other's as a conflict (by directory name)."""
+    base = write_run(tmp_path / "b", Cond("baseline"), qps=(2,), n=20, warm=0)
+    first = write_run(
+        tmp_path / "s1",
+        Cond("spec", speculative=NGRAM, acceptance_rate=0.6),
+        qps=(2,),
+        n=20,
+        warm=0,
+    )
+    other = write_run(tmp_path / "s2", Cond("spec"), qps=(2,), n=20, warm=0)
+    c = compare_runs([base, first, other], bootstrap=20, force=True)
+    (spec,) = [i for i in c.conditions if i.label == "spec"]
+    assert spec.features.spec_on is True
+    assert spec.features.conflicts == [OtherFeatures("s2", "s1")]
