@@ -26,6 +26,7 @@ from specload.analysis.comparison import (
     Comparison,
     ConditionInfo,
     ExecutionsDiffer,
+    FeaturesContradicted,
     FellBehind,
     FewSuccesses,
     LoadBelowTarget,
@@ -506,6 +507,11 @@ def compare_runs(
             *_client_warnings(steps, inputs.starts),
             *_warmup_warnings(groups, steps),
             *_telemetry_warnings(groups),
+            *(
+                FeaturesContradicted(c.label, x)
+                for c in infos.values()
+                for x in c.features.conflicts
+            ),
         ],
         notes=_notes(groups, steps),
         gates=_gates(gates, vs, steps, base, operating_qps, min_gain),

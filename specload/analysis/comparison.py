@@ -26,7 +26,7 @@ from specload.analysis.diagnostics.quality import ContractCheck
 from specload.analysis.diagnostics.regime_model import Regimes
 from specload.analysis.diagnostics.samples import OutputSample
 from specload.analysis.inputs.comparable import RunDifference
-from specload.analysis.inputs.features import Features
+from specload.analysis.inputs.features import FeatureConflict, Features
 from specload.analysis.inputs.run_columns import ReadWarning
 from specload.analysis.inputs.server import ServerGap
 from specload.analysis.inputs.telemetry import TelemetrySuspect
@@ -44,6 +44,7 @@ __all__ = [
     "Comparison",
     "ConditionInfo",
     "ExecutionsDiffer",
+    "FeaturesContradicted",
     "FellBehind",
     "FewSuccesses",
     "LoadBelowTarget",
@@ -121,6 +122,17 @@ class SuspectTelemetry:
     executions: int
 
 
+@dataclass(frozen=True, slots=True)
+class FeaturesContradicted:
+    """A condition whose features something contradicts (``Features.conflicts``): the server's
+    /metrics against run.json's declaration, or one of its runs against its first run. The
+    condition keeps its declaration (its first run's), so the report says so: a typo in a
+    declaration would otherwise turn the advice silently wrong."""
+
+    condition: str
+    conflict: FeatureConflict
+
+
 #: What the comparison warns of, in the order found (``report/compare_words.py`` words it):
 #: the run readers' warnings (``analysis.inputs.run_columns.ReadWarning``), then its own.
 CompareWarning = (
@@ -131,6 +143,7 @@ CompareWarning = (
     | FellBehind
     | ShortWarmup
     | SuspectTelemetry
+    | FeaturesContradicted
 )
 
 

@@ -19,6 +19,7 @@ from specload.analysis.comparison import (
     CompareWarning,
     Comparison,
     ExecutionsDiffer,
+    FeaturesContradicted,
     FellBehind,
     FewSuccesses,
     LoadBelowTarget,
@@ -35,6 +36,7 @@ from specload.analysis.inputs.comparable import (
     ValueDiffers,
     shown_value,
 )
+from specload.analysis.inputs.features import OtherFeatures, ServerSaysOtherwise
 from specload.analysis.inputs.run_columns import (
     BadLine,
     NewerSchema,
@@ -123,6 +125,29 @@ def warning_text(w: CompareWarning) -> str:
             return _short_warmup_text(w)
         case SuspectTelemetry():
             return suspect_text(_where(w), w.suspect)
+        case FeaturesContradicted():
+            return features_contradicted_text(w)
+
+
+#: A feature as run.json and vLLM's flags name it.
+_FEATURE_NAMES = {"speculative": "speculative decoding", "prefix_caching": "prefix caching"}
+
+
+def features_contradicted_text(w: FeaturesContradicted) -> str:
+    """What contradicts a condition's features, and which view the report keeps."""
+    match w.conflict:
+        case ServerSaysOtherwise(feature=f, declared=declared):
+            said, seen = ("on", "off") if declared else ("off", "on")
+            return (
+                f"{w.condition}: run.json declares {_FEATURE_NAMES[f]} {said}, but the server's "
+                f"/metrics show it {seen}; the report keeps the declaration (check the server "
+                "command)"
+            )
+        case OtherFeatures(run=run, first=first):
+            return (
+                f"{w.condition}: run {run} ran with other features (speculative decoding or "
+                f"prefix caching) than {first}; the condition takes {first}'s"
+            )
 
 
 #: Why a line was skipped, after its file and number.

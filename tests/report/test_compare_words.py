@@ -8,12 +8,13 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from analysis.synth_rundir import Cond, write_run
+from analysis.synth_rundir import SPEC, Cond, write_run
 
 from specload.analysis.compare import compare_runs
 from specload.analysis.comparison import (
     Comparison,
     ExecutionsDiffer,
+    FeaturesContradicted,
     FellBehind,
     FewSuccesses,
     LoadBelowTarget,
@@ -24,6 +25,7 @@ from specload.analysis.comparison import (
     SuspectTelemetry,
 )
 from specload.analysis.inputs.comparable import ConditionsDiffer, ValueDiffers
+from specload.analysis.inputs.features import OtherFeatures, ServerSaysOtherwise
 from specload.analysis.inputs.run_columns import (
     BadLine,
     NewerSchema,
@@ -154,6 +156,33 @@ def test_a_reader_s_warning_reaches_the_comparison_and_report_json_in_its_words(
     assert (
         f"{base}/requests.jsonl: line 31: partial trailing line ignored (writer was "
         "interrupted?)" in warnings
+    )
+
+
+def test_a_declaration_the_server_contradicts_is_a_warning_in_its_words(tmp_path: Path) -> None:
+    """run.json declares speculation on, the server's /metrics have no spec_decode counters:
+    the condition keeps the declaration and every output says so (once, the contradiction
+    was kept and printed nowhere)."""
+    base = write_run(tmp_path / "b", Cond("baseline"), qps=(2,), n=30, warm=0)
+    spec = write_run(
+        tmp_path / "s", Cond("spec", speculative=SPEC, acceptance_rate=0.6), qps=(2,), n=30, warm=0
+    )
+    meta = json.loads((base / "run.json").read_text())
+    meta["condition"] = {"speculative": SPEC, "prefix_caching": False,
+                         "source": {"speculative": "declared", "prefix_caching": "declared"}}  # fmt: skip
+    (base / "run.json").write_text(json.dumps(meta))
+    c = compare_runs([base, spec], baseline="baseline", bootstrap=50)
+    (fact,) = [w for w in c.warnings if isinstance(w, FeaturesContradicted)]
+    assert fact == FeaturesContradicted("baseline", ServerSaysOtherwise("speculative", True))
+    text = (
+        "baseline: run.json declares speculative decoding on, but the server's /metrics show "
+        "it off; the report keeps the declaration (check the server command)"
+    )
+    paths = write_reports(c, tmp_path / "out", html=False)
+    assert text in json.loads(paths["json"].read_text())["warnings"]
+    assert warning_text(FeaturesContradicted("spec", OtherFeatures("spec-r2", "spec-r1"))) == (
+        "spec: run spec-r2 ran with other features (speculative decoding or prefix caching) "
+        "than spec-r1; the condition takes spec-r1's"
     )
 
 
