@@ -197,11 +197,11 @@ def test_the_analysis_defines_none_of_the_reports_words() -> None:
     assert not set(REPORT_WORDS) - found, f"report/ no longer defines {set(REPORT_WORDS) - found}"
 
 
-#: Where analysis/ still writes warning or note sentences, not yet facts: the batch-size
-#: schedule checks' notes (``analysis/schedules/``).
-SENTENCES_LEFT = ("analysis/schedules/",)
-#: ``warnings.append(f"...`` / ``notes += [f"...`` and the like: a sentence built in place.
-SENTENCE = r"\b(warnings|notes)(\.append\(|\s*\+?=\s*\[)\s*f[\"']"
+#: Where analysis/ still writes warning or note sentences, not yet facts: none.
+SENTENCES_LEFT: tuple[str, ...] = ()
+#: ``warnings.append(f"...`` / ``notes += [f"...`` / ``errors.append(f"...`` and the like: a
+#: sentence built in place.
+SENTENCE = r"\b(warnings|notes|errors)(\.append\(|\s*\+?=\s*\[)\s*f[\"']"
 
 
 def test_the_comparison_s_warnings_and_notes_are_facts_worded_in_report() -> None:
