@@ -41,7 +41,7 @@ from specload.report.gate_words import gate_message
 from specload.report.model import Report
 from specload.report.regime_words import regime_sentence, regime_sentences
 from specload.report.report_json import JSON_SCHEMA
-from specload.report.rule_words import rule_text
+from specload.report.rule_words import incomplete_text, rule_text
 from specload.report.schedule_words import (
     best_of_both_verdict,
     proposal_error_text,
@@ -286,7 +286,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "rule": rule_text("the latency", c.min_gain),
         "max_error_rate": c.max_error_rate,
         "incomplete": {
-            label: [{"target_qps": q, "reason": why} for q, why in steps.items()]
+            label: [{"target_qps": q, "reason": incomplete_text(why)} for q, why in steps.items()]
             for label, steps in c.incomplete.items()
             if steps
         },

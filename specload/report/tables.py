@@ -27,7 +27,7 @@ from specload.report.crossover_words import (
 )
 from specload.report.gate_words import gate_message
 from specload.report.model import Report
-from specload.report.rule_words import effect_text, rule_text
+from specload.report.rule_words import effect_text, incomplete_text, rule_text
 from specload.report.verdict_words import ci_caveat, looks_note
 
 __all__ = [
@@ -222,7 +222,7 @@ def ratio_table(report: Report, label: str) -> Table:
     note = "Cells by the rule stated at the top. " + ci_scope(report, label)
     if left_out:
         note += " Left out (incomplete): " + "; ".join(
-            f"{q:g} req/s: {why}" for q, why in left_out.items()
+            f"{q:g} req/s: {incomplete_text(why)}" for q, why in left_out.items()
         )
     return Table(
         f"{label} vs {c.baseline}: change per step (95 % CI)",
