@@ -25,6 +25,7 @@ from dataclasses import asdict
 from typing import Any
 
 from specload.analysis.diagnostics.quality import ContractSide
+from specload.analysis.diagnostics.regime_model import Regime
 from specload.analysis.schedules.schedule_results import BestOfBoth, ScheduleAnalysis
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
@@ -39,7 +40,7 @@ from specload.report.crossover_words import crossover_dict
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
 from specload.report.model import Report
-from specload.report.regime_words import regime_sentence, regime_sentences
+from specload.report.regime_words import regime_sentence, regime_sentences, regime_step
 from specload.report.report_json import JSON_SCHEMA
 from specload.report.rule_words import incomplete_text, rule_text
 from specload.report.schedule_words import (
@@ -185,6 +186,13 @@ def _classes(report: Report) -> dict[str, Any]:
     }
 
 
+def _regime(r: Regime) -> dict[str, Any]:
+    """One condition's regimes at one step: its figures, named, with their sentence."""
+    figures = r.to_dict()
+    named = {"condition": figures.pop("condition"), "step": regime_step(r.key)}
+    return named | figures | {"sentence": regime_sentence(r)}
+
+
 def _best_of_both(b: BestOfBoth) -> dict[str, Any]:
     """A best-of-both check's figures with its verdict in words, before its steps."""
     out = b.to_dict()
@@ -262,9 +270,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         },
         "decode_step": {label: [d.to_dict() for d in steps] for label, steps in c.decode.items()},
         "regimes": {
-            label: {
-                name: r.to_dict() | {"sentence": regime_sentence(r)} for name, r in steps.items()
-            }
+            label: {regime_step(key): _regime(r) for key, r in steps.items()}
             for label, steps in c.regimes.by_condition.items()
         },
         "time_split": {str(k): v for k, v in sorted(c.time_splits.items())},
