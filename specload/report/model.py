@@ -17,7 +17,6 @@ from typing import Any
 from specload import __version__
 from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.crossover import Crossover
-from specload.analysis.wording import metric_label
 from specload.report.advice_rules import Advice
 from specload.report.compare_words import (
     comparison_warnings,
@@ -31,6 +30,7 @@ from specload.report.gate_words import gate_message
 from specload.report.regime_words import spread_line
 from specload.report.rule_words import incomplete_text
 from specload.report.verdict_words import class_verdicts, verdict_lines, verdicts
+from specload.report.wording import metric_label
 
 __all__ = ["Report", "RunRow", "build_report"]
 

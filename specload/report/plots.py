@@ -15,10 +15,10 @@ from typing import Any
 
 from specload.analysis.diagnostics.regime_model import Regime, StepKey
 from specload.analysis.statistics.stats import Estimate
-from specload.analysis.wording import metric_label
 from specload.report.model import Report
 from specload.report.palette import HELPS, LINES, NEUTRAL
 from specload.report.regime_words import regime_step
+from specload.report.wording import metric_label
 
 __all__ = ["Plot", "regime_plot", "render_plots"]
 

@@ -19,7 +19,7 @@ from specload.analysis.diagnostics.regime_model import (
     RegimeTelemetry,
     StepKey,
 )
-from specload.analysis.wording import ms_text, signed_pct, step_name
+from specload.report.wording import ms_text, signed_pct, step_name
 
 __all__ = [
     "RULE",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from specload.analysis.statistics.completeness import Incomplete, OverBudget, WorkerLost
 from specload.analysis.statistics.effect import INCOMPLETE
-from specload.analysis.wording import pct
+from specload.report.wording import pct
 
 __all__ = ["effect_text", "incomplete_text", "rule_text"]
 

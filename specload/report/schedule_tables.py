@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from specload.analysis.decisions.class_split import class_split
 from specload.analysis.schedules.schedule_results import ScheduleAnalysis
-from specload.analysis.wording import metric_label
 from specload.report.model import Report
 from specload.report.schedule_words import (
     best_of_both_verdict,
@@ -19,6 +18,7 @@ from specload.report.schedule_words import (
 )
 from specload.report.tables import DASH, Table, fmt_change, fmt_ms, step_name
 from specload.report.verdict_words import status_words_plain
+from specload.report.wording import metric_label
 
 __all__ = [
     "batch_table",

@@ -48,7 +48,7 @@ from specload.analysis.schedules.vllm_schedule_rules import (
     StartAfterEnd,
     Unsorted,
 )
-from specload.analysis.wording import metric_label
+from specload.report.wording import metric_label
 
 __all__ = [
     "best_of_both_verdict",

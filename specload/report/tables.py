@@ -16,7 +16,6 @@ from specload.analysis.diagnostics.decode_step import DecodeStep
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.stats import Estimate
 from specload.analysis.statistics.steps import StepStats
-from specload.analysis.wording import metric_label, signed_change, step_label
 from specload.report.capacity_words import qps_text, versus_text
 from specload.report.contract_words import contract_issues
 from specload.report.crossover_words import (
@@ -29,6 +28,7 @@ from specload.report.gate_words import gate_message
 from specload.report.model import Report
 from specload.report.rule_words import effect_text, incomplete_text, rule_text
 from specload.report.verdict_words import ci_caveat, looks_note
+from specload.report.wording import metric_label, signed_change, step_label
 
 __all__ = [
     "capacity_table",

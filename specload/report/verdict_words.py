@@ -40,14 +40,6 @@ from specload.analysis.statistics.effect import HELPS, HURTS, SAME, UNDECIDED
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.stats import Estimate, look_stretch
 from specload.analysis.statistics.steps import MIN_DECIDE_N, StepStats
-from specload.analysis.wording import (
-    load_range,
-    metric_label,
-    pct,
-    pct_ci_text,
-    signed_pct,
-    to_decide_text,
-)
 from specload.core.slo import Slo
 from specload.report.capacity_words import qps_text
 from specload.report.contract_words import contract_issues
@@ -60,6 +52,14 @@ from specload.report.crossover_words import (
     where_effect,
 )
 from specload.report.rule_words import incomplete_text
+from specload.report.wording import (
+    load_range,
+    metric_label,
+    pct,
+    pct_ci_text,
+    signed_pct,
+    to_decide_text,
+)
 
 __all__ = [
     "BLOCKS_CAVEAT",

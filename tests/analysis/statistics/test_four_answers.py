@@ -89,7 +89,7 @@ def test_the_effect_over_starts_holds_the_t_interval_of_the_paired_start_ratios(
 
 
 def test_the_time_to_decide_reads_the_same_everywhere() -> None:
-    from specload.analysis.wording import to_decide_text
+    from specload.report.wording import to_decide_text
 
     assert to_decide_text([(4.0, 200.0), (12.0, 340.0)]) == (
         "undecided at 4, 12 req/s; about 9 min more measurement there would likely decide them"
