@@ -41,7 +41,7 @@ sys.path.append(str(Path(__file__).resolve().parent))  # virtual.py, beside this
 
 from virtual import VirtualRun, run_closed, run_poisson
 
-from specload.analysis.diagnostics.regimes import find_regimes, step_label
+from specload.analysis.diagnostics.regimes import find_regimes
 from specload.analysis.inputs.run_columns import load_runs
 from specload.cli.demo import SPEC_CONFIGS
 from specload.core.condition import parse_condition
@@ -180,13 +180,13 @@ def one_session(args: tuple[str, int]) -> dict[str, Any]:
             if cell.concurrency
             else ("qps", cell.target_qps)
         )
-        r = found.get(step_label(key))
+        r = found.get(key)
         out[cell.label] = {
             "truth": _truth_share(regime, windows[cell.label]),
             "reading": None if r is None else r.slow_share,
             "bimodal": bool(r is not None and r.bimodal),
             "seconds": 0 if r is None else r.seconds,
-            "baseline_bimodal": bool(base.get(step_label(key)) and base[step_label(key)].bimodal),
+            "baseline_bimodal": bool(key in base and base[key].bimodal),
         }
     return {"scenario": name, "seed": seed, "steps": out}
 

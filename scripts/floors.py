@@ -41,7 +41,7 @@ FLOOR = {pkg: i for i, floor in enumerate(FLOORS) for pkg in floor}
 #: ``analysis/``'s rooms (its sub-packages and its top-level modules), lowest first, under
 #: the same rule: a room imports only rooms on floors below its own.
 ROOMS: tuple[tuple[str, ...], ...] = (
-    ("wording", "inputs"),
+    ("inputs",),
     ("statistics",),
     ("decisions", "diagnostics"),
     ("schedules",),

@@ -4,18 +4,19 @@ Checked on the source, so a new copy fails here before it reaches a user:
 - run.json is parsed in ``specload/recorder/run_json.py`` only (``load_run_json`` for a run
   to use, ``peek_run_json`` for one that may not be a run yet);
 - report.json is parsed as data in ``specload/report/report_json.py`` only (``read_report``);
-- the help/hurt rule's words and the CI wording come from ``analysis/wording.py`` and
+- the help/hurt rule's words and the CI wording come from ``report/wording.py`` and
   ``analysis/statistics/effect.py``: no other module spells out how long would decide a step, and the web
   UI shows the words the server sends;
 - the rule's threshold is applied in ``analysis/statistics/effect.py`` only: no other module compares a
   ratio with ``min_gain``;
 - steps.json is parsed in ``specload/recorder/steps_json.py`` only, which also says where a
   step's measured window starts and ends;
-- a step is named by ``analysis/wording.py`` (``step_name``, ``step_label``) only;
+- a step is named by ``report/wording.py`` (``step_name``, ``step_label``) only;
 - what a client takes besides its URL is ``client.ClientSettings``: no client's constructor
   names a setting itself;
-- the run readers, the output contract, the features' conflicts and the host differences
-  return facts; ``report/`` words them.
+- the run readers, the output contract, the features' conflicts, the host differences, the
+  schedules' notes and verdicts, the regimes' steps and why a step is incomplete return
+  facts; ``report/`` words them.
 """
 
 from __future__ import annotations
@@ -137,8 +138,8 @@ def test_steps_json_is_parsed_and_windowed_by_the_one_reader_only() -> None:
 def test_a_step_is_named_by_wording_only() -> None:
     # "c=8", "concurrency 8", "8 req/s": five modules had their own; sim/ is a product of its
     # own and names no step.
-    bad = _hits(r'f"c=\{|f".*concurrency \{', ("analysis/wording.py", "sim/"))
-    assert not bad, f"name steps with analysis.wording.step_name: {bad}"
+    bad = _hits(r'f"c=\{|f".*concurrency \{', ("report/wording.py", "sim/"))
+    assert not bad, f"name steps with report.wording.step_name: {bad}"
 
 
 def test_the_facts_analysis_returns_carry_no_sentences() -> None:
@@ -160,10 +161,10 @@ def test_specload_starts_itself_through_one_argv_builder() -> None:
 def test_the_rules_undecided_words_are_written_once() -> None:
     bad = [
         f"{rel}:{n}"
-        for rel, n, line in _lines(("analysis/wording.py", "analysis/statistics/effect.py"))
+        for rel, n, line in _lines(("report/wording.py", "analysis/statistics/effect.py"))
         if re.search(r"[\"'][^\"']*would likely decide|[\"']no significant change", line)
     ]
-    assert not bad, f"use analysis.statistics.effect / analysis.wording for the rule's words: {bad}"
+    assert not bad, f"use analysis.statistics.effect / report.wording for the rule's words: {bad}"
 
 
 #: Sentences about the analysis's facts, written in report/ only: the analysis returns
@@ -197,11 +198,11 @@ def test_the_analysis_defines_none_of_the_reports_words() -> None:
     assert not set(REPORT_WORDS) - found, f"report/ no longer defines {set(REPORT_WORDS) - found}"
 
 
-#: Where analysis/ still writes warning or note sentences, not yet facts: the batch-size
-#: schedule checks' notes (``analysis/schedules/``).
-SENTENCES_LEFT = ("analysis/schedules/",)
-#: ``warnings.append(f"...`` / ``notes += [f"...`` and the like: a sentence built in place.
-SENTENCE = r"\b(warnings|notes)(\.append\(|\s*\+?=\s*\[)\s*f[\"']"
+#: Where analysis/ still writes warning or note sentences, not yet facts: none.
+SENTENCES_LEFT: tuple[str, ...] = ()
+#: ``warnings.append(f"...`` / ``notes += [f"...`` / ``errors.append(f"...`` and the like: a
+#: sentence built in place.
+SENTENCE = r"\b(warnings|notes|errors)(\.append\(|\s*\+?=\s*\[)\s*f[\"']"
 
 
 def test_the_comparison_s_warnings_and_notes_are_facts_worded_in_report() -> None:
@@ -233,12 +234,20 @@ def test_the_comparison_s_warnings_and_notes_are_facts_worded_in_report() -> Non
 
 #: Where a sentence built from the figures was returned as data: the run readers
 #: (``analysis/inputs/``), the output contract (``quality.py``), the features' conflicts
-#: (``compare.py``'s ``_features``) and the host differences (``metrics/host.py``).
-FACT_FUNCTIONS = {
-    "analysis/diagnostics/quality.py": None,
-    "analysis/compare.py": {"_features", "_info"},
-    "metrics/host.py": {"host_differences"},
-} | {f"analysis/inputs/{p.name}": None for p in (PKG / "analysis" / "inputs").glob("*.py")}
+#: (``compare.py``'s ``_features``), the host differences (``metrics/host.py``), the
+#: schedules' notes, errors and verdicts (``analysis/schedules/``), the regimes' step names
+#: (``regimes.py``) and why a step is incomplete (``completeness.py``).
+FACT_FUNCTIONS = (
+    {
+        "analysis/diagnostics/quality.py": None,
+        "analysis/diagnostics/regimes.py": None,
+        "analysis/statistics/completeness.py": None,
+        "analysis/compare.py": {"_features", "_info"},
+        "metrics/host.py": {"host_differences"},
+    }
+    | {f"analysis/inputs/{p.name}": None for p in (PKG / "analysis" / "inputs").glob("*.py")}
+    | {f"analysis/schedules/{p.name}": None for p in (PKG / "analysis" / "schedules").glob("*.py")}
+)
 #: The error for runs that are not comparable: raised (``ConfigError``), never returned.
 ERROR_TEXT = {"key_differences", "_format_line", "not_comparable_message"}
 #: Two words in a string's text (an f-string's too): a sentence, not a key such as
@@ -274,8 +283,10 @@ def _sentences(rel: str, only: set[str] | None) -> list[str]:
 def test_the_readers_the_contract_and_the_hosts_return_facts_not_sentences() -> None:
     # The run readers' warnings ("line 100: not valid JSON, skipped"), what makes runs not
     # comparable, the features' conflicts, the host differences and the contract's issues
-    # were sentences built under analysis/ (and metrics/): they are facts, worded in report/
-    # (compare_words.py, contract_words.py)
+    # were sentences built under analysis/ (and metrics/), and so were the schedules' notes,
+    # the regimes' step names and the incomplete steps' reasons: they are facts, worded in
+    # report/ (compare_words.py, contract_words.py, schedule_words.py, regime_words.py,
+    # rule_words.py)
     bad = [hit for rel, only in FACT_FUNCTIONS.items() for hit in _sentences(rel, only)]
     assert not bad, f"return a fact; word it in report/: {bad}"
     # guards the guard: a sentence is found where there is one

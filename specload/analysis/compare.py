@@ -70,7 +70,7 @@ from specload.analysis.inputs.telemetry import TelemetrySuspect, read_telemetry,
 from specload.analysis.schedules.batch_schedule import ScheduleOptions
 from specload.analysis.schedules.dynamic import analyse_schedules
 from specload.analysis.schedules.vllm_schedule_rules import is_dynamic
-from specload.analysis.statistics.completeness import error_budget, incomplete_steps
+from specload.analysis.statistics.completeness import Incomplete, error_budget, incomplete_steps
 from specload.analysis.statistics.ratios import Flag, RatioRow, p95_flags, step_ratios
 from specload.analysis.statistics.stats import Estimate
 from specload.analysis.statistics.steps import (
@@ -328,7 +328,7 @@ class _Against:
     crossovers: list[Crossover] = field(default_factory=list)
     flags: list[Flag] = field(default_factory=list)
     #: condition -> target QPS left out -> why (either side incomplete)
-    incomplete: dict[str, dict[float, str]] = field(default_factory=dict)
+    incomplete: dict[str, dict[float, Incomplete]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -337,7 +337,7 @@ class _Inputs:
     condition's server starts analysed alone (empty with one start)."""
 
     steps: dict[str, list[StepStats]]
-    incomplete: dict[str, dict[float, str]]
+    incomplete: dict[str, dict[float, Incomplete]]
     starts: dict[str, list[PerStart]]
 
 

@@ -31,6 +31,7 @@ from specload.analysis.inputs.run_columns import ReadWarning
 from specload.analysis.inputs.server import ServerGap
 from specload.analysis.inputs.telemetry import TelemetrySuspect
 from specload.analysis.schedules.schedule_results import ScheduleAnalysis
+from specload.analysis.statistics.completeness import Incomplete
 from specload.analysis.statistics.ratios import Flag, RatioRow
 from specload.analysis.statistics.stats import MIN_STARTS_FOR_CONFIG
 from specload.analysis.statistics.steps import StepStats
@@ -234,7 +235,7 @@ class Comparison:
     #: condition -> decode step time and client means per step (``analysis.diagnostics.decode_step``)
     decode: dict[str, list[DecodeStep]] = field(default_factory=dict)
     #: condition -> target QPS left out of every conclusion -> why (``analysis.statistics.completeness``)
-    incomplete: dict[str, dict[float, str]] = field(default_factory=dict)
+    incomplete: dict[str, dict[float, Incomplete]] = field(default_factory=dict)
     #: steps where a condition's server starts disagree beyond their within-start CIs
     disagreements: list[Disagreement] = field(default_factory=list)
     #: the error budget the incomplete steps were judged by

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specload.analysis.statistics.stats import quantile_sorted
-from specload.analysis.wording import step_name
 from specload.core.records import LATE_S, behind_words, fell_behind
+from specload.report.wording import step_name
 
 __all__ = ["SETTLE_S", "LiveStats", "StepTally", "budget_reasons"]
 

@@ -24,13 +24,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from specload.analysis.wording import step_name
 from specload.core.errors import ConfigError
 from specload.locust.live_view import live_view
 from specload.locust.registry import master_side
 from specload.locust.start_form import baseline_choices, step_plan
 from specload.locust.web_paths import PathRefused, UiPaths, exposure_warning, hidden_fields
 from specload.report.palette import css_variables
+from specload.report.wording import step_name
 
 __all__ = [
     "LIVE_PATH",

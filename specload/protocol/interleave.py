@@ -29,10 +29,10 @@ from typing import Any
 
 import orjson
 
-from specload.analysis.wording import step_name
 from specload.core.errors import ConfigError
 from specload.recorder.rundir import RunMeta, peek_run_meta, write_json_durably
 from specload.recorder.steps_json import STEPS_JSON, read_steps
+from specload.report.wording import step_name
 from specload.scenario.schema import FIRST_BLOCK_WARMUP_S, InterleaveSpec, Scenario
 
 __all__ = [

@@ -27,10 +27,10 @@ from typing import Any
 
 import orjson
 
-from specload.analysis.wording import load_ci_text, signed_change
 from specload.core.errors import ConfigError, SpecloadError
 from specload.recorder.steps_json import STEPS_JSON, read_steps
 from specload.report.report_json import ReportData, StepRow
+from specload.report.wording import load_ci_text, signed_change
 
 __all__ = [
     "UI_METRICS",

@@ -26,10 +26,10 @@ from typing import Any
 
 from specload.analysis.statistics.effect import HELPS, HURTS, SAME, UNDECIDED
 from specload.analysis.statistics.stats import look_stretch
-from specload.analysis.wording import time_text, to_decide_text
 from specload.core.gain import DEFAULT_MIN_GAIN
 from specload.protocol.interleave import Cell, Round, blocks_per_cell, next_round
 from specload.recorder.rundir import RunMeta, update_run_meta
+from specload.report.wording import time_text, to_decide_text
 
 __all__ = [
     "DEFAULT_BUDGET_S",

@@ -14,7 +14,6 @@ from specload.analysis.decisions.crossover import NEVER, Boundary
 from specload.analysis.statistics.effect import HELPS
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
-from specload.analysis.wording import metric_label
 from specload.report.advice_rules import (
     Advice,
     AdviceInput,
@@ -24,6 +23,7 @@ from specload.report.advice_rules import (
     advise,
 )
 from specload.report.crossover_words import split_text
+from specload.report.wording import metric_label
 
 __all__ = ["advice_for", "advice_input"]
 

@@ -36,9 +36,9 @@ from specload.analysis.decisions.crossover import (
 from specload.analysis.schedules.batch_schedule import POSITION_MIN
 from specload.analysis.statistics.effect import HELPS, HURTS, UNDECIDED
 from specload.analysis.statistics.stats import Estimate
-from specload.analysis.wording import change_words, load_ci_text, pct, to_decide_text
 from specload.core.gain import DEFAULT_MIN_GAIN
 from specload.report.crossover_words import fmt_qps
+from specload.report.wording import change_words, load_ci_text, pct, to_decide_text
 
 __all__ = [
     "LOW_ACCEPTANCE",

@@ -9,8 +9,8 @@ tables (overall and per class) and the verdict's capacity sentence.
 from __future__ import annotations
 
 from specload.analysis.decisions.capacity import Capacity, CapacityChange, times100
-from specload.analysis.wording import pct_ci_text
 from specload.report.crossover_words import boundary_qps_text
+from specload.report.wording import pct_ci_text
 
 __all__ = ["change_text", "qps_text", "versus_text"]
 

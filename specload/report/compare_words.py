@@ -52,10 +52,10 @@ from specload.analysis.inputs.telemetry import (
     LoadgenSaturated,
     TelemetrySuspect,
 )
-from specload.analysis.wording import step_name
 from specload.core.records import behind_words
 from specload.metrics.host import HostDifference
 from specload.recorder.run_json import not_completed_text, unrecorded_text
+from specload.report.wording import step_name
 
 __all__ = [
     "comparison_notes",

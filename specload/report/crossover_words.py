@@ -11,8 +11,8 @@ from __future__ import annotations
 from specload.analysis.decisions.crossover import BETWEEN, CROSSES, MIXED, Boundary, Crossover
 from specload.analysis.statistics.effect import HELPS, INCOMPLETE, NA
 from specload.analysis.statistics.ratios import RatioRow
-from specload.analysis.wording import load_ci_text, load_with_ci, step_label
 from specload.report.rule_words import effect_text
+from specload.report.wording import load_ci_text, load_with_ci, step_label
 
 __all__ = [
     "boundary_ci_text",

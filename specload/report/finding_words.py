@@ -10,7 +10,7 @@ from __future__ import annotations
 from specload.analysis.decisions.replicates import Disagreement
 from specload.analysis.statistics.ratios import Flag
 from specload.analysis.statistics.stats import Estimate
-from specload.analysis.wording import change_words, metric_label, step_label
+from specload.report.wording import change_words, metric_label, step_label
 
 __all__ = ["disagreement_message", "flag_message"]
 

@@ -8,8 +8,8 @@ gate that passed (its check nearest the limit), for the terminal, the reports an
 from __future__ import annotations
 
 from specload.analysis.decisions.gates import CAPACITY_GATE, PASSED, GateFailure, GateResult
-from specload.analysis.wording import pct_ci_text, step_label
 from specload.report.crossover_words import fmt_qps
+from specload.report.wording import pct_ci_text, step_label
 
 __all__ = ["gate_message", "passed_lines", "passed_message"]
 

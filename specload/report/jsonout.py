@@ -25,6 +25,8 @@ from dataclasses import asdict
 from typing import Any
 
 from specload.analysis.diagnostics.quality import ContractSide
+from specload.analysis.diagnostics.regime_model import Regime
+from specload.analysis.schedules.schedule_results import BestOfBoth, ScheduleAnalysis
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
 from specload.report.compare_words import (
@@ -38,9 +40,14 @@ from specload.report.crossover_words import crossover_dict
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
 from specload.report.model import Report
-from specload.report.regime_words import regime_sentence, regime_sentences
+from specload.report.regime_words import regime_sentence, regime_sentences, regime_step
 from specload.report.report_json import JSON_SCHEMA
-from specload.report.rule_words import rule_text
+from specload.report.rule_words import incomplete_text, rule_text
+from specload.report.schedule_words import (
+    best_of_both_verdict,
+    proposal_error_text,
+    proposal_note_text,
+)
 from specload.report.tables import lookup_overall
 from specload.report.verdict_words import ci_note
 
@@ -179,6 +186,36 @@ def _classes(report: Report) -> dict[str, Any]:
     }
 
 
+def _regime(r: Regime) -> dict[str, Any]:
+    """One condition's regimes at one step: its figures, named, with their sentence."""
+    figures = r.to_dict()
+    named = {"condition": figures.pop("condition"), "step": regime_step(r.key)}
+    return named | figures | {"sentence": regime_sentence(r)}
+
+
+def _best_of_both(b: BestOfBoth) -> dict[str, Any]:
+    """A best-of-both check's figures with its verdict in words, before its steps."""
+    out = b.to_dict()
+    steps = out.pop("steps")
+    return out | {"verdict": best_of_both_verdict(b), "steps": steps}
+
+
+def _schedules(s: ScheduleAnalysis) -> dict[str, Any]:
+    """Batch crossovers, proposals (their notes and errors in words) and best-of-both checks."""
+    return {
+        "batch_crossovers": [b.to_dict() for b in s.batch_crossovers],
+        "proposals": [
+            p.to_dict()
+            | {
+                "notes": [proposal_note_text(n) for n in p.notes],
+                "errors": [proposal_error_text(e) for e in p.errors],
+            }
+            for p in s.proposals
+        ],
+        "best_of_both": [_best_of_both(b) for b in s.best_of_both],
+    }
+
+
 def report_dict(report: Report) -> dict[str, Any]:
     """The whole report as JSON-ready data."""
     c = report.comparison
@@ -233,9 +270,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         },
         "decode_step": {label: [d.to_dict() for d in steps] for label, steps in c.decode.items()},
         "regimes": {
-            label: {
-                name: r.to_dict() | {"sentence": regime_sentence(r)} for name, r in steps.items()
-            }
+            label: {regime_step(key): _regime(r) for key, r in steps.items()}
             for label, steps in c.regimes.by_condition.items()
         },
         "time_split": {str(k): v for k, v in sorted(c.time_splits.items())},
@@ -257,7 +292,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "rule": rule_text("the latency", c.min_gain),
         "max_error_rate": c.max_error_rate,
         "incomplete": {
-            label: [{"target_qps": q, "reason": why} for q, why in steps.items()]
+            label: [{"target_qps": q, "reason": incomplete_text(why)} for q, why in steps.items()]
             for label, steps in c.incomplete.items()
             if steps
         },
@@ -299,5 +334,5 @@ def report_dict(report: Report) -> dict[str, Any]:
         "warnings": comparison_warnings(c),
         "notes": comparison_notes(c),
         "bootstrap": {"replicates": c.bootstrap, "seed": c.seed, "ci_level": 0.95},
-        "schedules": c.schedules.to_dict() if c.schedules is not None else None,
+        "schedules": _schedules(c.schedules) if c.schedules is not None else None,
     }

@@ -17,7 +17,6 @@ from typing import Any
 from specload import __version__
 from specload.analysis.comparison import Comparison
 from specload.analysis.decisions.crossover import Crossover
-from specload.analysis.wording import metric_label
 from specload.report.advice_rules import Advice
 from specload.report.compare_words import (
     comparison_warnings,
@@ -29,7 +28,9 @@ from specload.report.crossover_words import split_text
 from specload.report.finding_words import disagreement_message, flag_message
 from specload.report.gate_words import gate_message
 from specload.report.regime_words import spread_line
+from specload.report.rule_words import incomplete_text
 from specload.report.verdict_words import class_verdicts, verdict_lines, verdicts
+from specload.report.wording import metric_label
 
 __all__ = ["Report", "RunRow", "build_report"]
 
@@ -194,7 +195,7 @@ def _findings(c: Comparison) -> list[str]:
     out += [f"{spread_line(s)} (Regimes, below)" for s in c.regimes.spread.values()]
     out += [host_difference_text(d) for d in c.host_differences]
     out += [
-        f"{label}: {q:g} req/s left out of every conclusion ({why})"
+        f"{label}: {q:g} req/s left out of every conclusion ({incomplete_text(why)})"
         for label, steps in c.incomplete.items()
         for q, why in steps.items()
     ]

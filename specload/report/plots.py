@@ -13,11 +13,12 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
-from specload.analysis.diagnostics.regime_model import Regime
+from specload.analysis.diagnostics.regime_model import Regime, StepKey
 from specload.analysis.statistics.stats import Estimate
-from specload.analysis.wording import metric_label
 from specload.report.model import Report
 from specload.report.palette import HELPS, LINES, NEUTRAL
+from specload.report.regime_words import regime_step
+from specload.report.wording import metric_label
 
 __all__ = ["Plot", "regime_plot", "render_plots"]
 
@@ -379,7 +380,7 @@ def _slow_spans(x: list[float], slow: list[bool]) -> list[tuple[float, float]]:
     return spans
 
 
-def _regime_axes(ax: Any, step: str, report: Report, colors: dict[str, str]) -> None:
+def _regime_axes(ax: Any, step: StepKey, report: Report, colors: dict[str, str]) -> None:
     """One step: each condition's per-second median engine step, its slow seconds marked."""
     heads = []
     for label, steps in report.comparison.regimes.by_condition.items():
@@ -400,7 +401,7 @@ def _regime_axes(ax: Any, step: str, report: Report, colors: dict[str, str]) -> 
         for lo, hi in _slow_spans(x, slow):
             ax.axvspan(lo, hi, color=col, alpha=0.10, linewidth=0)
         ax.axhline(r.threshold_ms, color=col, linestyle=":", linewidth=0.8)
-    ax.set_title(f"{step}: " + ", ".join(heads), fontsize=9)
+    ax.set_title(f"{regime_step(step)}: " + ", ".join(heads), fontsize=9)
     _from_zero(ax)
 
 
@@ -412,7 +413,7 @@ def regime_plot(report: Report) -> Plot | None:
     from matplotlib.figure import Figure
 
     regimes = report.comparison.regimes
-    steps = list(dict.fromkeys(r.step for r in regimes.bimodal()))
+    steps = list(dict.fromkeys(r.key for r in regimes.bimodal()))
     if not steps:
         return None
     cols = 1 if len(steps) == 1 else 2

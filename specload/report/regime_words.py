@@ -17,10 +17,18 @@ from specload.analysis.diagnostics.regime_model import (
     Regimes,
     RegimeSpread,
     RegimeTelemetry,
+    StepKey,
 )
-from specload.analysis.wording import ms_text, signed_pct
+from specload.report.wording import ms_text, signed_pct, step_name
 
-__all__ = ["RULE", "cause_clause", "regime_sentence", "regime_sentences", "spread_line"]
+__all__ = [
+    "RULE",
+    "cause_clause",
+    "regime_sentence",
+    "regime_sentences",
+    "regime_step",
+    "spread_line",
+]
 
 #: The rule in words, as the report states it under the regime sentences.
 RULE = (
@@ -28,6 +36,12 @@ RULE = (
     "separate best on a log scale; it has two regimes when each group holds at least "
     f"{MIN_SHARE * 100:.0f} % of its seconds and slow/fast >= {MIN_SEPARATION:g}."
 )
+
+
+def regime_step(key: StepKey) -> str:
+    """A regime's step by its load (``wording.step_name``): "8 req/s" or "concurrency 8"."""
+    kind, value = key
+    return step_name(value) if kind == "qps" else step_name(0.0, int(value))
 
 
 def cause_clause(t: RegimeTelemetry) -> str:
@@ -96,7 +110,7 @@ def regime_sentence(r: Regime) -> str | None:
         return None
     parts = [
         f"{r.condition}'s engine step flipped between {ms_text(r.fast_ms)} and "
-        f"{ms_text(r.slow_ms)} ms at {r.step}",
+        f"{ms_text(r.slow_ms)} ms at {regime_step(r.key)}",
         f"{r.slow_share * 100:.0f} % of seconds slow",
     ]
     if r.telemetry is not None:

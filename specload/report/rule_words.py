@@ -3,19 +3,35 @@ in every report next to the figures it classifies (the terminal, Markdown, HTML,
 report.json's ``rule`` and the web UI's ``effects``).
 
 ``analysis/statistics/effect.py`` applies the rule and returns its answers as facts
-(``helps``, ``hurts``, ``same``, ``undecided``, ``incomplete``); they are worded here only.
+(``helps``, ``hurts``, ``same``, ``undecided``, ``incomplete``); they are worded here only,
+and so is why a step is incomplete (``analysis/statistics/completeness.py``'s facts).
 """
 
 from __future__ import annotations
 
+from specload.analysis.statistics.completeness import Incomplete, OverBudget, WorkerLost
 from specload.analysis.statistics.effect import INCOMPLETE
+from specload.report.wording import pct
 
-__all__ = ["effect_text", "rule_text"]
+__all__ = ["effect_text", "incomplete_text", "rule_text"]
 
 
 def effect_text(effect: str) -> str:
     """How a reader sees an effect: ``helps``, ``hurts``, ``same``, ``undecided``."""
     return {INCOMPLETE: "left out (incomplete)"}.get(effect, effect)
+
+
+def incomplete_text(why: Incomplete) -> str:
+    """Why a step is left out: "spec: errors 19/200 (10 %) over the 5 % budget", "spec2: a
+    worker was lost"."""
+    match why:
+        case OverBudget():
+            return (
+                f"{why.condition}: errors {why.errors}/{why.requests} ({pct(why.error_rate)} %) "
+                f"over the {pct(why.budget)} % budget"
+            )
+        case WorkerLost(run=run):
+            return f"{run}: a worker was lost" if run else "a worker was lost"
 
 
 def rule_text(metric_label: str, min_gain: float) -> str:

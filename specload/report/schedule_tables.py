@@ -10,10 +10,15 @@ from __future__ import annotations
 
 from specload.analysis.decisions.class_split import class_split
 from specload.analysis.schedules.schedule_results import ScheduleAnalysis
-from specload.analysis.wording import metric_label
 from specload.report.model import Report
+from specload.report.schedule_words import (
+    best_of_both_verdict,
+    proposal_error_text,
+    proposal_note_text,
+)
 from specload.report.tables import DASH, Table, fmt_change, fmt_ms, step_name
 from specload.report.verdict_words import status_words_plain
+from specload.report.wording import metric_label
 
 __all__ = [
     "batch_table",
@@ -75,7 +80,8 @@ def proposal_lines(report: Report) -> list[tuple[str, str]]:
             out.append((f"{p.condition}: no schedule proposed: its classes disagree", ""))
             continue
         if p.errors:
-            out.append((f"{p.condition}: no schedule proposed: " + "; ".join(p.errors), ""))
+            why = "; ".join(proposal_error_text(e) for e in p.errors)
+            out.append((f"{p.condition}: no schedule proposed: " + why, ""))
             continue
         where = {
             "crosses": (
@@ -87,13 +93,13 @@ def proposal_lines(report: Report) -> list[tuple[str, str]]:
         }.get(p.status, status_words_plain(p.status))
         text = f"{p.condition}: {where}; proposed schedule {p.ranges}"
         if p.notes:
-            text += " (" + "; ".join(p.notes) + ")"
+            text += " (" + "; ".join(proposal_note_text(n) for n in p.notes) + ")"
         out.append((text, p.flag()))
     return out
 
 
 def best_of_both_verdicts(report: Report) -> list[str]:
-    return [b.verdict for b in schedules_of(report).best_of_both if b.verdict]
+    return [best_of_both_verdict(b) for b in schedules_of(report).best_of_both]
 
 
 def _num(v: float | None) -> str:
@@ -134,7 +140,7 @@ def best_of_both_tables(report: Report) -> list[Table]:
                     "drafts static",
                 ],
                 rows,
-                f"Schedule {b.schedule}. {b.verdict}.",
+                f"Schedule {b.schedule}. {best_of_both_verdict(b)}.",
             )
         )
     return out

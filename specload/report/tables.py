@@ -16,7 +16,6 @@ from specload.analysis.diagnostics.decode_step import DecodeStep
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.stats import Estimate
 from specload.analysis.statistics.steps import StepStats
-from specload.analysis.wording import metric_label, signed_change, step_label
 from specload.report.capacity_words import qps_text, versus_text
 from specload.report.contract_words import contract_issues
 from specload.report.crossover_words import (
@@ -27,8 +26,9 @@ from specload.report.crossover_words import (
 )
 from specload.report.gate_words import gate_message
 from specload.report.model import Report
-from specload.report.rule_words import effect_text, rule_text
+from specload.report.rule_words import effect_text, incomplete_text, rule_text
 from specload.report.verdict_words import ci_caveat, looks_note
+from specload.report.wording import metric_label, signed_change, step_label
 
 __all__ = [
     "capacity_table",
@@ -222,7 +222,7 @@ def ratio_table(report: Report, label: str) -> Table:
     note = "Cells by the rule stated at the top. " + ci_scope(report, label)
     if left_out:
         note += " Left out (incomplete): " + "; ".join(
-            f"{q:g} req/s: {why}" for q, why in left_out.items()
+            f"{q:g} req/s: {incomplete_text(why)}" for q, why in left_out.items()
         )
     return Table(
         f"{label} vs {c.baseline}: change per step (95 % CI)",

@@ -35,18 +35,11 @@ from specload.analysis.decisions.crossover import (
     STARTS,
     Crossover,
 )
+from specload.analysis.statistics.completeness import Incomplete
 from specload.analysis.statistics.effect import HELPS, HURTS, SAME, UNDECIDED
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.stats import Estimate, look_stretch
 from specload.analysis.statistics.steps import MIN_DECIDE_N, StepStats
-from specload.analysis.wording import (
-    load_range,
-    metric_label,
-    pct,
-    pct_ci_text,
-    signed_pct,
-    to_decide_text,
-)
 from specload.core.slo import Slo
 from specload.report.capacity_words import qps_text
 from specload.report.contract_words import contract_issues
@@ -57,6 +50,15 @@ from specload.report.crossover_words import (
     split_text,
     steps_text,
     where_effect,
+)
+from specload.report.rule_words import incomplete_text
+from specload.report.wording import (
+    load_range,
+    metric_label,
+    pct,
+    pct_ci_text,
+    signed_pct,
+    to_decide_text,
 )
 
 __all__ = [
@@ -283,8 +285,16 @@ def _error_clause(cond: list[StepStats], base: list[StepStats]) -> str | None:
     return f"errors rise to {top.error_rate:.1%} at {top.target_qps:g} req/s"
 
 
+def _why_left_out(excluded: dict[float, Incomplete]) -> str:
+    """Each distinct reason once, in alphabetical order: "spec: errors 19/200 (10 %) ..."."""
+    return "; ".join(sorted({incomplete_text(why) for why in excluded.values()}))
+
+
 def _nothing_to_compare(
-    cond: list[StepStats], rows: list[RatioRow], metric: str, excluded: dict[float, str] | None
+    cond: list[StepStats],
+    rows: list[RatioRow],
+    metric: str,
+    excluded: dict[float, Incomplete] | None,
 ) -> str:
     """Why there is no answer: no common step, every common step incomplete, or the metric
     not measured at any of them (e.g. TPOT of a server that sends each answer in one chunk)."""
@@ -294,7 +304,7 @@ def _nothing_to_compare(
     if excluded and all(r.target_qps in excluded for r in rows):
         return (
             f"{name}: no complete step to compare (left out {_loads(sorted(excluded))}: "
-            f"{'; '.join(sorted(set(excluded.values())))})"
+            f"{_why_left_out(excluded)})"
         )
     return (
         f"{name}: {metric_label(metric)} was not measured on both sides at any common step "
@@ -311,7 +321,7 @@ def sentence(
     contract_issues: list[str],
     *,
     metric: str = "tpot_p50",
-    excluded: dict[float, str] | None = None,
+    excluded: dict[float, Incomplete] | None = None,
     caveat: str | None = None,
 ) -> str:
     """One sentence for one condition against the baseline.
@@ -333,9 +343,7 @@ def sentence(
     if err:
         parts.append(err)
     if excluded:
-        parts.append(
-            f"left out {_loads(sorted(excluded))} ({'; '.join(sorted(set(excluded.values())))})"
-        )
+        parts.append(f"left out {_loads(sorted(excluded))} ({_why_left_out(excluded)})")
     if contract_issues:
         parts.append("its outputs break the baseline's contract (" + contract_issues[0] + ")")
     text = "; ".join(parts)

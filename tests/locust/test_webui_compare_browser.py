@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from specload.analysis.statistics.stats import Estimate
-from specload.analysis.wording import signed_change
+from specload.report.wording import signed_change
 from tests.browser import artifact_path, chromium_page, poll_page
 from tests.conftest import REPO, free_port, specload_run, start_sim, stop_process, wait_http
 

@@ -16,7 +16,7 @@ from specload.analysis.compare import compare_runs
 from specload.analysis.comparison import Comparison
 from specload.report import write_reports
 from specload.report.model import build_report
-from specload.report.regime_words import regime_sentences
+from specload.report.regime_words import regime_sentences, regime_step
 from specload.report.terminal import render_terminal
 
 
@@ -62,7 +62,7 @@ def test_html_has_the_regime_section_and_time_plot(flipping: Comparison, tmp_pat
     svg = _plot_svg(page)
     # one panel per bimodal step, titled with the condition's slow share
     for r in flipping.regimes.bimodal():
-        assert f"{r.step}: spec {r.slow_share * 100:.0f} % slow" in svg
+        assert f"{r.key[1]:g} req/s: spec {r.slow_share * 100:.0f} % slow" in svg
 
 
 def test_markdown_and_terminal_show_the_sentences_after_the_tables(
@@ -97,3 +97,10 @@ def test_the_first_screen_findings_name_a_step_with_two_regimes(flipping: Compar
     findings = build_report(flipping).findings
     regime = [f for f in findings if f.startswith("spec's engine step had two regimes")]
     assert len(regime) == 1 and regime[0].endswith("(Regimes, below)")
+
+
+def test_a_regimes_step_is_named_by_its_load() -> None:
+    # the analysis keys a step by its load; report.json's keys and every sentence name it
+    assert regime_step(("qps", 8.0)) == "8 req/s"
+    assert regime_step(("qps", 0.5)) == "0.5 req/s"
+    assert regime_step(("concurrency", 8.0)) == "concurrency 8"

@@ -3,8 +3,9 @@ these words next to the figures, and the web UI shows the effects by them."""
 
 from __future__ import annotations
 
+from specload.analysis.statistics.completeness import OverBudget, WorkerLost
 from specload.analysis.statistics.effect import EFFECTS, HELPS, INCOMPLETE
-from specload.report.rule_words import effect_text, rule_text
+from specload.report.rule_words import effect_text, incomplete_text, rule_text
 
 
 def test_an_effect_reads_as_itself_and_incomplete_as_left_out() -> None:
@@ -27,3 +28,14 @@ def test_the_rule_in_one_sentence_with_and_without_a_margin() -> None:
         "entirely below 0; it hurts when the CI lies entirely above 0; otherwise it is "
         "undecided (with --min-gain 0 no step can be shown the same)."
     )
+
+
+def test_why_a_step_is_left_out() -> None:
+    assert incomplete_text(OverBudget("spec", 19, 200, 0.095, 0.05)) == (
+        "spec: errors 19/200 (10 %) over the 5 % budget"
+    )
+    assert incomplete_text(OverBudget("spec", 1, 200, 0.005, 0.004)) == (
+        "spec: errors 1/200 (0.5 %) over the 0.4 % budget"
+    )
+    assert incomplete_text(WorkerLost("spec2")) == "spec2: a worker was lost"
+    assert incomplete_text(WorkerLost("")) == "a worker was lost"

@@ -7,12 +7,12 @@ import copy
 import pytest
 
 from specload.analysis.comparison import Comparison
-from specload.analysis.wording import step_label
 from specload.report.finding_words import flag_message
 from specload.report.gate_words import gate_message
 from specload.report.markdown import render_markdown
 from specload.report.model import build_report
 from specload.report.tables import ratio_table, server_table, step_table
+from specload.report.wording import step_label
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ from pathlib import Path
 from analysis.synth_rundir import SPEC, Cond, write_run
 
 from specload.analysis.compare import compare_runs
-from specload.analysis.wording import load_range
 from specload.report.verdict_words import verdicts
+from specload.report.wording import load_range
 
 
 def test_one_tested_step_is_one_load(tmp_path: Path) -> None:

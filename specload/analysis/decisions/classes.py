@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from specload.analysis.inputs.run_columns import RunColumns
+from specload.analysis.statistics.completeness import Incomplete
 
 __all__ = ["LENGTH_SPREAD", "ClassAnswer", "class_masks", "restrict"]
 
@@ -42,7 +43,7 @@ class ClassAnswer:
     #: how the class was cut: the median prompt length for ``input_length``
     bounds: dict[str, float] = field(default_factory=dict)
     #: condition -> target QPS left out of the class's conclusions -> why
-    incomplete: dict[str, dict[float, str]] = field(default_factory=dict)
+    incomplete: dict[str, dict[float, Incomplete]] = field(default_factory=dict)
     #: condition -> metric -> Crossover
     crossovers: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: condition -> metric -> [RatioRow]

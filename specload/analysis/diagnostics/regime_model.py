@@ -201,7 +201,7 @@ class Regime:
     """One condition at one step: its engine-step series and whether it has two regimes."""
 
     condition: str
-    step: str
+    #: the step: its load (req/s) or its concurrency
     key: StepKey
     seconds: int
     threshold_ms: float | None
@@ -228,10 +228,11 @@ class Regime:
         return np.asarray(self.series.ms > self.threshold_ms)
 
     def to_dict(self) -> dict[str, Any]:
+        """The figures; report.json adds the step's name and the sentence
+        (``report/jsonout.py``)."""
         kind, value = self.key
         return {
             "condition": self.condition,
-            "step": self.step,
             "target_qps": value if kind == "qps" else None,
             "concurrency": int(value) if kind == "concurrency" else None,
             "seconds": self.seconds,
@@ -266,17 +267,11 @@ class RegimeSpread:
 
 @dataclass(slots=True)
 class Regimes:
-    """Every condition's regimes by step label, and the conditions they spread over."""
+    """Every condition's regimes by step (its ``StepKey``), and the conditions they spread over."""
 
-    by_condition: dict[str, dict[str, Regime]] = field(default_factory=dict)
+    by_condition: dict[str, dict[StepKey, Regime]] = field(default_factory=dict)
     #: condition -> its spread, when it has two regimes at most of its steps
     spread: dict[str, RegimeSpread] = field(default_factory=dict)
 
     def bimodal(self) -> list[Regime]:
         return [r for steps in self.by_condition.values() for r in steps.values() if r.bimodal]
-
-    def to_dict(self) -> dict[str, dict[str, Any]]:
-        return {
-            label: {name: r.to_dict() for name, r in steps.items()}
-            for label, steps in self.by_condition.items()
-        }

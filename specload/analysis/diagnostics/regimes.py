@@ -61,15 +61,8 @@ from specload.analysis.inputs.telemetry import (
     TelemetrySecond,
 )
 from specload.analysis.statistics.stats import quantile_sorted
-from specload.analysis.wording import step_name
 
-__all__ = ["find_regimes", "step_label"]
-
-
-def step_label(key: StepKey) -> str:
-    """A step key's name (``wording.step_name``): "8 req/s" or "concurrency 8"."""
-    kind, value = key
-    return step_name(value) if kind == "qps" else step_name(0.0, int(value))
+__all__ = ["find_regimes"]
 
 
 def _judge(label: str, key: StepKey, data: StepData) -> Regime:
@@ -77,7 +70,6 @@ def _judge(label: str, key: StepKey, data: StepData) -> Regime:
     series = joined_series(data.series)
     r = Regime(
         condition=label,
-        step=step_label(key),
         key=key,
         seconds=int(series.t.shape[0]),
         threshold_ms=None,
@@ -147,7 +139,7 @@ def _effect(
     )
 
 
-def _spread(label: str, baseline: str, steps: dict[str, Regime]) -> RegimeSpread | None:
+def _spread(label: str, baseline: str, steps: dict[StepKey, Regime]) -> RegimeSpread | None:
     """The condition's spread when it has two regimes at most (more than half) of its steps."""
     decided = [r for r in steps.values() if r.seconds >= MIN_SECONDS]
     two = [r for r in decided if r.bimodal]
@@ -162,7 +154,7 @@ def _condition(
     runs: list[RunColumns],
     baseline: str,
     base_p50: Callable[[], dict[StepKey, float]],
-) -> dict[str, Regime]:
+) -> dict[StepKey, Regime]:
     """Every step of one condition judged; the effect and the telemetry (both read only when
     a step is bimodal) where it is."""
     gathered = gather_steps(runs)
@@ -178,13 +170,14 @@ def _condition(
             r.telemetry = regime_telemetry(r.series, r.slow, telemetry)
             if label != baseline and key in base_p50():
                 r.effect = _effect(r, data, own_p50().get(key), baseline, base_p50()[key])
-        out[r.step] = r
+        out[key] = r
     return out
 
 
 def find_regimes(groups: dict[str, list[RunColumns]], baseline: str) -> Regimes:
-    """Every condition's regimes per step (run dirs of a condition pooled); the words for them
-    are ``report.regime_words``'.
+    """Every condition's regimes per step (run dirs of a condition pooled), keyed by the step's
+    load (``StepKey``); the words for them, the steps' names included, are
+    ``report.regime_words``'.
 
     ``groups`` must hold the run dirs as read (``load_conditions``), not restricted views:
     the chunk gaps are read from their files, by record index (``analysis/diagnostics/regime_gaps.py``).

@@ -43,8 +43,22 @@ import numpy as np
 from specload.analysis.decisions.crossover import BETWEEN, MIXED, NEVER, STARTS, Crossover
 from specload.analysis.schedules.schedule_results import (
     BatchCrossover,
+    BatchFromClient,
     ComparisonView,
+    HelpsApart,
+    HelpsAtTop,
+    KeptBelow,
+    NeverHelped,
+    NoPositionKept,
+    NoRunningBatch,
+    NoSpeculativeTokens,
+    NothingDecided,
+    PositionsDropped,
+    ScatteredHelp,
+    ScheduleNote,
     ScheduleProposal,
+    StartsDisagree,
+    ThinMargin,
 )
 from specload.analysis.schedules.vllm_schedule_rules import SCHEDULE_KEY, check_schedule, is_dynamic
 from specload.analysis.statistics.effect import HURTS
@@ -56,6 +70,7 @@ if TYPE_CHECKING:
 __all__ = [
     "POSITION_MIN",
     "LoadPoint",
+    "NotPlaceable",
     "ScheduleOptions",
     "batch_crossovers",
     "derive_schedule",
@@ -92,6 +107,10 @@ class LoadPoint:
     running: float | None
     per_position: tuple[float, ...] = ()
     drafts: float | None = None
+
+
+class NotPlaceable(ValueError):
+    """A crossing that cannot be placed in batch terms: no running-batch figures there."""
 
 
 def _running_curve(points: list[LoadPoint]) -> tuple[np.ndarray, np.ndarray] | None:
@@ -229,78 +248,59 @@ def _irregular(x: Crossover) -> bool:
     )
 
 
-def _below_note(x: Crossover) -> str:
+def _below_note(x: Crossover) -> list[ScheduleNote]:
     """A range that starts above the lowest load: said, since k stays on down there."""
     if x.status not in (STARTS, BETWEEN):
-        return ""
-    return (
-        f"does not help at the lowest step ({x.tested_range[0]:g} req/s) but helps at "
-        f"{', '.join(f'{q:g}' for q in x.helping)} req/s; not shown to help below, so k "
-        "is kept there"
-    )
+        return []
+    return [KeptBelow(x.tested_range[0], tuple(x.helping))]
 
 
-def _off(max_num_seqs: int, why: str) -> tuple[list[list[int]], list[str]]:
-    note = f"{why}: k = 0 everywhere; better still, turn speculation off (drop the config)"
-    return [[1, max_num_seqs, 0]], [note]
+def _off(max_num_seqs: int, why: ScheduleNote) -> tuple[list[list[int]], list[ScheduleNote]]:
+    return [[1, max_num_seqs, 0]], [why]
 
 
 def derive_schedule(
     points: list[LoadPoint], x: Crossover | None, k_max: int, opts: ScheduleOptions
-) -> tuple[list[list[int]], list[float], list[str]]:
+) -> tuple[list[list[int]], list[float], list[ScheduleNote]]:
     """Ranges ``[[start, end, k], ...]``, the pooled per-position acceptance, and notes.
 
     ``x`` is the condition's crossover on the chosen metric (None: no usable step).
-    Raises ``ValueError`` when a crossing cannot be placed in batch terms (no running figures).
+    Raises ``NotPlaceable`` when a crossing cannot be placed in batch terms (no running
+    figures).
     """
     top = opts.max_num_seqs
     if x is None or x.status == NEVER:
-        ranges, notes = _off(top, "speculation never helped at a tested load")
+        ranges, notes = _off(top, NeverHelped())
         return ranges, [], notes
     if _irregular(x):
-        why = (
-            f"speculation helps at {', '.join(f'{q:g}' for q in x.helping)} req/s only, "
-            "and not (or it hurts) at loads below or between"
-        )
-        ranges, notes = _off(top, why)
+        ranges, notes = _off(top, HelpsApart(tuple(x.helping)))
         return ranges, [], notes
     stop = x.stop.qps if x.stop is not None and x.stop.inside else None
     up_to = stop if stop is not None else x.tested_range[1]
     acceptance = _acceptance(points, up_to)
     k_low = _kept(acceptance, k_max, opts.min_acceptance)
     k_thin = min(k_low, _kept(acceptance, k_max, opts.thin_acceptance))
-    notes = [n for n in (_below_note(x),) if n]
+    notes = _below_note(x)
     if stop is not None:
         run = running_at(points, stop)
         if run is None:
-            raise ValueError("no running-batch figures at the crossover load")
+            raise NotPlaceable("no running-batch figures at the crossover load")
         end = min(top, max(1, math.floor(run + 1e-9)))
     else:
         end = top
-        notes.append(
-            f"still helps at the highest tested load ({x.tested_range[1]:g} req/s): no k = 0 "
-            "range; extend the sweep to find where it stops"
-        )
+        notes.append(HelpsAtTop(x.tested_range[1]))
     thin_q = _thin_qps(points, up_to, opts.thin_gain_share)
     thin_run = running_at(points, thin_q)
     thin = None if thin_run is None else max(0, math.floor(thin_run + 1e-9))
-    if k_thin < k_low and thin is not None and thin < end:
+    if k_thin < k_low and thin is not None and thin_q is not None and thin < end:
         ranges = [[1, thin, k_low], [thin + 1, end, k_thin]]
-        notes.append(
-            f"gain below {opts.thin_gain_share:.0%} of its best from ≈ {thin_q:.3g} req/s "
-            f"(batch > {thin}): positions accepted < {opts.thin_acceptance:.0%} dropped there "
-            f"(k = {k_thin})"
-        )
+        notes.append(ThinMargin(opts.thin_gain_share, thin_q, thin, opts.thin_acceptance, k_thin))
     else:
         ranges = [[1, end, k_low]]
     if k_low < k_max:
-        dropped = f"{k_low + 1}" if k_low + 1 == k_max else f"{k_low + 1}-{k_max}"
-        notes.append(
-            f"draft position {dropped} accepted < {opts.min_acceptance:.0%} of the time: "
-            f"dropped (k = {k_low})"
-        )
+        notes.append(PositionsDropped(k_low + 1, k_max, opts.min_acceptance, k_low))
     if k_low == 0:
-        notes.append("no draft position is accepted often enough: turn speculation off")
+        notes.append(NoPositionKept())
     if end < top:
         ranges.append([end + 1, top, 0])
     return _merge(ranges), acceptance, notes
@@ -334,38 +334,24 @@ def _proposal(
         ranges=[], config={}, batch=batch,
     )  # fmt: skip
     if not isinstance(k_max, int) or isinstance(k_max, bool) or k_max < 1:
-        prop.errors.append("the config has no num_speculative_tokens >= 1 to schedule")
+        prop.errors.append(NoSpeculativeTokens())
         return prop
     if x is not None and not x.replicates_agree:
-        prop.errors.append(
-            "the server starts disagree on where speculation helps; run more replicates "
-            "before scheduling it"
-        )
+        prop.errors.append(StartsDisagree())
         return prop
     if x is not None and not x.settled and not x.helping:
-        prop.errors.append(
-            "no step is decided yet where speculation would be scheduled "
-            f"(undecided at {', '.join(f'{q:g}' for q in x.undecided_steps)} req/s): measure "
-            "more before scheduling it"
-        )
+        prop.errors.append(NothingDecided(tuple(x.undecided_steps)))
         return prop
     if x is not None and x.status == MIXED:
-        prop.errors.append(
-            f"speculation helps at {', '.join(f'{q:g}' for q in x.helping)} req/s only, with "
-            "loads in between where it does not: no consistent range to schedule (lengthen "
-            "the steps or add replicates)"
-        )
+        prop.errors.append(ScatteredHelp(tuple(x.helping)))
         return prop
     try:
         prop.ranges, prop.acceptance, prop.notes = derive_schedule(points, x, k_max, opts)
-    except ValueError as exc:
-        prop.errors.append(f"cannot place the crossover in batch terms: {exc}")
+    except NotPlaceable:
+        prop.errors.append(NoRunningBatch())
         return prop
     if source == "client":
-        prop.notes.append(
-            "no vllm:num_requests_running from the server: batch sizes estimated from the "
-            "client's figures (requests/s × p50 E2E)"
-        )
+        prop.notes.append(BatchFromClient())
     prop.config = {**spec, SCHEDULE_KEY: prop.ranges}
     prop.errors += check_schedule(prop.config).errors
     return prop

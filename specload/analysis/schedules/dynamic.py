@@ -13,7 +13,8 @@ Per step: ``costs`` when the ratio is at least ``1 + min_gain`` and its 95 % CI 
 (within ``min_gain``, or not distinguishable). Steps where static spec is the better fixed
 condition are "low load", those where the baseline is are "high load". The verdict:
 "delivered", or "costs X % at low load" / "costs Y % at high load" (X, Y: the largest
-significant excess over the best, per side).
+significant excess over the best, per side): ``BestOfBoth`` holds the status and the costs,
+``report/schedule_words.py`` says it.
 
 The static condition is the one whose speculative config equals the dynamic one without the
 schedule (else the first fixed-k speculative condition with the same prefix caching).
@@ -47,7 +48,6 @@ from specload.analysis.schedules.schedule_results import (
 from specload.analysis.schedules.vllm_schedule_rules import SCHEDULE_KEY, is_dynamic
 from specload.analysis.statistics.effect import HELPS, HURTS, classify
 from specload.analysis.statistics.stats import Estimate, percentile_ci, ratio_estimate
-from specload.analysis.wording import metric_label
 
 if TYPE_CHECKING:
     from specload.analysis.statistics.steps import StepStats
@@ -109,32 +109,12 @@ def _row(
     )
 
 
-def _sentence(res: BestOfBoth) -> str:
-    label = metric_label(res.metric)
-    rows = res.rows
-    span = f"{rows[0].target_qps:g}–{rows[-1].target_qps:g} req/s" if rows else "no common step"
-    if res.status == DELIVERED:
-        return (
-            f"{res.condition} delivered the better of both on {label}: within the noise or "
-            f"faster than min({res.baseline}, {res.static}) at every step ({span})"
-        )
-    parts = []
-    sides = (("low", res.cost_low, res.static), ("high", res.cost_high, res.baseline))
-    for side, cost, who in sides:
-        if cost is not None:
-            qs = [r.target_qps for r in rows if r.verdict == COSTS and r.best_of == who]
-            where = f"{min(qs):g}–{max(qs):g}" if len(qs) > 1 else f"{qs[0]:g}"
-            parts.append(f"costs {cost * 100:.0f} % at {side} load (vs {who}, {where} req/s)")
-    return f"{res.condition} did not deliver the better of both on {label}: " + " and ".join(parts)
-
-
 def _check(c: ComparisonView, dyn: ConditionView) -> BestOfBoth:
     static = static_partner(dyn, c.conditions)
     schedule = (dyn.speculative or {}).get(SCHEDULE_KEY) or []
     res = BestOfBoth(dyn.label, static, c.baseline, c.metric, schedule)
     if static is None:
         res.status = NONE
-        res.verdict = f"{dyn.label}: no fixed-k speculative condition to compare it with"
         return res
     base = {s.target_qps: s for s in c.steps[c.baseline]}
     spec = {s.target_qps: s for s in c.steps[static]}
@@ -148,10 +128,8 @@ def _check(c: ComparisonView, dyn: ConditionView) -> BestOfBoth:
     res.cost_high = max(high) if high else None
     if not res.rows:
         res.status = NONE
-        res.verdict = f"{dyn.label}: no step shared with {c.baseline} and {static}"
         return res
     res.status = COSTS if costs else DELIVERED
-    res.verdict = _sentence(res)
     return res
 
 

@@ -7,6 +7,9 @@ in ``ScheduleAnalysis``, which ``Comparison`` carries. Kept apart from the code 
 them so that the comparison model depends on data only. That code reads a comparison through
 ``ComparisonView``, the part of ``Comparison`` it needs, so that this room sits below the model
 that carries its results.
+
+Facts only: a proposal's notes and errors and a best-of-both check's outcome are dataclasses
+and figures, which ``report/schedule_words.py`` words for every output.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from specload.analysis.schedules.vllm_schedule_rules import SCHEDULE_KEY
+from specload.analysis.schedules.vllm_schedule_rules import SCHEDULE_KEY, RuleError
 from specload.analysis.statistics.stats import Estimate
 
 if TYPE_CHECKING:
@@ -30,12 +33,27 @@ __all__ = [
     "DELIVERED",
     "NONE",
     "BatchCrossover",
+    "BatchFromClient",
     "BestOfBoth",
     "BestOfBothRow",
     "ComparisonView",
     "ConditionView",
+    "HelpsApart",
+    "HelpsAtTop",
+    "KeptBelow",
+    "NeverHelped",
+    "NoPositionKept",
+    "NoRunningBatch",
+    "NoSpeculativeTokens",
+    "NothingDecided",
+    "PositionsDropped",
+    "ProposalError",
+    "ScatteredHelp",
     "ScheduleAnalysis",
+    "ScheduleNote",
     "ScheduleProposal",
+    "StartsDisagree",
+    "ThinMargin",
 ]
 
 
@@ -100,6 +118,116 @@ class BatchCrossover:
         }
 
 
+# -- a proposal's notes: what shaped its ranges (report/schedule_words.py words them) ------
+
+
+@dataclass(frozen=True, slots=True)
+class NeverHelped:
+    """Speculation helped at no tested load: k = 0 everywhere."""
+
+
+@dataclass(frozen=True, slots=True)
+class HelpsApart:
+    """Speculation helps at ``helping`` (req/s) only, not (or it hurts) at loads below or
+    between: no k-by-batch range expresses it, so k = 0 everywhere."""
+
+    helping: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KeptBelow:
+    """No help shown at the lowest step (``lowest`` req/s) but at ``helping``: k is kept
+    below, where it was not shown to help."""
+
+    lowest: float
+    helping: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HelpsAtTop:
+    """Still helps at the highest tested load (``highest`` req/s): no k = 0 range."""
+
+    highest: float
+
+
+@dataclass(frozen=True, slots=True)
+class ThinMargin:
+    """The gain fell below ``gain_share`` of its best from ``from_qps`` (batch > ``batch``):
+    positions accepted less than ``acceptance`` of the time dropped there (``k`` left)."""
+
+    gain_share: float
+    from_qps: float
+    batch: int
+    acceptance: float
+    k: int
+
+
+@dataclass(frozen=True, slots=True)
+class PositionsDropped:
+    """Draft positions ``first``..``last`` (1-based) accepted less than ``min_acceptance``
+    of the time: dropped everywhere (``k`` left)."""
+
+    first: int
+    last: int
+    min_acceptance: float
+    k: int
+
+
+@dataclass(frozen=True, slots=True)
+class NoPositionKept:
+    """No draft position is accepted often enough to keep."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchFromClient:
+    """No ``vllm:num_requests_running``: batch sizes from the client's figures (Little's law)."""
+
+
+ScheduleNote = (
+    NeverHelped | HelpsApart | KeptBelow | HelpsAtTop | ThinMargin | PositionsDropped
+    | NoPositionKept | BatchFromClient
+)  # fmt: skip
+
+
+# -- why no schedule was proposed -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NoSpeculativeTokens:
+    """The config has no ``num_speculative_tokens`` >= 1 to schedule."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartsDisagree:
+    """The server starts disagree on where speculation helps."""
+
+
+@dataclass(frozen=True, slots=True)
+class NothingDecided:
+    """No step is decided where speculation would be scheduled; ``undecided`` (req/s)."""
+
+    undecided: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ScatteredHelp:
+    """Speculation helps at ``helping`` (req/s) only, with loads between where it does not."""
+
+    helping: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NoRunningBatch:
+    """The crossover cannot be placed in batch terms: no running-batch figures there."""
+
+
+#: why a proposal has no schedule: its own reasons, or vLLM's rules refusing the result
+ProposalError = (
+    NoSpeculativeTokens | StartsDisagree | NothingDecided | ScatteredHelp | NoRunningBatch
+    | RuleError
+)  # fmt: skip
+
+
 @dataclass(slots=True)
 class ScheduleProposal:
     """The proposed schedule for one speculative condition, ready to paste."""
@@ -113,8 +241,8 @@ class ScheduleProposal:
     config: dict[str, Any]
     batch: BatchCrossover
     acceptance: list[float] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    notes: list[ScheduleNote] = field(default_factory=list)
+    errors: list[ProposalError] = field(default_factory=list)
 
     def config_json(self) -> str:
         """The ``--speculative-config`` value, compact JSON (keys in the run's order)."""
@@ -124,6 +252,7 @@ class ScheduleProposal:
         return f"--speculative-config '{self.config_json()}'"
 
     def to_dict(self) -> dict[str, Any]:
+        """The figures; its notes and errors are facts, worded by ``report/jsonout.py``."""
         return {
             "condition": self.condition,
             "baseline": self.baseline,
@@ -135,8 +264,6 @@ class ScheduleProposal:
             "flag": self.flag(),
             "batch_crossover": self.batch.to_dict(),
             "acceptance_per_position": self.acceptance,
-            "notes": self.notes,
-            "errors": self.errors,
         }
 
 
@@ -182,9 +309,9 @@ class BestOfBoth:
     status: str = DELIVERED
     cost_low: float | None = None
     cost_high: float | None = None
-    verdict: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """The figures; the verdict in words is ``report/schedule_words.py``'s."""
         return {
             "condition": self.condition,
             "static": self.static,
@@ -194,7 +321,6 @@ class BestOfBoth:
             "status": self.status,
             "cost_low_load": self.cost_low,
             "cost_high_load": self.cost_high,
-            "verdict": self.verdict,
             "steps": [r.to_dict() for r in self.rows],
         }
 
@@ -206,10 +332,3 @@ class ScheduleAnalysis:
     batch_crossovers: list[BatchCrossover] = field(default_factory=list)
     proposals: list[ScheduleProposal] = field(default_factory=list)
     best_of_both: list[BestOfBoth] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "batch_crossovers": [b.to_dict() for b in self.batch_crossovers],
-            "proposals": [p.to_dict() for p in self.proposals],
-            "best_of_both": [b.to_dict() for b in self.best_of_both],
-        }

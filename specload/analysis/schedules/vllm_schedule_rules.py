@@ -15,6 +15,9 @@ What vLLM accepts but quietly reinterprets is a *note*, not an error: entries ou
 batches above the last range (vLLM carries the last k up to ``max_num_seqs``), and
 k > ``num_speculative_tokens`` (vLLM clamps it down). specload's own proposals have none of
 these: sorted, contiguous from 1, every k in ``0..num_speculative_tokens``.
+
+Errors and notes are facts (which entry, which figures); ``report/schedule_words.py`` words
+them.
 """
 
 from __future__ import annotations
@@ -22,17 +25,136 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SCHEDULE_KEY", "ScheduleCheck", "check_schedule", "is_dynamic", "k_for_batch"]
+__all__ = [
+    "SCHEDULE_KEY",
+    "EndsBelowMax",
+    "FirstNotAtOne",
+    "Gap",
+    "KAboveMax",
+    "NegativeK",
+    "NoMaxK",
+    "NotAList",
+    "NotATriple",
+    "RangeNotPositive",
+    "RangesOverlap",
+    "RuleError",
+    "RuleNote",
+    "ScheduleCheck",
+    "StartAfterEnd",
+    "Unsorted",
+    "check_schedule",
+    "is_dynamic",
+    "k_for_batch",
+]
 
 SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
+
+
+# -- what vLLM refuses (report/schedule_words.py words each) --------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NoMaxK:
+    """``num_speculative_tokens`` is not an integer >= 1: the lookup needs a positive maximum."""
+
+
+@dataclass(frozen=True, slots=True)
+class NotAList:
+    """The schedule is not a non-empty list."""
+
+
+@dataclass(frozen=True, slots=True)
+class NotATriple:
+    """Entry ``index`` is not three integers."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class RangeNotPositive:
+    """Entry ``index`` has a start or an end below 1."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class StartAfterEnd:
+    """Entry ``index`` starts after it ends."""
+
+    index: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class NegativeK:
+    """Entry ``index`` drafts a negative number of tokens."""
+
+    index: int
+    k: int
+
+
+@dataclass(frozen=True, slots=True)
+class RangesOverlap:
+    """Two ranges (sorted by start) overlap at batch size ``at``."""
+
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
+class FirstNotAtOne:
+    """The first range (sorted by start) does not start at batch size 1."""
+
+
+RuleError = (
+    NoMaxK | NotAList | NotATriple | RangeNotPositive | StartAfterEnd | NegativeK
+    | RangesOverlap | FirstNotAtOne
+)  # fmt: skip
+
+
+# -- what vLLM accepts but reinterprets -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Unsorted:
+    """The entries are not sorted by start (vLLM sorts them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """No range covers batch sizes ``first``..``last`` (vLLM carries the previous k)."""
+
+    first: int
+    last: int
+
+
+@dataclass(frozen=True, slots=True)
+class KAboveMax:
+    """The range ``start``..``end`` drafts ``k`` > ``k_max`` tokens (vLLM clamps it)."""
+
+    start: int
+    end: int
+    k: int
+    k_max: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndsBelowMax:
+    """The last range ends at ``last_end`` < ``max_num_seqs`` (vLLM carries the last k up)."""
+
+    last_end: int
+    max_num_seqs: int
+
+
+RuleNote = Unsorted | Gap | KAboveMax | EndsBelowMax
 
 
 @dataclass(slots=True)
 class ScheduleCheck:
     """``errors``: vLLM would refuse to start; ``notes``: it starts but reinterprets."""
 
-    errors: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    errors: list[RuleError] = field(default_factory=list)
+    notes: list[RuleNote] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -46,7 +168,7 @@ def is_dynamic(speculative: dict[str, Any] | None) -> bool:
 
 def _entries(schedule: Any, check: ScheduleCheck) -> list[tuple[int, int, int]]:
     if not isinstance(schedule, list) or not schedule:
-        check.errors.append(f"{SCHEDULE_KEY} must be a non-empty list of [start, end, k]")
+        check.errors.append(NotAList())
         return []
     out = []
     for i, entry in enumerate(schedule):
@@ -55,38 +177,32 @@ def _entries(schedule: Any, check: ScheduleCheck) -> list[tuple[int, int, int]]:
             and len(entry) == 3
             and all(isinstance(v, int) and not isinstance(v, bool) for v in entry)
         ):
-            check.errors.append(f"{SCHEDULE_KEY}[{i}] must be [start, end, k], three integers")
+            check.errors.append(NotATriple(i))
             continue
         start, end, k = entry
         if start < 1 or end < 1:
-            check.errors.append(f"{SCHEDULE_KEY}[{i}]: batch-size range must be positive")
+            check.errors.append(RangeNotPositive(i))
         elif start > end:
-            check.errors.append(f"{SCHEDULE_KEY}[{i}]: start {start} > end {end}")
+            check.errors.append(StartAfterEnd(i, start, end))
         if k < 0:
-            check.errors.append(f"{SCHEDULE_KEY}[{i}]: k {k} must be >= 0")
+            check.errors.append(NegativeK(i, k))
         out.append((start, end, k))
     return out
 
 
 def _order(entries: list[tuple[int, int, int]], check: ScheduleCheck) -> None:
     if [e[0] for e in entries] != sorted(e[0] for e in entries):
-        check.notes.append(f"{SCHEDULE_KEY} is not sorted by start (vLLM sorts it)")
+        check.notes.append(Unsorted())
     ranges = sorted(entries)
     prev_end = 0
     for start, end, _ in ranges:
         if start <= prev_end:
-            check.errors.append(
-                f"{SCHEDULE_KEY}: ranges overlap at batch size {start} "
-                "(ranges must be non-overlapping)"
-            )
+            check.errors.append(RangesOverlap(start))
         elif start > prev_end + 1 and prev_end:
-            check.notes.append(
-                f"{SCHEDULE_KEY}: gap {prev_end + 1}-{start - 1} "
-                "(vLLM uses the previous range's k there)"
-            )
+            check.notes.append(Gap(prev_end + 1, start - 1))
         prev_end = max(prev_end, end)
     if ranges and ranges[0][0] != 1:
-        check.errors.append(f"{SCHEDULE_KEY}: the first range must start at 1")
+        check.errors.append(FirstNotAtOne())
 
 
 def check_schedule(speculative: dict[str, Any], max_num_seqs: int | None = None) -> ScheduleCheck:
@@ -98,7 +214,7 @@ def check_schedule(speculative: dict[str, Any], max_num_seqs: int | None = None)
     check = ScheduleCheck()
     k_max = speculative.get("num_speculative_tokens")
     if not isinstance(k_max, int) or isinstance(k_max, bool) or k_max < 1:
-        check.errors.append("num_speculative_tokens must be an integer >= 1 with a schedule")
+        check.errors.append(NoMaxK())
         k_max = None
     entries = _entries(speculative.get(SCHEDULE_KEY), check)
     if check.errors:
@@ -106,16 +222,10 @@ def check_schedule(speculative: dict[str, Any], max_num_seqs: int | None = None)
     _order(entries, check)
     for start, end, k in entries:
         if k_max is not None and k > k_max:
-            check.notes.append(
-                f"{SCHEDULE_KEY}: k {k} for {start}-{end} is above num_speculative_tokens "
-                f"{k_max} (vLLM clamps it to {k_max})"
-            )
+            check.notes.append(KAboveMax(start, end, k, k_max))
     last_end = max(e[1] for e in entries)
     if max_num_seqs is not None and last_end < max_num_seqs:
-        check.notes.append(
-            f"{SCHEDULE_KEY} ends at {last_end}: vLLM uses the last range's k up to "
-            f"max_num_seqs {max_num_seqs}"
-        )
+        check.notes.append(EndsBelowMax(last_end, max_num_seqs))
     return check
 
 

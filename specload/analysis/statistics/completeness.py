@@ -4,19 +4,42 @@ A step whose error rate passed the run's error budget (``--max-error-rate``, rec
 run.json as ``max_error_rate``) has latencies from the requests that survived, a biased
 sample; a step in which a worker was lost ran below its target load. Such a step keeps its
 figures in the tables but is left out of every conclusion (``analysis.statistics.effect.INCOMPLETE``),
-and the verdict names it with the reason.
+and the verdict names it with the reason: a fact here (``OverBudget``, ``WorkerLost``),
+worded by ``report/rule_words.py``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from specload.analysis.inputs.run_columns import RunColumns
 from specload.analysis.statistics.steps import StepStats
-from specload.analysis.wording import pct
 from specload.core.budget import DEFAULT_MAX_ERROR_RATE
 
-__all__ = ["error_budget", "incomplete_steps"]
+__all__ = ["Incomplete", "OverBudget", "WorkerLost", "error_budget", "incomplete_steps"]
+
+
+@dataclass(frozen=True, slots=True)
+class OverBudget:
+    """A step of ``condition`` whose error rate passed the budget: ``errors`` of ``requests``."""
+
+    condition: str
+    errors: int
+    requests: int
+    error_rate: float
+    budget: float
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLost:
+    """A step in which a worker of run ``run`` (its name; "" when unnamed) was lost."""
+
+    run: str
+
+
+#: why a step is incomplete
+Incomplete = OverBudget | WorkerLost
 
 
 def error_budget(runs: list[RunColumns], override: float | None = None) -> float:
@@ -29,17 +52,14 @@ def error_budget(runs: list[RunColumns], override: float | None = None) -> float
 
 def incomplete_steps(
     steps: list[StepStats], lost_workers: list[dict[str, Any]], budget: float
-) -> dict[float, str]:
-    """Target QPS → why that step of one condition is incomplete."""
-    out: dict[float, str] = {}
+) -> dict[float, Incomplete]:
+    """Target QPS → why that step of one condition is incomplete (the budget first)."""
+    out: dict[float, Incomplete] = {}
     for s in steps:
         if s.n and s.error_rate > budget:
-            out[s.target_qps] = (
-                f"{s.condition}: errors {s.n - s.n_ok}/{s.n} ({pct(s.error_rate)} %) over the "
-                f"{pct(budget)} % budget"
-            )
+            out[s.target_qps] = OverBudget(s.condition, s.n - s.n_ok, s.n, s.error_rate, budget)
     for w in lost_workers:
         q = w.get("target_qps")
         if isinstance(q, (int, float)):
-            out.setdefault(float(q), f"{w.get('run', '')}: a worker was lost".lstrip(": "))
+            out.setdefault(float(q), WorkerLost(str(w.get("run") or "")))
     return out

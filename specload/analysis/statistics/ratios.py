@@ -34,7 +34,7 @@ class RatioRow:
     #: (``analysis.statistics.effect``)
     effect: str
     #: the condition's achieved load at this step, named beside the nominal one
-    #: (``wording.step_label``: "16 (17.1)")
+    #: (``report.wording.step_label``: "16 (17.1)")
     achieved_qps: float | None = None
     #: an undecided step: more measured seconds (both sides) that would likely decide it
     #: (``effect.to_decide_s``); None otherwise

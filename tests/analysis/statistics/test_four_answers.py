@@ -86,16 +86,3 @@ def test_the_effect_over_starts_holds_the_t_interval_of_the_paired_start_ratios(
     assert same is not None and same[0] == pytest.approx(est)
     # two pairs are too few for an interval over starts
     assert effect_over_starts(est, reps, {1: 0.8, 2: 0.8}, base) is None
-
-
-def test_the_time_to_decide_reads_the_same_everywhere() -> None:
-    from specload.analysis.wording import to_decide_text
-
-    assert to_decide_text([(4.0, 200.0), (12.0, 340.0)]) == (
-        "undecided at 4, 12 req/s; about 9 min more measurement there would likely decide them"
-    )
-    assert to_decide_text([("c=1", 30.0), (8.0, 20.0)]) == (
-        "undecided at c=1, 8 req/s; about 50 s more measurement there would likely decide them"
-    )
-    assert "cannot be said" in to_decide_text([(4.0, None)])
-    assert to_decide_text([]) == ""

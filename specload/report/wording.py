@@ -3,7 +3,9 @@
 The verdict, the recommendations, the gates, the flags and the tables all quote changes
 against the baseline. Written once here so that they read alike and never say "improves
 −4 %" or "worsens +0 %", and a CI is never printed with more digits than its estimate
-("16.7022–17.7541").
+("16.7022–17.7541"). The analysis returns figures and never imports these; the sweep's
+progress lines and the web UI (``protocol/``, ``locust/``) name steps and changes with them
+too.
 """
 
 from __future__ import annotations
