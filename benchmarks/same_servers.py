@@ -1,0 +1,161 @@
+"""Two identical servers: does ``sweep --interleave --until-decided`` end "the same"?
+
+Issue "Decide, or say how long" asks that a true 0 % effect end ``same`` at every step. Here
+both "conditions" are the same server configuration, started twice, so the true effect is
+0 at every step. Two worlds, each on two ``specload sim --profile h200-llama8b`` servers:
+
+- ``plain``: no speculation (the engine's steps are steady);
+- ``regime``: the calibrated draft-model speculation on both, each with the calibrated time
+  regime (``--spec-regime calibrated``) and its own regime seed, so the two servers flip
+  between fast and slow windows independently, as the H200's speculative step did.
+
+Each seed runs ``scenarios/interleaved-demo.yaml`` (concurrency 1, 4, 10, 20 req/s; 4 blocks
+of 3 s per step and server) with the scenario's ``seed`` set to the seed (block order and
+arrivals), ``--until-decided --budget-s BUDGET`` and compare's default ``--min-gain`` (5 %).
+Reported per seed: each step's answer (helps, hurts, the same, undecided), how many looks the
+sweep took and its wall time. A step that reads helps or hurts here is a false decision.
+
+Real time on this machine (the simulators serve in real time; the machine is shared, so
+both servers see the same load). Usage:
+python benchmarks/same_servers.py [--seeds N] [--world plain|regime] [--budget-s S]
+(writes results/same_servers.{md,json}; ~5-10 min a seed)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specload.cli.demo import SPEC_CONFIGS
+from specload.core.ports import free_port
+from specload.report.report_json import read_report
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "results"
+SCENARIO = ROOT / "scenarios" / "interleaved-demo.yaml"
+PROFILE = "h200-llama8b"
+WORLDS = ("plain", "regime")
+
+
+def _sim_flags(world: str, server: int, seed: int) -> list[str]:
+    if world == "plain":
+        return []
+    spec = json.dumps(SPEC_CONFIGS[PROFILE], separators=(",", ":"))
+    regime_seed = str(1000 * seed + server)
+    return ["--speculative-config", spec, "--spec-regime", "calibrated", "--regime-seed",
+            regime_seed]  # fmt: skip
+
+
+def _start_sim(
+    world: str, server: int, seed: int, log: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "specload", "sim", "--host", "127.0.0.1", "--port", str(port),
+           "--profile", PROFILE, *_sim_flags(world, server, seed)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True)  # fmt: skip
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def one_seed(world: str, seed: int, budget_s: float, work: Path) -> dict[str, Any]:
+    """One sweep of two identical servers; each step's answer, the looks and the wall time."""
+    work.mkdir(parents=True, exist_ok=True)
+    sc = yaml.safe_load(SCENARIO.read_text())
+    sc["seed"] = seed
+    scenario = work / "scenario.yaml"
+    scenario.write_text(yaml.safe_dump(sc, sort_keys=False))
+    sims = [_start_sim(world, k, seed, work / f"sim-{k}.log") for k in (1, 2)]
+    try:
+        t0 = time.monotonic()
+        res = subprocess.run(
+            [sys.executable, "-m", "specload", "sweep", "--interleave",
+             "--url", f"a={sims[0][1]}", "--url", f"b={sims[1][1]}", "--scenario", str(scenario),
+             "--out", str(work / "out"), "--until-decided", "--budget-s", str(budget_s)],
+            capture_output=True, text=True, check=False, timeout=budget_s + 900,
+        )  # fmt: skip
+        wall = time.monotonic() - t0
+    finally:
+        for proc, _ in sims:
+            _stop(proc)
+    (work / "sweep.log").write_text(res.stdout + res.stderr)
+    looks = sum(1 for line in res.stdout.splitlines() if line.startswith("[until-decided] look"))
+    report = read_report(work / "out" / "report" / "report.json")
+    answers = {f"{r.target_qps:g} req/s": r.effect for r in report.ratios["b"][report.metric]}
+    for level in json.loads((work / "out" / "report" / "report.json").read_text())["closed_loop"]:
+        cell = level["ratios"].get("b", {}).get(report.metric)
+        if cell:
+            answers[f"c={level['concurrency']}"] = cell["effect"]
+    return {"world": world, "seed": seed, "rc": res.returncode, "wall_s": round(wall, 1),
+            "looks": looks, "answers": answers}  # fmt: skip
+
+
+def _render(rows: list[dict[str, Any]], budget_s: float) -> str:
+    steps = list(dict.fromkeys(k for r in rows for k in r["answers"]))
+    lines = [
+        "# Two identical servers under `sweep --interleave --until-decided`",
+        "",
+        f"`python benchmarks/same_servers.py`: `scenarios/interleaved-demo.yaml`, "
+        f"`--until-decided --budget-s {budget_s:g}`, `--min-gain` 5 %, the true effect 0 at "
+        "every step (see the module docstring for the worlds). A helps or hurts is a false "
+        "decision.",
+        "",
+        "| world | seed | " + " | ".join(steps) + " | looks | wall s | exit |",
+        "| --- | --- | " + " | ".join("---" for _ in steps) + " | --- | --- | --- |",
+    ]
+    for r in rows:
+        cells = [r["answers"].get(s, "—") for s in steps]
+        lines.append(f"| {r['world']} | {r['seed']} | " + " | ".join(cells)
+                     + f" | {r['looks']} | {r['wall_s']:.0f} | {r['rc']} |")  # fmt: skip
+    for world in dict.fromkeys(r["world"] for r in rows):
+        got = [a for r in rows if r["world"] == world for a in r["answers"].values()]
+        false = sum(a in ("helps", "hurts") for a in got)
+        same = sum(a == "same" for a in got)
+        lines.append(
+            f"\n{world}: {same} of {len(got)} seed-steps the same, {false} false decisions "
+            "(helps or hurts)."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--world", choices=WORLDS, action="append")
+    ap.add_argument("--budget-s", type=float, default=600.0)
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for world in args.world or list(WORLDS):
+            for seed in range(1, args.seeds + 1):
+                row = one_seed(world, seed, args.budget_s, Path(tmp) / f"{world}-{seed}")
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    result = {"budget_s": args.budget_s, "rows": rows}
+    (OUT / "same_servers.json").write_text(json.dumps(result, indent=1) + "\n")
+    text = _render(rows, args.budget_s)
+    (OUT / "same_servers.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
