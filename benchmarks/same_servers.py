@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,19 @@ def _start_sim(
     return proc, f"http://127.0.0.1:{port}"
 
 
+def _wait_healthy(url: str, timeout_s: float = 60.0) -> None:
+    """Until the simulator answers /health (it takes a few seconds to start)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{url}: no /health within {timeout_s:g} s")
+
+
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
@@ -86,6 +100,8 @@ def one_seed(world: str, seed: int, budget_s: float, work: Path) -> dict[str, An
     scenario.write_text(yaml.safe_dump(sc, sort_keys=False))
     sims = [_start_sim(world, k, seed, work / f"sim-{k}.log") for k in (1, 2)]
     try:
+        for _, url in sims:
+            _wait_healthy(url)
         t0 = time.monotonic()
         res = subprocess.run(
             [sys.executable, "-m", "specload", "sweep", "--interleave",
@@ -144,7 +160,7 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=600.0)
     args = ap.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="same-servers-") as tmp:
         for world in args.world or list(WORLDS):
             for seed in range(1, args.seeds + 1):
                 row = one_seed(world, seed, args.budget_s, Path(tmp) / f"{world}-{seed}")
