@@ -38,7 +38,7 @@ from specload.report.compare_words import (
 from specload.report.contract_words import contract_issues
 from specload.report.crossover_words import crossover_dict
 from specload.report.finding_words import disagreement_message, flag_message
-from specload.report.gate_words import gate_message
+from specload.report.gate_words import gate_message, skipped_text
 from specload.report.model import Report
 from specload.report.regime_words import regime_sentence, regime_sentences, regime_step
 from specload.report.report_json import JSON_SCHEMA
@@ -137,7 +137,7 @@ def _gates(report: Report) -> dict[str, Any] | None:
     return {
         "passed": g.passed,
         "checked": g.checked,
-        "skipped": g.skipped,
+        "skipped": [skipped_text(s) for s in g.skipped],
         "operating_qps": g.operating_qps,
         "gates": [asdict(x) for x in g.gates],
         "failures": [{**asdict(f), "message": gate_message(f)} for f in g.failures],
