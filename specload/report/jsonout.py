@@ -29,6 +29,7 @@ from specload.analysis.diagnostics.regime_model import Regime
 from specload.analysis.schedules.schedule_results import BestOfBoth, ScheduleAnalysis
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
+from specload.report.attribution_words import attribution_lines
 from specload.report.compare_words import (
     comparison_notes,
     comparison_warnings,
@@ -115,7 +116,7 @@ def _attribution(report: Report) -> dict[str, Any] | None:
         return None
     return {
         "labels": att.labels,
-        "summary": att.summary,
+        "summary": attribution_lines(att),
         "steps": [
             {
                 "target_qps": s.target_qps,
