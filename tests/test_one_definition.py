@@ -14,9 +14,10 @@ Checked on the source, so a new copy fails here before it reaches a user:
 - a step is named by ``report/wording.py`` (``step_name``, ``step_label``) only;
 - what a client takes besides its URL is ``client.ClientSettings``: no client's constructor
   names a setting itself;
-- the run readers, the output contract, the features' conflicts, the host differences, the
-  schedules' notes and verdicts, the regimes' steps and why a step is incomplete return
-  facts; ``report/`` words them.
+- no analysis module builds a sentence (the run readers, the output contract, the features'
+  conflicts, the schedules' notes and verdicts, the regimes' steps, why a step is
+  incomplete, the gates' skipped steps, the attribution): they return facts and ``report/``
+  words them; only raised errors and docstrings speak. The host differences too.
 """
 
 from __future__ import annotations
@@ -232,65 +233,106 @@ def test_the_comparison_s_warnings_and_notes_are_facts_worded_in_report() -> Non
     assert not worded, f"the comparison's warnings and notes are facts: {worded}"
 
 
-#: Where a sentence built from the figures was returned as data: the run readers
-#: (``analysis/inputs/``), the output contract (``quality.py``), the features' conflicts
-#: (``compare.py``'s ``_features``), the host differences (``metrics/host.py``), the
-#: schedules' notes, errors and verdicts (``analysis/schedules/``), the regimes' step names
-#: (``regimes.py``) and why a step is incomplete (``completeness.py``).
-FACT_FUNCTIONS = (
-    {
-        "analysis/diagnostics/quality.py": None,
-        "analysis/diagnostics/regimes.py": None,
-        "analysis/statistics/completeness.py": None,
-        "analysis/compare.py": {"_features", "_info"},
-        "metrics/host.py": {"host_differences"},
-    }
-    | {f"analysis/inputs/{p.name}": None for p in (PKG / "analysis" / "inputs").glob("*.py")}
-    | {f"analysis/schedules/{p.name}": None for p in (PKG / "analysis" / "schedules").glob("*.py")}
-)
+#: Where a sentence built from the figures was returned as data outside analysis/ (all of
+#: which the check below covers): the host differences (``metrics/host.py``).
+FACT_FUNCTIONS: dict[str, set[str] | None] = {"metrics/host.py": {"host_differences"}}
 #: The error for runs that are not comparable: raised (``ConfigError``), never returned.
 ERROR_TEXT = {"key_differences", "_format_line", "not_comparable_message"}
-#: Two words in a string's text (an f-string's too): a sentence, not a key such as
-#: ``f"target.{k}"``.
+#: Labels and keys analysis/ returns that read as two words but name a thing, as
+#: ``effect.HELPS`` does: report.json carries them as values, report/ words them. By module,
+#: the constant or function that defines them.
+LABELS = {
+    "analysis/inputs/comparable.py": {"PROMPT_KEY"},  # the prompt-length key of a difference
+    "analysis/decisions/classes.py": {"class_masks"},  # a class of turns: "turn 2"
+    "analysis/diagnostics/regime_model.py": {
+        "CAUSE_LOADGEN", "CAUSE_THROTTLED", "CAUSE_HOST_BOUND", "CAUSE_GPU_IDLE",
+    },
+}  # fmt: skip
+#: Two words in a string's text: a sentence, not a key such as ``f"target.{k}"``. An
+#: f-string's placeholders count as words (``f"{cond} at {qps:g} req/s"`` is a sentence).
 WORDS = re.compile(r"[A-Za-z]{2,} [A-Za-z]{2,}")
 
 
-def _sentences(rel: str, only: set[str] | None) -> list[str]:
-    """``rel:line: function`` of each string of words in ``rel``'s functions (those in
-    ``only`` when given): docstrings, ``raise`` statements and the not-comparable error
-    left out."""
-    tree = ast.parse((PKG / rel).read_text())
-    raised = {id(n) for r in ast.walk(tree) if isinstance(r, ast.Raise) for n in ast.walk(r)}
-    out = []
-    for fn in ast.walk(tree):
-        if not isinstance(fn, ast.FunctionDef) or fn.name in ERROR_TEXT:
-            continue
-        if only is not None and fn.name not in only:
-            continue
-        doc = fn.body[0].value if isinstance(fn.body[0], ast.Expr) else None
-        out += [
-            f"{rel}:{n.lineno}: {fn.name}"
-            for n in ast.walk(fn)
-            if isinstance(n, ast.Constant)
-            and isinstance(n.value, str)
-            and n is not doc
-            and id(n) not in raised
-            and WORDS.search(n.value)
-        ]
-    return sorted(set(out))
+def _allowed(tree: ast.Module, rel: str, only: set[str] | None) -> set[int]:
+    """Ids of the nodes whose strings may be words: docstrings (every bare string
+    statement), ``raise`` statements and ``ConfigError(...)`` (errors a person reads),
+    f-strings' parts (the f-string is checked whole), the not-comparable error, the labels
+    in ``LABELS`` and, when ``only`` is given, everything outside those functions."""
+    named = ERROR_TEXT | LABELS.get(rel, set())
+    keep: list[ast.AST] = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant):
+            keep.append(n)
+        elif isinstance(n, ast.Raise | ast.JoinedStr):
+            keep += [n] if isinstance(n, ast.Raise) else n.values
+        elif isinstance(n, ast.Call) and getattr(n.func, "id", "") == "ConfigError":
+            keep.append(n)
+        elif isinstance(n, ast.FunctionDef) and n.name in named:
+            keep.append(n)
+        elif isinstance(n, ast.Assign) and {getattr(t, "id", "") for t in n.targets} & named:
+            keep.append(n)
+    allowed = {id(x) for k in keep for x in ast.walk(k)}
+    if only is not None:
+        inside = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name in only]
+        checked = {id(x) for fn in inside for x in ast.walk(fn)}
+        allowed |= {id(x) for x in ast.walk(tree) if id(x) not in checked}
+    return allowed
 
 
-def test_the_readers_the_contract_and_the_hosts_return_facts_not_sentences() -> None:
-    # The run readers' warnings ("line 100: not valid JSON, skipped"), what makes runs not
-    # comparable, the features' conflicts, the host differences and the contract's issues
-    # were sentences built under analysis/ (and metrics/), and so were the schedules' notes,
-    # the regimes' step names and the incomplete steps' reasons: they are facts, worded in
-    # report/ (compare_words.py, contract_words.py, schedule_words.py, regime_words.py,
-    # rule_words.py)
+def _text(n: ast.Constant | ast.JoinedStr) -> str:
+    """A string's text; an f-string's placeholders as a word."""
+    if isinstance(n, ast.Constant):
+        return n.value if isinstance(n.value, str) else ""
+    return "".join(v.value if isinstance(v, ast.Constant) else "xx" for v in n.values)
+
+
+def _sentences(rel: str, only: set[str] | None = None, source: str | None = None) -> list[str]:
+    """``rel:line: text`` of each string of words in ``rel`` (in its functions named in
+    ``only`` when given; ``source`` instead of the file's text): module, class and function
+    level alike, what ``_allowed`` allows left out."""
+    tree = ast.parse(source if source is not None else (PKG / rel).read_text())
+    allowed = _allowed(tree, rel, only)
+    return sorted(
+        f"{rel}:{n.lineno}: {_text(n)!r}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant | ast.JoinedStr)
+        and id(n) not in allowed
+        and WORDS.search(_text(n))
+    )
+
+
+def test_no_analysis_module_builds_a_sentence() -> None:
+    # The run readers' warnings ("line 100: not valid JSON, skipped"), the features'
+    # conflicts, the contract's issues, the schedules' notes, the regimes' step names, the
+    # incomplete steps' reasons, the gates' skipped steps ("spec at 4 req/s (incomplete)")
+    # and the attribution's summary were sentences built under analysis/: they are facts,
+    # worded in report/ (compare_words, contract_words, schedule_words, regime_words,
+    # rule_words, gate_words, attribution_words). Only errors (raised) and docstrings speak.
+    files = sorted(str(p.relative_to(PKG)) for p in (PKG / "analysis").rglob("*.py"))
+    assert len(files) > 30, "analysis/ moved: point this check at it"
+    bad = [hit for rel in files for hit in _sentences(rel)]
+    assert not bad, "return a fact; word it in report/:\n" + "\n".join(bad)
+
+
+def test_the_hosts_differences_are_facts_not_sentences() -> None:
     bad = [hit for rel, only in FACT_FUNCTIONS.items() for hit in _sentences(rel, only)]
     assert not bad, f"return a fact; word it in report/: {bad}"
-    # guards the guard: a sentence is found where there is one
-    assert _sentences("report/contract_words.py", None), "the check finds no f-string sentence"
+
+
+def test_the_sentence_check_finds_sentences() -> None:
+    # guards the guard: a sentence is found where there is one, an f-string's too; an
+    # error raised and a docstring are not
+    assert _sentences("report/contract_words.py"), "the check finds no f-string sentence"
+    old = (
+        "def _skip(cond: str, q: float) -> None:\n"
+        '    """Docstrings speak."""\n'
+        '    skipped.append(f"{cond} at {q:g} req/s (incomplete)")\n'
+        '    raise ConfigError(f"--max-regression: every step in scope is incomplete")\n'
+    )
+    assert _sentences("analysis/decisions/gates.py", source=old) == [
+        "analysis/decisions/gates.py:3: 'xx at xx req/s (incomplete)'"
+    ]
+    assert not _sentences("analysis/decisions/gates.py", {"other"}, source=old)
 
 
 def test_the_rules_threshold_is_applied_in_effect_only() -> None:

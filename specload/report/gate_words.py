@@ -7,11 +7,18 @@ gate that passed (its check nearest the limit), for the terminal, the reports an
 
 from __future__ import annotations
 
-from specload.analysis.decisions.gates import CAPACITY_GATE, PASSED, GateFailure, GateResult
+from specload.analysis.decisions.gates import (
+    CAPACITY_GATE,
+    PASSED,
+    GateFailure,
+    GateResult,
+    Skipped,
+)
+from specload.analysis.statistics.effect import INCOMPLETE
 from specload.report.crossover_words import fmt_qps
 from specload.report.wording import pct_ci_text, step_label
 
-__all__ = ["gate_message", "passed_lines", "passed_message"]
+__all__ = ["gate_message", "passed_lines", "passed_message", "skipped_line", "skipped_text"]
 
 
 def _ci(f: GateFailure, unit: str) -> str:
@@ -78,3 +85,20 @@ def passed_lines(result: GateResult) -> list[str]:
                 worst = max((f for _, f in checks), key=lambda f: f.change_pct)
                 out.append(f"gate passed: {passed_message(worst)}")
     return out
+
+
+#: Why a step went unchecked, in the report's words.
+_WHY = {INCOMPLETE: "incomplete"}
+
+
+def skipped_text(s: Skipped) -> str:
+    """A step a gate left unchecked: "spec at 4 req/s (incomplete)"."""
+    return f"{s.condition} at {s.target_qps:g} req/s ({_WHY.get(s.why, s.why)})"
+
+
+def skipped_line(result: GateResult) -> str | None:
+    """The steps the gates left unchecked, in one line ("gates skipped incomplete steps:
+    spec at 4 req/s (incomplete)"); None when the gates checked every step in scope."""
+    if not result.skipped:
+        return None
+    return "gates skipped incomplete steps: " + "; ".join(skipped_text(s) for s in result.skipped)

@@ -29,6 +29,7 @@ from specload.analysis.diagnostics.regime_model import Regime
 from specload.analysis.schedules.schedule_results import BestOfBoth, ScheduleAnalysis
 from specload.analysis.statistics.ratios import RatioRow
 from specload.analysis.statistics.steps import StepStats
+from specload.report.attribution_words import attribution_lines
 from specload.report.compare_words import (
     comparison_notes,
     comparison_warnings,
@@ -38,7 +39,7 @@ from specload.report.compare_words import (
 from specload.report.contract_words import contract_issues
 from specload.report.crossover_words import crossover_dict
 from specload.report.finding_words import disagreement_message, flag_message
-from specload.report.gate_words import gate_message
+from specload.report.gate_words import gate_message, skipped_text
 from specload.report.model import Report
 from specload.report.regime_words import regime_sentence, regime_sentences, regime_step
 from specload.report.report_json import JSON_SCHEMA
@@ -115,7 +116,7 @@ def _attribution(report: Report) -> dict[str, Any] | None:
         return None
     return {
         "labels": att.labels,
-        "summary": att.summary,
+        "summary": attribution_lines(att),
         "steps": [
             {
                 "target_qps": s.target_qps,
@@ -137,7 +138,7 @@ def _gates(report: Report) -> dict[str, Any] | None:
     return {
         "passed": g.passed,
         "checked": g.checked,
-        "skipped": g.skipped,
+        "skipped": [skipped_text(s) for s in g.skipped],
         "operating_qps": g.operating_qps,
         "gates": [asdict(x) for x in g.gates],
         "failures": [{**asdict(f), "message": gate_message(f)} for f in g.failures],

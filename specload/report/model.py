@@ -26,7 +26,7 @@ from specload.report.compare_words import (
 from specload.report.contract_words import contract_issues
 from specload.report.crossover_words import split_text
 from specload.report.finding_words import disagreement_message, flag_message
-from specload.report.gate_words import gate_message
+from specload.report.gate_words import gate_message, skipped_line
 from specload.report.regime_words import spread_line
 from specload.report.rule_words import incomplete_text
 from specload.report.verdict_words import class_verdicts, verdict_lines, verdicts
@@ -199,8 +199,8 @@ def _findings(c: Comparison) -> list[str]:
         for label, steps in c.incomplete.items()
         for q, why in steps.items()
     ]
-    if c.gates is not None and c.gates.skipped:
-        out.append("gates skipped incomplete steps: " + "; ".join(c.gates.skipped))
+    if c.gates is not None and (skipped := skipped_line(c.gates)):
+        out.append(skipped)
     out += [flag_message(f) for f in c.flags]
     out += [
         f"{chk.condition}: output contract: {issue}"

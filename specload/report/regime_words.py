@@ -9,6 +9,10 @@ terminal, report.md, report.html and report.json's sentences all come from here.
 from __future__ import annotations
 
 from specload.analysis.diagnostics.regime_model import (
+    CAUSE_GPU_IDLE,
+    CAUSE_HOST_BOUND,
+    CAUSE_LOADGEN,
+    CAUSE_THROTTLED,
     HOST_POINTS,
     MIN_SEPARATION,
     MIN_SHARE,
@@ -52,19 +56,19 @@ def cause_clause(t: RegimeTelemetry) -> str:
         if t.gpu_util_slow_pct is not None and t.gpu_util_fast_pct is not None
         else "GPU busy not sampled"
     )
-    if t.cause == "load generator CPU-saturated":
+    if t.cause == CAUSE_LOADGEN:
         share = t.loadgen_share_slow or 0.0
         return (
             f"specload's own CPU at {share * 100:.0f} % of its cores then: load generator "
             "CPU-saturated (the slow seconds may be the client's)"
         )
-    if t.cause == "GPU throttled":
+    if t.cause == CAUSE_THROTTLED:
         return f"{busy}, {_clocks(t)}: GPU throttled"
     known = t.sm_clock_slow_mhz is not None and t.sm_clock_fast_mhz is not None
     clocks = "clocks unchanged" if known else "SM clock not sampled"
-    if t.cause == "host-bound":
+    if t.cause == CAUSE_HOST_BOUND:
         return f"{busy}, {clocks}, {_host(t)}: host-bound"
-    if t.cause == "GPU idle between kernels":
+    if t.cause == CAUSE_GPU_IDLE:
         return f"{busy}, {clocks}, {_host(t)}: GPU idle between kernels at full clocks"
     return f"{busy}, {clocks}: cause not visible in the telemetry"
 

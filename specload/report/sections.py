@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from specload.report.attribution_words import attribution_lines
 from specload.report.class_tables import class_capacity_table
 from specload.report.compare_words import comparison_notes
 from specload.report.model import Report
@@ -106,7 +107,9 @@ def _attribution_and_contract(report: Report) -> Section:
     c = report.comparison
     parts = []
     if (att := attribution_table(report)) and c.attribution is not None:
-        parts += _tables(att, own=True) + [Part("note", text=s) for s in c.attribution.summary]
+        parts += _tables(att, own=True) + [
+            Part("note", text=s) for s in attribution_lines(c.attribution)
+        ]
     if c.contract:
         parts += _tables(contract_table(report), own=True)
     parts += [Part("samples", text=label) for label in c.samples]

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from analysis.synth_rundir import SPEC, Cond, write_run
+from analysis.synth_rundir import SPEC, Cond, rewrite_records, write_run
 from specload.analysis.compare import compare_runs
 from specload.analysis.comparison import ReplicatesPooled
-from specload.analysis.decisions.gates import parse_gate
+from specload.analysis.decisions.gates import Skipped, parse_gate
+from specload.analysis.statistics.effect import INCOMPLETE
 from specload.core.errors import ConfigError
 from specload.metrics.host import HostDifference
 from specload.report.finding_words import disagreement_message
@@ -100,6 +102,37 @@ def test_regression_gate_fails_only_up_to_the_operating_point(tmp_path: Path) ->
     msg = gate_message(failed.failures[0])
     assert re.match(r"spec: tpot_p50 \+\d+\.\d % \(CI \+\d+\.\d…\+\d+\.\d %\)", msg)
     assert msg.endswith("at 32 req/s exceeds the allowed +10 % with its whole CI")
+
+
+def _fail_at(run: Path, step: int | None) -> Path:
+    """Fail every fourth measured request of ``run`` at ``step`` (every step: None), so the
+    step's errors exceed the budget and its data is incomplete."""
+
+    def fail(r: dict[str, Any]) -> None:
+        at_step = step is None or r["step"] == step
+        if at_step and not r["warmup"] and int(r["request_id"].rsplit("-", 1)[1]) % 4 == 0:
+            r.update(ok=False, status=500, error={"kind": "http", "detail": "500"})
+            r.update(ttft_s=None, tpot_s=None, e2e_s=None, output_tokens=None)
+
+    return rewrite_records(run, fail)
+
+
+def test_a_gate_skips_an_incomplete_step_and_says_so(tmp_path: Path) -> None:
+    base = write_run(tmp_path / "b", Cond("baseline"), qps=(2, 4), metrics=False)
+    spec = write_run(tmp_path / "s", Cond("spec", speculative=SPEC), qps=(2, 4), metrics=False)
+    gates = compare_runs([base, _fail_at(spec, 1)], gates=[parse_gate("tpot_p95=10")]).gates
+    assert gates.skipped == [Skipped("spec", 4.0, INCOMPLETE)] and gates.checked == 1
+
+
+def test_a_gate_whose_every_step_is_incomplete_is_exit_2(tmp_path: Path) -> None:
+    base = write_run(tmp_path / "b", Cond("baseline"), qps=(2, 4), metrics=False)
+    spec = write_run(tmp_path / "s", Cond("spec", speculative=SPEC), qps=(2, 4), metrics=False)
+    with pytest.raises(ConfigError) as err:
+        compare_runs([base, _fail_at(spec, None)], gates=[parse_gate("tpot_p95=10")])
+    assert str(err.value) == (
+        "--max-regression: every step in scope is incomplete (spec at 2 req/s (incomplete); "
+        "spec at 4 req/s (incomplete)); the gate would check nothing"
+    )
 
 
 @pytest.mark.parametrize("spec", ["tpot_p50", "nope=3", "tpot_p50=x", "tpot_p50=-1"])

@@ -8,6 +8,7 @@ import html as htmllib
 import re
 
 from specload.analysis.comparison import Comparison
+from specload.report.attribution_words import attribution_lines
 from specload.report.html import render_html
 from specload.report.markdown import render_markdown
 from specload.report.model import build_report
@@ -34,6 +35,8 @@ def test_html_and_markdown_show_the_sections_in_one_order(four_way: Comparison) 
     folded = {s.heading for s in listed if s.folded}
     assert _headings(md_text, r"(?m)^#{3,4} (.*)$") == [h for h in expected if h not in folded]
     # what the sections hold is in both: attribution with its summary
-    assert four_way.attribution is not None and four_way.attribution.summary
-    for line in four_way.attribution.summary:
+    assert four_way.attribution is not None
+    lines = attribution_lines(four_way.attribution)
+    assert len(lines) == 2
+    for line in lines:
         assert line in md_text and htmllib.escape(line, quote=False) in html_text

@@ -19,9 +19,12 @@ import numpy as np
 from specload.analysis.statistics.effect import HELPS, HURTS, classify
 from specload.analysis.statistics.stats import Estimate, percentile_ci
 
-__all__ = ["Attribution", "AttributionStep", "attribute"]
+__all__ = ["FAMILIES", "ROLES", "Attribution", "AttributionStep", "attribute"]
 
+#: Latency family → the metric its ratios are on: TTFT is prefill, TPOT decode.
 FAMILIES = {"ttft": "ttft_p50", "tpot": "tpot_p50"}
+#: The three roles compared with the baseline, in the order they are shown.
+ROLES = ("prefix", "spec", "both")
 
 
 @dataclass(slots=True)
@@ -36,11 +39,16 @@ class AttributionStep:
 
 @dataclass(slots=True)
 class Attribution:
-    """The four-way attribution; ``labels`` maps role → condition label."""
+    """The four-way attribution; ``labels`` maps role → condition label.
+    ``report.attribution_words`` words it."""
 
     labels: dict[str, str]
     steps: list[AttributionStep] = field(default_factory=list)
-    summary: list[str] = field(default_factory=list)
+
+    def adds_up(self, family: str) -> bool:
+        """The combination adds up for ``family`` ("ttft", "tpot") at every step: the
+        features do not interact there."""
+        return all(s.adds_up[family] for s in self.steps)
 
 
 RatioLookup = dict[str, dict[str, dict[float, tuple[Estimate, np.ndarray]]]]
@@ -57,36 +65,12 @@ def _interaction(parts: dict[str, tuple[Estimate, np.ndarray]]) -> tuple[Estimat
     return Estimate(b.value / (p.value * s.value), lo, hi), reps
 
 
-def _pct(r: float | None) -> str:
-    return "n/a" if r is None else f"{(r - 1) * 100:+.0f} %"
-
-
-def _summary(labels: dict[str, str], steps: list[AttributionStep]) -> list[str]:
-    lines = []
-    for fam, what in (("ttft", "TTFT (prefill)"), ("tpot", "TPOT (decode)")):
-        parts = []
-        for role in ("prefix", "spec", "both"):
-            vals = [s.ratios[fam][role].value for s in steps]
-            parts.append(f"{labels[role]} {', '.join(_pct(v) for v in vals)}")
-        adds = all(s.adds_up[fam] for s in steps)
-        lines.append(
-            f"{what} vs {labels['baseline']} at {', '.join(f'{s.target_qps:g}' for s in steps)} req/s: "
-            + "; ".join(parts)
-            + (
-                "; the combination adds up"
-                if adds
-                else "; the combination does NOT add up (the features interact)"
-            )
-        )
-    return lines
-
-
 def attribute(labels: dict[str, str], ratios: RatioLookup, min_gain: float) -> Attribution | None:
     """Attribution when ``labels`` has all four roles; ``ratios[label][metric][qps]``."""
-    if not all(r in labels for r in ("baseline", "prefix", "spec", "both")):
+    if not all(r in labels for r in ("baseline", *ROLES)):
         return None
     common: set[float] | None = None
-    for role in ("prefix", "spec", "both"):
+    for role in ROLES:
         qs = set(ratios.get(labels[role], {}).get("ttft_p50", {}))
         common = qs if common is None else common & qs
     steps = []
@@ -95,7 +79,7 @@ def attribute(labels: dict[str, str], ratios: RatioLookup, min_gain: float) -> A
         inter: dict[str, Estimate] = {}
         adds: dict[str, bool] = {}
         for fam, metric in FAMILIES.items():
-            parts = {role: ratios[labels[role]][metric][qps] for role in ("prefix", "spec", "both")}
+            parts = {role: ratios[labels[role]][metric][qps] for role in ROLES}
             rat[fam] = {role: parts[role][0] for role in parts}
             inter[fam], _ = _interaction(parts)
             e = inter[fam]
@@ -105,4 +89,4 @@ def attribute(labels: dict[str, str], ratios: RatioLookup, min_gain: float) -> A
         steps.append(AttributionStep(qps, rat, inter, adds))
     if not steps:
         return None
-    return Attribution(labels=labels, steps=steps, summary=_summary(labels, steps))
+    return Attribution(labels=labels, steps=steps)

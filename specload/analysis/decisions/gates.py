@@ -33,6 +33,7 @@ __all__ = [
     "Gate",
     "GateFailure",
     "GateResult",
+    "Skipped",
     "check_operating_qps",
     "evaluate_gates",
     "gate_metrics",
@@ -100,6 +101,17 @@ class GateFailure:
     achieved_qps: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A step a latency gate left unchecked: ``condition``'s step at ``target_qps``, and
+    ``why`` (the step's effect, ``effect.INCOMPLETE``: its data is incomplete, so the gate
+    neither fails nor passes on it). ``report.gate_words`` words it."""
+
+    condition: str
+    target_qps: float
+    why: str = INCOMPLETE
+
+
 @dataclass(slots=True)
 class GateResult:
     gates: list[Gate]
@@ -110,7 +122,7 @@ class GateResult:
     possible: list[GateFailure] = field(default_factory=list)
     #: (condition, step, gate) checks made; steps left out because their data is incomplete
     checked: int = 0
-    skipped: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
     #: every check in the order made, with its outcome (``judge``): the JUnit testcases
     checks: list[tuple[str, GateFailure]] = field(default_factory=list)
 
@@ -216,7 +228,7 @@ def _latency_check(result: GateResult, g: Gate, cond: str, row: RatioRow | None)
     if row is None or row.ratio.value is None:
         return
     if row.effect == INCOMPLETE:
-        result.skipped.append(f"{cond} at {row.target_qps:g} req/s (incomplete)")
+        result.skipped.append(Skipped(cond, row.target_qps))
         return
     result.checked += 1
     est = row.ratio
@@ -256,7 +268,9 @@ def evaluate_gates(
     if not result.checked:
         raise ConfigError(
             "--max-regression: every step in scope is incomplete ("
-            + "; ".join(result.skipped)
+            + "; ".join(
+                f"{k.condition} at {k.target_qps:g} req/s ({k.why})" for k in result.skipped
+            )
             + "); the gate would check nothing"
         )
     return result

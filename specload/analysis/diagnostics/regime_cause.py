@@ -11,6 +11,11 @@ from typing import Any
 import numpy as np
 
 from specload.analysis.diagnostics.regime_model import (
+    CAUSE_GPU_IDLE,
+    CAUSE_HOST_BOUND,
+    CAUSE_LOADGEN,
+    CAUSE_THROTTLED,
+    CAUSE_UNEXPLAINED,
     EVENT_EXCESS,
     EVENT_SHARE,
     HOST_POINTS,
@@ -48,7 +53,7 @@ def _values(seconds: list[TelemetrySecond], get: Callable[[TelemetrySecond], Any
 def _cause(t: RegimeTelemetry) -> str:
     """What the slow seconds look like, the measurement's own fault first (module doc)."""
     if t.loadgen_share_slow is not None and t.loadgen_share_slow >= LOADGEN_SATURATED:
-        return "load generator CPU-saturated"
+        return CAUSE_LOADGEN
     slow_clk, fast_clk = t.sm_clock_slow_mhz, t.sm_clock_fast_mhz
     clock_drop = (
         slow_clk is not None and fast_clk is not None and slow_clk < (1 - CLOCK_DROP) * fast_clk
@@ -56,15 +61,15 @@ def _cause(t: RegimeTelemetry) -> str:
     events = t.event_share_slow >= EVENT_SHARE
     events &= t.event_share_slow - t.event_share_fast >= EVENT_EXCESS
     if clock_drop or events:
-        return "GPU throttled"
+        return CAUSE_THROTTLED
     busy_slow, busy_fast = t.gpu_util_slow_pct, t.gpu_util_fast_pct
     if (
         busy_slow is not None
         and busy_fast is not None
         and busy_fast - busy_slow >= UTIL_DROP_POINTS
     ):
-        return "host-bound" if _host_shows_it(t) else "GPU idle between kernels"
-    return "unexplained"
+        return CAUSE_HOST_BOUND if _host_shows_it(t) else CAUSE_GPU_IDLE
+    return CAUSE_UNEXPLAINED
 
 
 def _host_shows_it(t: RegimeTelemetry) -> bool:

@@ -10,6 +10,11 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "CAUSE_GPU_IDLE",
+    "CAUSE_HOST_BOUND",
+    "CAUSE_LOADGEN",
+    "CAUSE_THROTTLED",
+    "CAUSE_UNEXPLAINED",
     "BlockRegime",
     "DRIFT_CHANGE",
     "DRIFT_MIN_SECONDS",
@@ -65,6 +70,15 @@ EVENT_SHARE = 0.5
 
 EVENT_EXCESS = 0.25
 
+#: What a step's slow seconds look like (``RegimeTelemetry.cause``, report.json's
+#: ``telemetry.cause``): labels of the one classification ``regime_cause`` makes, each
+#: defined once; ``report/regime_words`` words each with its figures.
+CAUSE_LOADGEN = "load generator CPU-saturated"
+CAUSE_THROTTLED = "GPU throttled"
+CAUSE_HOST_BOUND = "host-bound"
+CAUSE_GPU_IDLE = "GPU idle between kernels"
+CAUSE_UNEXPLAINED = "unexplained"
+
 #: ("qps", 8.0) for an open-loop step, ("concurrency", 8.0) for a closed-loop one.
 StepKey = tuple[str, float]
 
@@ -110,8 +124,7 @@ class RegimeTelemetry:
     event_share_fast: float
     #: specload's own CPU in the slow seconds, as a share of the cores it may use
     loadgen_share_slow: float | None
-    #: "load generator CPU-saturated" | "GPU throttled" | "host-bound" |
-    #: "GPU idle between kernels" | "unexplained"
+    #: one of the ``CAUSE_*`` labels
     cause: str
     #: the whole host's busy CPU and steal (%) in the slow and the fast seconds
     host_busy_slow_pct: float | None = None
