@@ -18,6 +18,7 @@ sweep took and its wall time. A step that reads helps or hurts here is a false d
 Real time on this machine (the simulators serve in real time; the machine is shared, so
 both servers see the same load). Usage:
 python benchmarks/same_servers.py [--seeds N] [--world plain|regime] [--budget-s S]
+[--work DIR]
 (writes results/same_servers.{md,json}; ~5-10 min a seed)
 """
 
@@ -26,10 +27,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -115,6 +116,9 @@ def one_seed(world: str, seed: int, budget_s: float, work: Path) -> dict[str, An
             _stop(proc)
     (work / "sweep.log").write_text(res.stdout + res.stderr)
     looks = sum(1 for line in res.stdout.splitlines() if line.startswith("[until-decided] look"))
+    if not (work / "out" / "report" / "report.json").is_file():
+        return {"world": world, "seed": seed, "rc": res.returncode, "wall_s": round(wall, 1),
+                "looks": looks, "answers": {}, "error": (res.stdout + res.stderr)[-600:]}  # fmt: skip
     report = read_report(work / "out" / "report" / "report.json")
     answers = {f"{r.target_qps:g} req/s": r.effect for r in report.ratios["b"][report.metric]}
     for level in json.loads((work / "out" / "report" / "report.json").read_text())["closed_loop"]:
@@ -158,14 +162,16 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--world", choices=WORLDS, action="append")
     ap.add_argument("--budget-s", type=float, default=600.0)
+    ap.add_argument("--work", type=Path, default=ROOT / "runs" / "same-servers",
+                    help="where each sweep's run dirs and log go (kept)")  # fmt: skip
     args = ap.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="same-servers-") as tmp:
-        for world in args.world or list(WORLDS):
-            for seed in range(1, args.seeds + 1):
-                row = one_seed(world, seed, args.budget_s, Path(tmp) / f"{world}-{seed}")
-                print(json.dumps(row), flush=True)
-                rows.append(row)
+    shutil.rmtree(args.work, ignore_errors=True)
+    for world in args.world or list(WORLDS):
+        for seed in range(1, args.seeds + 1):
+            row = one_seed(world, seed, args.budget_s, args.work / f"{world}-{seed}")
+            print(json.dumps(row), flush=True)
+            rows.append(row)
     result = {"budget_s": args.budget_s, "rows": rows}
     (OUT / "same_servers.json").write_text(json.dumps(result, indent=1) + "\n")
     text = _render(rows, args.budget_s)
