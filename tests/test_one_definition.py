@@ -12,6 +12,7 @@ Checked on the source, so a new copy fails here before it reaches a user:
 - steps.json is parsed in ``specload/recorder/steps_json.py`` only, which also says where a
   step's measured window starts and ends;
 - a step is named by ``report/wording.py`` (``step_name``, ``step_label``) only;
+- a percentile is computed by ``analysis/statistics/stats.py`` only;
 - what a client takes besides its URL is ``client.ClientSettings``: no client's constructor
   names a setting itself;
 - no analysis module builds a sentence (the run readers, the output contract, the features'
@@ -141,6 +142,18 @@ def test_a_step_is_named_by_wording_only() -> None:
     # own and names no step.
     bad = _hits(r'f"c=\{|f".*concurrency \{', ("report/wording.py", "sim/"))
     assert not bad, f"name steps with report.wording.step_name: {bad}"
+
+
+def test_a_percentile_is_computed_by_stats_only() -> None:
+    # numpy's linear percentile, live or in a report: ``stats.quantile_sorted`` (and the
+    # bootstrap replicates' interval, ``stats.percentile_ci``). Four modules had their own
+    # (live.percentile, crossover.boundary_ci, quality.py's np.percentile); sim/ is a product
+    # of its own. Prometheus's histogram_quantile (metrics/histogram.py) interpolates within
+    # bucket counts, the server's own quantile, a different thing.
+    skip = ("analysis/statistics/stats.py", "sim/", "metrics/histogram.py")
+    bad = _hits(r"np\.(nan)?(percentile|quantile)\(|statistics\.quantiles\(", skip)
+    bad += _hits(r"def \w*(percentile|quantile)\w*\(", skip)
+    assert not bad, f"use stats.quantile_sorted / stats.percentile_ci: {bad}"
 
 
 def test_the_facts_analysis_returns_carry_no_sentences() -> None:
