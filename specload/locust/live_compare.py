@@ -33,7 +33,9 @@ from gevent import subprocess
 from specload.analysis.statistics.effect import EFFECTS
 from specload.core.errors import ConfigError
 from specload.protocol.argv import compare_argv
-from specload.protocol.provisional import Baseline, baseline_problem, summary
+from specload.protocol.provisional import summary
+from specload.recorder.baseline_run import Baseline
+from specload.report.baseline_words import baseline_problem
 from specload.report.report_json import read_report
 from specload.report.rule_words import effect_text
 

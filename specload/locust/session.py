@@ -46,7 +46,7 @@ from specload.metrics.gpu import GpuMemorySampler, open_gpu_source
 from specload.metrics.scrape import MetricsScraper, fetch_server_info
 from specload.metrics.telemetry import TelemetrySampler
 from specload.options.run import RunOptions
-from specload.protocol.provisional import load_baseline
+from specload.recorder.baseline_run import load_baseline
 from specload.recorder.rundir import RunMeta, RunWriter
 from specload.scenario.preparation import PreparationFailed, PreparedPrompts, prepare_prompts
 

@@ -287,7 +287,8 @@ def _check_baseline(path: str, label: str, scenario: Any) -> None:
     """Headless, a baseline the live comparison could never use (this run's label, another
     scenario, not finished) is bad input before any traffic: nobody watches a banner there.
     The web UI shows it as a banner instead (the form may still change)."""
-    from specload.protocol.provisional import baseline_problem, load_baseline
+    from specload.recorder.baseline_run import load_baseline
+    from specload.report.baseline_words import baseline_problem
 
     problem = baseline_problem(load_baseline(path), label, scenario.to_dict())
     if problem is not None:
@@ -321,7 +322,7 @@ def resolve_run_options(
             else "--junit",
         )
     if baseline_run:
-        from specload.protocol.provisional import load_baseline
+        from specload.recorder.baseline_run import load_baseline
 
         load_baseline(baseline_run)  # ConfigError: not a run dir
     scenario_path = getattr(values, "scenario", "") or ""

@@ -21,24 +21,19 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from specload.core.errors import ConfigError, SpecloadError
+from specload.core.errors import SpecloadError
 from specload.recorder.steps_json import STEPS_JSON, read_steps
 from specload.report.report_json import ReportData, StepRow
 from specload.report.wording import load_ci_text, signed_change
 
 __all__ = [
     "UI_METRICS",
-    "Baseline",
-    "baseline_problem",
-    "load_baseline",
     "main",
-    "scenario_differences",
     "summary",
     "write_view",
 ]
@@ -47,84 +42,6 @@ __all__ = [
 UI_METRICS = ("tpot_p50", "tpot_p95", "ttft_p50", "e2e_p50")
 #: Per-step latencies the UI charts for both conditions.
 CHART_METRICS = ("tpot_p50", "tpot_p95", "ttft_p50", "ttft_p95")
-
-
-@dataclass(frozen=True, slots=True)
-class Baseline:
-    """A finished run the live run is compared with (its run.json, read once)."""
-
-    path: Path
-    label: str
-    run_id: str
-    status: str
-    scenario: dict[str, Any]
-
-
-def load_baseline(path: str | Path) -> Baseline:
-    """The run at ``path``; ConfigError (one line: path and what was expected) otherwise."""
-    from specload.recorder.run_json import load_run_json
-    from specload.recorder.rundir import RunMeta
-
-    p = Path(path)
-    if not (p / "run.json").is_file():
-        raise ConfigError(
-            "not a run directory (expected a finished specload run: run.json, requests.jsonl)",
-            path="--baseline-run",
-            file=str(p),
-        )
-    meta = RunMeta.from_dict(load_run_json(p))
-    _check_records(p)
-    return Baseline(
-        path=p,  # as the user gave it: the UI shows it; children share the master's cwd
-        label=meta.label,
-        run_id=meta.run_id or p.name,
-        status=meta.status,
-        scenario=dict(meta.scenario),
-    )
-
-
-def _check_records(run: Path) -> None:
-    """What ``specload compare`` refuses in a run's records, found before any traffic: no
-    requests.jsonl, or not one record in it (lines it would skip with a warning are not
-    refused here either). Reads up to the first record."""
-    path = run / "requests.jsonl"
-    expected = "expected a finished specload run: one JSON record per line"
-    try:
-        with open(path, "rb") as fh:
-            for line in fh:
-                try:
-                    if isinstance(orjson.loads(line), dict):
-                        return
-                except orjson.JSONDecodeError:
-                    continue
-    except OSError as exc:
-        why = exc.strerror or "cannot read"
-        raise ConfigError(f"{why} ({expected})", file=str(path), path="--baseline-run") from None
-    raise ConfigError(f"no records ({expected})", file=str(path), path="--baseline-run")
-
-
-def scenario_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    """Scenario keys that make two runs incomparable (``analysis.inputs.comparable``'s rule)."""
-    from specload.analysis.inputs.comparable import flatten
-
-    fa, fb = flatten(a), flatten(b)
-    return [k.rstrip(".") for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
-
-
-def baseline_problem(baseline: Baseline, label: str, scenario: dict[str, Any]) -> str | None:
-    """Why this run cannot be compared live with ``baseline``; None when it can."""
-    if baseline.label == label:
-        return (
-            f"the baseline run {baseline.path.name} has this run's label {label!r}: give this "
-            "run another label (compare pools runs of one label as server starts)"
-        )
-    if baseline.status not in ("completed", "degraded"):
-        return f"the baseline run {baseline.path.name} is {baseline.status!r}, not completed"
-    diff = scenario_differences(baseline.scenario, scenario)
-    if diff:
-        keys = ", ".join(diff[:4]) + (" ..." if len(diff) > 4 else "")
-        return f"the baseline run {baseline.path.name} ran another scenario (differs in {keys})"
-    return None
 
 
 def _step_of(line: bytes) -> int | None:

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from specload.locust.live_compare import LiveComparison, last_message
-from specload.protocol.provisional import load_baseline
+from specload.recorder.baseline_run import load_baseline
 from tests.analysis.synth_rundir import SPEC, Cond, linear_gain, scenario, write_run
 
 

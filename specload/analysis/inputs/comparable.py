@@ -17,7 +17,8 @@ Runs sharing a label must also share a declared condition. ``differences`` retur
 facts (``ValueDiffers``, ``ConditionsDiffer``: each run against the first, full paths: what a
 forced report keeps, worded by ``report/compare_words.py``); ``key_differences`` groups them
 by key with every run's value, and ``not_comparable_message`` is the error a person reads:
-one short line per key.
+one short line per key. ``scenario_differences`` is the scenario rule alone, on two run.json
+scenarios: what the live comparison checks of its baseline before any traffic.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
     "flatten",
     "key_differences",
     "not_comparable_message",
+    "scenario_differences",
     "shown_value",
 ]
 
@@ -96,6 +98,14 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     else:
         out[prefix.rstrip(".")] = obj
     return out
+
+
+def scenario_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The scenario keys (dotted paths, sorted) in which two resolved scenarios differ, the
+    keys that may differ (``IGNORED_SCENARIO_KEYS``) left out: what makes two runs
+    incomparable, known from their run.json alone (the live comparison's baseline check)."""
+    fa, fb = flatten(a), flatten(b)
+    return [k.rstrip(".") for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
 
 
 def _target(target: dict[str, Any], key: str) -> Any:

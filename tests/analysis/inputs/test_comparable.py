@@ -16,6 +16,7 @@ from specload.analysis.inputs.comparable import (
     ValueDiffers,
     differences,
     key_differences,
+    scenario_differences,
 )
 from specload.analysis.inputs.run_columns import load_runs
 from specload.core.errors import ConfigError
@@ -194,3 +195,12 @@ def test_prompt_lengths_are_compared_per_class_over_the_steps_both_runs_have(
         compare_runs([base, write_view(longer, tmp_path / "view2", {0})])
     assert "  median prompt_tokens (code): 150 in baseline | 300 in spec" in str(exc.value)
     assert "questions" not in str(exc.value)
+
+
+def test_scenario_differences_are_the_keys_that_must_match() -> None:
+    sc = scenario()
+    other = {**sc, "max_tokens": 1, "steps": [1, 2]}  # steps may differ, max_tokens may not
+    assert scenario_differences(sc, other) == ["max_tokens"]
+    nested = {**sc, "sampling": {**sc["sampling"], "temperature": 0.7}, "warmup_s": 1}
+    assert scenario_differences(sc, nested) == ["sampling.temperature"]
+    assert scenario_differences(sc, dict(sc)) == []
