@@ -4,7 +4,9 @@ With ``--baseline-run DIR`` (or the start form's field) the master loads a finis
 the same scenario. Each time a step settles (it has ended and every request sent in it has
 its record) it re-runs the provisional comparison (``specload.protocol.provisional``, a child
 process: the same rule and code as ``specload compare``) over the settled steps, and keeps
-the figures the specload tab shows: ratios with CIs, the verdict so far, the crossover. When
+the few figures the specload tab shows, taken from the child's ``report.json`` (read typed by
+``report.report_json.read_report``) by ``summary``: the per-step latencies of both runs, the
+ratios with CIs, the verdict so far, the crossover. When
 the run ends, one last comparison covers every step, and ``make_report`` writes the full
 comparison (``specload compare``'s files) for the UI's Report button.
 
@@ -33,13 +35,13 @@ from gevent import subprocess
 from specload.analysis.statistics.effect import EFFECTS
 from specload.core.errors import ConfigError
 from specload.protocol.argv import compare_argv
-from specload.protocol.provisional import summary
 from specload.recorder.baseline_run import Baseline
 from specload.report.baseline_words import baseline_problem
-from specload.report.report_json import read_report
+from specload.report.report_json import ReportData, StepRow, read_report
 from specload.report.rule_words import effect_text
+from specload.report.wording import load_ci_text, signed_change
 
-__all__ = ["LiveComparison", "ReportJob"]
+__all__ = ["UI_METRICS", "LiveComparison", "ReportJob", "summary"]
 
 log = logging.getLogger("specload")
 
@@ -47,6 +49,62 @@ log = logging.getLogger("specload")
 BOOTSTRAP = 1000
 #: Seconds a comparison child may take before it is given up (and reported).
 JOB_TIMEOUT_S = 300.0
+#: The ratios the web UI shows per step (the issue's four: p50/p95 TPOT, p50 TTFT, p50 E2E).
+UI_METRICS = ("tpot_p50", "tpot_p95", "ttft_p50", "e2e_p50")
+#: Per-step latencies the UI charts for both conditions.
+CHART_METRICS = ("tpot_p50", "tpot_p95", "ttft_p50", "ttft_p95")
+
+
+def _curve(steps: list[StepRow]) -> list[dict[str, Any]]:
+    return [
+        {
+            "target_qps": s.target_qps,
+            **{
+                m: (f.value if (f := s.latency.get(m)) is not None else None) for m in CHART_METRICS
+            },
+        }
+        for s in steps
+    ]
+
+
+def summary(report: ReportData, baseline: str, label: str | None) -> dict[str, Any]:
+    """What the web UI shows from a ``report.json`` (``report.report_json.read_report``): the
+    baseline's per-step latencies, and, when ``label`` was compared, its ratios per step with
+    CIs and effects, the verdict and the crossover of the report's metric."""
+    out: dict[str, Any] = {
+        "metric": report.metric,
+        "rule": report.rule,
+        "baseline_steps": _curve(report.steps.get(baseline, [])),
+        "steps": _curve(report.steps.get(label, [])) if label else [],
+        "ratios": [],
+        "verdict": None,
+        "crossover": None,
+    }
+    if not label or label not in report.ratios:
+        return out
+    by_qps: dict[float, dict[str, Any]] = {}
+    for metric in UI_METRICS:
+        for row in report.ratios[label].get(metric, []):
+            r = row.ratio
+            cell = {"value": r.value, "lo": r.lo, "hi": r.hi, "effect": row.effect}
+            # the change as the report's per-step tables write it (wording.signed_change)
+            cell["text"] = signed_change(r)
+            by_qps.setdefault(row.target_qps, {"target_qps": row.target_qps})[metric] = cell
+    out["ratios"] = [by_qps[q] for q in sorted(by_qps)]
+    out["verdict"] = report.verdicts.get(label)
+    x = report.crossovers.get(label, {}).get(report.metric)
+    if x is not None:
+        has_ci = x.ci[0] is not None or x.ci[1] is not None
+        out["crossover"] = {
+            "status": x.status,
+            "qps": x.qps,
+            "ci": list(x.ci),
+            "last_helping_qps": x.last_helping_qps,
+            "stops_at": x.stops_at.to_dict() if x.stops_at is not None else None,
+            "tested_range": list(x.tested_range),
+            "ci_text": load_ci_text(x.ci, x.ci_beyond, x.tested_range) if has_ci else "",
+        }
+    return out
 
 
 def last_message(text: str) -> str:

@@ -8,12 +8,14 @@ record), then compares that view with the baseline by ``compare_runs`` and write
 ``report.json``. A step still running, or one whose in-flight requests have not returned,
 never enters: its tail would be missing, and p95 would read low.
 
-It runs as a child process (``python -m specload.protocol.provisional``) of the Locust master, so the
-bootstrap and the reading of ``requests.jsonl`` never hold up the master's event loop, which
-paces arrivals in a local run. ``summary()`` turns the report, read typed
-(``report.report_json.read_report``), into the few figures the web UI shows. Exit codes as
-``specload compare``: 2 with one line on stderr on bad input (for example runs that are not
-comparable).
+It runs as a child process (``python -m specload.protocol.provisional``) of the Locust
+master, so the bootstrap and the reading of ``requests.jsonl`` never hold up the master's
+event loop, which paces arrivals in a local run. This module is the child's side only: the
+master's side (which steps have settled, when to start a child, the few figures the web UI
+takes from its ``report.json``) is ``locust/live_compare.py``, and the baseline run it is
+given is read and checked before by ``recorder/baseline_run.py`` and
+``report/baseline_words.py``. Exit codes as ``specload compare``: 2 with one line on stderr
+on bad input (for example runs that are not comparable).
 """
 
 from __future__ import annotations
@@ -22,26 +24,13 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from specload.core.errors import SpecloadError
 from specload.recorder.steps_json import STEPS_JSON, read_steps
-from specload.report.report_json import ReportData, StepRow
-from specload.report.wording import load_ci_text, signed_change
 
-__all__ = [
-    "UI_METRICS",
-    "main",
-    "summary",
-    "write_view",
-]
-
-#: The ratios the web UI shows per step (the issue's four: p50/p95 TPOT, p50 TTFT, p50 E2E).
-UI_METRICS = ("tpot_p50", "tpot_p95", "ttft_p50", "e2e_p50")
-#: Per-step latencies the UI charts for both conditions.
-CHART_METRICS = ("tpot_p50", "tpot_p95", "ttft_p50", "ttft_p95")
+__all__ = ["main", "write_view"]
 
 
 def _step_of(line: bytes) -> int | None:
@@ -87,58 +76,6 @@ def write_view(run_dir: str | Path, dest: str | Path, steps: set[int]) -> Path:
     _filter_jsonl(src / "metrics.jsonl", out / "metrics.jsonl", steps)
     meta.counts = {**meta.counts, "sent": n, "recorded": n, "by_worker": {}}
     (out / "run.json").write_bytes(orjson.dumps(raw | meta.to_dict()))
-    return out
-
-
-def _curve(steps: list[StepRow]) -> list[dict[str, Any]]:
-    return [
-        {
-            "target_qps": s.target_qps,
-            **{
-                m: (f.value if (f := s.latency.get(m)) is not None else None) for m in CHART_METRICS
-            },
-        }
-        for s in steps
-    ]
-
-
-def summary(report: ReportData, baseline: str, label: str | None) -> dict[str, Any]:
-    """What the web UI shows from a ``report.json`` (``report.report_json.read_report``): the
-    baseline's per-step latencies, and, when ``label`` was compared, its ratios per step with
-    CIs and effects, the verdict and the crossover of the report's metric."""
-    out: dict[str, Any] = {
-        "metric": report.metric,
-        "rule": report.rule,
-        "baseline_steps": _curve(report.steps.get(baseline, [])),
-        "steps": _curve(report.steps.get(label, [])) if label else [],
-        "ratios": [],
-        "verdict": None,
-        "crossover": None,
-    }
-    if not label or label not in report.ratios:
-        return out
-    by_qps: dict[float, dict[str, Any]] = {}
-    for metric in UI_METRICS:
-        for row in report.ratios[label].get(metric, []):
-            r = row.ratio
-            cell = {"value": r.value, "lo": r.lo, "hi": r.hi, "effect": row.effect}
-            # the change as the report's per-step tables write it (wording.signed_change)
-            cell["text"] = signed_change(r)
-            by_qps.setdefault(row.target_qps, {"target_qps": row.target_qps})[metric] = cell
-    out["ratios"] = [by_qps[q] for q in sorted(by_qps)]
-    out["verdict"] = report.verdicts.get(label)
-    x = report.crossovers.get(label, {}).get(report.metric)
-    if x is not None:
-        has_ci = x.ci[0] is not None or x.ci[1] is not None
-        out["crossover"] = {
-            "status": x.status,
-            "qps": x.qps,
-            "ci": list(x.ci),
-            "last_helping_qps": x.last_helping_qps,
-            "stops_at": x.stops_at.to_dict() if x.stops_at is not None else None,
-            "tested_range": list(x.tested_range),
-            "ci_text": load_ci_text(x.ci, x.ci_beyond, x.tested_range) if has_ci else "",
-        }
     return out
 
 

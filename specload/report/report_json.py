@@ -2,7 +2,7 @@
 from a comparison another process wrote.
 
 ``report.json`` is written by ``report/jsonout.py`` (``report_dict``) and read by the live
-comparison (the web UI's figures, ``protocol/provisional.summary``) and by a sweep's last
+comparison (the web UI's figures, ``locust/live_compare.summary``) and by a sweep's last
 lines (its headline). Both read it here, typed, so they accept and refuse the same files:
 the schema string must be this specload's (``JSON_SCHEMA``; an older report words its effects
 otherwise), and every key read must be there with a value of its type. A file that breaks

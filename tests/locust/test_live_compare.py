@@ -1,8 +1,9 @@
 """The live comparison (``locust/live_compare.py``) in-process, on synthetic run dirs.
 
-A comparison child that fails on one update is shown, and the next update still runs; the
-run's end makes the comparison final whatever happened, with its verdict line or why it has
-none (headless: exit 1).
+The figures the specload tab shows are the child's report.json read back (``summary``):
+compare's own ratios, CIs and wording. A comparison child that fails on one update is shown,
+and the next update still runs; the run's end makes the comparison final whatever happened,
+with its verdict line or why it has none (headless: exit 1).
 """
 
 from __future__ import annotations
@@ -14,8 +15,14 @@ import gevent
 import orjson
 import pytest
 
-from specload.locust.live_compare import LiveComparison, last_message
+from specload.analysis.compare import compare_runs
+from specload.locust.live_compare import LiveComparison, last_message, summary
+from specload.protocol.provisional import main, write_view
 from specload.recorder.baseline_run import load_baseline
+from specload.report.jsonout import report_dict
+from specload.report.markdown import render_markdown
+from specload.report.model import build_report
+from specload.report.report_json import parse_report, read_report
 from tests.analysis.synth_rundir import SPEC, Cond, linear_gain, scenario, write_run
 
 
@@ -25,6 +32,57 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     base = write_run(root / "base", Cond("baseline"), qps=(2, 4), n=80)
     spec = Cond("spec", speculative=SPEC, tpot=linear_gain(0.3, 2.0, 0.0))
     return base, write_run(root / "spec", spec, qps=(2, 4), n=80)
+
+
+#: Target rates of the runs whose figures the tab shows (``figure_runs``).
+QPS = (2.0, 4.0, 8.0, 16.0)
+
+
+@pytest.fixture(scope="module")
+def figure_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("figure-runs")
+    base = write_run(root / "base", Cond("baseline"), qps=QPS, n=120)
+    spec = Cond("spec", speculative=SPEC, tpot=linear_gain(0.3, 2.0, 0.25))
+    return base, write_run(root / "spec", spec, qps=QPS, n=120)
+
+
+def test_the_tab_shows_compares_own_figures(figure_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """Two settled steps through the child (in-process): the ratios, CIs and verdict the tab
+    shows equal ``compare_runs`` on those steps, worded as compare's report.md words them."""
+    base, spec = figure_runs
+    out = str(tmp_path / "out")
+    code = main([str(spec), str(base), out, "--steps", "0,1", "--baseline", "baseline"])
+    assert code == 0
+    got = summary(read_report(tmp_path / "out"), "baseline", "spec")
+    view = write_view(spec, tmp_path / "expected-view", {0, 1})
+    report = build_report(compare_runs([base, view], baseline="baseline"))
+    want = summary(parse_report(report_dict(report)), "baseline", "spec")
+    assert [r["target_qps"] for r in got["ratios"]] == [2.0, 4.0]
+    assert got["ratios"] == want["ratios"] and got["verdict"] == want["verdict"]
+    assert got["crossover"] == want["crossover"]
+    assert set(got["ratios"][0]) == {"target_qps", "tpot_p50", "tpot_p95", "ttft_p50", "e2e_p50"}
+    # the synthetic condition is 30 % faster on TPOT at 2 req/s: the rule says it helps
+    assert got["ratios"][0]["tpot_p50"]["effect"] == "helps"
+    cell = got["ratios"][0]["tpot_p50"]
+    assert 0.6 < cell["value"] < 0.8
+    # the page's text is the reports' own wording of that change: written out here, and
+    # word for word the cell of the ratio table in compare's report.md on the same steps
+    assert cell["text"] == "-29.6 % (-35.5…-23.1)"
+    assert "| 2 | ▼ -29.6 % (-35.5…-23.1) |" in render_markdown(report)
+    assert got["verdict"] and "spec" in got["verdict"]
+    assert [s["target_qps"] for s in got["baseline_steps"]] == list(QPS)
+    assert [s["target_qps"] for s in got["steps"]] == [2.0, 4.0]
+
+
+def test_without_settled_steps_the_tab_shows_the_baseline_curve(
+    figure_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    base, spec = figure_runs
+    assert main([str(spec), str(base), str(tmp_path / "out"), "--baseline", "baseline"]) == 0
+    got = summary(read_report(tmp_path / "out"), "baseline", None)
+    assert got["ratios"] == [] and got["verdict"] is None and got["steps"] == []
+    assert len(got["baseline_steps"]) == len(QPS)
+    assert all(s["tpot_p50"] and s["tpot_p50"] > 0 for s in got["baseline_steps"])
 
 
 def _wait(live: LiveComparison) -> None:

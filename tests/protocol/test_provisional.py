@@ -15,9 +15,8 @@ import orjson
 import pytest
 
 from specload.analysis.compare import compare_runs
-from specload.protocol.provisional import main, summary, write_view
+from specload.protocol.provisional import main, write_view
 from specload.report.jsonout import report_dict
-from specload.report.markdown import render_markdown
 from specload.report.model import build_report
 from specload.report.report_json import parse_report, read_report
 from tests.analysis.synth_rundir import SPEC, Cond, linear_gain, scenario, write_run
@@ -61,39 +60,33 @@ def test_a_half_written_last_line_is_left_out(runs: tuple[Path, Path], tmp_path:
     assert all(r["request_id"] != "x" for r in _lines(view / "requests.jsonl"))
 
 
-def test_the_child_gives_compares_own_figures(runs: tuple[Path, Path], tmp_path: Path) -> None:
-    """Two settled steps: the ratios, CIs and verdict equal ``compare_runs`` on those steps."""
+def test_the_child_writes_compares_own_report(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """Two settled steps: the ratios, CIs, effects and verdict equal ``compare_runs`` on a
+    view of those steps (the web UI's figures of them: ``tests/locust/test_live_compare.py``)."""
     base, spec = runs
     out = str(tmp_path / "out")
     code = main([str(spec), str(base), out, "--steps", "0,1", "--baseline", "baseline"])
     assert code == 0
-    got = summary(read_report(tmp_path / "out"), "baseline", "spec")
+    got = read_report(tmp_path / "out")
     view = write_view(spec, tmp_path / "expected-view", {0, 1})
-    report = build_report(compare_runs([base, view], baseline="baseline"))
-    want = summary(parse_report(report_dict(report)), "baseline", "spec")
-    assert [r["target_qps"] for r in got["ratios"]] == [2.0, 4.0]
-    assert got["ratios"] == want["ratios"] and got["verdict"] == want["verdict"]
+    want = parse_report(report_dict(build_report(compare_runs([base, view], baseline="baseline"))))
+    assert [r.target_qps for r in got.ratios["spec"]["tpot_p50"]] == [2.0, 4.0]
+    assert got.ratios == want.ratios and got.verdicts == want.verdicts
+    assert got.crossovers == want.crossovers
     # the synthetic condition is 30 % faster on TPOT at 2 req/s: the rule says it helps
-    assert got["ratios"][0]["tpot_p50"]["effect"] == "helps"
-    cell = got["ratios"][0]["tpot_p50"]
-    assert 0.6 < cell["value"] < 0.8
-    # the page's text is the reports' own wording of that change: written out here, and
-    # word for word the cell of the ratio table in compare's report.md on the same steps
-    assert cell["text"] == "-29.6 % (-35.5…-23.1)"
-    assert "| 2 | ▼ -29.6 % (-35.5…-23.1) |" in render_markdown(report)
-    assert got["verdict"] and "spec" in got["verdict"]
-    assert [s["target_qps"] for s in got["baseline_steps"]] == list(QPS)
+    cell = got.ratios["spec"]["tpot_p50"][0]
+    assert cell.effect == "helps" and cell.ratio.value is not None
+    assert 0.6 < cell.ratio.value < 0.8
+    assert "spec" in got.verdicts["spec"]
+    assert [s.target_qps for s in got.steps["baseline"]] == list(QPS)
 
 
-def test_without_settled_steps_only_the_baseline_curve(
-    runs: tuple[Path, Path], tmp_path: Path
-) -> None:
+def test_without_settled_steps_only_the_baseline(runs: tuple[Path, Path], tmp_path: Path) -> None:
     base, spec = runs
     assert main([str(spec), str(base), str(tmp_path / "out"), "--baseline", "baseline"]) == 0
-    got = summary(read_report(tmp_path / "out"), "baseline", None)
-    assert got["ratios"] == [] and got["verdict"] is None
-    assert len(got["baseline_steps"]) == len(QPS)
-    assert all(s["tpot_p50"] and s["tpot_p50"] > 0 for s in got["baseline_steps"])
+    got = read_report(tmp_path / "out")
+    assert "spec" not in got.ratios and "spec" not in got.verdicts
+    assert [s.target_qps for s in got.steps["baseline"]] == list(QPS)
 
 
 def test_incomparable_runs_exit_2_with_one_line(tmp_path: Path) -> None:
