@@ -32,11 +32,11 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import yaml
+from sweep_efficiency import wait_healthy  # the benchmarks' one /health wait
 
 from specload.cli.demo import SPEC_CONFIGS
 from specload.core.ports import free_port
@@ -69,19 +69,6 @@ def _start_sim(
     return proc, f"http://127.0.0.1:{port}"
 
 
-def _wait_healthy(url: str, timeout_s: float = 60.0) -> None:
-    """Until the simulator answers /health (it takes a few seconds to start)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"{url}: no /health within {timeout_s:g} s")
-
-
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
@@ -102,7 +89,7 @@ def one_seed(world: str, seed: int, budget_s: float, work: Path) -> dict[str, An
     sims = [_start_sim(world, k, seed, work / f"sim-{k}.log") for k in (1, 2)]
     try:
         for _, url in sims:
-            _wait_healthy(url)
+            wait_healthy(url)
         t0 = time.monotonic()
         res = subprocess.run(
             [sys.executable, "-m", "specload", "sweep", "--interleave",

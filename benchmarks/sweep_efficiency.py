@@ -56,7 +56,8 @@ def _sim(port: int, *extra: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def _wait_healthy(url: str, timeout_s: float = 60.0) -> None:
+def wait_healthy(url: str, timeout_s: float = 60.0) -> None:
+    """Until a simulator answers /health (it takes a few seconds to start)."""
     import urllib.request
 
     deadline = time.monotonic() + timeout_s
@@ -264,7 +265,7 @@ def run(
     try:
         urls = [f"http://127.0.0.1:{p}" for p in ports]
         for u in urls:
-            _wait_healthy(u)
+            wait_healthy(u)
         out = keep or tmp / "sweep"
         t0 = time.monotonic()
         proc = subprocess.run(
