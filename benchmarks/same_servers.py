@@ -106,14 +106,30 @@ def one_seed(world: str, seed: int, budget_s: float, work: Path) -> dict[str, An
     if not (work / "out" / "report" / "report.json").is_file():
         return {"world": world, "seed": seed, "rc": res.returncode, "wall_s": round(wall, 1),
                 "looks": looks, "answers": {}, "error": (res.stdout + res.stderr)[-600:]}  # fmt: skip
-    report = read_report(work / "out" / "report" / "report.json")
-    answers = {f"{r.target_qps:g} req/s": r.effect for r in report.ratios["b"][report.metric]}
-    for level in json.loads((work / "out" / "report" / "report.json").read_text())["closed_loop"]:
-        cell = level["ratios"].get("b", {}).get(report.metric)
-        if cell:
-            answers[f"c={level['concurrency']}"] = cell["effect"]
     return {"world": world, "seed": seed, "rc": res.returncode, "wall_s": round(wall, 1),
-            "looks": looks, "answers": answers}  # fmt: skip
+            "looks": looks, **_read_cells(work)}  # fmt: skip
+
+
+def _read_cells(work: Path) -> dict[str, Any]:
+    """Each step's answer, and its CI and time to decide, from the sweep's report.json."""
+    data = json.loads((work / "out" / "report" / "report.json").read_text())
+    metric = read_report(work / "out" / "report" / "report.json").metric
+    cells = {f"{r['target_qps']:g} req/s": r for r in data["ratios"]["b"][metric]}
+    for level in data["closed_loop"]:
+        cell = level["ratios"].get("b", {}).get(metric)
+        if cell:
+            cells[f"c={level['concurrency']}"] = cell
+    return {
+        "answers": {k: c["effect"] for k, c in cells.items()},
+        "ci": {k: [c["lo"], c["hi"]] for k, c in cells.items()},
+        "to_decide_s": {k: c.get("to_decide_s") for k, c in cells.items()},
+    }
+
+
+def _ci_text(ci: list[float | None] | None) -> str:
+    if not ci or ci[0] is None or ci[1] is None:
+        return "—"
+    return f"{100 * (ci[0] - 1):+.0f}…{100 * (ci[1] - 1):+.0f}"
 
 
 def _render(rows: list[dict[str, Any]], budget_s: float) -> str:
@@ -133,13 +149,27 @@ def _render(rows: list[dict[str, Any]], budget_s: float) -> str:
         cells = [r["answers"].get(s, "—") for s in steps]
         lines.append(f"| {r['world']} | {r['seed']} | " + " | ".join(cells)
                      + f" | {r['looks']} | {r['wall_s']:.0f} | {r['rc']} |")  # fmt: skip
+    lines += ["", "95 % CIs of b / a, p50 TPOT (the change, in %):", "",
+              "| world | seed | " + " | ".join(steps) + " |",
+              "| --- | --- | " + " | ".join("---" for _ in steps) + " |"]  # fmt: skip
+    for r in rows:
+        cis = [_ci_text(r.get("ci", {}).get(s)) for s in steps]
+        lines.append(f"| {r['world']} | {r['seed']} | " + " | ".join(cis) + " |")
     for world in dict.fromkeys(r["world"] for r in rows):
         got = [a for r in rows if r["world"] == world for a in r["answers"].values()]
         false = sum(a in ("helps", "hurts") for a in got)
         same = sum(a == "same" for a in got)
+        waits = sorted(
+            t for r in rows if r["world"] == world for t in r.get("to_decide_s", {}).values() if t
+        )
+        wait = (
+            f"; the undecided steps' time to decide, by the reports: median {waits[len(waits) // 2] / 3600:.0f} h"
+            if waits
+            else ""
+        )
         lines.append(
             f"\n{world}: {same} of {len(got)} seed-steps the same, {false} false decisions "
-            "(helps or hurts)."
+            f"(helps or hurts){wait}."
         )
     return "\n".join(lines) + "\n"
 
@@ -151,7 +181,15 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=600.0)
     ap.add_argument("--work", type=Path, default=ROOT / "runs" / "same-servers",
                     help="where each sweep's run dirs and log go (kept)")  # fmt: skip
+    ap.add_argument("--reread", action="store_true",
+                    help="no sweeps: re-read results/same_servers.json's runs under --work")  # fmt: skip
     args = ap.parse_args()
+    if args.reread:
+        result = json.loads((OUT / "same_servers.json").read_text())
+        for row in result["rows"]:
+            row.update(_read_cells(args.work / f"{row['world']}-{row['seed']}"))
+        _write(result["rows"], result["budget_s"])
+        return
     rows = []
     shutil.rmtree(args.work, ignore_errors=True)
     for world in args.world or list(WORLDS):
@@ -159,9 +197,13 @@ def main() -> None:
             row = one_seed(world, seed, args.budget_s, args.work / f"{world}-{seed}")
             print(json.dumps(row), flush=True)
             rows.append(row)
-    result = {"budget_s": args.budget_s, "rows": rows}
+    _write(rows, args.budget_s)
+
+
+def _write(rows: list[dict[str, Any]], budget_s: float) -> None:
+    result = {"budget_s": budget_s, "rows": rows}
     (OUT / "same_servers.json").write_text(json.dumps(result, indent=1) + "\n")
-    text = _render(rows, args.budget_s)
+    text = _render(rows, budget_s)
     (OUT / "same_servers.md").write_text(text)
     print(text)
 
