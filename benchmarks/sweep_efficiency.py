@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import statistics
 import subprocess
@@ -35,6 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from specload.scenario import load_scenario
+from specload.scenario.schema import InterleaveSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -72,15 +76,22 @@ def wait_healthy(url: str, timeout_s: float = 60.0) -> None:
 
 
 def _scenario(
-    tmp: Path, blocks: int | None, step_s: float | None, warmup_s: float | None = None
+    tmp: Path,
+    blocks: int | None,
+    step_s: float | None,
+    warmup_s: float | None = None,
+    order: str | None = None,
 ) -> Path:
+    """The H200 scenario with its ``interleave`` line (and step length) as asked."""
     text = SCENARIO.read_text()
-    inner = f"blocks: {blocks if blocks is not None else 6}"
+    spec = load_scenario(SCENARIO).interleave or InterleaveSpec()
+    inner = f"blocks: {blocks if blocks is not None else spec.blocks}"
     if warmup_s is not None:  # an explicit block warm-up instead of the derived one
         inner += f", block_warmup_s: {warmup_s:g}"
-    text = text.replace("interleave: {blocks: 6}", f"interleave: {{{inner}}}")
+    inner += f", order: {order or spec.order}"
+    text = re.sub(r"(?m)^interleave: .*$", f"interleave: {{{inner}}}", text)
     if step_s is not None:
-        text = text.replace("step_duration_s: 36", f"step_duration_s: {step_s:g}")
+        text = re.sub(r"(?m)^step_duration_s: .*$", f"step_duration_s: {step_s:g}", text)
     path = tmp / "scenario.yaml"
     path.write_text(text)
     return path
@@ -138,6 +149,9 @@ def _halves(out: Path, qps: float) -> dict[str, dict[str, Any]]:
 
 
 def _blocks(out: Path) -> list[dict[str, Any]]:
+    """Per block its phases (seconds). A block that continues the one before (the same
+    server and cell, its window opening where that one's ends: ``order: grouped``) has no
+    warm-up and leaves the one before it no cool-down of its own: that time is its window."""
     rows = []
     for cond in ("baseline", "spec"):
         for s in json.loads((out / cond / "steps.json").read_text()):
@@ -151,33 +165,45 @@ def _blocks(out: Path) -> list[dict[str, Any]]:
                     "measured_s": s["end"] - s["warmup_end"],
                     "cooldown_s": (s.get("cooldown_end") or s["end"]) - s["end"],
                     "start": s["start"],
+                    "end": s["end"],
                     "cooldown_end": s.get("cooldown_end") or s["end"],
+                    "continued": False,
                 }
             )
     rows.sort(key=lambda r: r["start"])
     for a, b in zip(rows, rows[1:], strict=False):
-        a["switch_s"] = b["start"] - a["cooldown_end"]
+        b["continued"] = b["condition"] == a["condition"] and b["start"] == a["end"]
+        a["continued_by_next"] = b["continued"]
+        if b["continued"]:
+            a["cooldown_s"] = 0.0
+        a["switch_s"] = max(0.0, b["start"] - a["cooldown_end"])
     return rows
 
 
 def _window_opening(out: Path, fixed_warmup_s: float | None) -> dict[str, Any]:
     """When each block's measured window opened against the previous block's last request
-    (its cool-down's included, from the records): how many opened while that server still had
-    one in flight, and, with a fixed warm-up, how long after they could have opened (the later
-    of the planned warm-up's end and that last request)."""
+    (its cool-down's included, from the records), where that block ran on the other server:
+    how many opened while that server still had one in flight, and, with a fixed warm-up,
+    how long after they could have opened (the later of the planned warm-up's end and that
+    last request). A block that continues its own server's load is counted apart."""
     rows = []
+    ends: dict[tuple[float, float, float, str], float] = {}
     for cond in ("baseline", "spec"):
         last: dict[int, float] = {}
         for r in _records(out / cond):
             if r.get("block") is not None and r.get("done_at") is not None:
                 last[r["block"]] = max(last.get(r["block"], 0.0), r["done_at"])
         for st in json.loads((out / cond / "steps.json").read_text()):
-            rows.append((st["start"], st["warmup_end"], last.get(st["block"], st["end"])))
+            row = (st["start"], st["warmup_end"], last.get(st["block"], st["end"]), cond)
+            rows.append(row)
+            ends[row] = st["end"]
     rows.sort()
-    pairs = list(zip(rows, rows[1:], strict=False))
+    edges = list(zip(rows, rows[1:], strict=False))
+    pairs = [(a, b) for a, b in edges if a[3] != b[3]]
     out_: dict[str, Any] = {
         "blocks": len(pairs),
         "opened_while_other_busy": sum(b[1] < a[2] for a, b in pairs),
+        "continued": sum(a[3] == b[3] and b[0] == ends[a] for a, b in edges),
     }
     if fixed_warmup_s is not None:
         late = [b[1] - max(b[0] + fixed_warmup_s, a[2]) for a, b in pairs]
@@ -236,6 +262,7 @@ def analyse(out: Path, log: str, warmup_s: float | None) -> dict[str, Any]:
     return {
         "scenario": str(SCENARIO.relative_to(ROOT)),
         "blocks_per_cell": meta["interleave"]["blocks_per_cell"],
+        "order": meta["interleave"].get("order", "spread"),
         "block_s": meta["interleave"]["block_s"],
         "time_split": split,
         "measured_share_of_block_phase": split["measured_s"] / split["block_phase_s"],
@@ -252,7 +279,11 @@ def analyse(out: Path, log: str, warmup_s: float | None) -> dict[str, Any]:
 
 
 def run(
-    blocks: int | None, step_s: float | None, keep: Path | None, warmup_s: float | None = None
+    blocks: int | None,
+    step_s: float | None,
+    keep: Path | None,
+    warmup_s: float | None = None,
+    order: str | None = None,
 ) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="sweep-eff-"))
     from specload.core.ports import free_port
@@ -272,7 +303,8 @@ def run(
             [sys.executable, "-m", "specload", "sweep", "--interleave",
              "--url", f"baseline={urls[0]}", "--url", f"spec={urls[1]}",
              "--condition", f"spec=--speculative-config {SPEC}",
-             "--scenario", str(_scenario(tmp, blocks, step_s, warmup_s)), "--out", str(out)],
+             "--scenario", str(_scenario(tmp, blocks, step_s, warmup_s, order)),
+             "--out", str(out)],
             cwd=ROOT, capture_output=True, text=True, check=False,
         )  # fmt: skip
         wall = time.monotonic() - t0
@@ -350,9 +382,15 @@ def _opening_words(r: dict[str, Any]) -> str:
         if late
         else ""
     )
+    kept = (
+        f" {w['continued']} more continued their own server's load (no warm-up, no "
+        "switch: `order: grouped`)."
+        if w.get("continued")
+        else ""
+    )
     return (
-        f"Of {w['blocks']} windows after another block, {w['opened_while_other_busy']} opened "
-        f"while the other server still had a request in flight{after}.\n"
+        f"Of {w['blocks']} windows after another server's block, {w['opened_while_other_busy']} "
+        f"opened while that server still had a request in flight{after}.{kept}\n"
     )
 
 
@@ -382,6 +420,22 @@ def _old_whole_note(r: dict[str, Any]) -> str:
     return " (the kit run includes ~6 min of vLLM starts; here the servers were up already)"
 
 
+def _kind_row(kind: str, bs: list[dict[str, Any]]) -> str:
+    """One cell's row of the per-block table: medians over the blocks that have the phase."""
+
+    def med(key: str, keep: Any = lambda b: True) -> str:
+        vals = [b[key] for b in bs if keep(b)]
+        return f"{statistics.median(vals):.1f}" if vals else "—"
+
+    switches = [b["switch_s"] for b in bs if "switch_s" in b and not b.get("continued_by_next")]
+    return (
+        f"| {kind} | {len(bs)} | {sum(b.get('continued', False) for b in bs)} | "
+        f"{med('warmup_s', lambda b: not b.get('continued'))} | {med('measured_s')} | "
+        f"{med('cooldown_s', lambda b: not b.get('continued_by_next'))} | "
+        f"{statistics.median(switches) if switches else 0.0:.2f} |"
+    )
+
+
 def _pct(x: float) -> str:
     return f"{x * 100:.0f} %"
 
@@ -405,13 +459,7 @@ def _markdown(r: dict[str, Any]) -> str:
     for b in r["blocks"]:
         kind = f"c={b['concurrency']}" if b["concurrency"] else f"{b['target_qps']:g} req/s"
         per_kind.setdefault(kind, []).append(b)
-    kinds = "\n".join(
-        f"| {k} | {len(bs)} | {statistics.median(x['warmup_s'] for x in bs):.1f} | "
-        f"{statistics.median(x['measured_s'] for x in bs):.1f} | "
-        f"{statistics.median(x['cooldown_s'] for x in bs):.1f} | "
-        f"{statistics.median(x.get('switch_s', 0.0) for x in bs):.2f} |"
-        for k, bs in per_kind.items()
-    )
+    kinds = "\n".join(_kind_row(k, bs) for k, bs in per_kind.items())
     halves = "\n".join(
         f"| {c} | {h['first_half_p50_ms']:.2f} ({h['n_first']}) | "
         f"{h['second_half_p50_ms']:.2f} ({h['n_second']}) | {h['second_vs_first'] * 100:+.1f} % | "
@@ -427,7 +475,7 @@ def _markdown(r: dict[str, Any]) -> str:
     return f"""# How much of an interleaved sweep is measured (`benchmarks/sweep_efficiency.py`)
 
 `{r["scenario"]}` ({r["blocks_per_cell"]} blocks of {r["block_s"]:g} s per cell and condition,
-{_warmup_words(r)})
+order `{r.get("order", "spread")}`, {_warmup_words(r)})
 {_where(r)}
 
 Measured: **{pct(r["measured_share_of_block_phase"])} of the block phase** and
@@ -444,10 +492,11 @@ The sweep's own line: `{r["wall_time_line"]}`
 | --- | --- |
 {rows}
 
-Per block (medians, seconds):
+Per block (medians, seconds; a block that continued its server's load has no warm-up, and
+the block before it no cool-down: the medians are over the others):
 
-| cell | blocks | warm-up | measured | cool-down | switch |
-| --- | --- | --- | --- | --- | --- |
+| cell | blocks | continued | warm-up | measured | cool-down | switch |
+| --- | --- | --- | --- | --- | --- | --- |
 {kinds}
 
 Why not more: a block's measured window is {r["block_s"]:g} s; around it the warm-up lasts
@@ -455,7 +504,11 @@ about one request (the cell's p50 E2E so far, any cell's for a cell's first bloc
 the session's first) and the cool-down until
 the window's last measured requests are in (about one request again: at 256 output tokens
 both are seconds). Both are the price of measuring only a full batch at a steady load.
-Longer blocks (fewer per cell) raise the share; so does a shorter output.
+With `order: grouped` a server runs two blocks of a step in a row where the step's pairs
+meet (A B, B A, ...), and those two share one warm-up and one cool-down: a step of n pairs
+then has n + 1 warm-ups, the fewest that keep every pair's two blocks adjacent, where
+`spread` has about 2n. Longer blocks (fewer per cell) raise the share; so does a shorter
+output.
 
 16 req/s, p50 TPOT of the measured requests sent in each window's first half against its
 second half (the old design's second halves read 9 % (baseline) and 15 % (spec) lower, the
@@ -478,6 +531,10 @@ def reanalyse(out: Path, name: str) -> dict[str, Any]:
     result["draws_differ"] = _draws_differ(out)
     result["window_opening"] = _window_opening(out, result.get("block_warmup_s"))
     result["p50_e2e_s"] = _p50_e2e(out)
+    result["blocks"] = _blocks(out)
+    result["order"] = json.loads((out / "baseline" / "run.json").read_text())["interleave"].get(
+        "order", "spread"
+    )
     return result
 
 
@@ -491,6 +548,9 @@ def main() -> None:
     ap.add_argument(
         "--block-warmup-s", type=float, help="a fixed block warm-up (default: derived per block)"
     )
+    ap.add_argument(
+        "--order", choices=("spread", "grouped"), help="interleave.order (default: the scenario's)"
+    )
     ap.add_argument("--out", type=Path, help="keep the sweep here")
     ap.add_argument("--name", default="sweep_efficiency", help="results file name")
     ap.add_argument(
@@ -503,7 +563,7 @@ def main() -> None:
     elif args.reanalyse:
         result = reanalyse(args.reanalyse, args.name)
     else:
-        result = run(args.blocks, args.step_s, args.out, args.block_warmup_s)
+        result = run(args.blocks, args.step_s, args.out, args.block_warmup_s, args.order)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / f"{args.name}.md").write_text(_markdown(result))

@@ -121,6 +121,7 @@ def test_interleaved_dry_run_leaves_merged_blocks_the_plan_and_a_report(tmp_path
         meta = json.loads((run / "run.json").read_text())
         plan = meta["interleave"]["plan"]
         assert meta["interleave"]["blocks_per_cell"] == 2 and len(plan) == 8
+        assert meta["interleave"]["order"] == "grouped"  # the scenario's, kept by BLOCKS
         records = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
         assert records and all("block" in r for r in records)
         mine = {b["number"] for b in plan if b["condition"] == cond}

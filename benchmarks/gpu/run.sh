@@ -67,9 +67,10 @@
 #                UNTIL_DECIDED (after the scenario's blocks, more block pairs where a step is
 #                undecided, until every step is decided or the budget, counted from the
 #                sweep's start, is spent); empty (default): the scenario's blocks only
-#   BLOCKS, BLOCK_WARMUP_S, ORDER_SEED   MODE=interleaved: override the scenario's blocks per
-#                cell, warm-up per block and the seed of the block order (a second session with
-#                its own ORDER_SEED checks that the answer does not depend on the order)
+#   BLOCKS, BLOCK_WARMUP_S, ORDER_SEED, ORDER   MODE=interleaved: override the scenario's
+#                blocks per cell, warm-up per block, the seed of the block order (a second
+#                session with its own ORDER_SEED checks that the answer does not depend on the
+#                order) and the order itself (spread or grouped; the scenario's is kept)
 #
 # Both conditions run vLLM's V1 model runner with async scheduling and prefix caching off
 # (vLLM 0.26 runs draft_model only on V1 and turns async scheduling off for it, so the two
@@ -165,12 +166,13 @@ if [ -n "${STEPS:-}" ]; then  # space-separated rates, or a list body with comma
 fi
 [ -n "${STEP_S:-}" ] && sed -i "s/^step_duration_s: .*/step_duration_s: $STEP_S/" "$OUT/scenario.yaml"
 [ -n "${WARMUP_S:-}" ] && sed -i "s/^warmup_s: .*/warmup_s: $WARMUP_S/" "$OUT/scenario.yaml"
-if [ "$MODE" = interleaved ] && [ -n "${BLOCKS:-}${BLOCK_WARMUP_S:-}${ORDER_SEED:-}" ]; then
+if [ "$MODE" = interleaved ] && [ -n "${BLOCKS:-}${BLOCK_WARMUP_S:-}${ORDER_SEED:-}${ORDER:-}" ]; then
   grep -q '^interleave: {blocks: [0-9]*[,}]' "$OUT/scenario.yaml" || {
-    echo "gpu-kit: BLOCKS/BLOCK_WARMUP_S/ORDER_SEED need a one-line 'interleave: {blocks: N, ...}' in $SCENARIO" >&2; exit 2; }
+    echo "gpu-kit: BLOCKS/BLOCK_WARMUP_S/ORDER_SEED/ORDER need a one-line 'interleave: {blocks: N, ...}' in $SCENARIO" >&2; exit 2; }
   blocks=${BLOCKS:-$(sed -n 's/^interleave: {blocks: \([0-9]*\).*/\1/p' "$OUT/scenario.yaml")}
   warm=${BLOCK_WARMUP_S:-$(sed -n 's/^interleave: {.*block_warmup_s: \([0-9.]*\).*/\1/p' "$OUT/scenario.yaml")}
-  line="interleave: {blocks: $blocks${warm:+, block_warmup_s: $warm}${ORDER_SEED:+, seed: $ORDER_SEED}}"
+  order=${ORDER:-$(sed -n 's/^interleave: {.*order: \([a-z]*\).*/\1/p' "$OUT/scenario.yaml")}
+  line="interleave: {blocks: $blocks${warm:+, block_warmup_s: $warm}${ORDER_SEED:+, seed: $ORDER_SEED}${order:+, order: $order}}"
   sed -i "s/^interleave: {.*}/$line/" "$OUT/scenario.yaml"
 fi
 STEPS_LINE=$(sed -n 's/^steps: *\[\(.*\)\].*/\1/p' "$OUT/scenario.yaml")

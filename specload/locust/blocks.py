@@ -32,7 +32,7 @@ from specload.analysis.statistics.stats import quantile_sorted
 from specload.locust.messages import Drain
 from specload.locust.schedule import LEAD_S
 from specload.locust.step_plan import TimedStep
-from specload.protocol.interleave import Block, Cell, Round, cells_of, plan_blocks
+from specload.protocol.interleave import Block, Cell, Round, cells_of, continues, plan_blocks
 from specload.protocol.target import reset_prefix_cache
 from specload.scenario.schema import InterleaveSpec
 
@@ -96,11 +96,15 @@ class BlockSchedule:
     cells: list[Cell]
     #: blocks whose cool-down is over (their progress line may be printed)
     cooled: set[int]
+    #: unit -> where its blocks start in the prompt set; where the next unit starts
+    _offsets: dict[int, int]
+    _next_offset: int
 
     def plan_session(self) -> None:
         """The block plan, before the run starts (run.json carries it from the start)."""
         self.cells = cells_of(self.scenario)
         self.cooled = set()
+        self._offsets, self._next_offset = {}, 0
         later = self.opts.interleave_round
         self.blocks = plan_blocks(
             self.scenario,
@@ -120,32 +124,68 @@ class BlockSchedule:
         if not self._wait_ready():
             return
         prev: TimedStep | None = None
-        offsets: dict[int, int] = {}  # unit -> where its blocks start in the prompt set
-        next_offset = 0
-        for block in self.blocks:
-            self._reset_cache(block.condition)
-            if block.unit not in offsets:  # both blocks of a unit send the same prompts
-                offsets[block.unit] = next_offset
-                qps = self.cells[block.cell].target_qps
-                next_offset += round(qps * (block.warmup_s + block.duration_s))
-            step = self._block_step(block, time.time() + BLOCK_LEAD_S, offsets[block.unit])
-            self.timeline.append(step)
-            self._announce(step)
-            self._sleep_until(step.start)
-            self.scrapes.boundary(step)
-            if prev is not None:
-                step = self._hold_warmup(step, prev)
-            self._sleep_until(step.end)
-            self.scrapes.boundary(None)
-            self._cool_down(step)
+        run: list[TimedStep] = []  # the blocks the current server has run in a row
+        nxt: TimedStep | None = None  # the next block, announced when it continues this one
+        for i, block in enumerate(self.blocks):
+            if nxt is None:
+                step = self._open_block(block, prev, run)
+                run = [step]
+            else:  # took over the load at prev's end: prev's measured requests finish now
+                step, nxt = nxt, None
+                run.append(step)
+                self._cool_down(run[-2])
+            later = self.blocks[i + 1] if i + 1 < len(self.blocks) else None
+            if later is not None and continues(block, later) and time.time() < step.end - LEAD_S:
+                nxt = self._continue_with(later, step)
+            else:
+                self._sleep_until(step.end)
+                self.scrapes.boundary(None)
+                self._cool_down(step)
             prev = step
         self.runner.send_message(Drain.TYPE, Drain(self.run_id).to_wire())
         self._wait_finals()
         self.finish("completed")
 
-    def _block_step(self, block: Block, start: float, prompt_offset: int) -> TimedStep:
+    def _open_block(self, block: Block, prev: TimedStep | None, run: list[TimedStep]) -> TimedStep:
+        """A block after another server's (or the session's first): its cache reset, its
+        warm-up, held while the previous server's blocks still have requests in flight."""
+        self._reset_cache(block.condition)
+        step = self._block_step(block, time.time() + BLOCK_LEAD_S)
+        self.timeline.append(step)
+        self._announce(step)
+        self._sleep_until(step.start)
+        self.scrapes.boundary(step)
+        if prev is not None:
+            step = self._hold_warmup(step, prev, run)
+        return step
+
+    def _continue_with(self, block: Block, step: TimedStep) -> TimedStep:
+        """``block`` takes over ``step``'s load where its window ends (``continues``): no
+        cache reset (its server is in the steady state of that load), no warm-up, announced
+        ``LEAD_S`` ahead so every load process switches at the edge; one scrape closes
+        ``step`` and opens ``block`` (one server)."""
+        self._sleep_until(step.end - LEAD_S)
+        nxt = dataclasses.replace(
+            self._block_step(block, step.end, warmup_s=0.0), continues=step.index
+        )
+        self.timeline.append(nxt)
+        self._announce(nxt)
+        self._sleep_until(step.end)
+        self.scrapes.boundary(nxt)
+        return nxt
+
+    def _prompt_offset(self, block: Block) -> int:
+        """Where ``block`` starts in the prompt set: both blocks of a unit send the same
+        prompts; each unit goes on where the previous one's planned arrivals stopped."""
+        if block.unit not in self._offsets:
+            qps = self.cells[block.cell].target_qps
+            self._offsets[block.unit] = self._next_offset
+            self._next_offset += round(qps * (block.warmup_s + block.duration_s))
+        return self._offsets[block.unit]
+
+    def _block_step(self, block: Block, start: float, warmup_s: float | None = None) -> TimedStep:
         cell = self.cells[block.cell]
-        warmup_end = start + self._warmup_for(block)
+        warmup_end = start + (self._warmup_for(block) if warmup_s is None else warmup_s)
         return TimedStep(
             index=block.number,
             repeat=block.k // self._blocks_per_repeat(),
@@ -153,7 +193,7 @@ class BlockSchedule:
             start=start,
             warmup_end=warmup_end,
             end=warmup_end + block.duration_s,
-            prompt_offset=prompt_offset,
+            prompt_offset=self._prompt_offset(block),
             concurrency=cell.concurrency,
             condition=block.condition,
             block=block.number,
@@ -199,9 +239,12 @@ class BlockSchedule:
             if note not in self.writer.meta.notes:
                 self.writer.meta.notes.append(note)
 
-    def _hold_warmup(self, step: TimedStep, prev: TimedStep) -> TimedStep:
+    def _hold_warmup(
+        self, step: TimedStep, prev: TimedStep, run: list[TimedStep] | None = None
+    ) -> TimedStep:
         """Keep ``step`` in its warm-up while ``prev``'s server has requests in flight (its
-        cool-down's last ones), bounded by the request timeout.
+        cool-down's last ones, or those of the blocks it ran in a row, ``run``), bounded by
+        the request timeout.
 
         Checked ``LEAD_S`` before the warm-up ends, which is after the block began at every
         load process (``MIN_WARMUP_S``). Still busy: the window moves out to the deadline
@@ -210,11 +253,12 @@ class BlockSchedule:
         late message then only lengthens the warm-up, so the window can open that soon; a
         hold costs about ``BLOCK_LEAD_S`` instead of steps of ``LEAD_S``."""
         deadline = prev.end + float(self.scenario.request_timeout_s)
+        before = run or [prev]
         self._sleep_until(step.warmup_end - LEAD_S)
-        if self._idle(prev) or time.time() >= deadline:
+        if self._idle(before) or time.time() >= deadline:
             return step
         self._hold_share(step, max(deadline, step.warmup_end) + LEAD_S)
-        while time.time() < deadline and not self._idle(prev):
+        while time.time() < deadline and not self._idle(before):
             gevent.sleep(POLL_S)
         opens = max(time.time() + BLOCK_LEAD_S, step.warmup_end)  # never before planned
         return self._rewindow(step, opens, opens - time.time())
@@ -231,10 +275,11 @@ class BlockSchedule:
             time.time() + LEAD_S,
         )
 
-    def _idle(self, prev: TimedStep) -> bool:
-        """No request of ``prev`` in flight: every arrival queued for it has its record."""
-        tally = self.live.steps.get(prev.index)
-        return tally is None or tally.idle
+    def _idle(self, steps: list[TimedStep]) -> bool:
+        """No request of ``steps`` in flight: every arrival queued for them has its record."""
+        return all(
+            (tally := self.live.steps.get(step.index)) is None or tally.idle for step in steps
+        )
 
     def _rewindow(self, step: TimedStep, warmup_end: float, lead: float) -> TimedStep:
         """The same block with another warm-up end (and measured window after it), sent as a

@@ -128,14 +128,15 @@ class RecordOutbox:
         if len(self._buf) >= self._max:
             self.try_flush()
 
-    def flush(self) -> None:
-        """Send what is buffered, with the cumulative counts (also when no record waits).
+    def flush(self, force: bool = False) -> None:
+        """Send what is buffered, with the cumulative counts (also when no record waits;
+        ``force``: also when nothing changed, so the master knows the counts are current).
 
         The records leave the buffer only once the send returned: a send that raises keeps
         them (and the counts' dirty mark) for the next try, so no record is lost to a hiccup
         between worker and master. Records added while the send yields stay for the next batch.
         """
-        if not self.run_id or (not self._buf and not self._dirty):
+        if not self.run_id or (not self._buf and not self._dirty and not force):
             return
         n = len(self._buf)
         msg = RecordBatch(
@@ -156,11 +157,11 @@ class RecordOutbox:
             raise
         del self._buf[:n]
 
-    def try_flush(self) -> None:
+    def try_flush(self, force: bool = False) -> None:
         """``flush``, never raising: for the tick, a full buffer, and a block's last measured
         records and counts (sent at once, the master waits for them)."""
         try:
-            self.flush()
+            self.flush(force)
         except Exception:  # a send failing must not kill the caller; the records stay buffered
             log.exception("sending records to the master failed; kept for the next try")
 
@@ -397,8 +398,9 @@ class LoadProcess:
                 self.outbox.flush()
                 continue
             if plan.open_end:  # the master waits for the measured window's counts: send them
-                at = max(0.0, plan.end - self._clock.now()) + 0.01
-                self._greenlets.append(gevent.spawn_later(at, self.outbox.try_flush))
+                at = max(0.0, plan.end - self._clock.now()) + 0.01  # sent even if unchanged:
+                # the master's cool-down waits for counts from after the window
+                self._greenlets.append(gevent.spawn_later(at, self.outbox.try_flush, True))
             if plan.concurrency:
                 self._closed_loop(plan)
                 continue
@@ -505,6 +507,8 @@ class LoadProcess:
             self._closed_n = 0
         self._closed = plan
         share -= self._closed_live[plan.index]  # an earlier share's requests still in flight
+        if plan.continues is not None:  # and those of the block whose load this one took over
+            share -= self._closed_live[plan.continues]
         gap = self._stagger_s(plan, share)
         for i in range(share):
             if i == 0 or gap <= 0:
@@ -535,9 +539,10 @@ class LoadProcess:
 
     def _refill(self, plan: StepChange) -> None:
         """One more arrival of ``plan``'s closed-loop step, sent now in the share running it
-        (a later share of the same step takes over), while that share lasts."""
+        (a later share of the same step, or a block that continues ``plan``'s, takes over),
+        while that share lasts."""
         cur = self._closed
-        if cur is None or cur.index != plan.index or self._draining:
+        if cur is None or plan.index not in (cur.index, cur.continues) or self._draining:
             return
         if self._clock.now() >= self._limit(cur):
             return

@@ -108,6 +108,9 @@ class StepChange(_Wire):
     #: where the arrival draw starts (None: at ``begin_at``); a block's is its warm-up end
     #: minus its planned warm-up, so a block held longer keeps its draw's place in the window
     origin: float | None = None
+    #: a block that takes over the load of block ``continues`` (same server and cell, no
+    #: warm-up): that block's closed-loop requests in flight are this one's, refilled as its own
+    continues: int | None = None
 
     @property
     def name(self) -> str:

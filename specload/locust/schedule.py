@@ -172,6 +172,7 @@ class StepSchedule:
             step.open_end,
             step.seed,
             step.origin,
+            step.continues,
         )
 
     def _send_no_share(self, step: TimedStep, begin_at: float, workers: set[str]) -> None:

@@ -34,6 +34,10 @@ class TimedStep:
     block: int | None = None
     seed: int | None = None
     origin: float | None = None
+    #: the block whose load this one takes over with no warm-up (same server and cell:
+    #: ``protocol.interleave.continues``); its closed-loop requests in flight count as this
+    #: block's
+    continues: int | None = None
 
     @property
     def open_end(self) -> bool:

@@ -40,6 +40,7 @@ __all__ = [
     "Cell",
     "Round",
     "cells_of",
+    "continues",
     "next_round",
     "plan_blocks",
     "plan_json",
@@ -168,29 +169,34 @@ def plan_blocks(
 ) -> list[Block]:
     """Every block of one session, in run order.
 
-    Units (a cell's k-th block of every condition) are shuffled with a seeded generator;
-    inside a unit the conditions follow a per-cell shuffled order rotated by k, so for two
-    conditions each comes first in half of a cell's units (balanced against drift within a
-    unit). ``repeats`` multiplies the blocks per cell. ``salt`` (the replicate, 0-based) gives
-    each session of a sweep its own order; ``later`` makes the session a later round of the
-    same server start (``Round``): its cells and block counts, numbered on from the last.
+    ``spread`` (the default order): units (a cell's k-th block of every condition) are
+    shuffled with a seeded generator; inside a unit the conditions follow a per-cell shuffled
+    order rotated by k, so for two conditions each comes first in half of a cell's units
+    (balanced against drift within a unit). ``grouped``: the cells come in a shuffled order,
+    each cell's units back to back, and unit k's conditions in that order reversed when k is
+    odd (A B, B A, A B, ...): every condition's mean place in a cell is the same, and a
+    condition's blocks of two neighbouring units run in a row (``continues``). ``repeats``
+    multiplies the blocks per cell. ``salt`` (the replicate, 0-based) gives each session of a
+    sweep its own order; ``later`` makes the session a later round of the same server start
+    (``Round``): its cells and block counts, numbered on from the last.
     """
     spec = _spec(scenario)
     seed = _seed(scenario, salt) + (7919 * later.index if later is not None else 0)
     rng = random.Random(f"specload-interleave:{seed}")
     cells = cells_of(scenario)
     per_cell = spec.blocks * scenario.repeats
-    units = (
-        [(c, k) for c in range(len(cells)) for k in range(per_cell)]
+    counts = (
+        {c: (0, per_cell) for c in range(len(cells))}
         if later is None
-        else [
-            (c, later.k_from.get(c, 0) + k)
-            for c, n in sorted(later.blocks.items())
-            if 0 <= c < len(cells)
-            for k in range(n)
-        ]
+        else {c: (later.k_from.get(c, 0), n) for c, n in sorted(later.blocks.items())}
     )
-    rng.shuffle(units)
+    units = [(c, k0 + k) for c, (k0, n) in counts.items() if 0 <= c < len(cells) for k in range(n)]
+    if spec.order == "grouped":
+        order = list(counts)
+        rng.shuffle(order)
+        units.sort(key=lambda u: (order.index(u[0]), u[1]))
+    else:
+        rng.shuffle(units)
     first_block, first_unit = (later.first_block, later.first_unit) if later else (0, 0)
     base = {c: rng.sample(list(conditions), len(conditions)) for c in range(len(cells))}
     duration = scenario.step_duration_s / spec.blocks
@@ -198,10 +204,29 @@ def plan_blocks(
     warmup = FIRST_BLOCK_WARMUP_S if spec.block_warmup_s is None else spec.block_warmup_s
     blocks: list[Block] = []
     for unit, (c, k) in enumerate(units, first_unit):
-        order = base[c][k % len(conditions) :] + base[c][: k % len(conditions)]
-        for cond in order:
+        for cond in _unit_order(base[c], k, spec.order):
             blocks.append(Block(first_block + len(blocks), unit, cond, c, k, duration, warmup))
     return blocks
+
+
+def _unit_order(base: list[str], k: int, order: str) -> list[str]:
+    """The conditions of a cell's unit k: rotated by k (``spread``), or mirrored when k is
+    odd (``grouped``, so the last of one unit is the first of the next)."""
+    if order == "grouped":
+        return base if k % 2 == 0 else base[::-1]
+    return base[k % len(base) :] + base[: k % len(base)]
+
+
+def continues(prev: Block | None, block: Block) -> bool:
+    """``block`` runs right after ``prev`` at the same server and load: its window opens
+    where ``prev``'s ends, with no warm-up (the load never stopped) and no cool-down for
+    ``prev`` (its measured requests finish under the same load, ``locust/blocks.py``)."""
+    return (
+        prev is not None
+        and block.number == prev.number + 1
+        and block.condition == prev.condition
+        and block.cell == prev.cell
+    )
 
 
 def plan_json(scenario: Scenario, blocks: Sequence[Block], salt: int = 0) -> dict[str, Any]:
@@ -212,6 +237,7 @@ def plan_json(scenario: Scenario, blocks: Sequence[Block], salt: int = 0) -> dic
         "blocks_per_cell": spec.blocks * scenario.repeats,
         "block_s": scenario.step_duration_s / spec.blocks,
         "block_warmup_s": spec.block_warmup_s,
+        "order": spec.order,
         "seed": _seed(scenario, salt),
         "cells": [asdict(c) | {"label": c.label} for c in cells],
         "plan": [asdict(b) for b in blocks],

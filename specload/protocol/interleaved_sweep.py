@@ -339,12 +339,16 @@ def _time_split(s: _Session, meta: RunMeta | None) -> dict[str, float]:
         return {"total_s": total, "server_starts_s": servers} if steps or meta else {}
     warm = sum(float(x["warmup_end"]) - float(x["start"]) for x in steps)
     measured = sum(float(x["end"]) - float(x["warmup_end"]) for x in steps)
-    cool = sum(float(x.get("cooldown_end") or x["end"]) - float(x["end"]) for x in steps)
-    switching = sum(
-        max(0.0, float(b["start"]) - float(a.get("cooldown_end") or a["end"]))
-        for a, b in zip(steps, steps[1:], strict=False)
+    done = [float(x.get("cooldown_end") or x["end"]) for x in steps]
+    starts = [float(x["start"]) for x in steps[1:]] + [float("inf")]
+    # a block that the next one continues (same server and load, its window opening at this
+    # one's end) cools down inside the next window: that time is measured, not cool-down
+    cool = sum(
+        max(0.0, min(d, nxt) - float(x["end"]))
+        for x, d, nxt in zip(steps, done, starts, strict=True)
     )
-    phase = float(steps[-1].get("cooldown_end") or steps[-1]["end"]) - float(steps[0]["start"])
+    switching = sum(max(0.0, float(b["start"]) - d) for d, b in zip(done, steps[1:], strict=False))
+    phase = max(done) - float(steps[0]["start"])
     return {
         "total_s": total,
         "server_starts_s": servers,

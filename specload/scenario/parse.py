@@ -31,6 +31,7 @@ from specload.scenario.lengths import parse_length
 from specload.scenario.schema import (
     ARRIVALS,
     CLIENTS,
+    INTERLEAVE_ORDERS,
     ContractSpec,
     InterleaveSpec,
     PromptSpec,
@@ -77,7 +78,7 @@ _TOP_KEYS = {
 #: Keys a scenario read back from ``to_dict`` carries (a worker's copy, run.json): accepted,
 #: never offered to a person as an expected key.
 _INTERNAL_KEYS = frozenset({"trace_info", "source"})
-_INTERLEAVE_KEYS = {"blocks", "block_warmup_s", "seed"}
+_INTERLEAVE_KEYS = {"blocks", "block_warmup_s", "seed", "order"}
 _SYNTH_KEYS = {"input_tokens", "shared_prefix_tokens", "repetition", "count", "exact_tokens"}
 _CONTRACT_KEYS = {"json", "required_fields", "tools"}
 _MAX_STEPS = 1000
@@ -265,7 +266,7 @@ def parse_scenario(
 
 
 def _interleave(r: _Reader, value: Any) -> InterleaveSpec:
-    """``interleave: {blocks, block_warmup_s, seed}`` (``specload sweep --interleave``)."""
+    """``interleave: {blocks, block_warmup_s, seed, order}`` (``specload sweep --interleave``)."""
     d = r.mapping(value, "interleave", _INTERLEAVE_KEYS)
     base = InterleaveSpec()
     seed = d.get("seed")  # block_warmup_s: None (absent or null) is derived per block
@@ -275,6 +276,7 @@ def _interleave(r: _Reader, value: Any) -> InterleaveSpec:
         if d.get("block_warmup_s") is None
         else r.number(d["block_warmup_s"], "interleave.block_warmup_s", lo=0.0),
         seed=None if seed is None else r.integer(seed, "interleave.seed", lo=0),
+        order=r.string(d.get("order", base.order), "interleave.order", choices=INTERLEAVE_ORDERS),
     )
 
 

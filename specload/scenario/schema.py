@@ -81,6 +81,9 @@ class ContractSpec:
     tools: tuple[dict[str, Any], ...] | None = None
 
 
+#: ``interleave.order``'s values (``InterleaveSpec.order``)
+INTERLEAVE_ORDERS = ("spread", "grouped")
+
 #: A block's warm-up when no request is known yet (``InterleaveSpec``): 5 s
 #: outlasts one 256-token request at an H200's slow speculative regime (20 ms a step).
 FIRST_BLOCK_WARMUP_S = 5.0
@@ -110,6 +113,11 @@ class InterleaveSpec:
     block_warmup_s: float | None = None
     #: the order's seed; None: the scenario's ``seed``
     seed: int | None = None
+    #: ``spread``: every step's pairs of blocks spread over the session in a random order;
+    #: ``grouped``: a step's pairs run back to back in mirrored order (A B, B A, A B, ...), so
+    #: a server runs two blocks of one step in a row and the second needs no warm-up, the
+    #: first no cool-down (``INTERLEAVE_ORDERS``; docs/scenarios.md says what each trades)
+    order: str = "spread"
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,3 +122,24 @@ def test_a_hold_never_ends_a_warm_up_before_its_planned_end() -> None:
     g.join()
     assert len(s.shares) == 2  # held (the check saw it busy), then opened as planned
     assert opened.warmup_end == step.warmup_end and opened.origin == step.origin
+
+
+def test_a_block_after_a_run_of_two_waits_for_both_of_the_other_servers_blocks() -> None:
+    """After a server ran two blocks in a row (``continues``), the next server's window waits
+    until neither has a request in flight, the first one's included."""
+    prev, step = _blocks(warmup_s=LEAD_S + 0.1)
+    first = TimedStep(9, 0, 4.0, prev.start - 3, prev.start - 3, prev.start, 0, condition="spec")
+    s = _Session(step)
+    s.live.steps[prev.index] = _Tally(idle=True)
+    busy = s.live.steps[first.index] = _Tally(idle=False)
+    idle_at: list[float] = []
+
+    def finish_later() -> None:
+        gevent.sleep(LEAD_S + 0.6)
+        busy.idle = True
+        idle_at.append(time.time())
+
+    g = gevent.spawn(finish_later)
+    opened = s._hold_warmup(step, prev, [first, prev])
+    g.join()
+    assert len(s.shares) == 2 and opened.warmup_end >= idle_at[0] + BLOCK_LEAD_S

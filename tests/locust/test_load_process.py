@@ -248,6 +248,36 @@ def test_closed_loop_users_start_spread_over_the_warm_up() -> None:
     assert times[:4] == pytest.approx([T0, T0 + 0.25, T0 + 0.5, T0 + 0.75], abs=0.01)
 
 
+def test_a_closed_loop_block_that_continues_another_takes_over_its_requests_in_flight() -> None:
+    """A block that continues the previous one (same server and load, ``continues``) starts
+    no requests of its own while the previous block's are in flight: each one that returns
+    is replaced by one of the new block, so the server keeps N in flight, never 2N."""
+    clock = VirtualClock(T0)
+    proc = _process(clock)
+    first = _block(T0, concurrency=4)
+    nxt = StepChange(
+        "run-1", 4, 0, 0.0, T0 + 3.0, T0 + 3.0, T0 + 5.0, T0 + 3.0, concurrency=4,
+        condition="spec", block=4, open_end=True, seed=8, origin=T0 + 3.0, continues=3,
+    )  # fmt: skip
+    pacer = gevent.spawn(proc._pace)
+    try:
+        clock.advance_to(T0)
+        proc.on_step(first)
+        clock.advance_to(T0 + 2.0)
+        proc.on_step(nxt)
+        clock.advance_to(T0 + 3.5)
+        in_flight = [proc.queue.get_nowait() for _ in range(proc.queue.qsize())]
+        assert [a.plan.index for a in in_flight] == [3, 3, 3, 3]  # none started for block 4
+        for a in in_flight:  # each returns (no sender here: done as a sender would)
+            proc._closed_live[a.plan.index] -= 1
+            proc._refill(a.plan)
+        refills = [proc.queue.get_nowait() for _ in range(proc.queue.qsize())]
+        assert [a.plan.index for a in refills] == [4, 4, 4, 4]
+        assert proc._closed_live[3] == 0 and proc._closed_live[4] == 4
+    finally:
+        pacer.kill()
+
+
 def test_a_cancelled_request_of_a_block_is_recorded_with_its_condition() -> None:
     """Stopped mid-block, the request in flight ends as one ``cancelled`` record, and that
     record lands in its condition's run dir like every other (``split_session``)."""

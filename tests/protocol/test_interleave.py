@@ -19,7 +19,14 @@ import pytest
 from specload.analysis.inputs.run_columns import load_run
 from specload.analysis.statistics.steps import condition_steps
 from specload.core.errors import ConfigError
-from specload.protocol.interleave import Round, cells_of, next_round, plan_blocks, split_session
+from specload.protocol.interleave import (
+    Round,
+    cells_of,
+    continues,
+    next_round,
+    plan_blocks,
+    split_session,
+)
 from specload.scenario import parse_scenario
 from tests.conftest import REPO
 
@@ -43,6 +50,36 @@ def test_plan_pairs_each_cells_blocks_and_balances_who_goes_first() -> None:
     assert set(firsts.values()) == {2}  # each condition first in half of each cell's units
     cells_in_order = [b.cell for b in blocks[::2]]
     assert cells_in_order != sorted(cells_in_order)  # shuffled, not a ladder
+
+
+def test_grouped_order_runs_a_cells_pairs_back_to_back_in_mirrored_order() -> None:
+    """``order: grouped``: each cell's units in a row, A B then B A, so a server runs two
+    blocks of one cell in a row (the second ``continues`` the first) at every unit edge."""
+    sc = _scenario(interleave={"blocks": 4, "order": "grouped"})
+    blocks = plan_blocks(sc, ["baseline", "spec"])
+    cells = [b.cell for b in blocks]
+    assert sorted(set(cells)) == [0, 1, 2]
+    assert all(len(set(cells[i : i + 8])) == 1 for i in range(0, 24, 8))  # a cell at a time
+    for i in range(0, 24, 8):
+        run = blocks[i : i + 8]
+        assert [b.k for b in run] == [0, 0, 1, 1, 2, 2, 3, 3]
+        a, b = run[0].condition, run[1].condition
+        assert [x.condition for x in run] == [a, b, b, a, a, b, b, a]  # mirrored: ABBA ABBA
+    edges = [continues(p, b) for p, b in zip(blocks, blocks[1:], strict=False)]
+    assert (
+        sum(edges) == 3 * 3
+    )  # every edge between a cell's units, none inside one or between cells
+    assert not any(edges[i] for i in range(0, 23, 2))  # never inside a unit
+    assert not continues(None, blocks[0])
+    firsts = Counter((b.cell, b.condition) for b in blocks[::2])
+    assert set(firsts.values()) == {2}  # each condition first in half of each cell's units
+    spread = plan_blocks(_scenario(interleave={"blocks": 4}), ["baseline", "spec"])
+    assert sum(continues(p, b) for p, b in zip(spread, spread[1:], strict=False)) < 9
+    later = Round(1, {2: 2}, {2: 4}, 24, 12)  # a later round keeps the mirrored order going
+    more = plan_blocks(sc, ["baseline", "spec"], later=later)
+    c = [b.condition for b in more]
+    assert [b.k for b in more] == [4, 4, 5, 5] and c == [c[0], c[1], c[1], c[0]]
+    assert c[0] != c[1]
 
 
 def test_plan_is_seeded_and_each_replicate_gets_its_own_order() -> None:
@@ -262,3 +299,66 @@ def test_an_interleaved_session_gives_each_condition_one_run_of_blocks(
     assert first == "## specload: spec vs baseline (the baseline)"
     assert np.isfinite(report["ratios"]["spec"]["tpot_p50"][-1]["value"])
     assert report["closed_loop"][0]["concurrency"] == 1  # closed-loop blocks compared too
+
+
+@pytest.mark.slow
+def test_a_grouped_session_runs_a_servers_two_blocks_as_one_load(
+    tmp_path: Path, sim_factory
+) -> None:
+    """``order: grouped``: where a server runs two blocks of a step in a row, the second's
+    window opens at the first's end with no warm-up, the first's measured requests finish
+    under the second's load, a closed-loop step never has more than N in flight, and the
+    wall-time split counts that overlap as measured, not as cool-down."""
+    urls = [sim_factory("--profile", "tiny").url for _ in range(2)]
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        SESSION.replace("{concurrency: 1}", "{concurrency: 3}").replace(
+            "block_warmup_s: 0.5}", "block_warmup_s: 0.5, order: grouped}"
+        )
+    )
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "specload", "sweep", "--interleave", "--scenario", str(scenario)]
+        + ["--url", f"baseline={urls[0]}", "--url", f"spec={urls[1]}", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    steps: dict[int, dict] = {}
+    recs: dict[int, list[dict]] = {}
+    for name in ("baseline", "spec"):
+        meta = json.loads((out / name / "run.json").read_text())
+        assert meta["counts"]["recorded"] == meta["counts"]["sent"]
+        steps |= {x["block"]: x for x in json.loads((out / name / "steps.json").read_text())}
+        for line in (out / name / "requests.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            recs.setdefault(r["block"], []).append(r)
+        closed = [r for rs in recs.values() for r in rs if r["condition"] == name]
+        closed = [r for r in closed if r.get("concurrency")]
+        in_flight = sorted(
+            [(r["sent_at"], 1) for r in closed] + [(r["done_at"], -1) for r in closed]
+        )
+        assert max(np.cumsum([d for _, d in in_flight])) == 3  # N, never N of each block
+    plan = meta["interleave"]["plan"]
+    assert meta["interleave"]["order"] == "grouped"
+    pairs = [(a, b) for a, b in zip(plan, plan[1:], strict=False)
+             if (a["condition"], a["cell"]) == (b["condition"], b["cell"])]  # fmt: skip
+    assert len(pairs) == 2  # one per cell: A B B A
+    overlap = 0.0
+    for a, b in pairs:
+        first, second = steps[a["number"]], steps[b["number"]]
+        assert second["start"] == second["warmup_end"] == first["end"]  # no warm-up, no gap
+        measured = [r for r in recs[a["number"]] if not r["warmup"]]
+        assert not any(r.get("cooldown") for r in recs[a["number"]])  # the next took over
+        assert max(r["done_at"] for r in measured) <= first["cooldown_end"]
+        assert min(r["scheduled_at"] for r in recs[b["number"]]) >= first["end"]
+        overlap += first["cooldown_end"] - first["end"]
+    split = meta["interleave"]["time_split"]
+    cool = sum(x["cooldown_end"] - x["end"] for x in steps.values())
+    assert split["cooldown_s"] == pytest.approx(cool - overlap, abs=1e-6)
+    assert split["measured_s"] == pytest.approx(
+        sum(x["end"] - x["warmup_end"] for x in steps.values())
+    )
