@@ -383,8 +383,8 @@ def _opening_words(r: dict[str, Any]) -> str:
         else ""
     )
     kept = (
-        f" {w['continued']} more continued their own server's load (no warm-up, no "
-        "switch: `order: grouped`)."
+        f" {w['continued']} more continued their own server's load (the same server and "
+        "step next: no warm-up, no switch)."
         if w.get("continued")
         else ""
     )
