@@ -121,9 +121,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         action="store_true",
         help="block-randomized A/B (the default for decisions on a GPU whose speed drifts): "
         "every condition's server up at once, each step's measured time cut into the "
-        "scenario's interleave: {blocks, block_warmup_s} blocks (default 6 blocks, 5 s "
-        "warm-up), run in a seeded random order with each condition's block of a step next "
-        "to the other's; compare's intervals are then over blocks",
+        "scenario's interleave: {blocks, block_warmup_s, order} blocks (default 6 blocks, "
+        "warm-up about one request, derived per block), each condition's block of a step "
+        "next to the other's; order spread (default) shuffles those pairs over the session, "
+        "grouped runs a step's pairs back to back (A B, B A, ...: less warm-up, more of the "
+        "time measured); compare's intervals are then over blocks",
     )
     p.add_argument(
         "--until-decided",

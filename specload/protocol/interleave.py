@@ -4,11 +4,14 @@ Why: on an H200, vLLM's draft-model speculative step flipped between ~13 and ~20
 windows of seconds while the baseline's stayed flat. A ladder that measures each (condition,
 step) once, in one contiguous window, lets the share of slow seconds that window caught
 decide the step's ratio, and that share is drift, not load. Here each cell's measured time
-is split into ``blocks`` blocks; all blocks of the session run in a seeded random order in
-which the conditions' blocks of one step come in adjacent pairs (a *unit*), and each
-condition comes first in half of a step's units. Drift then hits every step and condition
-alike and averages out over the blocks; what is left shows as spread between blocks, which
-compare's block-level interval measures (``analysis/statistics/steps.py``).
+is split into ``blocks`` blocks; the conditions' blocks of one step come in adjacent pairs
+(a *unit*), and each condition comes first in half of a step's units. ``spread`` (the
+default) runs all units of the session in a seeded random order: drift then hits every step
+and condition alike and averages out over the blocks; what is left shows as spread between
+blocks, which compare's block-level interval measures (``analysis/statistics/steps.py``).
+``grouped`` runs a step's units back to back in mirrored order, so a server runs two blocks
+in a row where units meet (``continues``) and needs one warm-up for both: less of the
+session goes unmeasured, and only drift that hits both servers still cancels (in each pair).
 
 A session is one ``specload run`` whose steps are its blocks (``locust/blocks.py``: how a
 block's warm-up, measured window and cool-down keep what is measured clean). Its records

@@ -94,12 +94,13 @@ class InterleaveSpec:
     """How ``specload sweep --interleave`` splits each (condition, step) cell's measured time.
 
     Each cell's ``step_duration_s`` becomes ``blocks`` blocks of ``step_duration_s / blocks``
-    seconds, each after its own ``block_warmup_s`` warm-up, run in a seeded, balanced random
-    order with every condition's servers up at once (``protocol/interleave.py``). Why: on an
-    H200 the draft-model step flipped between a fast and a slow regime in windows of 2-10 s;
-    one contiguous window per cell let the share of slow seconds it happened to catch decide
-    the ratio. Blocks spread each cell over the whole session, so that share averages out and
-    the spread between blocks is measured instead of hidden. Defaults (docs/scenarios.md):
+    seconds, each after its own ``block_warmup_s`` warm-up, run in a seeded, balanced order
+    (``order``) with every condition's servers up at once (``protocol/interleave.py``). Why:
+    on an H200 the draft-model step flipped between a fast and a slow regime in windows of
+    2-10 s; one contiguous window per cell let the share of slow seconds it happened to catch
+    decide the ratio. Blocks paired with the other condition's neighbour cut that share into
+    many samples, so it averages out and the spread between blocks is measured instead of
+    hidden. Defaults (docs/scenarios.md):
     6 blocks keep a 60-s cell's blocks at 10 s, about one regime window, and give a
     block-level interval 5 degrees of freedom. ``block_warmup_s`` None (the default) derives
     each block's warm-up from its cell: the largest p50 E2E the cell's blocks have shown so
