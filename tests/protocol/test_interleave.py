@@ -215,6 +215,24 @@ interleave: {blocks: 2, block_warmup_s: 0.5}
 """
 
 
+def _sweep(
+    scenario: Path, urls: list[str], out: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``specload sweep --interleave`` of ``scenario`` against the baseline and spec servers
+    at ``urls``, into ``out``; it must exit 0."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "specload", "sweep", "--interleave", "--scenario", str(scenario)]
+        + [*extra, "--url", f"baseline={urls[0]}", "--url", f"spec={urls[1]}", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
 @pytest.mark.slow
 def test_an_interleaved_session_gives_each_condition_one_run_of_blocks(
     tmp_path: Path, sim_factory
@@ -229,17 +247,8 @@ def test_an_interleaved_session_gives_each_condition_one_run_of_blocks(
     # the README's form: the spec label's flags declared by a --condition typed first; the
     # baseline is still the condition labelled baseline
     declare = ["--condition", 'spec=--speculative-config {"method":"ngram"}']
-    proc = subprocess.run(
-        [sys.executable, "-m", "specload", "sweep", "--interleave", "--scenario", str(scenario)]
-        + [*declare, "--url", f"baseline={base.url}", "--url", f"spec={spec.url}"]
-        + ["--out", str(out), "--processes", "2"],  # a master and two workers share each block
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # a master and two workers share each block
+    proc = _sweep(scenario, [base.url, spec.url], out, *declare, "--processes", "2")
     assert proc.stdout.splitlines()[0] == "[sweep] baseline: baseline; measured against it: spec"
     assert re.search(r"^block 8/8 \((baseline|spec)\): .* min left$", proc.stdout, re.M)
     assert re.search(
@@ -317,16 +326,7 @@ def test_a_grouped_session_runs_a_servers_two_blocks_as_one_load(
         )
     )
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "specload", "sweep", "--interleave", "--scenario", str(scenario)]
-        + ["--url", f"baseline={urls[0]}", "--url", f"spec={urls[1]}", "--out", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    _sweep(scenario, urls, out)
     steps: dict[int, dict] = {}
     recs: dict[int, list[dict]] = {}
     for name in ("baseline", "spec"):
