@@ -31,7 +31,13 @@ from specload.protocol.child_run import (
     shielded,
     sigterm_as_interrupt,
 )
-from specload.protocol.interleave import Round, cells_of, plan_blocks, split_session
+from specload.protocol.interleave import (
+    Round,
+    cells_of,
+    continues,
+    plan_blocks,
+    split_session,
+)
 from specload.protocol.sweep import (
     make_target,
     outermost_new,
@@ -435,7 +441,12 @@ def describe(plan: SweepPlan) -> str:
     """One line: what the session will do (conditions, blocks, time)."""
     scenario = load_scenario(plan.scenario)
     blocks = plan_blocks(scenario, [c.name for c in plan.conditions])
-    total = sum(b.warmup_s + b.duration_s + BLOCK_OVERHEAD_S for b in blocks)
+    # a block that continues its server's load has no warm-up, and the one before it no
+    # cool-down or switch
+    total = sum(
+        b.duration_s + (0.0 if continues(a, b) else b.warmup_s + BLOCK_OVERHEAD_S)
+        for a, b in zip([None, *blocks], blocks, strict=False)
+    )
     names = ", ".join(shlex.quote(c.name) for c in plan.conditions)
     return (
         f"[interleave] {len(blocks)} blocks per session ({names}), about "
