@@ -362,3 +362,26 @@ def test_a_grouped_session_runs_a_servers_two_blocks_as_one_load(
     assert split["measured_s"] == pytest.approx(
         sum(x["end"] - x["warmup_end"] for x in steps.values())
     )
+
+
+def test_the_sessions_first_line_counts_no_warm_up_for_a_continued_block(tmp_path: Path) -> None:
+    """``describe``'s estimate: a grouped step of 4 pairs has 5 warm-ups (A B B A A B B A),
+    not 8: the blocks that continue their server's load add only their window."""
+    from types import SimpleNamespace
+
+    from specload.protocol.interleaved_sweep import BLOCK_OVERHEAD_S, describe
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "steps: [4, 8]\nstep_duration_s: 24\n"
+        "interleave: {blocks: 4, block_warmup_s: 2, order: grouped}\n"
+    )
+    plan = SimpleNamespace(
+        scenario=path, conditions=[SimpleNamespace(name=n) for n in ("baseline", "spec")],
+        replicates=1,
+    )  # fmt: skip
+    minutes = 2 * (4 * 2 * 6 + 5 * (2 + BLOCK_OVERHEAD_S)) / 60
+    assert describe(plan) == (  # type: ignore[arg-type]
+        f"[interleave] 16 blocks per session (baseline, spec), about {minutes:.1f} min each, "
+        "1 session(s)"
+    )
