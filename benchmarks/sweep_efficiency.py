@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from specload.scenario import load_scenario
-from specload.scenario.schema import InterleaveSpec
+from specload.scenario.schema import INTERLEAVE_ORDERS, InterleaveSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -549,7 +549,7 @@ def main() -> None:
         "--block-warmup-s", type=float, help="a fixed block warm-up (default: derived per block)"
     )
     ap.add_argument(
-        "--order", choices=("spread", "grouped"), help="interleave.order (default: the scenario's)"
+        "--order", choices=INTERLEAVE_ORDERS, help="interleave.order (default: the scenario's)"
     )
     ap.add_argument("--out", type=Path, help="keep the sweep here")
     ap.add_argument("--name", default="sweep_efficiency", help="results file name")
