@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from specload.options.run import RunOptions
     from specload.recorder.rundir import RunWriter
 
-__all__ = ["POLL_S", "BlockSchedule", "block_seed"]
+__all__ = ["POLL_S", "BlockSchedule", "block_seed", "time_left_s"]
 
 #: Seconds within which a load process sends its counts after any change (its record
 #: outbox's interval, ``load_process.RecordOutbox``)
@@ -57,6 +57,20 @@ MIN_WARMUP_S = 2 * LEAD_S
 #: Seconds between the master's looks at whether the previous block's server is idle, while
 #: a block's warm-up is held (its load processes send that block's last records at once).
 POLL_S = 0.05
+
+
+def time_left_s(blocks: list[Block], done: list[TimedStep], now: float) -> float:
+    """The session's time left after the blocks ``done`` (run order): the windows still to
+    run, plus, for each block still to open after another server's (or a step change), the
+    overhead such a block has cost so far (its warm-up, the cool-down and switch before it).
+    A block that continues its server's load adds only its window."""
+    if not done:
+        return 0.0
+    opens = [not continues(a, b) for a, b in zip([None, *blocks], blocks, strict=False)]
+    measured = sum(t.end - t.warmup_end for t in done)
+    overhead = (now - done[0].start - measured) / max(1, sum(opens[: len(done)]))
+    rest = range(len(done), len(blocks))
+    return sum(blocks[i].duration_s + (overhead if opens[i] else 0.0) for i in rest)
 
 
 def block_seed(seed: int, replicate: int, block: Block) -> int:

@@ -30,7 +30,7 @@ from typing import Any
 import gevent
 
 from specload.core.condition import declared_condition
-from specload.locust.blocks import BlockSchedule
+from specload.locust.blocks import BlockSchedule, time_left_s
 from specload.locust.intake import RecordIntake
 from specload.locust.ledger import WorkerLedger
 from specload.locust.live import LiveStats, budget_reasons
@@ -364,8 +364,7 @@ class RunSession(StepSchedule, BlockSchedule, RecordIntake, RunEnd):
             self._say(self.live.progress_line(index, len(self.scenario.schedule())))
             return
         done = [t for t in self.timeline if t.index <= index]
-        per_block = (time.time() - done[0].start) / len(done) if done else 0.0
-        left = per_block * (len(self.blocks) - index - 1)
+        left = time_left_s(self.blocks, done, time.time())
         self._say(self.live.progress_line(index, len(self.blocks), left_s=left))
 
     def _say(self, line: str) -> None:

@@ -143,3 +143,29 @@ def test_a_block_after_a_run_of_two_waits_for_both_of_the_other_servers_blocks()
     opened = s._hold_warmup(step, prev, [first, prev])
     g.join()
     assert len(s.shares) == 2 and opened.warmup_end >= idle_at[0] + BLOCK_LEAD_S
+
+
+def test_time_left_counts_an_overhead_only_for_blocks_that_open_after_a_switch() -> None:
+    """Grouped (A B B A per step): the overhead per opened block so far, times the blocks
+    still to open, plus every window still to run; a continued block adds only its window."""
+    from specload.locust.blocks import time_left_s
+    from specload.protocol.interleave import plan_blocks
+    from specload.scenario import parse_scenario
+
+    sc = parse_scenario(
+        {"steps": [4, 8], "step_duration_s": 6, "interleave": {"blocks": 2, "order": "grouped"}},
+        file="s",
+    )
+    blocks = plan_blocks(sc, ["baseline", "spec"])
+    assert [b.duration_s for b in blocks] == [3.0] * 8
+    t0 = 1000.0
+    # block 0: 5-s warm-up; 1 s of cool-down and switch; block 1: 2-s warm-up; block 2
+    # continues block 1 at its window's end
+    done = [
+        TimedStep(0, 0, 4.0, t0, t0 + 5, t0 + 8, 0),
+        TimedStep(1, 0, 4.0, t0 + 9, t0 + 11, t0 + 14, 0),
+        TimedStep(2, 0, 4.0, t0 + 14, t0 + 14, t0 + 17, 0),
+    ]
+    # 17 s so far, 9 measured: 8 s of overhead over 2 opened blocks; left: 5 windows of 3 s
+    # and 4 blocks that open (3, 4, 5, 7; 6 continues 5)
+    assert time_left_s(blocks, done, now=t0 + 17) == 5 * 3 + 4 * 4.0
