@@ -63,6 +63,11 @@ def test_a_crossovers_pass_bisects_its_ci_and_gives_an_undecided_step_more_start
     assert next_rates([open_lo], tested=[4, 8, 16, 24]) == [8.0]
     open_hi = Bound("s", 14.1, 8.0, None, (12, 16), stepwise=True, undecided=(16.0, 24.0))
     assert next_rates([open_hi], tested=[8, 16, 24]) == [16.0]
+    # an open side with no undecided step on it (8 helps, but not yet surely by the minimum
+    # gain): the step bracketing the estimate there stands in for that end, and the CI's
+    # middle is measured, not "nothing fits"
+    no_step = Bound("s", 13.9, None, 96.0, (8, 32), stepwise=True, undecided=(32.0,))
+    assert next_rates([no_step], tested=[8, 32, 96]) == [27.7]
 
 
 def test_never_helping_for_want_of_starts_is_measured_again_not_called_beyond() -> None:

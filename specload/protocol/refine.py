@@ -14,7 +14,9 @@ Where the rates go. A crossover's CI is the two tested steps whose own CIs decid
 tested load lies within 5 % of that middle, the pass measures that load again instead, on
 fresh server starts, so its starts accumulate until its CI decides it; the decided ends are
 never measured again. A CI side left open (no step there decided yet) gets more starts at its
-undecided step nearest the estimate, and where no step is decided at all ("never helps" only
+undecided step nearest the estimate; an open side with no undecided step (its steps help, but
+none yet surely by the minimum gain) has the step bracketing the estimate there stand in for
+its end, and the pass bisects as usual. Where no step is decided at all ("never helps" only
 for want of starts) the undecided steps are measured
 again rather than called beyond the tested range. The middle, not the estimate: at the
 estimate the true gain is near the minimum by construction, the one load no number of starts
@@ -236,21 +238,27 @@ def next_rates(bounds: Sequence[Bound], tested: Sequence[float]) -> list[float]:
 def _inside(b: Bound, tested: Sequence[float]) -> list[float]:
     """The next rate for a stepwise CI (module doc): its middle in log load, or the tested load
     within 5 % of it (measured again on fresh starts); for an open side, its undecided step
-    nearest the estimate. None where the CI's ends are so close that the middle is within 5 %
-    of one of them: the ends are decided, and nothing new fits between them."""
+    nearest the estimate, and where that side has none, the tested step that brackets the
+    estimate there stands in for the missing end (its own CI does not reach past the minimum
+    gain yet). None where the CI's ends are so close that the middle is within 5 % of one of
+    them: the ends are decided, and nothing new fits between them."""
     assert b.qps is not None
     q = b.qps
-    if b.lo is None or b.hi is None:
+    lo, hi = b.lo, b.hi
+    if lo is None or hi is None:
         out = []
         below = [t for t in b.undecided if t <= q]
         above = [t for t in b.undecided if t >= q]
-        if b.lo is None and below:
+        if lo is None and below:
             out.append(max(below))
-        if b.hi is None and above:
+        if hi is None and above:
             out.append(min(above))
-        return out
-    mid = _snap(math.sqrt(b.lo * b.hi), tested)
-    return [] if mid in (b.lo, b.hi) else [mid]
+        if out or b.bracket is None:
+            return out
+        lo = b.bracket[0] if lo is None else lo
+        hi = b.bracket[1] if hi is None else hi
+    mid = _snap(math.sqrt(lo * hi), tested)
+    return [] if mid in (lo, hi) else [mid]
 
 
 def _gap_rates(lo: float | None, hi: float | None, tested: Sequence[float]) -> list[float]:
