@@ -13,6 +13,7 @@ from specload.core.errors import ConfigError
 from specload.recorder import read_run
 from specload.scenario import parse_scenario
 from tests.conftest import specload_run
+from tests.records import max_in_flight
 
 
 def test_concurrency_steps_run_first_and_round_trip() -> None:
@@ -32,15 +33,6 @@ def test_concurrency_steps_run_first_and_round_trip() -> None:
     assert alone.steps == () and [p.concurrency for p in alone.schedule()] == [1]
 
 
-def _max_in_flight(records: list[dict]) -> int:
-    edges = sorted([(r["sent_at"], 1) for r in records] + [(r["done_at"], -1) for r in records])
-    now = peak = 0
-    for _, d in edges:
-        now += d
-        peak = max(peak, now)
-    return peak
-
-
 @pytest.mark.slow
 def test_closed_loop_keeps_n_in_flight_across_workers(sim_factory, tmp_path: Path) -> None:
     (tmp_path / "s.yaml").write_text(
@@ -58,8 +50,8 @@ def test_closed_loop_keeps_n_in_flight_across_workers(sim_factory, tmp_path: Pat
     one = [r for r in records if r["step"] == 0]
     four = [r for r in records if r["step"] == 1]
     assert all(r["target_qps"] == 0 and r["concurrency"] == 1 for r in one)
-    assert _max_in_flight(one) == 1 and len(one) > 10  # each sent when the last returned
-    assert _max_in_flight(four) == 4 and len(four) > 3 * len(one)
+    assert max_in_flight(one) == 1 and len(one) > 10  # each sent when the last returned
+    assert max_in_flight(four) == 4 and len(four) > 3 * len(one)
     assert len({r["worker"] for r in four}) == 2  # the 4 slots split over both workers
     # compare: closed-loop levels apart from the ladder (a relabelled copy as the condition)
     other = tmp_path / "copy"

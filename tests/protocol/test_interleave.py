@@ -29,6 +29,7 @@ from specload.protocol.interleave import (
 )
 from specload.scenario import parse_scenario
 from tests.conftest import REPO
+from tests.records import max_in_flight
 
 
 def _scenario(**kw: object) -> object:
@@ -338,10 +339,7 @@ def test_a_grouped_session_runs_a_servers_two_blocks_as_one_load(
             recs.setdefault(r["block"], []).append(r)
         closed = [r for rs in recs.values() for r in rs if r["condition"] == name]
         closed = [r for r in closed if r.get("concurrency")]
-        in_flight = sorted(
-            [(r["sent_at"], 1) for r in closed] + [(r["done_at"], -1) for r in closed]
-        )
-        assert max(np.cumsum([d for _, d in in_flight])) == 3  # N, never N of each block
+        assert max_in_flight(closed) == 3  # N, never N of each block
     plan = meta["interleave"]["plan"]
     assert meta["interleave"]["order"] == "grouped"
     pairs = [(a, b) for a, b in zip(plan, plan[1:], strict=False)
