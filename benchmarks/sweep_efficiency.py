@@ -165,6 +165,7 @@ def _blocks(out: Path) -> list[dict[str, Any]]:
                     "measured_s": s["end"] - s["warmup_end"],
                     "cooldown_s": (s.get("cooldown_end") or s["end"]) - s["end"],
                     "start": s["start"],
+                    "warmup_end": s["warmup_end"],
                     "end": s["end"],
                     "cooldown_end": s.get("cooldown_end") or s["end"],
                     "continued": False,
@@ -185,28 +186,27 @@ def _window_opening(out: Path, fixed_warmup_s: float | None) -> dict[str, Any]:
     (its cool-down's included, from the records), where that block ran on the other server:
     how many opened while that server still had one in flight, and, with a fixed warm-up,
     how long after they could have opened (the later of the planned warm-up's end and that
-    last request). A block that continues its own server's load is counted apart."""
-    rows = []
-    ends: dict[tuple[float, float, float, str], float] = {}
+    last request). A block that continues its own server's load (``_blocks``) is counted
+    apart."""
+    last: dict[int, float] = {}
     for cond in ("baseline", "spec"):
-        last: dict[int, float] = {}
         for r in _records(out / cond):
             if r.get("block") is not None and r.get("done_at") is not None:
                 last[r["block"]] = max(last.get(r["block"], 0.0), r["done_at"])
-        for st in json.loads((out / cond / "steps.json").read_text()):
-            row = (st["start"], st["warmup_end"], last.get(st["block"], st["end"]), cond)
-            rows.append(row)
-            ends[row] = st["end"]
-    rows.sort()
-    edges = list(zip(rows, rows[1:], strict=False))
-    pairs = [(a, b) for a, b in edges if a[3] != b[3]]
+    rows = _blocks(out)
+    pairs = [
+        (a, b) for a, b in zip(rows, rows[1:], strict=False) if a["condition"] != b["condition"]
+    ]
+    done = {r["block"]: last.get(r["block"], r["end"]) for r in rows}
     out_: dict[str, Any] = {
         "blocks": len(pairs),
-        "opened_while_other_busy": sum(b[1] < a[2] for a, b in pairs),
-        "continued": sum(a[3] == b[3] and b[0] == ends[a] for a, b in edges),
+        "opened_while_other_busy": sum(b["warmup_end"] < done[a["block"]] for a, b in pairs),
+        "continued": sum(r["continued"] for r in rows),
     }
     if fixed_warmup_s is not None:
-        late = [b[1] - max(b[0] + fixed_warmup_s, a[2]) for a, b in pairs]
+        late = [
+            b["warmup_end"] - max(b["start"] + fixed_warmup_s, done[a["block"]]) for a, b in pairs
+        ]
         out_["late_s"] = {
             "mean": statistics.mean(late),
             "median": statistics.median(late),

@@ -32,7 +32,15 @@ from specload.analysis.statistics.stats import quantile_sorted
 from specload.locust.messages import Drain
 from specload.locust.schedule import LEAD_S
 from specload.locust.step_plan import TimedStep
-from specload.protocol.interleave import Block, Cell, Round, cells_of, continues, plan_blocks
+from specload.protocol.interleave import (
+    Block,
+    Cell,
+    Round,
+    cells_of,
+    continues,
+    opens,
+    plan_blocks,
+)
 from specload.protocol.target import reset_prefix_cache
 from specload.scenario.schema import InterleaveSpec
 
@@ -66,11 +74,11 @@ def time_left_s(blocks: list[Block], done: list[TimedStep], now: float) -> float
     A block that continues its server's load adds only its window."""
     if not done:
         return 0.0
-    opens = [not continues(a, b) for a, b in zip([None, *blocks], blocks, strict=False)]
+    opened = opens(blocks)
     measured = sum(t.end - t.warmup_end for t in done)
-    overhead = (now - done[0].start - measured) / max(1, sum(opens[: len(done)]))
+    overhead = (now - done[0].start - measured) / max(1, sum(opened[: len(done)]))
     rest = range(len(done), len(blocks))
-    return sum(blocks[i].duration_s + (overhead if opens[i] else 0.0) for i in rest)
+    return sum(blocks[i].duration_s + (overhead if opened[i] else 0.0) for i in rest)
 
 
 def block_seed(seed: int, replicate: int, block: Block) -> int:
@@ -137,14 +145,13 @@ class BlockSchedule:
     def _schedule_blocks(self) -> None:
         if not self._wait_ready():
             return
-        prev: TimedStep | None = None
         run: list[TimedStep] = []  # the blocks the current server has run in a row
         nxt: TimedStep | None = None  # the next block, announced when it continues this one
         for i, block in enumerate(self.blocks):
             if nxt is None:
-                step = self._open_block(block, prev, run)
+                step = self._open_block(block, run)
                 run = [step]
-            else:  # took over the load at prev's end: prev's measured requests finish now
+            else:  # took over the load at the last block's end, whose measured requests finish now
                 step, nxt = nxt, None
                 run.append(step)
                 self._cool_down(run[-2])
@@ -155,22 +162,21 @@ class BlockSchedule:
                 self._sleep_until(step.end)
                 self.scrapes.boundary(None)
                 self._cool_down(step)
-            prev = step
         self.runner.send_message(Drain.TYPE, Drain(self.run_id).to_wire())
         self._wait_finals()
         self.finish("completed")
 
-    def _open_block(self, block: Block, prev: TimedStep | None, run: list[TimedStep]) -> TimedStep:
-        """A block after another server's (or the session's first): its cache reset, its
-        warm-up, held while the previous server's blocks still have requests in flight."""
+    def _open_block(self, block: Block, run: list[TimedStep]) -> TimedStep:
+        """A block after another server's run of blocks ``run`` (none: the session's first):
+        its cache reset, its warm-up, held while that run still has requests in flight."""
         self._reset_cache(block.condition)
         step = self._block_step(block, time.time() + BLOCK_LEAD_S)
         self.timeline.append(step)
         self._announce(step)
         self._sleep_until(step.start)
         self.scrapes.boundary(step)
-        if prev is not None:
-            step = self._hold_warmup(step, prev, run)
+        if run:
+            step = self._hold_warmup(step, run)
         return step
 
     def _continue_with(self, block: Block, step: TimedStep) -> TimedStep:
@@ -253,12 +259,10 @@ class BlockSchedule:
             if note not in self.writer.meta.notes:
                 self.writer.meta.notes.append(note)
 
-    def _hold_warmup(
-        self, step: TimedStep, prev: TimedStep, run: list[TimedStep] | None = None
-    ) -> TimedStep:
-        """Keep ``step`` in its warm-up while ``prev``'s server has requests in flight (its
-        cool-down's last ones, or those of the blocks it ran in a row, ``run``), bounded by
-        the request timeout.
+    def _hold_warmup(self, step: TimedStep, run: list[TimedStep]) -> TimedStep:
+        """Keep ``step`` in its warm-up while the blocks the previous server ran in a row
+        (``run``, the last of them just cooled down) have requests in flight (the cool-down's
+        last ones), bounded by the request timeout.
 
         Checked ``LEAD_S`` before the warm-up ends, which is after the block began at every
         load process (``MIN_WARMUP_S``). Still busy: the window moves out to the deadline
@@ -266,13 +270,12 @@ class BlockSchedule:
         ``BLOCK_LEAD_S`` after the master sees ``prev`` idle (checked every ``POLL_S``). A
         late message then only lengthens the warm-up, so the window can open that soon; a
         hold costs about ``BLOCK_LEAD_S`` instead of steps of ``LEAD_S``."""
-        deadline = prev.end + float(self.scenario.request_timeout_s)
-        before = run or [prev]
+        deadline = run[-1].end + float(self.scenario.request_timeout_s)
         self._sleep_until(step.warmup_end - LEAD_S)
-        if self._idle(before) or time.time() >= deadline:
+        if self._idle(run) or time.time() >= deadline:
             return step
         self._hold_share(step, max(deadline, step.warmup_end) + LEAD_S)
-        while time.time() < deadline and not self._idle(before):
+        while time.time() < deadline and not self._idle(run):
             gevent.sleep(POLL_S)
         opens = max(time.time() + BLOCK_LEAD_S, step.warmup_end)  # never before planned
         return self._rewindow(step, opens, opens - time.time())

@@ -45,6 +45,7 @@ __all__ = [
     "cells_of",
     "continues",
     "next_round",
+    "opens",
     "plan_blocks",
     "plan_json",
     "split_session",
@@ -197,7 +198,8 @@ def plan_blocks(
     if spec.order == "grouped":
         order = list(counts)
         rng.shuffle(order)
-        units.sort(key=lambda u: (order.index(u[0]), u[1]))
+        rank = {c: i for i, c in enumerate(order)}
+        units.sort(key=lambda u: (rank[u[0]], u[1]))
     else:
         rng.shuffle(units)
     first_block, first_unit = (later.first_block, later.first_unit) if later else (0, 0)
@@ -218,6 +220,13 @@ def _unit_order(base: list[str], k: int, order: str) -> list[str]:
     if order == "grouped":
         return base if k % 2 == 0 else base[::-1]
     return base[k % len(base) :] + base[: k % len(base)]
+
+
+def opens(blocks: Sequence[Block]) -> list[bool]:
+    """Per block of a plan, whether it opens after another server's block, another step or
+    nothing (a warm-up, and a cool-down and switch before it), not ``continues`` the one
+    before."""
+    return [not continues(a, b) for a, b in zip([None, *blocks], blocks, strict=False)]
 
 
 def continues(prev: Block | None, block: Block) -> bool:

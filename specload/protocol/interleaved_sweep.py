@@ -34,7 +34,7 @@ from specload.protocol.child_run import (
 from specload.protocol.interleave import (
     Round,
     cells_of,
-    continues,
+    opens,
     plan_blocks,
     split_session,
 )
@@ -444,8 +444,8 @@ def describe(plan: SweepPlan) -> str:
     # a block that continues its server's load has no warm-up, and the one before it no
     # cool-down or switch
     total = sum(
-        b.duration_s + (0.0 if continues(a, b) else b.warmup_s + BLOCK_OVERHEAD_S)
-        for a, b in zip([None, *blocks], blocks, strict=False)
+        b.duration_s + (b.warmup_s + BLOCK_OVERHEAD_S if opened else 0.0)
+        for b, opened in zip(blocks, opens(blocks), strict=True)
     )
     names = ", ".join(shlex.quote(c.name) for c in plan.conditions)
     return (

@@ -73,7 +73,7 @@ def test_a_block_whose_neighbour_is_idle_opens_as_planned() -> None:
     prev, step = _blocks(warmup_s=LEAD_S + 0.1)
     s = _Session(step)
     s.live.steps[prev.index] = _Tally(idle=True)
-    assert s._hold_warmup(step, prev) == step
+    assert s._hold_warmup(step, [prev]) == step
     assert s.shares == [] and s.writer.updates == []
 
 
@@ -89,7 +89,7 @@ def test_a_held_block_opens_soon_after_its_neighbour_is_idle_and_not_before() ->
         idle_at.append(time.time())
 
     g = gevent.spawn(finish_later)
-    opened = s._hold_warmup(step, prev)
+    opened = s._hold_warmup(step, [prev])
     g.join()
     # first, the load processes' window moves out of reach, sent a whole LEAD_S ahead, with
     # the block's arrivals unchanged; the run's record of the block is left alone
@@ -118,7 +118,7 @@ def test_a_hold_never_ends_a_warm_up_before_its_planned_end() -> None:
         busy.idle = True
 
     g = gevent.spawn(finish_soon)
-    opened = s._hold_warmup(step, prev)
+    opened = s._hold_warmup(step, [prev])
     g.join()
     assert len(s.shares) == 2  # held (the check saw it busy), then opened as planned
     assert opened.warmup_end == step.warmup_end and opened.origin == step.origin
@@ -140,7 +140,7 @@ def test_a_block_after_a_run_of_two_waits_for_both_of_the_other_servers_blocks()
         idle_at.append(time.time())
 
     g = gevent.spawn(finish_later)
-    opened = s._hold_warmup(step, prev, [first, prev])
+    opened = s._hold_warmup(step, [first, prev])
     g.join()
     assert len(s.shares) == 2 and opened.warmup_end >= idle_at[0] + BLOCK_LEAD_S
 
