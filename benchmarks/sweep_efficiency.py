@@ -440,6 +440,34 @@ def _pct(x: float) -> str:
     return f"{x * 100:.0f} %"
 
 
+def _cell(b: dict[str, Any]) -> str:
+    return f"c={b['concurrency']}" if b["concurrency"] else f"{b['target_qps']:g} req/s"
+
+
+def _bound(r: dict[str, Any], target: float = 0.75) -> str:
+    """What the block-phase target would need of the warm-ups, from this sweep's own figures:
+    its cool-downs and switches as they were, the measured seconds it had, and the warm-up
+    the design asks for (about one p50 E2E, ``InterleaveSpec``) known exactly from the start."""
+    s, opened = r["time_split"], [b for b in r["blocks"] if not b.get("continued")]
+    if r.get("block_warmup_s") is not None or not opened or not r.get("p50_e2e_s"):
+        return ""
+    p50 = r["p50_e2e_s"]
+    e2e = [max(p50[c][_cell(b)] for c in p50 if _cell(b) in p50[c]) for b in opened[1:]]
+    first = opened[0]["warmup_s"]  # the session's first: nothing is known before it
+    fixed = s["block_phase_s"] - s["warmup_s"]  # measured, cool-downs, switching
+    allowed = s["measured_s"] / target - fixed - first
+    oracle = s["measured_s"] / (fixed + first + sum(e2e))
+    return (
+        f"What {_pct(target)} would need: this sweep's measured {s['measured_s']:.0f} s, "
+        f"cool-downs {s['cooldown_s']:.0f} s and switching {s['switching_s']:.0f} s leave "
+        f"{max(0.0, allowed):.0f} s for the warm-ups of the {len(e2e)} blocks opened after the "
+        f"first ({first:.0f} s): {max(0.0, allowed) / len(e2e):.2f} s each, where their cells' "
+        f"p50 E2E averages {statistics.mean(e2e):.2f} s. Warm-ups of exactly one p50 E2E "
+        f"(the larger condition's, as if known from the first block on) would have measured "
+        f"{oracle * 100:.1f} % of the block phase.\n"
+    )
+
+
 def _markdown(r: dict[str, Any]) -> str:
     s = r["time_split"]
     pct = lambda x: f"{x * 100:.0f} %"  # noqa: E731
@@ -457,8 +485,7 @@ def _markdown(r: dict[str, Any]) -> str:
     )
     per_kind: dict[str, list[dict[str, Any]]] = {}
     for b in r["blocks"]:
-        kind = f"c={b['concurrency']}" if b["concurrency"] else f"{b['target_qps']:g} req/s"
-        per_kind.setdefault(kind, []).append(b)
+        per_kind.setdefault(_cell(b), []).append(b)
     kinds = "\n".join(_kind_row(k, bs) for k, bs in per_kind.items())
     halves = "\n".join(
         f"| {c} | {h['first_half_p50_ms']:.2f} ({h['n_first']}) | "
@@ -509,7 +536,7 @@ meet (A B, B A, ...), and those two share one warm-up and one cool-down: a step 
 then has n + 1 warm-ups, the fewest that keep every pair's two blocks adjacent, where
 `spread` has about 2n. Longer blocks (fewer per cell) raise the share; so does a shorter
 output.
-
+{_bound(r)}
 16 req/s, p50 TPOT of the measured requests sent in each window's first half against its
 second half (the old design's second halves read 9 % (baseline) and 15 % (spec) lower, the
 load falling while they were served):
@@ -551,6 +578,9 @@ def main() -> None:
     ap.add_argument(
         "--order", choices=INTERLEAVE_ORDERS, help="interleave.order (default: the scenario's)"
     )
+    ap.add_argument(
+        "--render", action="store_true", help="rewrite NAME.md from the committed NAME.json"
+    )
     ap.add_argument("--out", type=Path, help="keep the sweep here")
     ap.add_argument("--name", default="sweep_efficiency", help="results file name")
     ap.add_argument(
@@ -558,7 +588,9 @@ def main() -> None:
         help="analyse a GPU kit's interleaved run: its OUT.tar.gz and its terminal output",
     )  # fmt: skip
     args = ap.parse_args()
-    if args.kit:
+    if args.render:
+        result = json.loads((RESULTS / f"{args.name}.json").read_text())
+    elif args.kit:
         result = from_kit(*args.kit)
     elif args.reanalyse:
         result = reanalyse(args.reanalyse, args.name)
