@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,10 +44,22 @@ from specload.analysis.statistics.stats import (
     t_quantile,
 )
 
-__all__ = ["PairKey", "min_unit_values", "paired_effect"]
+__all__ = ["Paired", "PairKey", "min_unit_values", "paired_effect"]
 
 #: A block pair's key: (server start number, block number k within the cell)
 PairKey = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Paired:
+    """A step's paired effect: its estimate and interval, replicates whose 95 % percentile
+    interval is that interval (the crossover reads replicates, step by step), the standard
+    error of the mean log ratio (what ``effect.to_decide_s`` projects), and the units."""
+
+    estimate: Estimate
+    replicates: np.ndarray
+    se: float | None
+    units: int
 
 
 def min_unit_values(q: float) -> int:
@@ -87,12 +100,11 @@ def paired_effect(
     looks: int = 1,
     b: int = 1000,
     rng: np.random.Generator,
-) -> tuple[Estimate, np.ndarray] | None:
-    """The condition / baseline effect of the ``q`` percentile over block pairs (module doc):
-    its estimate and interval, and ``b`` replicates spread so that their 95 % percentile
-    interval is that interval (the crossover reads replicates, step by step). ``cond`` and
-    ``base`` map each block pair's key to its block's values (the metric, seconds). None
-    where no pair holds a percentile on both sides; no interval below two (merged) pairs."""
+) -> Paired | None:
+    """The condition / baseline effect of the ``q`` percentile over block pairs (module doc).
+    ``cond`` and ``base`` map each block pair's key to its block's values (the metric,
+    seconds); ``b`` replicates. None where no pair holds a percentile on both sides; no
+    interval below two (merged) pairs."""
     d = []
     for c, bb in _merged(cond, base, min_unit_values(q)):
         pc, pb = quantile_sorted(c, q), quantile_sorted(bb, q)
@@ -103,10 +115,11 @@ def paired_effect(
     logs = np.asarray(d)
     mean, g = float(logs.mean()), int(logs.size)
     if g < 2:
-        return Estimate(math.exp(mean)), np.full(b, np.nan)
+        return Paired(Estimate(math.exp(mean)), np.full(b, np.nan), None, g)
     se = float(logs.std(ddof=1)) / math.sqrt(g)
     half = t_quantile(1.0 - 0.025 / max(1, looks), g - 1) * se
     # replicates: t draws scaled so that their 2.5-97.5 % range is the interval
     scale = half / t_quantile(0.975, g - 1)
     reps = np.exp(np.clip(mean + scale * rng.standard_t(g - 1, size=b), -30.0, 30.0))
-    return Estimate(math.exp(mean), math.exp(mean - half), math.exp(mean + half)), reps
+    est = Estimate(math.exp(mean), math.exp(mean - half), math.exp(mean + half))
+    return Paired(est, reps, se, g)

@@ -85,12 +85,14 @@ def step_ratios(
     for metric in metric_names():
         rows[metric], cols = [], []
         for s, b in aligned:
-            est, r = _ratio(s, b, metric)
+            est, r, se = _ratio(s, b, metric)
             effect = INCOMPLETE if s.target_qps in incomplete else classify(est, min_gain)
+            window = s.window_s + b.window_s
+            looks = max(s.looks, b.looks)
             more = (
                 None
                 if effect == INCOMPLETE
-                else to_decide_s(est, min_gain, s.window_s + b.window_s)
+                else to_decide_s(est, min_gain, window, se=se, looks=looks)
             )
             config = _config_ratio(s, b, metric)
             config_effect = (
@@ -118,24 +120,25 @@ def step_ratios(
     return rows, reps
 
 
-def _ratio(s: StepStats, b: StepStats, metric: str) -> tuple[Estimate, np.ndarray]:
-    """The step's deciding ratio and its replicates (about these starts): over block pairs
-    where both sides ran interleaved (``paired.paired_effect``), else the replicate-wise
-    ratio of the two sides' intervals over their starts' pooled units."""
+def _ratio(s: StepStats, b: StepStats, metric: str) -> tuple[Estimate, np.ndarray, float | None]:
+    """The step's deciding ratio, its replicates (about these starts) and, where the
+    construction knows it, its standard error on a log scale: over block pairs where both
+    sides ran interleaved (``paired.paired_effect``), else the replicate-wise ratio of the two
+    sides' intervals over their starts' pooled units."""
     fam, tag = metric.rsplit("_", 1)
     pooled = ratio_estimate(
         s.latency[metric], s.replicates[metric], b.latency[metric], b.replicates[metric]
     )
     if fam not in s.pair_units or fam not in b.pair_units:
-        return pooled
+        return pooled[0], pooled[1], None
     paired = paired_effect(
         s.pair_units[fam], b.pair_units[fam], QUANTILES[tag],
         looks=max(s.looks, b.looks), b=int(s.replicates[metric].shape[0]),
         rng=rng_for("pairs", s.condition, s.target_qps, metric),
     )  # fmt: skip
     if paired is None:  # no pair holds this percentile: the pooled figure, no interval
-        return Estimate(pooled[0].value), np.full(pooled[1].shape, np.nan)
-    return paired
+        return Estimate(pooled[0].value), np.full(pooled[1].shape, np.nan), None
+    return paired.estimate, paired.replicates, paired.se
 
 
 def _config_ratio(s: StepStats, b: StepStats, metric: str) -> Estimate | None:

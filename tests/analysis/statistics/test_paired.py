@@ -41,8 +41,8 @@ def test_the_effect_is_the_textbook_t_interval_over_the_pairs_log_ratios() -> No
     ratios = [0.85, 0.92, 0.88, 0.95, 0.90, 0.83]
     cond, base = _pairs(ratios)
     got = paired_effect(cond, base, 0.5, rng=np.random.default_rng(0))
-    assert got is not None
-    est, reps = got
+    assert got is not None and got.units == 6
+    est, reps = got.estimate, got.replicates
     d = np.log(ratios)
     half = t_quantile(0.975, 5) * d.std(ddof=1) / math.sqrt(6)
     assert est.value == pytest.approx(math.exp(d.mean()))
@@ -58,7 +58,7 @@ def test_looks_widen_the_interval_by_the_bonferroni_quantile() -> None:
     four = paired_effect(cond, base, 0.5, looks=4, rng=np.random.default_rng(0))
     assert one is not None and four is not None
     width = lambda e: math.log(e.hi / e.lo)  # noqa: E731
-    assert width(four[0]) / width(one[0]) == pytest.approx(
+    assert width(four.estimate) / width(one.estimate) == pytest.approx(
         t_quantile(1 - 0.025 / 4, 5) / t_quantile(0.975, 5)
     )
 
@@ -69,15 +69,16 @@ def test_short_blocks_merge_with_their_neighbours_of_the_same_start_only() -> No
     cond, base = _pairs([0.8, 0.8, 0.9, 0.9, 1.0, 1.0], n=4)
     cond[(2, 0)], base[(2, 0)] = np.full(4, 0.5), np.full(4, 0.010)  # a lone short pair
     got = paired_effect(cond, base, 0.5, rng=np.random.default_rng(0))
-    assert got is not None
+    assert got is not None and got.units == 3
     d = np.log([0.8, 0.9, 1.0])  # three merged units of start 1; start 2 gives none
-    assert got[0].value == pytest.approx(math.exp(d.mean()))
+    assert got.estimate.value == pytest.approx(math.exp(d.mean()))
 
 
 def test_fewer_than_two_units_give_no_interval_and_none_give_nothing() -> None:
     cond, base = _pairs([0.8])
     one = paired_effect(cond, base, 0.5, rng=np.random.default_rng(0))
-    assert one is not None and one[0].value == pytest.approx(0.8) and one[0].lo is None
+    assert one is not None and one.estimate.value == pytest.approx(0.8)
+    assert one.estimate.lo is None and one.se is None
     assert paired_effect(cond, base, 0.99, rng=np.random.default_rng(0)) is None
 
 
@@ -121,3 +122,16 @@ def test_pairing_cancels_what_a_pairs_two_blocks_share(tmp_path: Path) -> None:
     own = s_steps.latency["tpot_p50"]
     assert own.lo is not None and own.hi is not None and math.log(own.hi / own.lo) > 0.3
     assert rows["tpot_p50"][0].effect == "helps"
+
+
+def test_time_to_decide_projects_the_pairs_own_standard_error() -> None:
+    """A paired interval's standard error is known: the projection uses it and the quantile
+    of the looks' interval, not the CI's width read as a 95 % normal one."""
+    from specload.analysis.statistics.effect import to_decide_s
+    from specload.analysis.statistics.stats import Estimate
+
+    est = Estimate(math.exp(-0.07), math.exp(-0.17), math.exp(0.03))  # undecided
+    want = ((1.959964 + 0.841621) * 0.03 / 0.07) ** 2 - 1.0
+    assert to_decide_s(est, 0.05, 100.0, se=0.03) == pytest.approx(100.0 * want)
+    assert to_decide_s(est, 0.05, 100.0, se=0.03, looks=4) > to_decide_s(est, 0.05, 100.0, se=0.03)
+    assert to_decide_s(est, 0.05, 100.0) != to_decide_s(est, 0.05, 100.0, se=0.03)
