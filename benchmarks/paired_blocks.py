@@ -4,14 +4,15 @@ beside the interval it replaced.
 Reads the three committed H200 interleaved sessions
 (``benchmarks/results/gpu-h200-interleaved/run-*.tar.gz``), pooled, and puts per step:
 
-- **now**: compare's deciding p50 TPOT interval, the paired per-unit log ratio
+- **now**: compare's deciding p50 TPOT interval, paired over block pairs
   (``analysis/statistics/paired.py``: block k of spec with block k of the baseline, the
-  geometric mean of the pairs' ratios and a t interval over them; at concurrency 1, where a
-  block holds 3-5 requests, neighbouring pairs merge until each unit holds the 6 a p50 needs);
+  ratio of the two sides' pooled p50s over the pairs, and a t interval from the
+  delete-one-pair jackknife);
 - **before**: the interval it replaced, the replicate-wise ratio of the two sides' bootstrap
   intervals over the pooled blocks (widened for few blocks, floored by the t interval of
   the blocks' own medians), which compare still gives designs without pairs;
-- the textbook paired t over single block pairs, unmerged (a median of 3-5 values at c=1).
+- a mean of per-block ratios: the paired t over each pair's log ratio of block p50s (a
+  median of 3-5 values at c=1), which the module's doc says why compare does not use.
 
 What it answers: how wide each is, and how much less time the paired interval would need
 for the width the old one had. No coverage: the truth of a GPU is unknown;
@@ -151,12 +152,13 @@ def main() -> None:
         "",
         f"`python benchmarks/paired_blocks.py`: the {len(tars)} committed H200 interleaved "
         "sessions (`gpu-h200-interleaved/`) pooled, spec vs baseline, p50 TPOT, 95 % CIs. "
-        "Width: the CI's width on a log scale (log hi/lo). Now: the paired per-unit log ratio "
-        "(`analysis/statistics/paired.py`). Before: the ratio of the two sides' widened "
-        "bootstrap intervals over the pooled blocks, which it replaced.",
+        "Width: the CI's width on a log scale (log hi/lo). Now: paired over block pairs "
+        "(`analysis/statistics/paired.py`: the pooled p50s' ratio, a t interval from the "
+        "delete-one-pair jackknife). Before: the ratio of the two sides' widened bootstrap "
+        "intervals over the pooled blocks, which it replaced.",
         "",
         "| step | now (paired) | width | before | width | time for equal width, now / before "
-        "| textbook paired t, single pairs | pairs | sd of their log ratios |",
+        "| mean of per-block ratios, paired t | pairs | sd of their log ratios |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
@@ -171,9 +173,9 @@ def main() -> None:
         "",
         "Time for equal width: a CI's width shrinks as one over the square root of the "
         "measured time, so the paired interval needs (its width / the old one's)² of the time "
-        "the old one needed for a CI of a given width. At concurrency 1 a block holds 3-5 "
-        "requests: compare merges neighbouring pairs there (a p50 needs 6 values a unit), "
-        "while the textbook column takes each block's median of 3-5, a rougher figure.",
+        "the old one needed for a CI of a given width. The mean of per-block ratios reads "
+        "another figure where a block holds few requests of a two-regime step (c=1: 3-5 a "
+        "block): each block's p50 jumps between the regimes.",
     ]
     (OUT / "paired_blocks.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -3,8 +3,8 @@
 A ratio below 1 means the condition is faster on that latency metric. Each ratio carries its
 95 % CI (a claim about the server starts measured, their units pooled) and its ``effect`` by
 the one rule of ``analysis.statistics.effect``: that interval decides. Interleaved steps
-pair block k of each side (``paired.paired_effect``: the geometric mean of the pairs'
-ratios, a t interval over them); other steps take the replicate-wise ratio of the two
+pair block k of each side (``paired.paired_effect``: the pooled percentiles' ratio, a t
+interval over the pairs from the delete-one-pair jackknife); other steps take the replicate-wise ratio of the two
 sides' bootstrap distributions (their units are not paired). From three starts on, the interval
 about this config (over the starts, paired by replicate) stands beside it with its own
 effect, ``config_ratio`` and ``config_effect``: shown, never deciding. When p50 helps and p95 hurts at the
