@@ -98,6 +98,7 @@ import yaml
 sys.path.append(str(Path(__file__).resolve().parent))  # virtual.py, beside this file
 
 import virtual
+from shares import wilson
 
 from specload.analysis.compare import compare_runs
 from specload.analysis.decisions.crossover import find_crossover
@@ -574,21 +575,11 @@ def _q(xs: Sequence[float], p: float) -> float:
     return float(np.percentile(np.asarray(xs, dtype=float), p, method="inverted_cdf"))
 
 
-def wilson(k: int, n: int) -> list[float]:
-    """95 % Wilson interval of a share ``k / n``."""
-    if n == 0:
-        return [math.nan, math.nan]
-    z, p = 1.959964, k / n
-    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [max(0.0, mid - half), min(1.0, mid + half)]
-
-
 def _share(flags: Sequence[bool | None]) -> dict[str, Any]:
     got = [f for f in flags if f is not None]
     k = sum(bool(f) for f in got)
     return {"k": k, "n": len(got), "share": k / len(got) if got else None,
-            "ci95": wilson(k, len(got))}  # fmt: skip
+            "ci95": list(wilson(k, len(got)))}  # fmt: skip
 
 
 def summarise(name: str, rows: list[dict[str, Any]], true: dict[str, Any]) -> dict[str, Any]:

@@ -61,6 +61,7 @@ import numpy as np
 
 sys.path.append(str(Path(__file__).resolve().parent))  # virtual.py, beside this file
 
+from shares import wilson
 from virtual import VirtualRun, run_closed, run_poisson
 
 from specload.analysis.decisions.crossover import find_crossover
@@ -826,15 +827,6 @@ def _lowest(name: str, d: dict[str, Any]) -> str:
     k = c.get("covered", round(c["coverage"] * n))
     lo, hi = wilson(k, n)
     return f"{name} {k}/{n} at {c['cell']} ({lo:.2f}–{hi:.2f})"
-
-
-def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """The 95 % Wilson score interval of a share k / n."""
-    if n == 0:
-        return 0.0, 1.0
-    p, d = k / n, 1 + z * z / n
-    mid, half = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return mid - half, mid + half
 
 
 def _cell_text(c: dict[str, Any]) -> str:

@@ -1,22 +1,22 @@
-"""compare's deciding interval on the H200 sessions: the paired per-unit log ratio it now is,
-beside the interval it replaced.
+"""Would a paired t interval over block pairs decide the H200 sessions where compare does not?
 
-Reads the three committed H200 interleaved sessions
-(``benchmarks/results/gpu-h200-interleaved/run-*.tar.gz``), pooled, and puts per step:
+One interval for every design would be the paired per-unit log ratio (unit: a block pair of
+one sweep). Before building it as the deciding interval, this
+reads the three committed H200 interleaved sessions
+(``benchmarks/results/gpu-h200-interleaved/run-*.tar.gz``) and puts, per step, compare's
+deciding interval (``compare_runs``: the bootstrap over the pooled blocks, widened for few
+of them and floored by the t interval of the blocks' own medians) beside the textbook
+paired one: block k of spec with block k of the baseline at that step (their k-th block in
+run order, neighbours in time), ``d_k = log(p50 TPOT spec_k / p50 TPOT base_k)``, the
+interval ``mean(d) ± t(G-1) sd(d) / sqrt(G)``, its centre the geometric mean of the
+pairs' ratios.
 
-- **now**: compare's deciding p50 TPOT interval, paired over block pairs
-  (``analysis/statistics/paired.py``: block k of spec with block k of the baseline, the
-  ratio of the two sides' pooled p50s over the pairs, and a t interval from the
-  delete-one-pair jackknife);
-- **before**: the interval it replaced, the replicate-wise ratio of the two sides' bootstrap
-  intervals over the pooled blocks (widened for few blocks, floored by the t interval of
-  the blocks' own medians), which compare still gives designs without pairs;
-- a mean of per-block ratios: the paired t over each pair's log ratio of block p50s (a
-  median of 3-5 values at c=1), which the module's doc says why compare does not use.
+What it answers: how wide each is, the spread of the pairs' log ratios (which sets the
+width of any interval over blocks), and how far the two point estimates differ (the
+pooled percentile's ratio against the mean of per-block ratios: at concurrency 1 a block
+holds 3-5 requests, and the median of four is a rough figure). No coverage: the truth of a
+GPU is unknown; ``benchmarks/coverage.py`` scores intervals on the simulator.
 
-What it answers: how wide each is, and how much less time the paired interval would need
-for the width the old one had. No coverage: the truth of a GPU is unknown;
-``benchmarks/coverage.py`` scores intervals on the simulator.
 Usage: python benchmarks/paired_blocks.py [--sessions DIR]  (writes
 results/paired_blocks.{md,json}; seconds)
 """
@@ -34,8 +34,7 @@ from typing import Any
 import numpy as np
 
 from specload.analysis.compare import compare_runs
-from specload.analysis.statistics.stats import ratio_estimate, t975
-from specload.analysis.statistics.steps import StepStats
+from specload.analysis.statistics.stats import t975
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSIONS = ROOT / "benchmarks" / "results" / "gpu-h200-interleaved"
@@ -75,34 +74,24 @@ def _paired_t(d: list[float]) -> dict[str, float]:
 
 
 def _compare_rows(sessions: list[Path]) -> dict[Cell, dict[str, Any]]:
-    """compare's deciding p50 TPOT ratio per cell (``now``), its CI and answer, and the
-    ratio of the two sides' own intervals (``before``: the construction it replaced)."""
+    """compare's deciding p50 TPOT ratio per cell, its CI and answer."""
     cmp = compare_runs(
         [*(s / "baseline" for s in sessions), *(s / "spec" for s in sessions)],
         baseline="baseline",
     )
     out: dict[Cell, dict[str, Any]] = {}
-    sides = {s.target_qps: s for s in cmp.steps["baseline"]}
-    for row, spec in zip(cmp.ratios["spec"]["tpot_p50"], cmp.steps["spec"], strict=True):
-        out[(0, float(row.target_qps))] = _row(row, spec, sides[spec.target_qps])
+    for row in cmp.ratios["spec"]["tpot_p50"]:
+        out[(0, float(row.target_qps))] = _row(row)
     for level in cmp.closed_loop:
         loop_row = level.ratios.get("spec", {}).get("tpot_p50")
         if loop_row is not None:
-            cell = (int(level.concurrency), 0.0)
-            out[cell] = _row(loop_row, level.steps["spec"], level.steps["baseline"])
+            out[(int(level.concurrency), 0.0)] = _row(loop_row)
     return out
 
 
-def _row(row: Any, spec: StepStats, base: StepStats) -> dict[str, Any]:
+def _row(row: Any) -> dict[str, Any]:
     r = row.ratio
-    old = ratio_estimate(
-        spec.latency["tpot_p50"], spec.replicates["tpot_p50"],
-        base.latency["tpot_p50"], base.replicates["tpot_p50"],
-    )[0]  # fmt: skip
-    return {
-        "value": r.value, "lo": r.lo, "hi": r.hi, "effect": row.effect,
-        "before": {"value": old.value, "lo": old.lo, "hi": old.hi},
-    }  # fmt: skip
+    return {"value": r.value, "lo": r.lo, "hi": r.hi, "effect": row.effect}
 
 
 def _pct(x: float | None) -> str:
@@ -148,34 +137,29 @@ def main() -> None:
     result = {"sessions": [t.name for t in tars], "rows": rows}
     (OUT / "paired_blocks.json").write_text(json.dumps(result, indent=1) + "\n")
     lines = [
-        "# compare's deciding interval on the H200 sessions: paired now, and before",
+        "# compare's deciding interval beside a paired t over block pairs (H200, 3 sessions)",
         "",
         f"`python benchmarks/paired_blocks.py`: the {len(tars)} committed H200 interleaved "
         "sessions (`gpu-h200-interleaved/`) pooled, spec vs baseline, p50 TPOT, 95 % CIs. "
-        "Width: the CI's width on a log scale (log hi/lo). Now: paired over block pairs "
-        "(`analysis/statistics/paired.py`: the pooled p50s' ratio, a t interval from the "
-        "delete-one-pair jackknife). Before: the ratio of the two sides' widened bootstrap "
-        "intervals over the pooled blocks, which it replaced.",
+        "Width: the CI's width on a log scale (log hi/lo).",
         "",
-        "| step | now (paired) | width | before | width | time for equal width, now / before "
-        "| mean of per-block ratios, paired t | pairs | sd of their log ratios |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| step | compare (pooled blocks) | width | paired t over block pairs | width | pairs "
+        "| sd of the pairs' log ratios | time for equal width, paired / compare |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         cmp, p = r["compare"], r["paired_t"]
-        old = cmp["before"]
         lines.append(
-            f"| {r['cell']} | {_ci(cmp)} {cmp['effect']} | {_width(cmp):.3f} | {_ci(old)} | "
-            f"{_width(old):.3f} | {(_width(cmp) / _width(old)) ** 2:.2f} | {_ci(p)} | "
-            f"{p['pairs']} | {p['sd']:.3f} |"
+            f"| {r['cell']} | {_ci(cmp)} {cmp['effect']} | {_width(cmp):.3f} | {_ci(p)} | "
+            f"{_width(p):.3f} | {p['pairs']} | {p['sd']:.3f} | "
+            f"{(_width(p) / _width(cmp)) ** 2:.2f} |"
         )
     lines += [
         "",
-        "Time for equal width: a CI's width shrinks as one over the square root of the "
-        "measured time, so the paired interval needs (its width / the old one's)² of the time "
-        "the old one needed for a CI of a given width. The mean of per-block ratios reads "
-        "another figure where a block holds few requests of a two-regime step (c=1: 3-5 a "
-        "block): each block's p50 jumps between the regimes.",
+        "The last column: a CI's width shrinks as one over the square root of the measured "
+        "time, so the paired t would need (its width / compare's)² of the time compare needs "
+        "for a CI of a given width (a third or less would cut the time to decide to a third). "
+        "The two point estimates differ where blocks hold few requests (c=1: 3-5 a block).",
     ]
     (OUT / "paired_blocks.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -97,10 +97,9 @@ SINGLE_START_CAVEAT = (
 #: (``steps._time_slices``): drift within each start is in them, the variance between
 #: starts is not.
 SLICES_CAVEAT = "about {these} only, over {slices} time slices per step; {config}"
-#: Said where the CIs are over interleaved block pairs (``sweep --interleave``,
-#: ``analysis.statistics.paired``): what a pair's two blocks share cancels in them, the
-#: variance between starts is not in them.
-BLOCKS_CAVEAT = "about {these} only, over {blocks} interleaved block pairs per step; {config}"
+#: Said where the CIs are over interleaved blocks (``sweep --interleave``): time drift
+#: within each start is in them, the variance between starts is not.
+BLOCKS_CAVEAT = "about {these} only, over {blocks} interleaved blocks per step; {config}"
 #: The caveat's tail below ``stats.MIN_STARTS_FOR_CONFIG`` starts, and from there on.
 NO_CONFIG_CI = "--replicates 3+ gives a claim about this config"
 CONFIG_CI_BESIDE = (

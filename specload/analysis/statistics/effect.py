@@ -27,7 +27,6 @@ conclusion, which says so.
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 from typing import TypeVar
 
 import numpy as np
@@ -93,14 +92,7 @@ _Z975, _Z80 = 1.959964, 0.841621
 _MIN_MORE = 0.25
 
 
-def to_decide_s(
-    ratio: Estimate,
-    min_gain: float,
-    measured_s: float,
-    *,
-    se: float | None = None,
-    looks: int = 1,
-) -> float | None:
+def to_decide_s(ratio: Estimate, min_gain: float, measured_s: float) -> float | None:
     """More measured seconds (both sides together, at this step) that would likely decide an
     undecided step: with probability about 0.8 if the true ratio were the one estimated and
     the spread stayed as measured.
@@ -108,22 +100,17 @@ def to_decide_s(
     Why this formula: on a log scale the CI's half-width is about ``z * se`` and ``se``
     shrinks as 1/sqrt(time). The estimate must end ``z + z_0.8`` standard errors from the
     nearest line it has to clear (0 for helps or hurts, the margin for same): the textbook
-    sample size of a test with 80 % power. ``se``: the standard error on a log scale where
-    the interval's construction knows it (``paired``), with ``z`` the quantile of a
-    1 - 0.05 / ``looks`` interval; else read from the CI's width as if it were a 95 % normal
-    one. None where the step is decided, has no CI, or its estimate sits exactly on a line
-    (no amount of time decides it at that estimate)."""
+    sample size of a test with 80 % power. None where the step is decided, has no CI, or its
+    estimate sits exactly on a line (no amount of time decides it at that estimate)."""
     v, lo, hi = ratio.value, ratio.lo, ratio.hi
     if classify(ratio, min_gain) != UNDECIDED or v is None or lo is None or hi is None:
         return None
     if not (v > 0 and 0 < lo < hi) or measured_s <= 0 or min_gain >= 1:
         return None
-    z = NormalDist().inv_cdf(1.0 - 0.025 / max(1, looks)) if se is not None else _Z975
-    d = math.log(v)
-    se = se if se is not None else math.log(hi / lo) / (2 * _Z975)
+    d, se = math.log(v), math.log(hi / lo) / (2 * _Z975)
     down, up = math.log(1.0 - min_gain), math.log1p(min_gain)
     dist = -d if d <= down else d if d >= up else min(up - d, d - down)
     if dist <= _EPS:
         return None
-    factor = ((z + _Z80) * se / dist) ** 2
+    factor = ((_Z975 + _Z80) * se / dist) ** 2
     return max(factor - 1.0, _MIN_MORE) * measured_s

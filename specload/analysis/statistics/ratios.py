@@ -1,11 +1,9 @@
 """Condition / baseline ratios per aligned step, and the "p50 better but p95 worse" flags.
 
-A ratio below 1 means the condition is faster on that latency metric. Each ratio carries its
-95 % CI (a claim about the server starts measured, their units pooled) and its ``effect`` by
-the one rule of ``analysis.statistics.effect``: that interval decides. Interleaved steps
-pair block k of each side (``paired.paired_effect``: the pooled percentiles' ratio, a t
-interval over the pairs from the delete-one-pair jackknife); other steps take the replicate-wise ratio of the two
-sides' bootstrap distributions (their units are not paired). From three starts on, the interval
+A ratio below 1 means the condition is faster on that latency metric. Each ratio carries the
+95 % CI of the replicate-wise ratio of the two bootstrap distributions (over the units of
+every server start pooled: a claim about these starts) and its ``effect`` by the one rule of
+``analysis.statistics.effect``: that interval decides. From three starts on, the interval
 about this config (over the starts, paired by replicate) stands beside it with its own
 effect, ``config_ratio`` and ``config_effect``: shown, never deciding. When p50 helps and p95 hurts at the
 same step, some requests wait on the drafting path: that is flagged, never averaged away.
@@ -18,14 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from specload.analysis.statistics.effect import HELPS, HURTS, INCOMPLETE, classify, to_decide_s
-from specload.analysis.statistics.paired import paired_effect
-from specload.analysis.statistics.stats import (
-    Estimate,
-    effect_over_starts,
-    ratio_estimate,
-    rng_for,
-)
-from specload.analysis.statistics.steps import LATENCY_FIELDS, QUANTILES, StepStats, metric_names
+from specload.analysis.statistics.stats import Estimate, effect_over_starts, ratio_estimate
+from specload.analysis.statistics.steps import LATENCY_FIELDS, StepStats, metric_names
 
 __all__ = ["Flag", "RatioRow", "p95_flags", "step_ratios"]
 
@@ -85,14 +77,12 @@ def step_ratios(
     for metric in metric_names():
         rows[metric], cols = [], []
         for s, b in aligned:
-            est, r, se = _ratio(s, b, metric)
+            est, r = _ratio(s, b, metric)
             effect = INCOMPLETE if s.target_qps in incomplete else classify(est, min_gain)
-            window = s.window_s + b.window_s
-            looks = max(s.looks, b.looks)
             more = (
                 None
                 if effect == INCOMPLETE
-                else to_decide_s(est, min_gain, window, se=se, looks=looks)
+                else to_decide_s(est, min_gain, s.window_s + b.window_s)
             )
             config = _config_ratio(s, b, metric)
             config_effect = (
@@ -120,25 +110,12 @@ def step_ratios(
     return rows, reps
 
 
-def _ratio(s: StepStats, b: StepStats, metric: str) -> tuple[Estimate, np.ndarray, float | None]:
-    """The step's deciding ratio, its replicates (about these starts) and, where the
-    construction knows it, its standard error on a log scale: over block pairs where both
-    sides ran interleaved (``paired.paired_effect``), else the replicate-wise ratio of the two
-    sides' intervals over their starts' pooled units."""
-    fam, tag = metric.rsplit("_", 1)
-    pooled = ratio_estimate(
+def _ratio(s: StepStats, b: StepStats, metric: str) -> tuple[Estimate, np.ndarray]:
+    """The step's deciding ratio and its replicates: the replicate-wise ratio of the two
+    sides' intervals over their starts' pooled units (about these starts)."""
+    return ratio_estimate(
         s.latency[metric], s.replicates[metric], b.latency[metric], b.replicates[metric]
     )
-    if fam not in s.pair_units or fam not in b.pair_units:
-        return pooled[0], pooled[1], None
-    paired = paired_effect(
-        s.pair_units[fam], b.pair_units[fam], QUANTILES[tag],
-        looks=max(s.looks, b.looks), b=int(s.replicates[metric].shape[0]),
-        rng=rng_for("pairs", s.condition, s.target_qps, metric),
-    )  # fmt: skip
-    if paired is None:  # no pair holds this percentile: the pooled figure, no interval
-        return Estimate(pooled[0].value), np.full(pooled[1].shape, np.nan), None
-    return paired.estimate, paired.replicates, paired.se
 
 
 def _config_ratio(s: StepStats, b: StepStats, metric: str) -> Estimate | None:

@@ -30,7 +30,6 @@ import numpy as np
 
 from specload.analysis.inputs.run_columns import RunColumns
 from specload.analysis.inputs.server import ServerStep
-from specload.analysis.statistics.paired import PairKey
 from specload.analysis.statistics.stats import (
     MIN_STARTS_FOR_CONFIG,
     MIN_TAIL_VALUES,
@@ -132,12 +131,6 @@ class StepStats:
     #: every measured request per second (later conversation turns included): the server's
     #: request rate, which differs from ``achieved_qps`` only in multi-turn scenarios
     requests_per_s: float | None = None
-    #: Interleaved steps: per latency family, each block's sorted values by its pair key
-    #: (server start, k): what the step's effect pairs (``paired.paired_effect``)
-    pair_units: dict[str, dict[PairKey, np.ndarray]] = field(default_factory=dict, repr=False)
-    #: the looks at the data the run's design planned (``looks_of``): every interval of the
-    #: step is one of 1 - 0.05 / looks
-    looks: int = 1
 
 
 def _windows(run: RunColumns, measured: np.ndarray) -> dict[float, tuple[float, int]]:
@@ -322,20 +315,9 @@ def _start_values(cols: dict[str, np.ndarray], ok: np.ndarray) -> dict[str, dict
     return out
 
 
-def _pair_units(x: np.ndarray, unit: np.ndarray) -> dict[PairKey, np.ndarray]:
-    """Each block's values (``x`` sorted) by its pair key: (start number, k), the parts of
-    its unit id (``_units``)."""
-    out: dict[PairKey, np.ndarray] = {}
-    for u in np.unique(unit).tolist():
-        out[(int(u) // ID_STRIDE, int(u) % ID_STRIDE)] = x[unit == u]
-    return out
-
-
 def _latency(
     cols: dict[str, np.ndarray], ok: np.ndarray, cond: str, qps: float, b: int, seed: int
-) -> tuple[
-    dict[str, Estimate], dict[str, np.ndarray], _Config, dict[str, dict[PairKey, np.ndarray]]
-]:
+) -> tuple[dict[str, Estimate], dict[str, np.ndarray], _Config]:
     """Pooled percentiles and the replicates of the interval that decides: the units of
     every server start at this step pooled as one sample (interleaved blocks; time slices
     of contiguous starts; the requests where a step is too short to cut), widened for few
@@ -346,7 +328,6 @@ def _latency(
     est: dict[str, Estimate] = {}
     reps: dict[str, np.ndarray] = {}
     config = _Config()
-    pairs: dict[str, dict[PairKey, np.ndarray]] = {}
     blocks = _is_blocked(cols)
     for fam, col in LATENCY_FIELDS.items():
         sel = np.ones(ok.shape, dtype=bool) if fam == "queue_delay" else ok
@@ -358,8 +339,6 @@ def _latency(
             unit = np.zeros_like(unit)  # steps too short to cut: the requests
         order = np.argsort(x, kind="stable")
         x, unit, run = x[order], unit[order], run[order]
-        if blocks:
-            pairs[fam] = _pair_units(x, unit)
         groups = Units.of(unit) if unit.size and unit.min() != unit.max() else None
         by_start = Units.of(run) if starts >= MIN_STARTS_FOR_CONFIG else None
         for tag, q in QUANTILES.items():
@@ -381,7 +360,7 @@ def _latency(
                 config.latency[name], config.replicates[name] = over_starts(
                     raw_est, raw, starts, unit_percentiles(x, by_start, q)
                 )
-    return est, reps, config, pairs
+    return est, reps, config
 
 
 @dataclass(slots=True)
@@ -419,7 +398,7 @@ def _one_step(
     ok = cols["ok"]
     n, n_ok = int(ok.size), int(ok.sum())
     kinds = Counter(k if k else "unknown" for k in cols["error_kind"][~ok].tolist())
-    latency, reps, config, pairs = _latency(cols, ok, cond, qps, b, seed)
+    latency, reps, config = _latency(cols, ok, cond, qps, b, seed)
     out_tok = cols["output_tokens"][ok]
     chunks = cols["content_chunks"][ok]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -456,7 +435,6 @@ def _one_step(
         runs=int(np.unique(cols["_run"]).size),
         blocks=int(np.unique(cols["_unit"]).size) if _is_blocked(cols) else 0,
         slices=_slices(cols),
-        pair_units=pairs,
     )
 
 
@@ -528,7 +506,6 @@ def _for_looks(step: StepStats, looks: int) -> StepStats:
     """Every interval of the step widened for ``looks`` planned looks (``stats.for_looks``)."""
     if looks <= 1:
         return step
-    step.looks = looks
     for name in list(step.latency):
         step.latency[name], step.replicates[name] = for_looks(
             step.latency[name], step.replicates[name], looks
