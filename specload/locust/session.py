@@ -46,6 +46,7 @@ from specload.metrics.gpu import GpuMemorySampler, open_gpu_source
 from specload.metrics.scrape import MetricsScraper, fetch_server_info
 from specload.metrics.telemetry import TelemetrySampler
 from specload.options.run import RunOptions
+from specload.protocol.interleave import blocks_so_far
 from specload.recorder.baseline_run import load_baseline
 from specload.recorder.rundir import RunMeta, RunWriter
 from specload.scenario.preparation import PreparationFailed, PreparedPrompts, prepare_prompts
@@ -365,7 +366,7 @@ class RunSession(StepSchedule, BlockSchedule, RecordIntake, RunEnd):
             return
         done = [t for t in self.timeline if t.index <= index]
         left = time_left_s(self.blocks, done, time.time())
-        self._say(self.live.progress_line(index, len(self.blocks), left_s=left))
+        self._say(self.live.progress_line(index, blocks_so_far(self.blocks), left_s=left))
 
     def _say(self, line: str) -> None:
         """Once on the terminal: printed headless (``specload run`` shows ``[specload]``

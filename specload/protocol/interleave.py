@@ -222,6 +222,12 @@ def _unit_order(base: list[str], k: int, order: str) -> list[str]:
     return base[k % len(base) :] + base[: k % len(base)]
 
 
+def blocks_so_far(blocks: Sequence[Block]) -> int:
+    """The session's block count once ``blocks`` have run: a later round's blocks number on
+    from the rounds before it, so its progress counts to its last block, not its own size."""
+    return blocks[-1].number + 1 if blocks else 0
+
+
 def opens(blocks: Sequence[Block]) -> list[bool]:
     """Per block of a plan, whether it opens after another server's block, another step or
     nothing (a warm-up, and a cool-down and switch before it), not ``continues`` the one

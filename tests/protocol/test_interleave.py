@@ -21,6 +21,7 @@ from specload.analysis.statistics.steps import condition_steps
 from specload.core.errors import ConfigError
 from specload.protocol.interleave import (
     Round,
+    blocks_so_far,
     cells_of,
     continues,
     next_round,
@@ -174,6 +175,7 @@ def test_a_later_round_adds_blocks_at_its_cells_numbered_on_from_the_last() -> N
     assert Round.from_json(json.loads(json.dumps(later.to_json()))) == later
     more = plan_blocks(sc, ["baseline", "spec"], later=later)
     assert [b.number for b in more] == list(range(12, 18))
+    assert blocks_so_far(first) == 12 and blocks_so_far(more) == 18  # progress: block 13/18
     assert {b.cell for b in more} == {2} and sorted({b.k for b in more}) == [2, 3, 4]
     assert sorted({b.unit for b in more}) == [6, 7, 8]
     for unit in (6, 7, 8):
