@@ -64,10 +64,19 @@ def to_decide_text(undecided: Sequence[tuple[float | str, float | None]]) -> str
             f"undecided at {where}; how long would decide {them} cannot be said "
             "(an estimate sits on a line it must clear)"
         )
+    if sum(known) > A_DAY_S:  # "470.7 h" would be precision the forecast does not have
+        return (
+            f"undecided at {where}; more than a day of measurement there would be needed to "
+            f"decide {them} (an estimate sits close to a line it must clear)"
+        )
     return (
         f"undecided at {where}; about {time_text(sum(known))} more measurement there "
         f"would likely decide {them}"
     )
+
+
+#: Past this, how long would decide a step is no plan anyone makes: the words say so.
+A_DAY_S = 24 * 3600.0
 
 
 def time_text(seconds: float) -> str:
@@ -76,7 +85,9 @@ def time_text(seconds: float) -> str:
         return f"{max(seconds, 1):.0f} s"
     if seconds < 90 * 60:
         return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+    if seconds < 10 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 3600:.0f} h"
 
 
 def digits_for(fraction: float) -> int:

@@ -14,6 +14,17 @@ def test_the_time_to_decide_reads_the_same_everywhere() -> None:
         "undecided at c=1, 8 req/s; about 50 s more measurement there would likely decide them"
     )
     assert "cannot be said" in to_decide_text([(4.0, None)])
+    assert to_decide_text([(16.0, 7.6 * 3600)]).endswith(
+        "about 7.6 h more measurement there would likely decide it"
+    )
+    assert to_decide_text([(16.0, 12.4 * 3600)]).endswith(
+        "about 12 h more measurement there would likely decide it"
+    )
+    # a forecast past a day (an estimate near the line it must clear) gives no figure
+    far = to_decide_text([(16.0, 470.7 * 3600)])
+    assert (
+        far.startswith("undecided at 16 req/s; more than a day of measurement") and " h" not in far
+    )
     assert to_decide_text([]) == ""
 
 
