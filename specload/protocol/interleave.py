@@ -374,12 +374,25 @@ def _merge_round(old: RunMeta, new: RunMeta) -> RunMeta:
                 k: int(ca.get(k) or 0) + int(cb.get(k) or 0)
                 for k in ("sent", "recorded", "unrecorded", "late", "unassigned")
             },
-            "session": cb.get("session"),
+            "session": _add_counts(ca.get("session") or {}, cb.get("session") or {}),
         },
         ended_at=new.ended_at,
         status=old.status if new.status == "completed" else new.status,
         notes=[*old.notes, *new.notes],
     )
+
+
+def _add_counts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """The session's counts over both rounds (sent, recorded, ... and the same per worker and
+    per condition): every round is a session run of its own, and run.json speaks for all."""
+    out: dict[str, Any] = {}
+    for k in a.keys() | b.keys():
+        x, y = a.get(k), b.get(k)
+        if isinstance(x, dict) or isinstance(y, dict):
+            out[k] = _add_counts(x or {}, y or {})
+        else:
+            out[k] = int(x or 0) + int(y or 0)
+    return out
 
 
 def _steps(path: Path) -> list[dict[str, Any]]:

@@ -199,6 +199,9 @@ def test_a_later_rounds_session_adds_to_the_run_dirs_of_the_earlier(tmp_path: Pa
         assert merged["interleave"]["rounds"] == 2
         assert [b["number"] for b in merged["interleave"]["plan"]] == [0, 1, 2, 3]
         assert merged["counts"]["recorded"] == 4 and merged["status"] == "interrupted"
+        # the session's own counts speak for both rounds, as the condition's do
+        session = merged["counts"]["session"]
+        assert session["sent"] == 10 and session["sent_by_condition"] == {"baseline": 6, "spec": 4}
         assert len(json.loads((dirs[label] / "steps.json").read_text())) == 2
         assert len((dirs[label] / "telemetry.jsonl").read_text().splitlines()) == 2
 
