@@ -26,6 +26,7 @@ from specload.analysis.decisions.capacity import (
 )
 from specload.analysis.decisions.class_split import ClassSplit, class_split
 from specload.analysis.decisions.classes import ClassAnswer
+from specload.analysis.decisions.closed_loop import ClosedLoop
 from specload.analysis.decisions.crossover import (
     ALWAYS,
     BETWEEN,
@@ -53,6 +54,7 @@ from specload.report.crossover_words import (
 )
 from specload.report.rule_words import incomplete_text
 from specload.report.wording import (
+    change_words,
     load_range,
     metric_label,
     pct,
@@ -236,6 +238,26 @@ def _unsettled(x: Crossover, rows: list[RatioRow]) -> str:
     return head + (f" ({'; '.join(known)})" if known else "")
 
 
+def _closed_loop_clause(label: str, levels: list[ClosedLoop], metric: str) -> str | None:
+    """The closed-loop steps' answers, which the ladder's crossover leaves out
+    (``closed_loop.ladder_only``): "p50 TPOT with a fixed number of requests in flight:
+    helps at concurrency 1: 15 % lower (CI 3–26 %), undecided at concurrency 8"."""
+    said = []
+    for level in levels:
+        row = level.ratios.get(label, {}).get(metric)
+        if row is None or row.ratio.value is None:
+            continue
+        at = f"at concurrency {level.concurrency}"
+        if row.effect in (HELPS, HURTS):
+            word = "helps" if row.effect == HELPS else "hurts"
+            said.append(f"{word} {at}: {change_words(row.ratio)}")
+        else:
+            said.append(f"{'the same' if row.effect == SAME else 'undecided'} {at}")
+    if not said:
+        return None
+    return f"{metric_label(metric)} with a fixed number of requests in flight: " + ", ".join(said)
+
+
 def _disagreement(x: Crossover) -> str:
     """Server starts analysed alone classify some step differently: no boundary is claimed.
     Names the steps and each start's effect there, the same words as the findings."""
@@ -323,13 +345,19 @@ def sentence(
     metric: str = "tpot_p50",
     excluded: dict[float, Incomplete] | None = None,
     caveat: str | None = None,
+    closed: tuple[str, list[ClosedLoop]] | None = None,
 ) -> str:
     """One sentence for one condition against the baseline.
 
     ``excluded``: target QPS left out, with why; ``caveat``: what the CIs leave out
-    (``ci_caveat``: about these server starts only), said at the end.
+    (``ci_caveat``: about these server starts only), said at the end; ``closed``: the
+    condition's label and the closed-loop levels, whose answers follow the ladder's.
     """
+    fixed = _closed_loop_clause(*closed, metric) if closed else None
     if x is None:
+        if fixed and not rows.get(metric):  # closed-loop steps alone: they are the answer
+            text = f"{closed[0]}: {fixed}" if closed else fixed
+            return f"{text} (95 % CIs {caveat})" if caveat else text
         return _nothing_to_compare(cond, rows.get(metric, []), metric, excluded)
     if not x.replicates_agree:
         parts = [_disagreement(x), *_family_clauses(x.metric, rows, x.status)]
@@ -339,6 +367,7 @@ def sentence(
         parts = [_headline(x, rows.get(x.metric, [])), *_family_clauses(x.metric, rows, x.status)]
         more = to_decide_text(_undecided(rows.get(x.metric, [])))
         parts += [more] if more else []
+    parts += [fixed] if fixed else []
     err = _error_clause(cond, base)
     if err:
         parts.append(err)
@@ -433,6 +462,7 @@ def verdicts(c: Comparison) -> dict[str, str]:
             metric=c.metric,
             excluded=c.incomplete.get(label),
             caveat=ci_caveat(c, label),
+            closed=(label, c.closed_loop),
         )
         cap, base = c.capacity.get(label), c.capacity.get(c.baseline)
         if cap is not None and base is not None:
