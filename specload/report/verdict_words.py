@@ -60,6 +60,7 @@ from specload.report.wording import (
     pct,
     pct_ci_text,
     signed_pct,
+    step_name,
     to_decide_text,
 )
 
@@ -247,7 +248,7 @@ def _closed_loop_clause(label: str, levels: list[ClosedLoop], metric: str) -> st
         row = level.ratios.get(label, {}).get(metric)
         if row is None or row.ratio.value is None:
             continue
-        at = f"at concurrency {level.concurrency}"
+        at = f"at {step_name(0.0, level.concurrency)}"
         if row.effect in (HELPS, HURTS):
             word = "helps" if row.effect == HELPS else "hurts"
             said.append(f"{word} {at}: {change_words(row.ratio)}")
