@@ -67,7 +67,7 @@ def to_decide_text(undecided: Sequence[tuple[float | str, float | None]]) -> str
     if sum(known) > A_DAY_S:  # "470.7 h" would be precision the forecast does not have
         return (
             f"undecided at {where}; more than a day of measurement there would be needed to "
-            f"decide {them} (an estimate sits close to a line it must clear)"
+            f"decide {them} at the spread measured"
         )
     return (
         f"undecided at {where}; about {time_text(sum(known))} more measurement there "
