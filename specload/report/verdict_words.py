@@ -356,8 +356,8 @@ def sentence(
     """
     fixed = _closed_loop_clause(*closed, metric) if closed else None
     if x is None:
-        if fixed and not rows.get(metric):  # closed-loop steps alone: they are the answer
-            text = f"{closed[0]}: {fixed}" if closed else fixed
+        if closed and fixed and not rows.get(metric):  # closed-loop steps alone answer
+            text = f"{closed[0]}: {fixed}"
             return f"{text} (95 % CIs {caveat})" if caveat else text
         return _nothing_to_compare(cond, rows.get(metric, []), metric, excluded)
     if not x.replicates_agree:
