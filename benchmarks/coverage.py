@@ -117,6 +117,13 @@ class World:
     name: str
     regime: bool
     starts_differ: bool
+    #: per cell (``CELLS``' order), a factor on the baseline's time per output token: a world
+    #: whose true ratio is set at every step (``time_to_decide.py``); none: the engine's own
+    baseline_factor: tuple[float, ...] = ()
+
+    def factor(self, label: str, cell: int) -> float:
+        """What this world multiplies ``label``'s TPOT by at cell index ``cell``."""
+        return self.baseline_factor[cell] if self.baseline_factor and label == "baseline" else 1.0
 
     def host(self, start: int, condition: str) -> HostDraw:
         prof = load_profile(PROFILE)
@@ -176,21 +183,24 @@ def _window(
 
 def _records(
     run: VirtualRun, cell: Cell, *, step: int, repeat: int, block: int | None, warmup_s: float,
-    step_s: float, tag: str,
+    step_s: float, tag: str, tpot_factor: float = 1.0,
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """A virtual window's requests as specload records (times on the session clock)."""
+    """A virtual window's requests as specload records (times on the session clock);
+    ``tpot_factor`` stretches each request's decode (``World.baseline_factor``)."""
     out = []
     end = run.t0 + warmup_s + step_s
     for i, r in enumerate(run.results):
         if r.arrival >= end or r.output_tokens < 2:
             continue
         sent = T0 + r.arrival
+        e2e = r.ttft_s + tpot_factor * (r.e2e_s - r.ttft_s)
+        tpot = None if r.tpot_s is None else tpot_factor * r.tpot_s
         out.append(
             RequestRecord(
                 request_id=f"{tag}-{i}", worker="local", step=step, target_qps=cell.target_qps,
                 warmup=r.arrival < run.t0 + warmup_s, scheduled_at=sent, sent_at=sent,
-                first_token_at=sent + r.ttft_s, done_at=sent + r.e2e_s, ttft_s=r.ttft_s,
-                tpot_s=r.tpot_s, e2e_s=r.e2e_s, content_chunks=len(r.chunk_times),
+                first_token_at=sent + r.ttft_s, done_at=sent + e2e, ttft_s=r.ttft_s,
+                tpot_s=tpot, e2e_s=e2e, content_chunks=len(r.chunk_times),
                 prompt_tokens=INPUT_TOKENS, output_tokens=r.output_tokens,
                 tokens_source="usage", finish_reason="length", status=200, ok=True,
                 repeat=repeat, block=block, concurrency=cell.concurrency or None,
@@ -258,6 +268,7 @@ def _run_blocks(
         recs[b.condition] += _records(
             run, cells[b.cell], step=b.number, repeat=b.k, block=b.number, warmup_s=b.warmup_s,
             step_s=b.duration_s, tag=f"{b.condition}-{session}-{b.number}",
+            tpot_factor=world.factor(b.condition, b.cell),
         )  # fmt: skip
         t = max(t + b.warmup_s + b.duration_s, run.end_s) + BLOCK_GAP_S
     return t
@@ -445,7 +456,7 @@ def evaluate(dirs: Sequence[dict[str, Path]], *truths: dict[str, Any]) -> list[d
                 "covered": lo is not None and hi is not None and lo <= t <= hi,
                 "width": None if lo is None or hi is None else hi - lo,
                 "effect": row.effect, "true_effect": _effect(t), "ratio": row.ratio.value,
-                "truth": t, "ci": [lo, hi],
+                "truth": t, "ci": [lo, hi], "to_decide_s": row.to_decide_s,
             } | _config_cell(row.config_ratio, row.config_effect, t))  # fmt: skip
         out.append({"cells": cells, "stop": _stop_covered(x, true["stop"]),
                     "stop_ci": _stop_ci(x)})  # fmt: skip
