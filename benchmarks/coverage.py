@@ -318,7 +318,8 @@ def until_session(world: World, session: int, out: Path) -> dict[str, Path]:
         if not look.undecided:
             break
         later = plan_round(look, cells, design, len(LABELS), block_s,
-                           BLOCK_WARMUP_S + block_s + BLOCK_GAP_S, budget - t)  # fmt: skip
+                           BLOCK_WARMUP_S + block_s + BLOCK_GAP_S, budget - t,
+                           last=looks + 1 >= UNTIL_LOOKS)  # fmt: skip
         if later is None:
             break
         blocks = plan_blocks(sc, list(LABELS), later=later)

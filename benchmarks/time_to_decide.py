@@ -148,7 +148,8 @@ def until(
         if not look.undecided or looks == LOOKS:
             break
         later = plan_round(look, cells, design, len(cv.LABELS), block_s,
-                           cv.BLOCK_WARMUP_S + block_s + cv.BLOCK_GAP_S, budget_s - t)  # fmt: skip
+                           cv.BLOCK_WARMUP_S + block_s + cv.BLOCK_GAP_S, budget_s - t,
+                           last=looks + 1 >= LOOKS)  # fmt: skip
         if later is None:
             break
         blocks = plan_blocks(sc, list(cv.LABELS), later=later)

@@ -213,7 +213,7 @@ def _next_round(s: _Session) -> Round | None:
     left = rule.budget_s - spent - float(split.get("other_s") or 0.0)
     later = plan_round(
         look, cells, design, len(s.conditions), float(design.get("block_s") or 1.0),
-        max(per_block, 0.1), left,
+        max(per_block, 0.1), left, last=s.looks + 1 >= rule.looks,
     )  # fmt: skip
     if later is None:
         s.say(f"[until-decided] stopped: no more blocks fit the budget ({spent / 60:.1f} of "

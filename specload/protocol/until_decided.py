@@ -48,7 +48,10 @@ DEFAULT_BUDGET_S = 1800.0
 #: then a 98.75 % one, 1.27 times as wide as 95 % (``stats.look_stretch``).
 LOOKS = 4
 #: Fewest and most block pairs a round adds to one step: fewer than two moves no interval;
-#: more than ``MAX_UNITS`` is a sign the estimate sits near a line, better measured again.
+#: more than ``MAX_UNITS`` is a sign the estimate sits near a line, better measured again at
+#: the next look. The last round has no next look: it takes what the steps ask, within the
+#: budget (capped there, the runs of ``benchmarks/time_to_decide.py`` stopped after their
+#: last look with most of their budget left).
 MIN_UNITS, MAX_UNITS = 2, 24
 
 
@@ -157,18 +160,21 @@ def plan_round(
     block_s: float,
     per_block_s: float,
     budget_left_s: float,
+    last: bool = False,
 ) -> Round | None:
     """The next round: block pairs per undecided cell from its ``to_decide_s`` (one pair
-    measures ``conditions * block_s`` seconds; no time known: as many as a cell had), the
-    cell that needs least first, while ``budget_left_s`` lasts at ``per_block_s`` wall
-    seconds a block. None when no cell gets ``MIN_UNITS``."""
+    measures ``conditions * block_s`` seconds; no time known: as many as a cell had), at most
+    ``MAX_UNITS`` unless it is the ``last`` round before the last look, the cell that needs
+    least first, while ``budget_left_s`` lasts at ``per_block_s`` wall seconds a block. None
+    when no cell gets ``MIN_UNITS``."""
     had = blocks_per_cell(design)
+    cap = math.inf if last else MAX_UNITS
     need: list[tuple[float, int, int]] = []
     for cell in look.undecided:
         i = cells.index(cell)
         more = look.to_decide_s.get(cell)
         units = had.get(i, MIN_UNITS) if more is None else math.ceil(more / (2 * block_s))
-        need.append((math.inf if more is None else more, i, min(max(units, MIN_UNITS), MAX_UNITS)))
+        need.append((math.inf if more is None else more, i, int(min(max(units, MIN_UNITS), cap))))
     blocks: dict[int, int] = {}
     left = budget_left_s
     for _, i, units in sorted(need):

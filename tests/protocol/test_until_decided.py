@@ -14,7 +14,7 @@ import pytest
 from specload.analysis.statistics.effect import HELPS, SAME, UNDECIDED
 from specload.analysis.statistics.stats import Estimate, for_looks, look_stretch
 from specload.protocol.interleave import Cell
-from specload.protocol.until_decided import MIN_UNITS, Look, plan_round
+from specload.protocol.until_decided import MAX_UNITS, MIN_UNITS, Look, plan_round
 
 CELLS = [Cell(0.0, 1), Cell(4.0), Cell(8.0)]
 
@@ -37,6 +37,22 @@ def test_a_round_asks_each_undecided_step_for_the_time_that_would_decide_it() ->
     # 40 s of measurement at 2 x 2 s per pair: 10 pairs; no time known: as many as it had
     assert later.blocks == {1: 10, 2: 2} and later.k_from == {1: 2, 2: 2}
     assert later.first_block == 12 and later.index == 1
+
+
+def test_only_the_last_round_takes_more_than_max_units_pairs_a_step_asks_for() -> None:
+    """Before a later look a step gets at most ``MAX_UNITS`` pairs (its estimate is better
+    measured again); the last round has no later look, and takes what it asks, within the
+    budget."""
+    look = Look(3, {CELLS[1]: UNDECIDED, CELLS[2]: UNDECIDED})
+    # 2 s blocks: 4 s of measurement a pair; 400 s asks for 100 pairs, 40 s for 10
+    look.to_decide_s = {CELLS[1]: 400.0, CELLS[2]: 40.0}
+    capped = plan_round(look, CELLS, _design(), 2, 2.0, 5.0, budget_left_s=10_000.0)
+    assert capped is not None and capped.blocks == {2: 10, 1: MAX_UNITS}
+    last = plan_round(look, CELLS, _design(), 2, 2.0, 5.0, budget_left_s=10_000.0, last=True)
+    assert last is not None and last.blocks == {2: 10, 1: 100}
+    # within the budget: 10 s a pair, 10 pairs first, then what is left
+    tight = plan_round(look, CELLS, _design(), 2, 2.0, 5.0, budget_left_s=500.0, last=True)
+    assert tight is not None and tight.blocks == {2: 10, 1: 40}
 
 
 def test_the_budget_goes_to_the_step_that_needs_least_and_a_round_that_fits_none_is_none() -> None:
