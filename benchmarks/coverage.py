@@ -887,11 +887,18 @@ def main(argv: list[str] | None = None) -> int:
             saved = json.loads(a.truth_from.read_text())["worlds"]
             truths = {w: saved[w]["truth"] for w in worlds if w in saved}
         result = run(a.seeds, a.workers, worlds, kinds, a.first_seed, tuple(a.design), truths)
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / f"{a.stem}.json").write_text(json.dumps(result, indent=2) + "\n")
-    (a.out / f"{a.stem}.md").write_text(markdown(result))
-    print(markdown(result))
+    write(a.out, a.stem, result, markdown(result))
     return 0
+
+
+def write(out: Path, stem: str, result: dict[str, Any] | None, text: str) -> None:
+    """STEM.json (unless ``result`` is None: a result only rendered again) and STEM.md in
+    ``out``, and the Markdown on the terminal."""
+    out.mkdir(parents=True, exist_ok=True)
+    if result is not None:
+        (out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / f"{stem}.md").write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":

@@ -334,11 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         worlds = a.world or sorted(TARGETS, reverse=True)
         result = run(a.seeds, a.workers, a.first_seed, worlds, a.fixed_from)
-    a.out.mkdir(parents=True, exist_ok=True)
-    if not a.render:
-        (a.out / f"{a.stem}.json").write_text(json.dumps(result, indent=2) + "\n")
-    (a.out / f"{a.stem}.md").write_text(markdown(result))
-    print(markdown(result))
+    cv.write(a.out, a.stem, None if a.render else result, markdown(result))
     return 0
 
 
