@@ -51,7 +51,7 @@ LOOKS = 4
 #: more than ``MAX_UNITS`` is a sign the estimate sits near a line, better measured again at
 #: the next look. The last round has no next look: it takes what the steps ask, within the
 #: budget (capped there, the runs of ``benchmarks/time_to_decide.py`` stopped after their
-#: last look with most of their budget left).
+#: last look with 42-74 % of their budget left).
 MIN_UNITS, MAX_UNITS = 2, 24
 
 
