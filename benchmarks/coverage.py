@@ -52,7 +52,7 @@ import os
 import sys
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -75,7 +75,7 @@ from specload.analysis.statistics.steps import condition_steps
 from specload.cli.demo import SPEC_CONFIGS
 from specload.core.condition import parse_condition
 from specload.core.records import RequestRecord
-from specload.protocol.interleave import Cell, plan_blocks
+from specload.protocol.interleave import Cell, cells_of, plan_blocks
 from specload.protocol.until_decided import LOOKS as UNTIL_LOOKS
 from specload.protocol.until_decided import Look, plan_round
 from specload.scenario import parse_scenario
@@ -277,7 +277,7 @@ def _run_blocks(
 def interleaved_session(world: World, session: int, out: Path) -> dict[str, Path]:
     """Both servers up at once; the blocks of ``plan_blocks`` in order on one session clock."""
     sc = _session_scenario(session)
-    cells = [Cell(0.0, c) for c in sc.concurrency_steps] + [Cell(q) for q in sc.steps]
+    cells = cells_of(sc)
     recs: dict[str, list[dict[str, Any]]] = {label: [] for label in LABELS}
     _run_blocks(world, session, plan_blocks(sc, list(LABELS)), cells, 0.0, recs)
     return {
@@ -290,21 +290,28 @@ def interleaved_session(world: World, session: int, out: Path) -> dict[str, Path
 UNTIL_BUDGET_FACTOR = 3.0
 
 
-def until_session(world: World, session: int, out: Path) -> dict[str, Path]:
+def until_session(
+    world: World, session: int, out: Path, budget_s: float | None = None,
+    read: Callable[[dict[str, Path], list[Cell], int, float], Look] | None = None,
+) -> dict[str, Path]:  # fmt: skip
     """``sweep --interleave --until-decided`` on the session clock: the session's blocks,
     then looks and rounds as ``protocol.until_decided`` plans them (the product's own
-    ``plan_round``), every interval widened for its looks; the server time it used and the
-    looks it took go into ``UNTIL_USE`` for the report."""
+    ``plan_round``), every interval widened for its looks, within ``budget_s`` of server time
+    (default: ``UNTIL_BUDGET_FACTOR`` times the session's own). ``read(dirs, cells, look,
+    server_s)`` takes each look, the last one too (default: compare's answer, ``_look``, and
+    no read of the last, which plans nothing). The server time it used and the looks it took
+    go into ``UNTIL_USE`` for the report."""
     sc = _session_scenario(session)
-    cells = [Cell(0.0, c) for c in sc.concurrency_steps] + [Cell(q) for q in sc.steps]
+    cells = cells_of(sc)
     recs: dict[str, list[dict[str, Any]]] = {label: [] for label in LABELS}
     blocks = plan_blocks(sc, list(LABELS))
     plan: list[dict[str, Any]] = []
-    t, looks, budget = 0.0, 0, 0.0
+    t, looks, session_s = 0.0, 0, 0.0
     block_s = STEP_S / BLOCKS
     while True:
         t = _run_blocks(world, session, blocks, cells, t, recs)
-        budget = budget or UNTIL_BUDGET_FACTOR * t
+        session_s = session_s or t
+        budget = budget_s or UNTIL_BUDGET_FACTOR * session_s
         plan += [asdict(b) for b in blocks]
         looks += 1
         design = {"looks": UNTIL_LOOKS, "plan": plan, "rounds": looks}
@@ -312,10 +319,10 @@ def until_session(world: World, session: int, out: Path) -> dict[str, Path]:
             label: _write_run(out / f"u-{label}-r{session}", label, recs[label], session, design)
             for label in LABELS
         }
-        if looks >= UNTIL_LOOKS:
+        if looks >= UNTIL_LOOKS and read is None:
             break
-        look = _look(dirs, cells, looks)
-        if not look.undecided:
+        look = (read or _look)(dirs, cells, looks, t)
+        if looks >= UNTIL_LOOKS or not look.undecided:
             break
         later = plan_round(look, cells, design, len(LABELS), block_s,
                            BLOCK_WARMUP_S + block_s + BLOCK_GAP_S, budget - t,
@@ -323,7 +330,7 @@ def until_session(world: World, session: int, out: Path) -> dict[str, Path]:
         if later is None:
             break
         blocks = plan_blocks(sc, list(LABELS), later=later)
-    UNTIL_USE[session] = {"server_s": t, "looks": looks, "session_s": budget / UNTIL_BUDGET_FACTOR}
+    UNTIL_USE[session] = {"server_s": t, "looks": looks, "session_s": session_s}
     return dirs
 
 
@@ -331,7 +338,7 @@ def until_session(world: World, session: int, out: Path) -> dict[str, Path]:
 UNTIL_USE: dict[int, dict[str, float]] = {}
 
 
-def _look(dirs: dict[str, Path], cells: list[Cell], index: int) -> Look:
+def _look(dirs: dict[str, Path], cells: list[Cell], index: int, server_s: float = 0.0) -> Look:
     """A look as ``protocol.until_decided.look_at`` takes it, from compare's own steps."""
     runs = {label: load_runs([dirs[label]]) for label in LABELS}
     steps = {label: condition_steps(label, runs[label], b=BOOTSTRAP, seed=0) for label in LABELS}

@@ -52,8 +52,8 @@ sys.path.append(str(Path(__file__).resolve().parent))  # shares.py, beside this 
 from shares import wilson
 
 from specload.analysis.statistics.effect import SAME, UNDECIDED
-from specload.protocol.interleave import Cell, next_round, plan_blocks
-from specload.protocol.until_decided import LOOKS, Look, plan_round
+from specload.protocol.interleave import Cell, cells_of, next_round, plan_blocks
+from specload.protocol.until_decided import LOOKS, Look
 
 
 def _coverage_module() -> Any:
@@ -83,10 +83,6 @@ def world(name: str, regime_truth: list[float]) -> cv.World:
     return cv.World(name, True, False, tuple(r / target for r in regime_truth))
 
 
-def _cells(sc: Any) -> list[Cell]:
-    return [Cell(0.0, c) for c in sc.concurrency_steps] + [Cell(q) for q in sc.steps]
-
-
 def _score(dirs: dict[str, Path], target: float) -> dict[str, Any]:
     """compare's answer per step against the set truth."""
     cells = cv.evaluate([dirs], {"ratios": [target] * len(cv.CELLS), "stop": None})[0]["cells"]
@@ -102,7 +98,7 @@ def _score(dirs: dict[str, Path], target: float) -> dict[str, Any]:
 def fixed(w: cv.World, session: int, target: float, out: Path) -> list[dict[str, Any]]:
     """Today's design at k = 1..FIXED_MAX sessions' blocks, each k scored."""
     sc = cv._session_scenario(session)
-    cells = _cells(sc)
+    cells = cells_of(sc)
     recs: dict[str, list[dict[str, Any]]] = {label: [] for label in cv.LABELS}
     plan: list[dict[str, Any]] = []
     blocks, t, got = plan_blocks(sc, list(cv.LABELS)), 0.0, []
@@ -124,35 +120,20 @@ def fixed(w: cv.World, session: int, target: float, out: Path) -> list[dict[str,
 def until(
     w: cv.World, session: int, target: float, budget_s: float, out: Path
 ) -> list[dict[str, Any]]:
-    """``--until-decided``: every look scored (the run as ``coverage.until_session`` runs it)."""
-    sc = cv._session_scenario(session)
-    cells = _cells(sc)
-    recs: dict[str, list[dict[str, Any]]] = {label: [] for label in cv.LABELS}
-    plan: list[dict[str, Any]] = []
-    blocks, t, got = plan_blocks(sc, list(cv.LABELS)), 0.0, []
-    block_s = cv.STEP_S / cv.BLOCKS
-    for looks in range(1, LOOKS + 1):
-        t = cv._run_blocks(w, session, blocks, cells, t, recs)
-        plan += [asdict(b) for b in blocks]
-        design = {"looks": LOOKS, "plan": plan, "rounds": looks}
-        dirs = {
-            lb: cv._write_run(out / f"u-{lb}", lb, recs[lb], session, design) for lb in cv.LABELS
-        }
+    """``--until-decided`` as ``coverage.until_session`` runs it, every look scored."""
+    got: list[dict[str, Any]] = []
+
+    def read(dirs: dict[str, Path], cells: list[Cell], index: int, server_s: float) -> Look:
         score = _score(dirs, target)
-        got.append({"look": looks, "server_s": t} | score)
-        look = Look(looks)
+        got.append({"look": index, "server_s": server_s} | score)
+        look = Look(index)
         for cell, effect, more in zip(cells, score["effects"], score["to_decide_s"], strict=True):
             look.effects[cell] = effect
             if effect == UNDECIDED:
                 look.to_decide_s[cell] = more
-        if not look.undecided or looks == LOOKS:
-            break
-        later = plan_round(look, cells, design, len(cv.LABELS), block_s,
-                           cv.BLOCK_WARMUP_S + block_s + cv.BLOCK_GAP_S, budget_s - t,
-                           last=looks + 1 >= LOOKS)  # fmt: skip
-        if later is None:
-            break
-        blocks = plan_blocks(sc, list(cv.LABELS), later=later)
+        return look
+
+    cv.until_session(w, session, out, budget_s, read)
     return got
 
 
