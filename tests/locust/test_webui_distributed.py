@@ -253,7 +253,15 @@ def test_killed_worker_is_lost_in_the_tab_its_users_move_and_the_report_names_th
     assert sum(lost[0]["worker"] in t for t in banners) == 1, banners  # said once
     meta = read_run(run_dir).meta
     assert meta.status == "degraded"
-    assert meta.degraded == [f"worker {lost[0]['worker']} lost at 4 req/s"]
+    # SIGKILL may land between a request's "sent" count and its record's batch: that loss is
+    # counted (run.json counts.unrecorded, by worker) and said before the lost worker, never
+    # silent; on a busy machine it happens, on an idle one rarely
+    w = lost[0]["worker"]
+    by = meta.counts["by_worker"][w]
+    unrecorded = by["sent"] - by["recorded"]
+    assert meta.counts["unrecorded"] == unrecorded
+    said = [f"worker {w}: {unrecorded} requests sent without a record"] if unrecorded else []
+    assert meta.degraded == said + [f"worker {w} lost at 4 req/s"]
     assert len(lost) == 1 and lost[0]["worker"] != survivor[0]["id"], (lost, survivor)
     assert live["run"]["workers"][lost[0]["worker"]]["state"] == "lost"
     shown = {r["name"]: r["value"] for r in rows["specload-run"]}
