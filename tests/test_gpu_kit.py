@@ -154,6 +154,25 @@ def _report(changes: dict[str, tuple[float, float, float, str]]) -> dict[str, ob
     return {"closed_loop": closed, "ratios": {"spec": {"tpot_p50": ratios}}}
 
 
+def test_sessions_table_reads_a_single_run_sweep_and_one_run_per_block(tmp_path: Path) -> None:
+    """A single-run sweep writes no blocks.log and derives its warm-ups (block_warmup_s None):
+    its blocks are its records' distinct ``block``; the older sweep counts blocks.log headers."""
+    import sessions_table
+
+    single = tmp_path / "single"
+    single.mkdir()
+    rows = [{"block": b} for b in (0, 1, 1, 3)]
+    (single / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    per_block = tmp_path / "per-block"
+    per_block.mkdir()
+    (per_block / "blocks.log").write_text("===== block 1\nx\n===== block 2\n")
+    assert sessions_table._blocks_run(single) == 3
+    assert sessions_table._blocks_run(per_block) == 2
+    plan = {"seed": 7, "block_s": 6.0, "block_warmup_s": None}
+    assert "warm-ups derived from each cell's p50 E2E" in sessions_table.plan_words(plan)
+    assert "5 s warm-up" in sessions_table.plan_words({**plan, "block_warmup_s": 5.0})
+
+
 def test_sessions_agree_by_the_effect_at_each_step_not_by_a_status() -> None:
     """Two sessions agree at a step only when both give it the same effect; 'inside' asks
     each estimate to lie in the other's CI (benchmarks/gpu/sessions_table.py)."""

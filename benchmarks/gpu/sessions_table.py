@@ -166,8 +166,22 @@ def regime_table(names: list[str], reports: list[dict[str, Any]]) -> list[str]:
 
 
 def _blocks_run(run_dir: Path) -> int:
-    """Blocks this condition started (its merged blocks.log has one header per block)."""
-    return (run_dir / "blocks.log").read_text().count("===== block")
+    """Blocks this condition started: one header per block in the merged blocks.log of a
+    sweep of one ``specload run`` per block; the distinct ``block`` of its records in a
+    single-run sweep (which writes no blocks.log)."""
+    log = run_dir / "blocks.log"
+    if log.exists():
+        return log.read_text().count("===== block")
+    with (run_dir / "requests.jsonl").open() as f:
+        return len({json.loads(line).get("block") for line in f if line.strip()})
+
+
+def plan_words(plan: dict[str, Any]) -> str:
+    """A session's block plan in words; ``block_warmup_s`` None is the default, a warm-up
+    derived from each cell's p50 E2E."""
+    warm = plan["block_warmup_s"]
+    after = "warm-ups derived from each cell's p50 E2E" if warm is None else f"{warm:g} s warm-up"
+    return f"order seed {plan['seed']}, {plan['block_s']:g} s blocks after {after}"
 
 
 def blocks_line(names: list[str], sweeps: list[Path]) -> str:
@@ -175,8 +189,7 @@ def blocks_line(names: list[str], sweeps: list[Path]) -> str:
     for name, sweep in zip(names, sweeps, strict=True):
         plan = load_run_json(sweep / "spec")["interleave"]
         parts.append(
-            f"{name}: order seed {plan['seed']}, {plan['block_s']:g} s blocks after "
-            f"{plan['block_warmup_s']:g} s warm-up, {_blocks_run(sweep / 'baseline')} + "
+            f"{name}: {plan_words(plan)}, {_blocks_run(sweep / 'baseline')} + "
             f"{_blocks_run(sweep / 'spec')} blocks run"
         )
     return "; ".join(parts)
