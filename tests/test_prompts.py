@@ -10,6 +10,7 @@ import struct
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -161,17 +162,30 @@ def test_parallel_tokenize_fitting_is_deterministic() -> None:
 
 
 class _FlakyTokenize(BaseHTTPRequestHandler):
-    """``/tokenize`` that counts words and resets every third connection (a busy server)."""
+    """``/tokenize`` that counts words and resets every third connection (a busy server),
+    never the same text twice in a row: with the preparation's threads sharing the count, a
+    global "every third" could land on one text's every retry and exhaust them (a flake under
+    load, not what the test asks)."""
 
     calls = 0
     resets = 0
+    just_reset: ClassVar[set[str]] = set()
+    lock = threading.Lock()
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         cls = type(self)
-        cls.calls += 1
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if cls.calls % 3 == 0:  # RST instead of an answer
-            cls.resets += 1
+        raw = self.rfile.read(int(self.headers["Content-Length"]))
+        body = json.loads(raw)
+        key = raw.decode()
+        with cls.lock:
+            cls.calls += 1
+            reset = cls.calls % 3 == 0 and key not in cls.just_reset
+            if reset:
+                cls.just_reset.add(key)
+                cls.resets += 1
+            else:
+                cls.just_reset.discard(key)
+        if reset:  # RST instead of an answer
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.connection.close()
             self.close_connection = True
