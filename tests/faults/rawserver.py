@@ -11,8 +11,9 @@ Any other path gets a 404 (no /metrics, /tokenize or /v1/models: a bare server).
 
 Modes (every response closes its connection):
 - ``large``: one content chunk of ``--size`` bytes in a single SSE line → ok.
-- ``drip``: a normal stream written one byte at a time; odd requests ``--gap`` s per byte
-  (within the client's timeout → ok), even ones ``--slow-gap`` (past it → timeout).
+- ``drip``: a normal stream written one byte at a time, paced from the response's start;
+  odd requests ``--gap`` s per byte (within the client's timeout → ok), even ones
+  ``--slow-gap`` (past it → timeout).
 - ``nofinish``: content chunks, then a clean end of the body without ``finish_reason`` or
   ``[DONE]`` → stream_broken.
 - ``text``: a normal stream whose content is ``--text`` (privacy scans) → ok.
@@ -129,9 +130,12 @@ class Server:
         self.log(f"REQ {rid} {'timeout' if slow else 'ok'}")
         data = HEAD + _chunked(_stream(["a", "b", "c"])) + b"0\r\n\r\n"
         gap = self.args.slow_gap if slow else self.args.gap
+        # paced against the start, not byte by byte: on a busy box each sleep overshoots,
+        # and 907 overshoots added up once pushed an "ok" drip past the client's timeout
+        start = time.monotonic()
         for i in range(len(data)):
             conn.sendall(data[i : i + 1])
-            time.sleep(gap)
+            time.sleep(max(0.0, start + (i + 1) * gap - time.monotonic()))
 
     def mode_nofinish(self, conn: socket.socket, rid: str, n: int) -> None:
         self.log(f"REQ {rid} stream_broken")
