@@ -1,9 +1,9 @@
-"""Distributed runs on a busy box: two CPU hogs beside the load processes, ten runs in a row.
+"""Distributed runs on a busy box: two CPU hogs beside the load processes, six runs in a row.
 
 On a 2-core machine with two CPU-bound processes running, ``specload run --processes 2``
 used to fail two runs out of three: every worker built its own prompt set from ``/tokenize``
 and one reset aborted it. Now the master prepares the prompts once, with retries; this holds
-it on the worst box we have: ten runs back to back, alternating ``--processes 2`` and a
+it on the worst box we have: six runs back to back, alternating ``--processes 2`` and a
 Locust master with two worker processes, each with every request the server saw recorded
 exactly once and no request recorded that the server did not see.
 """
@@ -22,7 +22,9 @@ from tests.conftest import stop_process
 from tests.faults.matrix import Row, run_specload, write_scenario
 from tests.locust.runcheck import ground_truth, master_and_workers
 
-RUNS = 10
+#: six, not ten: the bug failed two runs in three (six in a row pass by chance 1 in 729), and
+#: the hogs' two busy cores slow every test beside this one for as long as it runs
+RUNS = 6
 HOG = "while True: pass"
 
 
@@ -70,11 +72,11 @@ def _master_2_workers(sim_url: str, tmp: Path, scenario: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_ten_distributed_runs_in_a_row_beside_two_cpu_hogs(
+def test_six_distributed_runs_in_a_row_beside_two_cpu_hogs(
     sim_factory, tmp_path: Path, cpu_hogs: list, matrix_row: Row
 ) -> None:
     row = matrix_row
-    row.fault = "two CPU hogs on a 2-core box, 10 distributed runs in a row"
+    row.fault = f"two CPU hogs on a 2-core box, {RUNS} distributed runs in a row"
     row.injected = (
         "2 × `python -c 'while True: pass'`; runs alternate --processes 2 and a master + 2 workers"
     )
