@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import time
 
 from specload.core.procgroup import group_alive, stop_group
 
@@ -61,3 +63,23 @@ def test_an_empty_ladder_kills_what_a_finished_leader_left() -> None:
     finally:
         if group_alive(proc.pid):
             stop_group(proc, ())
+
+
+def test_a_group_whose_last_member_is_a_zombie_counts_as_stopped() -> None:
+    """A member that has exited but is not yet collected (a zombie) is not waited for: an
+    orphaned server's zombie waits on PID 1, which may collect it seconds later."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while _state(proc.pid) != "Z":  # exited, not yet collected by us (its parent)
+            assert time.monotonic() < deadline, "the child did not exit"
+            time.sleep(0.02)
+        os.killpg(proc.pid, 0)  # the kernel still lists the group ...
+        assert not group_alive(proc.pid)  # ... but nothing in it is alive
+    finally:
+        proc.wait(timeout=30)
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()[0].decode()

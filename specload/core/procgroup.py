@@ -31,14 +31,39 @@ KILL_GRACE_S = 5.0
 
 
 def group_alive(pgid: int) -> bool:
-    """Whether any process is left in group ``pgid`` (one we may not signal counts)."""
+    """Whether any process is left in group ``pgid`` (one we may not signal counts).
+
+    A zombie does not count: it has exited and only waits for its parent to collect its
+    status. A server started through ``sh -c`` is orphaned when the shell dies first, and
+    its zombie waits for PID 1, which in some containers collects it a second or more
+    later: a sweep stopping twelve servers waited about 16 s for nothing but that."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    states = _member_states(pgid)
+    return states is None or any(state != "Z" for state in states)
+
+
+def _member_states(pgid: int) -> list[str] | None:
+    """The process states (``/proc/PID/stat``'s third field) of group ``pgid``'s members, or
+    None where there is no ``/proc`` to read (then every member counts as alive)."""
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return None
+    states = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # exited while we looked, or not ours to read
+        if len(fields) > 2 and int(fields[2]) == pgid:
+            states.append(fields[0].decode())
+    return states
 
 
 def stop_group(proc: subprocess.Popen[bytes], ladder: Sequence[Rung]) -> None:
