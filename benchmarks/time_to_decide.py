@@ -92,6 +92,8 @@ def _score(dirs: dict[str, Path], target: float) -> dict[str, Any]:
         "wrong": [c["effect"] not in (c["true_effect"], UNDECIDED) for c in cells],
         "width": [c["width"] for c in cells],
         "to_decide_s": [c["to_decide_s"] for c in cells],
+        "ratio": [c["ratio"] for c in cells],
+        "ci": [c["ci"] for c in cells],
     }
 
 
