@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from specload.core.procgroup import group_alive
 from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks" / "gpu"))
@@ -75,14 +76,6 @@ def test_until_decided_hands_the_sweep_its_budget_and_lets_it_compare() -> None:
     assert plain[-1] == "--no-compare" and "--until-decided" not in plain
 
 
-def _group_gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 @pytest.mark.slow
 def test_interleaved_dry_run_leaves_merged_blocks_the_plan_and_a_report(tmp_path: Path) -> None:
     """MODE=interleaved (the default) on two simulators, both up at once, the spec one with the
@@ -129,7 +122,7 @@ def test_interleaved_dry_run_leaves_merged_blocks_the_plan_and_a_report(tmp_path
         assert (run / "telemetry.jsonl").is_file(), f"{cond}: no telemetry.jsonl"
         server_log = (out / "servers" / f"{cond}.log").read_text()
         pgid = int(re.search(r"process group (\d+)", server_log).group(1))  # type: ignore[union-attr]
-        assert _group_gone(pgid), f"the kit left the {cond} server running"
+        assert not group_alive(pgid), f"the kit left the {cond} server running"
 
     report = json.loads((sweep / "report" / "report.json").read_text())
     conds = {c["label"]: c for c in report["conditions"]}
