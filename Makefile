@@ -26,10 +26,11 @@ env: $(STAMP)
 demo: $(RUN_STAMP)
 	$(BIN)/specload demo --out runs/demo
 
-# Four pytest-xdist workers on two cores: many tests wait on step windows and servers.
+# Five pytest-xdist workers on two cores: many tests wait on step windows and servers (at
+# four, the cores sat a quarter idle and a fresh `make test` took 11-13 min; at five, 10:50).
 # loadscope keeps the tests that share an expensive fixture (the real-vLLM servers, a
 # module's simulator) on one worker (tests/scheduling.py), longest first (tests/conftest.py).
-XDIST := -n 4 --dist loadscope --no-loadscope-reorder
+XDIST := -n 5 --dist loadscope --no-loadscope-reorder
 
 # lint first: a change that breaks ruff, the formatting or mypy --strict fails in seconds
 test: lint
