@@ -65,19 +65,33 @@ def test_an_empty_ladder_kills_what_a_finished_leader_left() -> None:
             stop_group(proc, ())
 
 
+#: A parent that starts a child in a group of its own and never collects it: once the child
+#: exits it is a zombie for as long as this parent lives. (Our own child would not do: a
+#: worker that imported gevent reaps its children on SIGCHLD.)
+NEGLECTFUL_PARENT = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
 def test_a_group_whose_last_member_is_a_zombie_counts_as_stopped() -> None:
     """A member that has exited but is not yet collected (a zombie) is not waited for: an
     orphaned server's zombie waits on PID 1, which may collect it seconds later."""
-    proc = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    parent = subprocess.Popen([sys.executable, "-c", NEGLECTFUL_PARENT], stdout=subprocess.PIPE)
     try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
         deadline = time.monotonic() + 30
-        while _state(proc.pid) != "Z":  # exited, not yet collected by us (its parent)
+        while _state(child) != "Z":  # exited, not collected by its living parent
             assert time.monotonic() < deadline, "the child did not exit"
             time.sleep(0.02)
-        os.killpg(proc.pid, 0)  # the kernel still lists the group ...
-        assert not group_alive(proc.pid)  # ... but nothing in it is alive
+        os.killpg(child, 0)  # the kernel still lists the group ...
+        assert not group_alive(child)  # ... but nothing in it is alive
     finally:
-        proc.wait(timeout=30)
+        parent.kill()
+        parent.wait(timeout=30)
 
 
 def _state(pid: int) -> str:
