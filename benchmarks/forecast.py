@@ -23,7 +23,6 @@ Usage: python benchmarks/forecast.py [--seeds N] [--workers N] [--render RESULT]
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -35,9 +34,10 @@ from statistics import NormalDist
 from tempfile import TemporaryDirectory
 from typing import Any
 
-sys.path.append(str(Path(__file__).resolve().parent))  # shares.py, beside this file
+sys.path.append(str(Path(__file__).resolve().parent))  # shares.py, siblings.py
 
 from shares import wilson
+from siblings import sibling
 
 from specload.analysis.statistics.effect import UNDECIDED, to_decide_s
 from specload.analysis.statistics.stats import Estimate
@@ -51,16 +51,7 @@ RULES = {"today": "today's `to_decide_s`", "two_sided": "candidate: both margins
 
 
 def _ttd() -> Any:
-    """``time_to_decide.py`` beside this file, by path (it loads ``coverage.py`` the same way)."""
-    name = "specload_time_to_decide_benchmark"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("time_to_decide.py")
-        )
-        assert spec is not None and spec.loader is not None
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
+    return sibling("time_to_decide.py")
 
 
 def two_sided(est: Estimate, min_gain: float) -> float | None:

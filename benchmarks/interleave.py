@@ -21,25 +21,17 @@ Usage: python benchmarks/interleave.py [--seeds N] [--workers N]
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.append(str(Path(__file__).resolve().parent))  # siblings.py
+
+from siblings import sibling
+
 WORLD = "regime"
-
-
-def _coverage() -> Any:
-    """The sibling benchmark, loaded by path (``coverage`` is also a PyPI package's name)."""
-    path = Path(__file__).resolve().with_name("coverage.py")
-    spec = importlib.util.spec_from_file_location("specload_coverage_benchmark", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its worker processes unpickle functions by this name
-    spec.loader.exec_module(module)
-    return module
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -95,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.from_json:
         result = json.loads(a.from_json.read_text())
     else:
-        cov = _coverage()
+        cov: Any = sibling("coverage.py")
         result = cov.run(a.seeds, a.workers, [WORLD], cov.KINDS)
         a.out.mkdir(parents=True, exist_ok=True)
         (a.out / "interleave.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -34,7 +34,6 @@ Usage: python benchmarks/time_to_decide.py [--seeds N] [--workers N] [--first-se
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -47,29 +46,16 @@ from typing import Any
 
 import numpy as np
 
-sys.path.append(str(Path(__file__).resolve().parent))  # shares.py, beside this file
+sys.path.append(str(Path(__file__).resolve().parent))  # shares.py, siblings.py
 
 from shares import wilson
+from siblings import sibling
 
 from specload.analysis.statistics.effect import SAME, UNDECIDED
 from specload.protocol.interleave import Cell, cells_of, next_round, plan_blocks
 from specload.protocol.until_decided import LOOKS, Look
 
-
-def _coverage_module() -> Any:
-    """``coverage.py`` beside this file, by path: ``import coverage`` may find the PyPI
-    package of that name first (pytest-cov brings it). Registered under the name the tests'
-    loader uses, so that one module serves both."""
-    name = "specload_coverage_benchmark"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("coverage.py"))
-        assert spec is not None and spec.loader is not None
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
-
-
-cv = _coverage_module()
+cv: Any = sibling("coverage.py")
 OUT = cv.OUT
 TARGETS = {"effect-10": 0.90, "effect-0": 1.00}
 #: fixed design: up to this many sessions' blocks per step on one start, scored at these k
