@@ -54,16 +54,21 @@ def _ttd() -> Any:
     return sibling("time_to_decide.py")
 
 
+def _inside(ratio: float, min_gain: float) -> bool:
+    """Whether a ratio lies strictly inside the margin, where "the same" is the line to clear."""
+    return 1.0 - min_gain < ratio < 1.0 + min_gain
+
+
 def two_sided(est: Estimate, min_gain: float) -> float | None:
     """The candidate's extra time per measured second: the product's rule outside the
     margin; inside it, the standard error at which an estimate drawn around this one shows
     "the same" (its CI, ``z`` standard errors either side, inside both margins) with
     probability 0.8, found by bisection (the probability falls as the error grows)."""
     assert est.value is not None and est.lo is not None and est.hi is not None
+    if not _inside(est.value, min_gain):
+        return to_decide_s(est, min_gain, 1.0)
     d, se = math.log(est.value), math.log(est.hi / est.lo) / (2 * Z975)
     down, up = math.log(1.0 - min_gain), math.log1p(min_gain)
-    if not down < d < up:
-        return to_decide_s(est, min_gain, 1.0)
     phi = NormalDist().cdf
     low, high = 0.0, (up - down) / (2 * Z975)
     for _ in range(60):
@@ -80,6 +85,8 @@ def one_seed(args: tuple[int, str, list[float]]) -> dict[str, Any]:
         rows = ttd.fixed(
             ttd.world(name, regime_truth), 100 * seed + 1, ttd.TARGETS[name], Path(tmp)
         )
+    for row in rows:  # the forecasts are computed anew from the estimates (``cases``)
+        row.pop("to_decide_s")
     return {"seed": seed, "world": name, "fixed": rows}
 
 
@@ -102,8 +109,12 @@ def cases(per_seed: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 }
                 if None in factors.values():
                     continue
-                d, down, up = math.log(est.value), math.log(1 - MIN_GAIN), math.log1p(MIN_GAIN)
-                case = {"seed": s["seed"], "k": k, "step": j, "inside": down < d < up}
+                case = {
+                    "seed": s["seed"],
+                    "k": k,
+                    "step": j,
+                    "inside": _inside(est.value, MIN_GAIN),
+                }
                 for rule, factor in factors.items():
                     # the step's measured time grows with k: k (1 + factor) sessions reach it
                     reach = k * (1.0 + factor)
@@ -137,16 +148,12 @@ def summarise(all_cases: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def result_of(per_seed: list[dict[str, Any]], worlds: list[str]) -> dict[str, Any]:
-    """Cases and summary per world from the fixed design's rows (their estimates and CIs; the
-    forecasts are computed here, so a stored row carries none)."""
+    """The summary per world from the fixed design's rows (the cases are derived from them
+    again by ``--render``, so they are not stored)."""
     out: dict[str, Any] = {}
     for name in worlds:
         mine = [s for s in per_seed if s["world"] == name]
-        for s in mine:
-            for row in s["fixed"]:
-                row.pop("to_decide_s", None)
-        cs = cases(mine)
-        out[name] = {"summary": summarise(cs), "cases": cs, "per_seed": mine}
+        out[name] = {"summary": summarise(cases(mine)), "per_seed": mine}
     return out
 
 
