@@ -27,13 +27,14 @@ demo: $(RUN_STAMP)
 	$(BIN)/specload demo --out runs/demo
 
 # Five pytest-xdist workers on two cores: many tests wait on step windows and servers (at
-# four, the cores sat a quarter idle and a fresh `make test` took 11-13 min; at five, 10:50).
+# four, the cores sat about 30 % idle and a fresh `make test` took 11-13 min; at five, 10:50).
 # loadscope keeps the tests that share an expensive fixture (the real-vLLM servers, a
 # module's simulator) on one worker (tests/scheduling.py), longest first (tests/conftest.py).
-XDIST := -n 5 --dist loadscope --no-loadscope-reorder
+DIST  := --dist loadscope --no-loadscope-reorder
+XDIST := -n 5 $(DIST)
 # test-fast's in-process tests keep the cores busy: more workers only add their start-up
 # (one fresh run: -n 5 98 s, -n 4 88 s, -n 3 80 s, -n 2 81 s)
-XDIST_FAST := $(subst -n 5,-n 3,$(XDIST))
+XDIST_FAST := -n 3 $(DIST)
 
 # lint first: a change that breaks ruff, the formatting or mypy --strict fails in seconds
 test: lint
