@@ -39,13 +39,10 @@ sys.path.append(str(Path(__file__).resolve().parent))  # shares.py, siblings.py
 from shares import wilson
 from siblings import sibling
 
-from specload.analysis.statistics.effect import UNDECIDED, to_decide_s
-from specload.analysis.statistics.stats import Estimate
+from specload.analysis.statistics.effect import MIN_MORE, UNDECIDED, to_decide_s
+from specload.analysis.statistics.stats import Z975, Estimate
 
 MIN_GAIN = 0.05
-Z975 = 1.959964
-#: the product's floor on the extra time, as a share of what was measured
-MIN_MORE = 0.25
 #: the two rules scored
 RULES = {"today": "today's `to_decide_s`", "two_sided": "candidate: both margins at once"}
 

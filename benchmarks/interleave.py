@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         cov: Any = sibling("coverage.py")
         result = cov.run(a.seeds, a.workers, [WORLD], cov.KINDS)
-        a.out.mkdir(parents=True, exist_ok=True)
+    a.out.mkdir(parents=True, exist_ok=True)
+    if not a.from_json:
         (a.out / "interleave.json").write_text(json.dumps(result, indent=2) + "\n")
     text = markdown(result)
     (a.out / "interleave.md").write_text(text)

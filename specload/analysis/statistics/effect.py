@@ -31,7 +31,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from specload.analysis.statistics.stats import Estimate
+from specload.analysis.statistics.stats import Z975, Estimate
 
 T = TypeVar("T", float, np.ndarray)
 
@@ -85,11 +85,11 @@ def classify(ratio: Estimate, min_gain: float) -> str:
     return UNDECIDED
 
 
-#: Normal quantiles: the CI's two-sided 95 %, and 80 % power (``to_decide_s``).
-_Z975, _Z80 = 1.959964, 0.841621
+#: The normal quantile of 80 % power (``to_decide_s``); the CI's own is ``stats.Z975``.
+_Z80 = 0.841621
 #: The least extra time ``to_decide_s`` names, as a share of what was measured: an interval
 #: just short of deciding is not decided by a few seconds more in practice.
-_MIN_MORE = 0.25
+MIN_MORE = 0.25
 
 
 def to_decide_s(ratio: Estimate, min_gain: float, measured_s: float) -> float | None:
@@ -107,10 +107,10 @@ def to_decide_s(ratio: Estimate, min_gain: float, measured_s: float) -> float | 
         return None
     if not (v > 0 and 0 < lo < hi) or measured_s <= 0 or min_gain >= 1:
         return None
-    d, se = math.log(v), math.log(hi / lo) / (2 * _Z975)
+    d, se = math.log(v), math.log(hi / lo) / (2 * Z975)
     down, up = math.log(1.0 - min_gain), math.log1p(min_gain)
     dist = -d if d <= down else d if d >= up else min(up - d, d - down)
     if dist <= _EPS:
         return None
-    factor = ((_Z975 + _Z80) * se / dist) ** 2
-    return max(factor - 1.0, _MIN_MORE) * measured_s
+    factor = ((Z975 + _Z80) * se / dist) ** 2
+    return max(factor - 1.0, MIN_MORE) * measured_s

@@ -327,8 +327,9 @@ def _t_cdf(x: float, df: int) -> float:
     return 0.5 + float(simpson)
 
 
-#: the normal 97.5 % quantile
-_Z975 = 1.959964
+#: the normal 97.5 % quantile: a two-sided 95 % interval's z (one definition; effect.py's
+#: forecast and the looks' widening read it here)
+Z975 = 1.959964
 
 
 @lru_cache(maxsize=512)
@@ -363,7 +364,7 @@ def widening(units: int, t: Callable[[int], float] = t975) -> float:
     interval: ``sqrt(G / (G - 1))`` undoes the bootstrap's variance, which divides by G, not
     G - 1, and ``t(G - 1) / z`` its normal tails. 1.44 at 6 blocks, 1.17 at 12, 9.2 at 2."""
     g = max(units, 2)
-    return math.sqrt(g / (g - 1)) * t(g - 1) / _Z975
+    return math.sqrt(g / (g - 1)) * t(g - 1) / Z975
 
 
 #: A unit's own percentile counts toward the spread between units only where the unit holds
@@ -486,7 +487,7 @@ def look_stretch(looks: int) -> float:
 
     if looks <= 1:
         return 1.0
-    return NormalDist().inv_cdf(1.0 - 0.025 / looks) / _Z975
+    return NormalDist().inv_cdf(1.0 - 0.025 / looks) / Z975
 
 
 def for_looks(est: Estimate, reps: np.ndarray, looks: int) -> tuple[Estimate, np.ndarray]:
