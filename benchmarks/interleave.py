@@ -84,13 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--from-json", type=Path, help="render an earlier result instead of running")
     p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     a = p.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
     if a.from_json:
         result = json.loads(a.from_json.read_text())
     else:
         cov: Any = sibling("coverage.py")
         result = cov.run(a.seeds, a.workers, [WORLD], cov.KINDS)
-    a.out.mkdir(parents=True, exist_ok=True)
-    if not a.from_json:
         (a.out / "interleave.json").write_text(json.dumps(result, indent=2) + "\n")
     text = markdown(result)
     (a.out / "interleave.md").write_text(text)
