@@ -76,6 +76,19 @@ def test_until_decided_hands_the_sweep_its_budget_and_lets_it_compare() -> None:
     assert plain[-1] == "--no-compare" and "--until-decided" not in plain
 
 
+def test_an_aa_check_declares_no_speculation_for_either_server() -> None:
+    """SPEC_CONFIG=off (an A/A check: both servers the baseline) must not declare a config the
+    second server does not run: its run.json would then call it speculative."""
+    base = {"specload": "specload", "scenario": "s.yaml", "out": "o", "until_decided": 0.0}
+    urls = {"baseline": "http://b", "spec": "http://s"}
+    argv = kit.interleaved_sweep_argv(argparse.Namespace(**base, spec_declared="off"), urls)
+    conditions = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--condition"]
+    assert conditions == [
+        f"{cond}=--speculative-config '{{}}' --no-enable-prefix-caching"
+        for cond in ("baseline", "spec")
+    ]
+
+
 @pytest.mark.slow
 def test_interleaved_dry_run_leaves_merged_blocks_the_plan_and_a_report(tmp_path: Path) -> None:
     """MODE=interleaved (the default) on two simulators, both up at once, the spec one with the

@@ -350,8 +350,10 @@ def _interleaved_session(a: argparse.Namespace, servers: dict[str, ManagedServer
 def interleaved_sweep_argv(a: argparse.Namespace, urls: dict[str, str]) -> list[str]:
     """``specload sweep --interleave`` over the running servers, each condition declared so
     that run.json says what its server runs. ``--condition`` flags take a JSON config only,
-    so the baseline declares ``{}``: an empty config, which compare reads as no speculation."""
-    declared = {"baseline": "{}", "spec": a.spec_declared}
+    so the baseline declares ``{}``: an empty config, which compare reads as no speculation
+    (and so does the spec condition of an A/A check, SPEC_CONFIG=off)."""
+    spec = "{}" if a.spec_declared == "off" else a.spec_declared  # off: an A/A check
+    declared = {"baseline": "{}", "spec": spec}
     argv = [*shlex.split(a.specload), "sweep", "--interleave"]
     for cond in CONDITIONS:
         flags = f"--speculative-config {shlex.quote(declared[cond])} --no-enable-prefix-caching"

@@ -46,7 +46,9 @@
 #   LOAD_FORMAT  vLLM --load-format (default: dummy for the kit's models, auto otherwise;
 #                dummy weights measure serving cost only: acceptance is then set by SPEC_CONFIG)
 #   SPEC_CONFIG  the spec condition's --speculative-config JSON; @DRAFT@ stands for DRAFT.
-#                Default: draft_model, k=4, synthetic acceptance [0.8, 0.55, 0.3, 0.15]
+#                Default: draft_model, k=4, synthetic acceptance [0.8, 0.55, 0.3, 0.15].
+#                off: an A/A check, the "spec" server started as the baseline (no
+#                speculation): the true effect is 0, so every step should end "same"
 #   EXTRA_SERVE_ARGS  more vLLM flags for both conditions (split on spaces)
 #   VLLM         how to run vLLM's CLI (default "vllm"; e.g. "python3 -m vllm.entrypoints.cli.main")
 #   SITE         a folder install_bundle.sh filled (offline hosts): put on PYTHONPATH, and
@@ -204,7 +206,7 @@ server_argv() {  # server_argv COND -> SARGS
     SARGS=("$PY" -m specload sim --host 127.0.0.1 --port SPECLOADPORT --profile h200-llama8b
       --served-model-name target --no-enable-prefix-caching)
     if [ "$MODE" = starts ]; then SARGS+=(--start-jitter 0.05 --start-seed SPECLOADREP)
-    elif [ "$cond" = spec ]; then SARGS+=(--spec-regime calibrated); fi
+    elif [ "$cond" = spec ] && [ "$SPEC" != off ]; then SARGS+=(--spec-regime calibrated); fi
   else
     # shellcheck disable=SC2206  # VLLM is a command line, split on purpose
     SARGS=(env VLLM_USE_V2_MODEL_RUNNER=0 $VLLM serve "$TARGET" --load-format "$LOAD_FORMAT"
@@ -214,7 +216,7 @@ server_argv() {  # server_argv COND -> SARGS
     # shellcheck disable=SC2206
     [ -n "${EXTRA_SERVE_ARGS:-}" ] && SARGS+=($EXTRA_SERVE_ARGS)
   fi
-  if [ "$cond" = spec ]; then SARGS+=(--speculative-config "$SPEC"); fi
+  if [ "$cond" = spec ] && [ "$SPEC" != off ]; then SARGS+=(--speculative-config "$SPEC"); fi
   return 0
 }
 server_cmd() {  # server_cmd COND -> one shell line, quoted, with the placeholders
